@@ -1,0 +1,48 @@
+#pragma once
+// Plan builders, one per algorithm family, and the dispatcher from a spec.
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+#include "algorithms/spec.hpp"
+#include "core/types.hpp"
+#include "topology/topology.hpp"
+
+namespace artune {
+
+/// Inputs every builder shares.
+struct BuildOptions {
+  std::int64_t count = 0;            ///< elements per participant (≥ 1)
+  ReduceOp reduce_op = ReduceOp::kSum;
+  std::vector<int> participants;     ///< topology node indices of the ranks; empty = every GPU by global index
+  std::vector<int> gpu_perm;         ///< ring order of local GPUs inside each machine; empty = identity
+  std::vector<int> gather;           ///< topology node indices of gather devices (shuffle); empty = default
+  int segments = 1;                  ///< pipeline depth applied after building (1 = none)
+};
+
+/// Builds the plan for `spec` (the range that applies to options.count) on `topo`.
+/// InvalidInput names the spec token when the algorithm cannot apply.
+Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options);
+/// Convenience: parse then build.
+Plan build_plan(const Topology& topo, std::string_view spec, const BuildOptions& options);
+
+/// TF's _ring_permutations: for each subchunk s, pred[s][d] and rank[s][d].
+struct RingPermutations {
+  std::vector<std::vector<int>> pred_by_s_d;
+  std::vector<std::vector<int>> rank_by_s_d;
+  std::vector<std::vector<int>> order_by_s;   ///< the full ring order of each subchunk
+};
+/// Exactly TF's _ring_permutations (InvalidInput when subchunks > gpus per worker).
+RingPermutations ring_permutations(int workers, int subchunks, const std::vector<int>& gpu_perm);
+
+/// Cycles through every GPU of one machine along NVLink only (each as a GPU order starting at
+/// its smallest member, one per direction-less cycle), at most `limit` of them.
+std::vector<std::vector<int>> nvlink_hamiltonian_cycles(const Topology& topo, int machine, int limit);
+/// Up to `k` rings over one machine's GPUs whose directed links are pairwise disjoint
+/// (a full-duplex link carries one ring per direction); fewer if the topology holds fewer.
+std::vector<std::vector<int>> link_disjoint_rings(const Topology& topo, int machine, int k);
+/// Maximal NVLink-connected cliques partitioning one machine's GPUs (hierarchical copy groups).
+std::vector<std::vector<int>> nvlink_cliques(const Topology& topo, int machine);
+
+}  // namespace artune

@@ -1,0 +1,111 @@
+#pragma once
+// The Plan IR: the single currency between algorithm builders, the simulator
+// and every executor backend.
+//
+// A plan has devices (participants first, as ranks 0..R-1, then helper
+// devices such as a CPU gather shard), buffers per device (buffer 0 of a
+// participant is the user's in/out buffer of `count` elements; every other
+// buffer is scratch of a declared size), and ops in dependency order: an op's
+// deps always have smaller ids. An op whose src and dst lie on different
+// devices is a transfer over the route between them.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/types.hpp"
+
+namespace artune {
+
+/// What an op does.
+enum class OpKind {
+  kCopy,    ///< dst := src
+  kReduce,  ///< dst := dst ⊕ src
+  kScale,   ///< dst := dst / divisor (finalises avg); src unused
+  kGroup,   ///< a collective a library performs on a device subset
+};
+
+/// The collective of a group op.
+enum class Collective { kAllReduce, kBroadcast, kReduce, kReduceScatter, kAllGather };
+
+/// A region of one device's buffer, in elements.
+struct Location {
+  int device = -1;          ///< plan device index
+  int buffer = 0;           ///< 0 = user buffer, ≥1 scratch
+  std::int64_t offset = 0;  ///< first element
+  std::int64_t count = 0;   ///< elements
+  friend bool operator==(const Location&, const Location&) = default;
+};
+
+/// One step of a plan.
+struct Op {
+  int id = -1;
+  OpKind kind = OpKind::kCopy;
+  Location src;             ///< copy/reduce source (unused by scale and group)
+  Location dst;             ///< copy/reduce/scale destination; group: the region (device field unused)
+  std::vector<int> deps;    ///< ops that must finish first; each shares a device with this op
+  // Group ops only.
+  Collective collective = Collective::kAllReduce;
+  std::vector<int> group;   ///< plan devices taking part, in the library's rank order
+  int root = -1;            ///< plan device of the root (broadcast, reduce)
+  // Scale ops only.
+  int divisor = 1;          ///< dst is divided by this (avg: the number of participants)
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+/// A device of the plan and the topology node it runs on.
+struct PlanDevice {
+  int node = -1;              ///< topology node index
+  std::string name;           ///< the topology node's id (for JSON and reports)
+  bool participant = true;    ///< ranks hold user data; helpers (gather shards) only scratch
+  friend bool operator==(const PlanDevice&, const PlanDevice&) = default;
+};
+
+/// A complete all-reduce plan.
+struct Plan {
+  std::string spec;                               ///< the spec it was built from
+  std::int64_t count = 0;                         ///< elements per participant
+  ReduceOp reduce_op = ReduceOp::kSum;            ///< recorded reduce op
+  std::vector<PlanDevice> devices;                ///< participants (ranks 0..R-1) then helpers
+  std::vector<std::vector<std::int64_t>> buffers; ///< per device: element count of each buffer
+  std::vector<Op> ops;                            ///< in dependency order, ids = positions
+
+  /// Number of participants (ranks).
+  int ranks() const;
+  /// Adds an op, assigning its id; returns the id.
+  int add(Op op);
+  /// Adds a scratch buffer of `count` elements to `device`; returns its buffer index.
+  int add_buffer(int device, std::int64_t count);
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+/// Name of an op kind ("copy", "reduce", "scale", "group").
+std::string_view to_string(OpKind kind) noexcept;
+/// Name of a collective ("all_reduce", "broadcast", "reduce", "reduce_scatter", "all_gather").
+std::string_view to_string(Collective c) noexcept;
+
+/// Devices an op touches (src and dst devices; every group member for group ops), deduplicated.
+std::vector<int> op_devices(const Op& op);
+/// True when the op moves data between two devices.
+bool is_transfer(const Op& op);
+
+/// The plan as JSON: {"spec","count","op","ranks":[…],"helpers":[…],"buffers":[…],"ops":[…]}.
+nlohmann::json plan_to_json(const Plan& plan);
+/// Reads a plan written by plan_to_json; InvalidInput naming `source` and the JSON path on errors.
+Plan plan_from_json(const nlohmann::json& doc, std::string_view source);
+
+/// Splits every op into `segments` pieces with per-segment dependencies so that
+/// successive segments of a chain of transfers overlap (segments ≥ 1).
+Plan pipeline(const Plan& plan, int segments);
+
+/// The (offset, count) of piece `index` when `count` elements are split into
+/// `pieces` as TF's _ragged_split does (count/pieces each, the last takes the remainder).
+std::pair<std::int64_t, std::int64_t> ragged_piece(std::int64_t count, int pieces, int index);
+/// Balanced split (pieces differ by at most one element, larger ones first).
+std::pair<std::int64_t, std::int64_t> even_piece(std::int64_t count, int pieces, int index);
+
+}  // namespace artune

@@ -1,0 +1,19 @@
+#pragma once
+// Subcommands of the `artune` command; each file in cli/ registers one.
+
+#include <CLI/CLI.hpp>
+
+namespace artune::cli {
+
+/// `artune topo show|import|discover`.
+void add_topo_command(CLI::App& app);
+/// `artune plan`.
+void add_plan_command(CLI::App& app);
+/// `artune simulate`.
+void add_simulate_command(CLI::App& app);
+/// `artune run`.
+void add_run_command(CLI::App& app);
+/// `artune autotune` and `artune calibrate`.
+void add_tuner_commands(CLI::App& app);
+
+}  // namespace artune::cli

@@ -1,0 +1,29 @@
+#pragma once
+// Flags and output helpers shared by the subcommands.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace artune::cli {
+
+/// nccl-tests size sweep flags -b/-e/-f.
+struct SweepFlags {
+  std::string min_bytes = "1K";   ///< -b
+  std::string max_bytes = "1G";   ///< -e
+  double factor = 2.0;            ///< -f
+};
+
+/// Adds -b/--minbytes, -e/--maxbytes, -f/--stepfactor to a subcommand.
+void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
+/// The byte sizes of the sweep (InvalidInput naming the flag on bad values).
+std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags);
+/// Prints JSON to stdout, indented, with a trailing newline.
+void print_json(const nlohmann::json& doc);
+/// Splits "0,3,2,1" into integers; InvalidInput naming `flag` on bad items.
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+
+}  // namespace artune::cli

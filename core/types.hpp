@@ -1,0 +1,32 @@
+#pragma once
+// Element types and reduction operators shared by plans, simulator and executors.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace artune {
+
+/// Element type of the reduced buffers.
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+
+/// Reduction operator; kAvg is a sum followed by a scale by 1/ranks.
+enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
+
+/// Bytes per element of a type.
+std::size_t element_size(DataType type) noexcept;
+/// nccl-tests style name of a type ("float", "double", "half", "bfloat16", "int32", "int64", "uint8").
+std::string_view to_string(DataType type) noexcept;
+/// nccl-tests style name of an op ("sum", "prod", "min", "max", "avg").
+std::string_view to_string(ReduceOp op) noexcept;
+/// Parses a type name (also accepts float32/float64/float16/fp32/… aliases); throws InvalidInput naming `what`.
+DataType parse_data_type(std::string_view text, std::string_view what = "type");
+/// Parses an op name; throws InvalidInput naming `what`.
+ReduceOp parse_reduce_op(std::string_view text, std::string_view what = "op");
+/// All types, in a stable order (for tests and help texts).
+const std::vector<DataType>& all_data_types();
+/// All reduce ops, in a stable order.
+const std::vector<ReduceOp>& all_reduce_ops();
+
+}  // namespace artune

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages artune's build, tests, benchmarks and reports
+# need. Idempotent: installs only what is missing and runs `apt-get update`
+# at most once per invocation. Run as root (or through sudo).
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config cmake meson ninja-build
+  nlohmann-json3-dev libcli11-dev libfmt-dev doctest-dev
+  libbenchmark-dev libeigen3-dev libhwloc-dev hwloc
+  libopenmpi-dev openmpi-bin
+  gnuplot-nox python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

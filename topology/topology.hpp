@@ -1,0 +1,159 @@
+#pragma once
+// The topology model: a directed multigraph of devices and links, with routes
+// chosen the way NCCL chooses them (ordered path types, bottleneck bandwidth).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace artune {
+
+/// What a topology node is.
+enum class NodeKind { kGpu, kCpu, kPcieSwitch, kNvSwitch, kNic, kNetSwitch };
+
+/// What a directed link is made of.
+enum class LinkKind { kNvLink, kPcie, kSmp, kNetwork, kLoopback };
+
+/// NCCL's ordered path types, best first: a route's class. NODE is the
+/// nvidia-smi class for crossing PCIe host bridges inside one NUMA node.
+enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kNode, kSys, kNet };
+
+/// A device of the topology.
+struct Node {
+  std::string id;          ///< unique name, e.g. "gpu3" or "m1/gpu3" in clusters
+  NodeKind kind = NodeKind::kGpu;
+  int machine = 0;         ///< machine (worker) index
+  int local_index = -1;    ///< index among nodes of this kind inside its machine
+  int global_index = -1;   ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
+  std::string arch;        ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
+  std::string bus_id;      ///< PCI bus id when known (importers, discovery)
+};
+
+/// A directed link; a full-duplex physical link is two Links.
+struct Link {
+  int src = -1;                ///< node index
+  int dst = -1;                ///< node index
+  LinkKind kind = LinkKind::kPcie;
+  double bandwidth_gbps = 0;   ///< GB/s (1e9 bytes/s) in this direction, all lanes together
+  double latency_us = 0;       ///< one-way latency of this hop
+  int lanes = 1;               ///< bonded lanes (NV2 = 2)
+};
+
+/// The path between two nodes: its class, links and bottleneck.
+struct Route {
+  PathType type = PathType::kLoc;
+  std::vector<int> links;        ///< link indices from source to destination (empty for LOC)
+  double bandwidth_gbps = 0;     ///< bottleneck bandwidth (infinite for LOC: std::numeric_limits<double>::infinity())
+  double latency_us = 0;         ///< sum of link latencies
+};
+
+/// How machines of a cluster are joined.
+struct NetworkSpec {
+  double nic_bandwidth_gbps = 12.5;  ///< per NIC and direction
+  double latency_us = 2.7;           ///< NIC to switch hop
+  double oversubscription = 1.0;     ///< ≥ 1; divides the uplink bandwidth
+};
+
+/// A machine or a cluster: nodes, directed links and derived routes.
+class Topology {
+ public:
+  Topology();
+  ~Topology();
+  Topology(const Topology&);
+  Topology& operator=(const Topology&);
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+
+  /// Adds a node and returns its index; ids must be unique (InvalidInput otherwise).
+  int add_node(Node node);
+  /// Adds one directed link and returns its index.
+  int add_link(Link link);
+  /// Adds both directions of a full-duplex link; returns the index of the src→dst one.
+  int add_duplex_link(int a, int b, LinkKind kind, double bandwidth_gbps, double latency_us, int lanes = 1);
+  /// Assigns GPU global indices (machine·G + local), builds adjacency and checks consistency; call after building.
+  void finalize();
+
+  /// Display name ("dgx1-v100", "4xdgx1-v100", …).
+  const std::string& name() const { return name_; }
+  /// Sets the display name.
+  void set_name(std::string name) { name_ = std::move(name); }
+  /// Free-text description.
+  const std::string& description() const { return description_; }
+  /// Sets the description.
+  void set_description(std::string d) { description_ = std::move(d); }
+
+  /// All nodes; a node's index is its position.
+  const std::vector<Node>& nodes() const { return nodes_; }
+  /// All directed links; a link's index is its position.
+  const std::vector<Link>& links() const { return links_; }
+  /// Indices of the links leaving a node.
+  const std::vector<int>& out_links(int node) const { return out_links_.at(node); }
+  /// Node index by id, or -1.
+  int find_node(std::string_view id) const;
+
+  /// Number of machines (workers).
+  int machine_count() const { return machine_count_; }
+  /// GPU node indices ordered by global GPU index.
+  const std::vector<int>& gpus() const { return gpus_; }
+  /// GPU node indices of one machine, ordered by local index.
+  std::vector<int> gpus_of_machine(int machine) const;
+  /// Number of GPUs per machine if equal on all machines, else -1.
+  int gpus_per_machine() const;
+  /// Node indices of one kind (in index order), optionally restricted to a machine.
+  std::vector<int> nodes_of_kind(NodeKind kind, int machine = -1) const;
+  /// The network joining machines, if any.
+  const std::optional<NetworkSpec>& network() const { return network_; }
+  /// Sets the network spec (clusters).
+  void set_network(NetworkSpec spec) { network_ = spec; }
+
+  /// The route from node a to node b (memoised; thread-safe for concurrent readers after finalize()).
+  const Route& route(int a, int b) const;
+  /// The NIC a node uses to leave its machine (nearest by route class, then index), or -1.
+  int nearest_nic(int node) const;
+  /// Bonded NVLink lanes directly between two nodes (0 if none).
+  int nvlink_lanes(int a, int b) const;
+  /// DMA peer access as TF prints it: true when the route is NVLink or PIX/PXB (same node counts).
+  bool peer_access(int a, int b) const;
+
+  /// A stable hash of nodes, links and network (decision tables refuse other machines).
+  std::string fingerprint() const;
+
+ private:
+  std::string name_;
+  std::string description_;
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<std::vector<int>> out_links_;
+  std::vector<int> gpus_;
+  int machine_count_ = 0;
+  std::optional<NetworkSpec> network_;
+  struct RouteCache;
+  std::unique_ptr<RouteCache> cache_;
+};
+
+/// Short name of a kind ("gpu", "cpu", "pcie_switch", "nvswitch", "nic", "net_switch").
+std::string_view to_string(NodeKind kind) noexcept;
+/// Short name of a link kind ("nvlink", "pcie", "smp", "network", "loopback").
+std::string_view to_string(LinkKind kind) noexcept;
+/// nvidia-smi style name of a path type ("X", "NVL", "NVB", "PIX", "PXB", "PHB", "NODE", "SYS", "NET").
+std::string_view to_string(PathType type) noexcept;
+/// Parses a node kind name; nullopt if unknown.
+std::optional<NodeKind> parse_node_kind(std::string_view text);
+/// Parses a link kind name; nullopt if unknown.
+std::optional<LinkKind> parse_link_kind(std::string_view text);
+
+/// GPU×GPU DMA peer matrix (row/column = global GPU index).
+std::vector<std::vector<bool>> peer_matrix(const Topology& topo);
+/// GPU×GPU bonded NVLink lane counts.
+std::vector<std::vector<int>> nvlink_matrix(const Topology& topo);
+/// GPU×GPU route bottleneck bandwidth in GB/s (0 on the diagonal).
+std::vector<std::vector<double>> bandwidth_matrix(const Topology& topo);
+/// GPU×GPU route classes.
+std::vector<std::vector<PathType>> path_type_matrix(const Topology& topo);
+
+}  // namespace artune
