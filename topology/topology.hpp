@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -27,7 +28,7 @@ enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kNode, kSys, kNet };
 struct Node {
   std::string id;          ///< unique name, e.g. "gpu3" or "m1/gpu3" in clusters
   NodeKind kind = NodeKind::kGpu;
-  int machine = 0;         ///< machine (worker) index
+  int machine = 0;         ///< machine (worker) index; -1 for a network switch shared by all machines
   int local_index = -1;    ///< index among nodes of this kind inside its machine
   int global_index = -1;   ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
   std::string arch;        ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
@@ -127,6 +128,7 @@ class Topology {
   std::string name_;
   std::string description_;
   std::vector<Node> nodes_;
+  std::unordered_map<std::string, int> index_by_id_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> out_links_;
   std::vector<int> gpus_;

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds artune (scripts/build.sh) and runs the whole test suite with Meson.
+# Extra arguments go to `meson test` (e.g. --suite executor).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+meson test -C build --print-errorlogs --num-processes 2 "$@"

@@ -1,0 +1,157 @@
+// The model itself, on topologies built by hand (no JSON): routes, path
+// types, matrices, indices and validation of add_node/add_link.
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "core/error.hpp"
+#include "topology/topology.hpp"
+
+using namespace artune;
+
+namespace {
+
+// A DGX-1-like machine: 2 sockets joined by SMP, 4 PCIe switches with 2 GPUs
+// and 1 NIC each, and (optionally) the V100 hybrid cube-mesh NVLinks.
+Topology dgx1_like(bool nvlink, int machine = 0, Topology* into = nullptr) {
+  Topology local;
+  Topology& t = into ? *into : local;
+  const std::string p = into ? "m" + std::to_string(machine) + "/" : "";
+  const int cpu0 = t.add_node({p + "cpu0", NodeKind::kCpu, machine});
+  const int cpu1 = t.add_node({p + "cpu1", NodeKind::kCpu, machine});
+  t.add_duplex_link(cpu0, cpu1, LinkKind::kSmp, 10, 1);
+  int gpu[8];
+  for (int s = 0; s < 4; ++s) {
+    const int sw = t.add_node({p + "sw" + std::to_string(s), NodeKind::kPcieSwitch, machine});
+    t.add_duplex_link(sw, s < 2 ? cpu0 : cpu1, LinkKind::kPcie, 12, 1);
+    for (int k = 0; k < 2; ++k) {
+      const int g = 2 * s + k;
+      gpu[g] = t.add_node({p + "gpu" + std::to_string(g), NodeKind::kGpu, machine, g});
+      t.add_duplex_link(gpu[g], sw, LinkKind::kPcie, 12, 1);
+    }
+    const int nic = t.add_node({p + "nic" + std::to_string(s), NodeKind::kNic, machine});
+    t.add_duplex_link(nic, sw, LinkKind::kPcie, 12, 1);
+  }
+  if (nvlink) {
+    const int nv2[][2] = {{0, 3}, {0, 4}, {1, 2}, {1, 5}, {2, 3}, {4, 7}, {5, 6}, {6, 7}};
+    const int nv1[][2] = {{0, 1}, {0, 2}, {1, 3}, {2, 6}, {3, 7}, {4, 5}, {4, 6}, {5, 7}};
+    for (auto& e : nv2) t.add_duplex_link(gpu[e[0]], gpu[e[1]], LinkKind::kNvLink, 50, 0.6, 2);
+    for (auto& e : nv1) t.add_duplex_link(gpu[e[0]], gpu[e[1]], LinkKind::kNvLink, 25, 0.6, 1);
+  }
+  if (!into) t.finalize();
+  return local;
+}
+
+int gpu(const Topology& t, int global) { return t.gpus().at(global); }
+
+}  // namespace
+
+TEST_CASE("topology.routes_nvlink_first") {
+  const Topology t = dgx1_like(true);
+  CHECK(t.route(gpu(t, 0), gpu(t, 3)).type == PathType::kNvl);
+  CHECK(t.route(gpu(t, 0), gpu(t, 3)).bandwidth_gbps == 50);
+  CHECK(t.route(gpu(t, 0), gpu(t, 3)).links.size() == 1);
+  CHECK(t.route(gpu(t, 0), gpu(t, 1)).bandwidth_gbps == 25);
+  // 3→4 has no NVLink: a copy engine does not relay through GPU 0 or 7, so it crosses the sockets.
+  const Route& r34 = t.route(gpu(t, 3), gpu(t, 4));
+  CHECK(r34.type == PathType::kSys);
+  CHECK(r34.bandwidth_gbps == 10);
+  CHECK(r34.links.size() == 5);  // gpu3→sw1→cpu0→cpu1→sw2→gpu4
+  CHECK(r34.latency_us == doctest::Approx(5.0));
+  CHECK(t.route(gpu(t, 2), gpu(t, 2)).type == PathType::kLoc);
+  CHECK(t.route(gpu(t, 2), gpu(t, 2)).bandwidth_gbps == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("topology.routes_pcie_classes") {
+  const Topology t = dgx1_like(false);
+  CHECK(t.route(gpu(t, 0), gpu(t, 1)).type == PathType::kPix);
+  CHECK(t.route(gpu(t, 0), gpu(t, 2)).type == PathType::kPhb);
+  CHECK(t.route(gpu(t, 0), gpu(t, 4)).type == PathType::kSys);
+  CHECK(t.route(gpu(t, 0), t.find_node("cpu0")).type == PathType::kPhb);
+  CHECK(t.route(gpu(t, 0), t.find_node("cpu1")).type == PathType::kSys);
+  CHECK(t.nearest_nic(gpu(t, 5)) == t.find_node("nic2"));
+  // Both directions of a link are distinct links.
+  const Route& there = t.route(gpu(t, 0), gpu(t, 1));
+  const Route& back = t.route(gpu(t, 1), gpu(t, 0));
+  CHECK(there.links != back.links);
+}
+
+TEST_CASE("topology.matrices") {
+  const Topology t = dgx1_like(true);
+  const auto peers = peer_matrix(t);
+  const auto lanes = nvlink_matrix(t);
+  const auto bw = bandwidth_matrix(t);
+  CHECK(peers[0][3]);
+  CHECK_FALSE(peers[3][4]);
+  CHECK(lanes[0][3] == 2);
+  CHECK(lanes[0][1] == 1);
+  CHECK(lanes[3][4] == 0);
+  int total = 0;
+  for (int i = 0; i < 8; ++i) {
+    int per_gpu = 0;
+    for (int j = 0; j < 8; ++j) per_gpu += lanes[i][j];
+    CHECK(per_gpu == 6);
+    total += per_gpu;
+  }
+  CHECK(total / 2 == 24);
+  CHECK(bw[0][0] == 0);
+  CHECK(bw[3][4] == 10);
+  CHECK(path_type_matrix(t)[1][5] == PathType::kNvl);
+}
+
+TEST_CASE("topology.cluster_routes_and_indices") {
+  Topology t;
+  for (int m = 0; m < 2; ++m) dgx1_like(false, m, &t);
+  const int net = t.add_node({"net", NodeKind::kNetSwitch, -1});
+  for (int nic : t.nodes_of_kind(NodeKind::kNic)) t.add_duplex_link(nic, net, LinkKind::kNetwork, 12.5, 2.7);
+  t.finalize();
+  CHECK(t.machine_count() == 2);
+  CHECK(t.gpus_per_machine() == 8);
+  REQUIRE(t.gpus().size() == 16);
+  CHECK(t.nodes()[gpu(t, 11)].id == "m1/gpu3");
+  CHECK(t.nodes()[gpu(t, 11)].global_index == 11);
+  CHECK(t.nodes()[gpu(t, 11)].local_index == 3);
+  const Route& r = t.route(gpu(t, 1), gpu(t, 9));
+  CHECK(r.type == PathType::kNet);
+  CHECK(r.bandwidth_gbps == 12);
+  int network_links = 0;
+  for (int l : r.links) network_links += t.links()[l].kind == LinkKind::kNetwork;
+  CHECK(network_links == 2);
+  CHECK(t.gpus_of_machine(1).size() == 8);
+}
+
+TEST_CASE("topology.fingerprint") {
+  const Topology a = dgx1_like(true);
+  const Topology b = dgx1_like(true);
+  const Topology c = dgx1_like(false);
+  CHECK(a.fingerprint() == b.fingerprint());
+  CHECK(a.fingerprint() != c.fingerprint());
+  CHECK(a.fingerprint().size() == 16);
+  const Topology copy = a;  // copies get their own route cache
+  CHECK(copy.route(gpu(copy, 3), gpu(copy, 4)).type == PathType::kSys);
+}
+
+TEST_CASE("topology.rejects_bad_construction") {
+  Topology t;
+  const int a = t.add_node({"a", NodeKind::kGpu});
+  const int b = t.add_node({"b", NodeKind::kGpu});
+  CHECK_THROWS_WITH_AS(t.add_node({"a", NodeKind::kCpu}), doctest::Contains("duplicate device id 'a'"), InvalidInput);
+  CHECK_THROWS_WITH_AS(t.add_link({a, a, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("itself"), InvalidInput);
+  CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 0, 1, 1}), doctest::Contains("bandwidth"), InvalidInput);
+  CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 25, -1, 1}), doctest::Contains("latency"), InvalidInput);
+  CHECK_THROWS_WITH_AS(t.add_link({a, 7, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("does not exist"), InvalidInput);
+  t.finalize();
+  CHECK_THROWS_AS(t.route(a, b), Unsupported);  // no link at all
+  Topology dup;
+  dup.add_node({"g0", NodeKind::kGpu, 0, 0});
+  dup.add_node({"g1", NodeKind::kGpu, 0, 0});
+  CHECK_THROWS_WITH_AS(dup.finalize(), doctest::Contains("local index 0 is used twice"), InvalidInput);
+}
+
+TEST_CASE("topology.kind_names") {
+  CHECK(parse_node_kind("pcie_switch") == NodeKind::kPcieSwitch);
+  CHECK(parse_link_kind("smp") == LinkKind::kSmp);
+  CHECK_FALSE(parse_node_kind("toaster").has_value());
+  CHECK(to_string(PathType::kPxb) == "PXB");
+  CHECK(to_string(LinkKind::kNvLink) == "nvlink");
+}
