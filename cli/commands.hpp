@@ -7,6 +7,8 @@ namespace artune::cli {
 
 /// `artune topo show|import|discover`.
 void add_topo_command(CLI::App& app);
+/// `artune topo discover` (attached under the `topo` subcommand by cmd_topo.cpp).
+void add_topo_discover_command(CLI::App* topo);
 /// `artune plan`.
 void add_plan_command(CLI::App& app);
 /// `artune simulate`.

@@ -19,7 +19,5 @@ struct DiscoveryResult {
 
 /// Discovers the local machine; never throws for missing GPUs (gpu_count = 0 says so).
 DiscoveryResult discover_local_machine();
-/// Joins per-machine topologies into one cluster topology (machine index = position).
-Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec& network, std::string name);
 
 }  // namespace artune

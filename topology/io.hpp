@@ -25,6 +25,9 @@ nlohmann::json topology_to_json(const Topology& topo);
 std::vector<std::string> builtin_topology_names();
 /// The JSON text of a built-in config; InvalidInput if unknown.
 const std::string& builtin_topology_text(std::string_view name);
+/// Joins machine topologies into one cluster (machine index = position; node ids get an "m<k>/" prefix):
+/// a network switch node linked to every NIC (nic bandwidth / oversubscription, network latency).
+Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec& network, std::string name);
 /// The default topology of the CLI ("dgx1-v100").
 inline constexpr std::string_view kDefaultTopology = "dgx1-v100";
 
