@@ -104,7 +104,11 @@ nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& doc, std::string_view source);
 
 /// Splits every op into `segments` pieces with per-segment dependencies so that
-/// successive segments of a chain of transfers overlap (segments ≥ 1).
+/// successive segments of a chain of transfers overlap (1 ≤ segments ≤ 4096).
+/// Pieces are even_piece()s of the op's region (empty ones dropped); segment j of
+/// an op follows segment j-1 of the same op and, for each dep, the latest of that
+/// dep's segments overlapping it in memory (its last segment when none overlaps).
+/// Reduce-scatter and all-gather group ops stay whole (their shards would move).
 Plan pipeline(const Plan& plan, int segments);
 
 /// The (offset, count) of piece `index` when `count` elements are split into

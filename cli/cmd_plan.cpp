@@ -1,6 +1,253 @@
-// `artune plan`: not built yet (see the open issue); registers nothing.
+// `artune plan`: build the plan of a spec on a topology, prove it with the
+// static verifier, and print a summary (devices, ops per kind and per phase,
+// bytes per route class) or the plan itself as JSON.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/plan.hpp"
+#include "algorithms/spec.hpp"
+#include "algorithms/verifier.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "core/types.hpp"
+#include "topology/io.hpp"
 
 namespace artune::cli {
-void add_plan_command(CLI::App&) {}
+
+namespace {
+
+// Phase tables beyond this many rows are cut (the JSON has every op).
+constexpr std::size_t kMaxPhaseRows = 48;
+
+struct PlanFlags {
+  std::string topo = std::string(kDefaultTopology);
+  std::string spec;
+  std::string count = "1M";
+  std::string gpu_perm;
+  std::string gather;
+  std::string participants;
+  int segments = 1;
+  std::string op = "sum";
+  std::string type = "float";
+  bool json = false;
+};
+
+// Comma-separated topology node ids (gpu3, cpu0, m1/gpu2, …).
+std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::string_view rest = text;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const int node = item.empty() ? -1 : topo.find_node(item);
+    if (node < 0) {
+      throw InvalidInput(fmt::format("{}: topology '{}' has no device '{}' (give node ids such as gpu0 or cpu0, "
+                                     "see `artune topo show`)", flag, topo.name(), item));
+    }
+    out.push_back(node);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::int64_t parse_count(const std::string& text) {
+  const std::uint64_t n = parse_size(text, "--count");
+  if (n < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 element (got '{}')", text));
+  if (n > static_cast<std::uint64_t>(INT64_MAX)) throw InvalidInput(fmt::format("--count: '{}' is too large", text));
+  return static_cast<std::int64_t>(n);
+}
+
+// Level of each op in the dependency DAG: 1 + the deepest of its deps (ops without deps: 1).
+std::vector<int> phases_of(const Plan& plan) {
+  std::vector<int> level(plan.ops.size(), 1);
+  for (const Op& op : plan.ops) {
+    for (int d : op.deps) {
+      level[static_cast<std::size_t>(op.id)] =
+          std::max(level[static_cast<std::size_t>(op.id)], level[static_cast<std::size_t>(d)] + 1);
+    }
+  }
+  return level;
+}
+
+struct Traffic {
+  std::int64_t transfers = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Point-to-point bytes by the route class between the two devices ("local" on one device).
+std::map<std::string, Traffic> traffic_by_route(const Topology& topo, const Plan& plan, std::size_t esize) {
+  std::map<std::string, Traffic> out;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
+    const int a = plan.devices[static_cast<std::size_t>(op.src.device)].node;
+    const int b = plan.devices[static_cast<std::size_t>(op.dst.device)].node;
+    const std::string key = op.src.device == op.dst.device ? std::string("local") : std::string(to_string(topo.route(a, b).type));
+    Traffic& t = out[key];
+    ++t.transfers;
+    t.bytes += static_cast<std::uint64_t>(op.dst.count) * esize;
+  }
+  return out;
+}
+
+void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, const VerifyResult& verdict) {
+  const std::size_t esize = element_size(parse_data_type(f.type, "-d/--type"));
+  const int ranks = plan.ranks();
+  fmt::print("plan         {} on {}\n", plan.spec, topo.name());
+  fmt::print("count        {} elements of {} ({} per rank), op {}{}\n", plan.count, f.type,
+             format_size(static_cast<std::uint64_t>(plan.count) * esize), to_string(plan.reduce_op),
+             f.segments > 1 ? fmt::format(", pipelined in {} segments", f.segments) : "");
+  std::string rank_text;
+  for (int r = 0; r < ranks; ++r) rank_text += fmt::format("{}{}={}", r == 0 ? "" : " ", r, plan.devices[static_cast<std::size_t>(r)].name);
+  fmt::print("ranks        {}: {}\n", ranks, rank_text);
+  if (static_cast<int>(plan.devices.size()) > ranks) {
+    std::string helpers;
+    for (std::size_t d = static_cast<std::size_t>(ranks); d < plan.devices.size(); ++d) {
+      std::string sizes;
+      for (std::int64_t b : plan.buffers[d]) sizes += (sizes.empty() ? "" : "+") + std::to_string(b);
+      helpers += fmt::format("{}{}={} (scratch {} elements)", helpers.empty() ? "" : ", ", d, plan.devices[d].name, sizes);
+    }
+    fmt::print("helpers      {}\n", helpers);
+  }
+
+  std::map<OpKind, int> by_kind;
+  for (const Op& op : plan.ops) ++by_kind[op.kind];
+  fmt::print("ops          {} ({} copy, {} reduce, {} scale, {} group)\n", plan.ops.size(), by_kind[OpKind::kCopy],
+             by_kind[OpKind::kReduce], by_kind[OpKind::kScale], by_kind[OpKind::kGroup]);
+
+  // Phases: ops at the same depth of the dependency DAG can run together.
+  const std::vector<int> level = phases_of(plan);
+  const int phases = level.empty() ? 0 : *std::max_element(level.begin(), level.end());
+  fmt::print("\nPhases ({}; phase = 1 + the deepest dependency):\n", phases);
+  fmt::print("  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}  {:>12}\n", "phase", "ops", "copy", "reduce", "scale", "group",
+             "bytes");
+  std::vector<std::map<OpKind, int>> rows(static_cast<std::size_t>(phases) + 1);
+  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(phases) + 1, 0);
+  for (const Op& op : plan.ops) {
+    const auto p = static_cast<std::size_t>(level[static_cast<std::size_t>(op.id)]);
+    ++rows[p][op.kind];
+    if (op.kind != OpKind::kScale) bytes[p] += static_cast<std::uint64_t>(op.dst.count) * esize;
+  }
+  for (int p = 1; p <= phases; ++p) {
+    if (static_cast<std::size_t>(p) > kMaxPhaseRows && p < phases) {
+      fmt::print("  … {} more phases (--json lists every op)\n", phases - p);
+      p = phases;
+    }
+    auto& r = rows[static_cast<std::size_t>(p)];
+    const int total = r[OpKind::kCopy] + r[OpKind::kReduce] + r[OpKind::kScale] + r[OpKind::kGroup];
+    fmt::print("  {:>5}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}  {:>12}\n", p, total, r[OpKind::kCopy], r[OpKind::kReduce],
+               r[OpKind::kScale], r[OpKind::kGroup], format_size(bytes[static_cast<std::size_t>(p)]));
+  }
+
+  fmt::print("\nPoint-to-point traffic by route class:\n");
+  const auto traffic = traffic_by_route(topo, plan, esize);
+  if (traffic.empty()) fmt::print("  none\n");
+  for (const auto& [kind, t] : traffic) {
+    fmt::print("  {:<6} {:>8} transfers  {:>12} bytes ({})\n", kind, t.transfers, t.bytes, format_size(t.bytes));
+  }
+  std::map<std::string, std::pair<int, std::uint64_t>> groups;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kGroup) continue;
+    auto& g = groups[fmt::format("{} over {} devices", to_string(op.collective), op.group.size())];
+    ++g.first;
+    g.second += static_cast<std::uint64_t>(op.dst.count) * esize;
+  }
+  if (!groups.empty()) {
+    fmt::print("\nLibrary collectives (their traffic depends on the library's own algorithm):\n");
+    for (const auto& [what, g] : groups) {
+      fmt::print("  {:>4} x {}, {} per device in all\n", g.first, what, format_size(g.second));
+    }
+  }
+
+  if (verdict.ok) {
+    fmt::print("\nverification ok: every rank ends with each input exactly once{}, no races\n",
+               plan.reduce_op == ReduceOp::kAvg ? " (scaled once)" : "");
+  } else {
+    fmt::print("\nverification FAILED ({} problems):\n", verdict.problems.size());
+    for (const auto& p : verdict.problems) fmt::print("  {}\n", p);
+  }
+}
+
+void run_plan(const PlanFlags& f) {
+  const Topology topo = load_topology(f.topo);
+  if (f.spec.empty()) throw InvalidInput("-s/--spec: missing (e.g. -s xring#2, -s nccl/xring, -s pscpu:64K:xring)");
+  const AllReduceSpec spec = parse_spec(f.spec);
+  BuildOptions options;
+  options.count = parse_count(f.count);
+  options.reduce_op = parse_reduce_op(f.op, "-o/--op");
+  parse_data_type(f.type, "-d/--type");
+  if (!f.gpu_perm.empty()) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
+  if (!f.gather.empty()) options.gather = parse_node_list(topo, f.gather, "--gather");
+  if (!f.participants.empty()) options.participants = parse_node_list(topo, f.participants, "--participants");
+  if (f.segments < 1) throw InvalidInput(fmt::format("--segments: must be ≥ 1 (got {})", f.segments));
+  options.segments = f.segments;
+  options.verify = false;  // verified below, so that a failure can be shown in full
+  const Plan plan = build_plan(topo, spec, options);
+  const VerifyResult verdict = verify(plan);
+  if (f.json) {
+    nlohmann::json doc = plan_to_json(plan);
+    doc["topology"] = topo.name();
+    doc["verified"] = verdict.ok;
+    if (!verdict.ok) doc["problems"] = verdict.problems;
+    print_json(doc);
+  } else {
+    print_summary(topo, plan, f, verdict);
+  }
+  if (!verdict.ok) {
+    throw Error(ErrorCode::kWrongResult, fmt::format("plan {} failed verification: {}", plan.spec, verdict.problems.front()));
+  }
+}
+
+std::string spec_help() {
+  std::string names;
+  for (const auto& [name, what] : spec_algorithms()) names += fmt::format("\n    {:<14} {}", name, what);
+  return "all-reduce spec: alg[#n], intra/inter hybrids, ranges alg:LIMIT:alg (limit in elements, K/M/G)" + names;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Build the plan of an all-reduce spec on a topology, verify it, and summarise it or print it as JSON");
+  cmd->add_option("-t,--topology", flags->topo,
+                  "topology: a built-in name, a generator (uniform:G, uniform:NxG, NxNAME) or a JSON file")
+      ->capture_default_str();
+  cmd->add_option("-s,--spec", flags->spec, spec_help())->required();
+  cmd->add_option("--count", flags->count,
+                  "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements); a range spec "
+                  "picks its range by this count")
+      ->capture_default_str();
+  cmd->add_option("--gpu-perm", flags->gpu_perm,
+                  "order of the GPUs inside each machine, e.g. 0,3,2,1,5,6,7,4: the ring of xring and 2d, the pairing order of "
+                  "rechd, the rank order of tree (default identity)");
+  cmd->add_option("--gather", flags->gather,
+                  "gather devices for the shuffle families, comma-separated node ids such as cpu0,cpu1 or gpu2");
+  cmd->add_option("--participants", flags->participants,
+                  "ranks, comma-separated node ids in rank order (default: every GPU by global index)");
+  cmd->add_option("--segments", flags->segments, "pipeline depth: split every op into K segments (1 = none)")
+      ->capture_default_str();
+  cmd->add_option("-o,--op", flags->op, "reduce op: sum, prod, min, max, avg (avg = sum then one scale)")
+      ->capture_default_str();
+  cmd->add_option("-d,--type", flags->type, "element type, for the byte counts of the summary")->capture_default_str();
+  cmd->add_flag("--json", flags->json,
+                "print the plan as JSON ({\"spec\",\"ranks\",\"count\",\"ops\":[…],\"verified\"}) instead of the summary");
+  cmd->footer(
+      "Ranks are the topology's GPUs in global index order (machine·G + local); with -t uniform:WxG the workers are "
+      "the machines. Helper devices (gather shards such as a CPU socket) follow the ranks. Exit status: 0 when the "
+      "plan verifies, 1 when it does not, 2 on bad input.");
+  cmd->callback([flags] { run_plan(*flags); });
+}
+
 }  // namespace artune::cli

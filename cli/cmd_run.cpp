@@ -1,6 +1,161 @@
-// `artune run`: not built yet (see the open issue); registers nothing.
+// `artune run`: executes a plan for real on a backend and prints an
+// nccl-tests-style table (size, count, type, redop, time, algbw, busbw, #wrong).
+// Under mpirun (mpi, nccl backends) every rank runs the sweep and only rank 0 prints.
+
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "algorithms/builders.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "core/types.hpp"
+#include "executor/backend.hpp"
+#include "executor/runner.hpp"
+#include "topology/io.hpp"
+#include "tuner/decision_table.hpp"
 
 namespace artune::cli {
-void add_run_command(CLI::App&) {}
+
+namespace {
+
+struct RunFlags {
+  std::string topology{kDefaultTopology};
+  std::string spec = "xring";
+  std::string backend = "cpu";
+  SweepFlags sweep{"32M", "32M", 2.0};
+  std::string type = "float";
+  std::string op = "sum";
+  int iterations = 20;
+  int warmup = 5;
+  int check = 1;
+  double timeout_s = 60;
+  int machine_index = -1;
+  int segments = 1;
+  std::string gpu_perm;
+  std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
+  bool json = false;
+};
+
+// The rank mpirun gave this process before MPI is up (-1 when not launched by an MPI launcher).
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return -1;
+}
+
+void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend);
+
+void run_command(const RunFlags& f) {
+  const BackendKind kind = parse_backend_kind(f.backend, "--backend");
+  const bool distributed = kind == BackendKind::kMpi || kind == BackendKind::kNccl;
+  Topology topo;  // outlives the backend, which keeps a pointer to it
+  std::unique_ptr<Backend> backend;
+  try {
+    run_with(f, kind, topo, backend);
+  } catch (const Error& e) {
+    if (!distributed) throw;
+    // Under mpirun rank 0 reports and the others stay quiet. The message goes out before
+    // the backend shuts down (finalising MPI, or aborting the job when a peer is stuck):
+    // once any rank exits non-zero, mpirun may kill the rest.
+    if (backend ? backend->is_root() : launcher_rank() <= 0) fmt::print(stderr, "artune: {}\n", e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    backend.reset();
+    std::exit(exit_status(e.code()));
+  }
+}
+
+void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend) {
+  SweepConfig config;
+  config.sizes = sweep_sizes(f.sweep);
+  config.type = parse_data_type(f.type, "-d/--datatype");
+  config.op = parse_reduce_op(f.op, "-o/--op");
+  config.iterations = f.iterations;
+  config.warmup = f.warmup;
+  config.check = f.check;
+  if (f.iterations < 0) throw InvalidInput("-n/--iters: must be ≥ 0");
+  if (f.warmup < 0) throw InvalidInput("-w/--warmup_iters: must be ≥ 0");
+  if (f.check < 0) throw InvalidInput("-c/--check: must be ≥ 0");
+  if (!(f.timeout_s > 0)) throw InvalidInput("--timeout: must be > 0 seconds");
+  if (f.segments < 1) throw InvalidInput("--segments: must be ≥ 1");
+  topo = load_topology(f.topology);
+  BuildOptions base;
+  base.reduce_op = config.op;
+  base.segments = f.segments;
+  if (!f.gpu_perm.empty()) base.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
+  const PlanFactory make_plan = f.table.empty() ? spec_plan_factory(topo, f.spec, base)
+                                                : table_plan_factory(load_decision_table(f.table, topo), topo,
+                                                                     element_size(config.type), config.op);
+
+  BackendOptions options;
+  options.timeout_s = f.timeout_s;
+  options.machine_index = f.machine_index;
+  options.topology = &topo;
+  backend = make_backend(kind, options);
+
+  RunReport report;
+  report.topology = topo.name().empty() ? f.topology : topo.name();
+  report.spec = f.table.empty() ? f.spec : "table:" + f.table;
+  report.backend = std::string(to_string(kind));
+  report.config = config;
+  const bool print_table = backend->is_root() && !f.json;
+  if (print_table) print_run_header(stdout, report);
+  report.rows = run_sweep(*backend, make_plan, config, [&](const RunRow& row) {
+    if (print_table) print_run_row(stdout, row);
+  });
+  if (backend->is_root()) {
+    if (f.json) print_json(run_report_to_json(report));
+    else print_run_footer(stdout, report);
+  }
+  if (report.total_wrong() > 0) {
+    throw Error(ErrorCode::kWrongResult, fmt::format("run: {} wrong elements (spec {} on {}, backend {})",
+                                                     report.total_wrong(), report.spec, report.topology, report.backend));
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Run an all-reduce plan for real and print an nccl-tests style table.\n"
+      "Inputs are small integers per (rank, index, iteration), exact in every type; #wrong counts\n"
+      "mismatching elements over all ranks and any wrong element makes the command exit 1.\n"
+      "time(us) is the median of -n iterations after -w warm-ups (the slowest rank per iteration);\n"
+      "algbw = size/time, busbw = algbw*2(n-1)/n as nccl-tests. Backends: cpu (threads, one per\n"
+      "device), mpi (`mpirun -np RANKS artune run --backend mpi ...`, one rank per participant;\n"
+      "only rank 0 prints), cuda, nccl (when built, on GPUs).");
+  cmd->add_option("-t,--topology", flags->topology, "topology: built-in name, generator (uniform:8, uniform:2x8) or JSON file")
+      ->capture_default_str();
+  CLI::Option* spec = cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl/xring, 2d, ...)")
+      ->capture_default_str();
+  cmd->add_option("--table", flags->table, "run, for each size, the plan an `artune autotune -o` decision table picks")
+      ->excludes(spec);
+  cmd->add_option("--backend", flags->backend, "cpu | mpi | cuda | nccl")->capture_default_str();
+  add_sweep_flags(cmd, flags->sweep);
+  cmd->add_option("-d,--datatype", flags->type, "float, double, half, bfloat16, int32, int64, uint8")
+      ->capture_default_str();
+  cmd->add_option("-o,--op", flags->op, "sum, prod, min, max, avg")->capture_default_str();
+  cmd->add_option("-n,--iters", flags->iterations, "timed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", flags->warmup, "warm-up iterations per size (not timed)")
+      ->capture_default_str();
+  cmd->add_option("-c,--check", flags->check, "checked iterations per size (0: no check, #wrong N/A)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", flags->timeout_s, "seconds without progress before a stuck peer ends the run")
+      ->capture_default_str();
+  cmd->add_option("--machine-index", flags->machine_index,
+                  "mpi/nccl: this rank's machine in the topology (checked; default: ARTUNE_MACHINE_INDEX)");
+  cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
+  cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
+  cmd->add_flag("--json", flags->json, "print the table as JSON");
+  cmd->callback([flags] { run_command(*flags); });
+}
+
 }  // namespace artune::cli

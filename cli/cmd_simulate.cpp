@@ -1,6 +1,254 @@
-// `artune simulate`: not built yet (see the open issue); registers nothing.
+// `artune simulate`: predicted time, algbw and busbw of a plan over a size
+// sweep, printed like nccl-tests, with the bottleneck link per size.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/spec.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "core/types.hpp"
+#include "simulator/cost_model.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/io.hpp"
 
 namespace artune::cli {
-void add_simulate_command(CLI::App&) {}
+
+namespace {
+
+struct SimulateFlags {
+  std::string topo = std::string(kDefaultTopology);
+  std::string spec;
+  SweepFlags sweep;
+  std::string type = "float";
+  std::string op = "sum";
+  int segments = 1;
+  std::string backend;
+  std::string calibration;
+  std::string gpu_perm;
+  std::string gather;
+  bool links = false;
+  bool json = false;
+};
+
+nlohmann::json read_overlay(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidInput(fmt::format("--calibration: cannot open '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InvalidInput(fmt::format("{}: not valid JSON ({})", path, e.what()));
+  }
+}
+
+// The cost model: the backend's defaults (from --backend, else the overlay's
+// profile, else nccl), then the calibration overlay.
+CostModel make_model(const SimulateFlags& f) {
+  nlohmann::json overlay;
+  if (!f.calibration.empty()) overlay = read_overlay(f.calibration);
+  BackendProfile profile = BackendProfile::kNccl;
+  if (!f.backend.empty()) profile = parse_backend_profile(f.backend, "--backend");
+  if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
+    const BackendProfile file_profile =
+        parse_backend_profile(overlay["profile"].get<std::string>(), f.calibration + ": profile");
+    if (f.backend.empty()) {
+      profile = file_profile;
+    } else if (file_profile != profile) {
+      throw InvalidInput(fmt::format("--calibration: {} was fitted for backend '{}', not --backend {}", f.calibration,
+                                     to_string(file_profile), f.backend));
+    }
+  }
+  CostModel model = CostModel::defaults(profile);
+  if (!f.calibration.empty()) model.apply_overlay(overlay, f.calibration);
+  return model;
+}
+
+std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const int node = topo.find_node(item);
+    if (node < 0) {
+      throw InvalidInput(fmt::format("{}: topology '{}' has no node '{}'", flag, topo.name(), item));
+    }
+    out.push_back(node);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
+  if (size == sizes.front()) return "-b/--minbytes";
+  if (size == sizes.back()) return "-e/--maxbytes";
+  return "-b/-e/-f";
+}
+
+struct Row {
+  std::uint64_t size = 0;
+  std::int64_t count = 0;
+  SimResult result;
+};
+
+std::string bottleneck_text(const Topology& topo, const SimResult& r) {
+  return r.bottleneck_link < 0 ? std::string("-") : link_name(topo, r.bottleneck_link);
+}
+
+// Links of one result, most utilised first.
+std::vector<LinkUsage> ranked_links(const SimResult& r) {
+  std::vector<LinkUsage> links = r.links;
+  std::stable_sort(links.begin(), links.end(),
+                   [](const LinkUsage& a, const LinkUsage& b) { return a.utilisation > b.utilisation; });
+  return links;
+}
+
+nlohmann::json links_json(const Topology& topo, const Row& row) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const LinkUsage& u : ranked_links(row.result)) {
+    const Link& l = topo.links()[u.link];
+    out.push_back({{"link", link_name(topo, u.link)},
+                   {"index", u.link},
+                   {"src", topo.nodes()[l.src].id},
+                   {"dst", topo.nodes()[l.dst].id},
+                   {"kind", std::string(to_string(l.kind))},
+                   {"bandwidth_gbps", l.bandwidth_gbps},
+                   {"bytes", u.bytes},
+                   {"busy_us", u.busy_us},
+                   {"saturated_us", u.saturated_us},
+                   {"utilisation", u.utilisation}});
+  }
+  return out;
+}
+
+void run_simulate(const SimulateFlags& f) {
+  const Topology topo = load_topology(f.topo);
+  const AllReduceSpec spec = parse_spec(f.spec);
+  const DataType type = parse_data_type(f.type, "-d/--datatype");
+  const ReduceOp op = parse_reduce_op(f.op, "-o/--op");
+  if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
+  const CostModel model = make_model(f);
+  const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
+  const std::size_t es = element_size(type);
+  for (const std::uint64_t size : sizes) {
+    if (size % es != 0) {
+      throw InvalidInput(fmt::format("{}: size {} is not a multiple of the {} element size ({} bytes)",
+                                     size_flag(size, sizes), size, to_string(type), es));
+    }
+  }
+  BuildOptions options;
+  options.reduce_op = op;
+  options.segments = f.segments;
+  if (!f.gpu_perm.empty()) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
+  if (!f.gather.empty()) options.gather = parse_node_list(topo, f.gather, "--gather");
+
+  std::vector<Row> rows;
+  rows.reserve(sizes.size());
+  for (const std::uint64_t size : sizes) {
+    Row row;
+    row.size = size;
+    row.count = static_cast<std::int64_t>(size / es);
+    options.count = row.count;
+    const Plan plan = build_plan(topo, spec, options);
+    row.result = simulate(plan, topo, model, es);
+    rows.push_back(std::move(row));
+  }
+  const int ranks = rows.empty() ? 0 : rows.front().result.ranks;
+
+  if (f.json) {
+    nlohmann::json doc;
+    doc["topology"] = topo.name();
+    doc["spec"] = to_string(spec);
+    doc["backend"] = std::string(to_string(model.profile));
+    doc["type"] = std::string(to_string(type));
+    doc["redop"] = std::string(to_string(op));
+    doc["segments"] = f.segments;
+    doc["ranks"] = ranks;
+    doc["cost_model"] = model.to_json();
+    nlohmann::json results = nlohmann::json::array();
+    for (const Row& row : rows) {
+      const SimResult& r = row.result;
+      nlohmann::json j = {{"size", row.size},         {"count", row.count},
+                          {"type", to_string(type)},  {"redop", to_string(op)},
+                          {"time_us", r.time_us},     {"algbw_gbps", r.algbw_gbps},
+                          {"busbw_gbps", r.busbw_gbps}};
+      j["bottleneck"] = r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
+      j["critical_path_ops"] = r.critical_path.size();
+      results.push_back(std::move(j));
+    }
+    doc["results"] = std::move(results);
+    if (f.links && !rows.empty()) {
+      doc["links"] = {{"size", rows.back().size}, {"links", links_json(topo, rows.back())}};
+    }
+    print_json(doc);
+    return;
+  }
+
+  fmt::print("# artune simulate: topology {} ({} ranks), spec {}, backend {}, segments {}\n", topo.name(), ranks,
+             to_string(spec), to_string(model.profile), f.segments);
+  fmt::print("#\n");
+  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {}\n", "size", "count", "type", "redop",
+             "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bottleneck");
+  for (const Row& row : rows) {
+    const SimResult& r = row.result;
+    fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
+               to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+  }
+  if (f.links && !rows.empty()) {
+    const Row& row = rows.back();
+    fmt::print("#\n# links at {} bytes ({:.2f} us), most utilised first\n", row.size, row.result.time_us);
+    fmt::print("# {:<34}  {:>8}  {:>8}  {:>14}  {:>12}  {:>14}  {:>7}\n", "link", "kind", "GB/s", "bytes", "busy(us)",
+               "saturated(us)", "util(%)");
+    for (const LinkUsage& u : ranked_links(row.result)) {
+      const Link& l = topo.links()[u.link];
+      fmt::print("  {:<34}  {:>8}  {:>8.2f}  {:>14.0f}  {:>12.2f}  {:>14.2f}  {:>7.1f}\n", link_name(topo, u.link),
+                 to_string(l.kind), l.bandwidth_gbps, u.bytes, u.busy_us, u.saturated_us, 100.0 * u.utilisation);
+    }
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto flags = std::make_shared<SimulateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Predict all-reduce time, algbw and busbw of a plan over a size sweep with the cost-model simulator");
+  cmd->footer(
+      "Prints one nccl-tests style row per size plus the link that limited it (saturated longest).\n"
+      "busbw = algbw * 2(n-1)/n. The cost model's constants are those of --backend (default nccl),\n"
+      "optionally overlaid by a calibration file (artune calibrate). Example:\n"
+      "  artune simulate -t dgx1-v100 -s xring --gpu-perm 0,3,2,1,5,6,7,4 -b 1M -e 1G --links");
+  cmd->add_option("-t,--topology", flags->topo, "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file")
+      ->capture_default_str();
+  cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl, nccl/xring, ...)")->required();
+  add_sweep_flags(cmd, flags->sweep);
+  cmd->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64, uint8)")
+      ->capture_default_str();
+  cmd->add_option("-o,--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
+  cmd->add_option("--segments", flags->segments, "pipeline segments per op (1 = no pipelining)")->capture_default_str();
+  cmd->add_option("--backend", flags->backend,
+                  "executor whose costs to model: cuda, nccl, cpu, mpi (default nccl, or the calibration's)");
+  cmd->add_option("--calibration", flags->calibration, "JSON cost-model overlay (from artune calibrate)");
+  cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
+  cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)");
+  cmd->add_flag("--links", flags->links, "add the per-link utilisation table for the largest size");
+  cmd->add_flag("--json", flags->json, "print the same data as JSON");
+  cmd->callback([flags] { run_simulate(*flags); });
+}
+
 }  // namespace artune::cli

@@ -1,6 +1,277 @@
-// `artune topo`: not built yet; registers nothing.
+// `artune topo show|list|import` (and `topo discover`, attached from
+// cmd_topo_discover.cpp): inspect and convert topologies.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "topology/importers.hpp"
+#include "topology/io.hpp"
 
 namespace artune::cli {
-void add_topo_command(CLI::App&) {}
+
+namespace {
+
+// Text matrices beyond this many GPUs are unreadable; --all prints them anyway.
+constexpr std::size_t kMaxMatrixGpus = 64;
+// Device and link lists beyond this many entries are summarised by kind.
+constexpr std::size_t kMaxListed = 128;
+
+// Prints one line without trailing blanks (padded columns end in spaces).
+void print_line(std::string line) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  fmt::print("{}\n", line);
+}
+
+std::string topology_flag_help() {
+  std::string names;
+  for (const auto& name : builtin_topology_names()) names += (names.empty() ? "" : ", ") + name;
+  return fmt::format("topology: a built-in ({}), a generator (uniform:G, uniform:NxG, NxNAME such as 4xdgx1-v100) "
+                     "or a JSON file",
+                     names);
+}
+
+// nvidia-smi's cell for a GPU pair: X, NV# (bonded lanes on the route), PIX, …
+std::string path_cell(const Topology& topo, int a, int b) {
+  const Route& route = topo.route(a, b);
+  if (route.type != PathType::kNvl) return std::string(to_string(route.type));
+  int lanes = 0;
+  for (int l : route.links) {
+    const int n = topo.links()[l].lanes;
+    lanes = lanes == 0 ? n : std::min(lanes, n);
+  }
+  return fmt::format("NV{}", lanes);
+}
+
+void print_summary(const Topology& topo) {
+  fmt::print("topology     {}\n", topo.name());
+  if (!topo.description().empty()) fmt::print("description  {}\n", topo.description());
+  const int per_machine = topo.gpus_per_machine();
+  fmt::print("machines     {}, GPUs {}{}, devices {}, directed links {}\n", topo.machine_count(), topo.gpus().size(),
+             topo.machine_count() > 1 && per_machine > 0 ? fmt::format(" ({} per machine)", per_machine) : "",
+             topo.nodes().size(), topo.links().size());
+  if (const auto& net = topo.network()) {
+    fmt::print("network      {:g} GB/s per NIC and direction, {:g} us per hop, oversubscription {:g}:1\n",
+               net->nic_bandwidth_gbps, net->latency_us, net->oversubscription);
+  }
+  fmt::print("fingerprint  {}\n", topo.fingerprint());
+}
+
+void print_devices_and_links(const Topology& topo, bool all) {
+  const auto& nodes = topo.nodes();
+  fmt::print("\nDevices:\n");
+  if (nodes.size() > kMaxListed && !all) {
+    std::map<std::string, int> counts;
+    for (const Node& n : nodes) ++counts[std::string(to_string(n.kind))];
+    std::string text;
+    for (const auto& [kind, count] : counts) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", count, kind);
+    fmt::print("  {} ({} devices; --all lists them)\n", text, nodes.size());
+  } else {
+    std::size_t width = 2;
+    for (const Node& n : nodes) width = std::max(width, n.id.size());
+    print_line(fmt::format("  {:<{}}  {:<11}  {:>7}  {:>5}  {:>6}  {}", "id", width, "kind", "machine", "local", "global",
+                           "arch/port  bus"));
+    for (const Node& n : nodes) {
+      print_line(fmt::format("  {:<{}}  {:<11}  {:>7}  {:>5}  {:>6}  {:<9}{}", n.id, width, to_string(n.kind),
+                             n.machine < 0 ? std::string("-") : std::to_string(n.machine), n.local_index, n.global_index,
+                             n.arch, n.bus_id.empty() ? "" : "  " + n.bus_id));
+    }
+  }
+  const nlohmann::json model = topology_model_to_json(topo);
+  const auto& links = model["links"];
+  fmt::print("\nLinks ({} physical, <-> full duplex, -> one direction):\n", links.size());
+  if (links.size() > kMaxListed && !all) {
+    std::map<std::string, int> counts;
+    for (const auto& l : links) ++counts[l["kind"].get<std::string>()];
+    std::string text;
+    for (const auto& [kind, count] : counts) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", count, kind);
+    fmt::print("  {} (--all lists them)\n", text);
+    return;
+  }
+  std::size_t width = 2;
+  for (const auto& l : links) {
+    width = std::max({width, l["a"].get<std::string>().size(), l["b"].get<std::string>().size()});
+  }
+  for (const auto& l : links) {
+    const int lanes = l.value("lanes", 1);
+    print_line(fmt::format("  {:<{}} {} {:<{}} {:<8} {:>4}  {:>7g} GB/s  {:g} us", l["a"].get<std::string>(), width,
+                           l.contains("directed") ? "-> " : "<->", l["b"].get<std::string>(), width,
+                           l["kind"].get<std::string>(), lanes > 1 ? fmt::format("x{}", lanes) : "",
+                           l["bandwidth"].get<double>(), l["latency"].get<double>()));
+  }
+}
+
+void print_matrices(const Topology& topo, bool all) {
+  const auto& gpus = topo.gpus();
+  if (gpus.empty()) {
+    fmt::print("\nNo GPUs: no DMA, path or bandwidth matrix.\n");
+    return;
+  }
+  if (gpus.size() > kMaxMatrixGpus && !all) {
+    fmt::print("\nMatrices omitted for {} GPUs (more than {}); --all prints them, --json gives them as data.\n", gpus.size(),
+               kMaxMatrixGpus);
+    return;
+  }
+  const std::size_t n = gpus.size();
+  // The DMA peer matrix in the layout of TF's cross_device_utils.py comment:
+  // "DMA: 0 1 2 …" over "0:   Y Y …".
+  const std::size_t digits = std::to_string(n - 1).size();
+  const std::size_t label = std::max<std::size_t>(5, digits + 3);
+  const auto peers = peer_matrix(topo);
+  fmt::print("\nDevice peer to peer matrix (Y: DMA over NVLink or PCIe switches)\n");
+  std::string line = fmt::format("{:<{}}", "DMA:", label);
+  for (std::size_t j = 0; j < n; ++j) line += fmt::format("{}{:>{}}", j == 0 ? "" : " ", j, digits);
+  print_line(line);
+  for (std::size_t i = 0; i < n; ++i) {
+    line = fmt::format("{:<{}}", fmt::format("{}:", i), label);
+    for (std::size_t j = 0; j < n; ++j) line += fmt::format("{}{:>{}}", j == 0 ? "" : " ", peers[i][j] ? "Y" : "N", digits);
+    print_line(line);
+  }
+
+  // Path types as nvidia-smi topo -m prints them.
+  const std::size_t cell = std::max<std::size_t>(6, fmt::format("GPU{}", n - 1).size() + 2);
+  fmt::print("\nPath types (X self, NV# bonded NVLinks, PIX/PXB PCIe switches, PHB host bridge, SYS across sockets, NET network)\n");
+  line = fmt::format("{:<{}}", "", cell);
+  for (std::size_t j = 0; j < n; ++j) line += fmt::format("{:<{}}", fmt::format("GPU{}", j), cell);
+  print_line(line);
+  for (std::size_t i = 0; i < n; ++i) {
+    line = fmt::format("{:<{}}", fmt::format("GPU{}", i), cell);
+    for (std::size_t j = 0; j < n; ++j) line += fmt::format("{:<{}}", path_cell(topo, gpus[i], gpus[j]), cell);
+    print_line(line);
+  }
+
+  const auto bandwidth = bandwidth_matrix(topo);
+  const std::size_t bw_cell = std::max<std::size_t>(7, fmt::format("GPU{}", n - 1).size() + 2);
+  fmt::print("\nBandwidth (GB/s per direction, bottleneck of the route)\n");
+  line = fmt::format("{:<{}}", "", bw_cell);
+  for (std::size_t j = 0; j < n; ++j) line += fmt::format("{:>{}}", fmt::format("GPU{}", j), bw_cell);
+  print_line(line);
+  for (std::size_t i = 0; i < n; ++i) {
+    line = fmt::format("{:<{}}", fmt::format("GPU{}", i), bw_cell);
+    for (std::size_t j = 0; j < n; ++j) {
+      line += fmt::format("{:>{}}", i == j ? std::string("-") : fmt::format("{:g}", bandwidth[i][j]), bw_cell);
+    }
+    print_line(line);
+  }
+}
+
+std::string read_input(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidInput(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct ShowOptions {
+  std::string topology{kDefaultTopology};
+  bool json = false;
+  bool all = false;
+};
+
+struct ImportOptions {
+  std::string from;
+  std::string input;
+  std::string output;
+  std::string name;
+};
+
+void run_show(const ShowOptions& opts) {
+  const Topology topo = load_topology(opts.topology);
+  if (opts.json) {
+    print_json(topology_to_json(topo));
+    return;
+  }
+  print_summary(topo);
+  print_devices_and_links(topo, opts.all);
+  print_matrices(topo, opts.all);
+}
+
+void run_list() {
+  for (const auto& name : builtin_topology_names()) {
+    const Topology topo = load_topology(name);
+    fmt::print("{:<22} {:>3} GPUs  {}\n", name, topo.gpus().size(), topo.description());
+  }
+  fmt::print("{:<22} {:>3}       {}\n", "uniform:G", "G", "G GPUs all-to-all over 25 GB/s NVLink, one CPU, one NIC");
+  fmt::print("{:<22} {:>3}       {}\n", "uniform:NxG", "N*G", "N uniform:G machines joined by a 12.5 GB/s network");
+  fmt::print("{:<22} {:>3}       {}\n", "NxNAME", "", "N machines of a built-in (e.g. 4xdgx1-v100, 128xdgx-h100)");
+}
+
+void run_import(const ImportOptions& opts) {
+  const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
+  const std::string text = read_input(opts.input);
+  Topology topo = opts.from == "nvidia-smi" ? import_nvidia_smi(text, source) : import_nccl_xml(text, source);
+  if (!opts.name.empty()) {
+    topo.set_name(opts.name);
+  } else if (topo.name().empty()) {
+    const std::string stem = std::filesystem::path(opts.input).stem().string();
+    topo.set_name(stem.empty() || opts.input == "-" ? "imported" : stem);
+  }
+  const nlohmann::json model = topology_model_to_json(topo);
+  // What we write must load back: check it here rather than at the next use.
+  const Topology reloaded = topology_from_json(model, opts.output.empty() ? "<output>" : opts.output);
+  if (opts.output.empty() || opts.output == "-") {
+    print_json(model);
+    return;
+  }
+  std::ofstream out(opts.output, std::ios::binary | std::ios::trunc);
+  if (!out) throw InvalidInput(fmt::format("-o/--output: cannot write {} ({})", opts.output, std::strerror(errno)));
+  out << model.dump(2) << '\n';
+  out.close();
+  if (!out) throw BackendFailure(fmt::format("{}: write failed ({})", opts.output, std::strerror(errno)));
+  fmt::print(stderr, "artune: imported {} ({}): {} GPUs, {} devices, {} links -> {}\n", source, opts.from,
+             reloaded.gpus().size(), reloaded.nodes().size(), model["links"].size(), opts.output);
+}
+
+}  // namespace
+
+void add_topo_command(CLI::App& app) {
+  CLI::App* topo = app.add_subcommand("topo", "Inspect, import and discover GPU topologies");
+  topo->require_subcommand(1);
+
+  auto show_opts = std::make_shared<ShowOptions>();
+  CLI::App* show = topo->add_subcommand(
+      "show", "Print a topology: devices, links, the DMA peer matrix, nvidia-smi path types and route bandwidths");
+  show->add_option("-t,--topology", show_opts->topology, topology_flag_help())->capture_default_str();
+  show->add_flag("--json", show_opts->json,
+                 "print the whole model as JSON, with peer_matrix, nvlink_matrix, path_matrix and bandwidth_matrix");
+  show->add_flag("--all", show_opts->all,
+                 fmt::format("list every device and link and print matrices beyond {} GPUs", kMaxMatrixGpus));
+  show->callback([show_opts] { run_show(*show_opts); });
+
+  CLI::App* list = topo->add_subcommand("list", "List the built-in topologies and the generators");
+  list->callback([] { run_list(); });
+
+  auto import_opts = std::make_shared<ImportOptions>();
+  CLI::App* import = topo->add_subcommand(
+      "import", "Convert `nvidia-smi topo -m` output or an NCCL topology XML into artune's JSON format");
+  import->add_option("--from", import_opts->from, "input format: nvidia-smi or nccl-xml")
+      ->required()
+      ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
+  import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
+  import->add_option("-o,--output", import_opts->output, "output JSON file (default: standard output)");
+  import->add_option("--name", import_opts->name, "name of the imported topology (default: the input file's stem)");
+  import->callback([import_opts] { run_import(*import_opts); });
+
+  add_topo_discover_command(topo);
+}
+
 }  // namespace artune::cli

@@ -1,6 +1,406 @@
-// `artune autotune` and `artune calibrate`: not built yet; registers nothing.
+// `artune autotune` and `artune calibrate`: thin wrappers over tuner/.
+
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/discovery.hpp"
+#include "topology/io.hpp"
+#include "tuner/calibration.hpp"
+#include "tuner/decision_table.hpp"
+#include "tuner/fusion.hpp"
+#include "tuner/report.hpp"
+#include "tuner/search.hpp"
 
 namespace artune::cli {
-void add_tuner_commands(CLI::App&) {}
+namespace {
+
+/// Progress on stderr: a redrawn bar on a terminal, a plain line per phase or 10 % step otherwise.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { finish(); }
+
+  ProgressFn fn() {
+    return [this](std::size_t done, std::size_t total, std::string_view what) { update(done, total, what); };
+  }
+
+  void update(std::size_t done, std::size_t total, std::string_view what) {
+    if (quiet_ || total == 0) return;
+    const int pct = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
+    const std::string phase(what.substr(0, what.find(' ')));
+    if (tty_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (done < total && now - last_draw_ < std::chrono::milliseconds(80)) return;
+      last_draw_ = now;
+      constexpr int kWidth = 30;
+      const int filled = pct * kWidth / 100;
+      std::string text(what.substr(0, 60));
+      fmt::print(stderr, "\r[{}{}] {:3d}% {:<60}", std::string(static_cast<std::size_t>(filled), '#'),
+                 std::string(static_cast<std::size_t>(kWidth - filled), ' '), pct, text);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else {
+      // One line per phase change and per 10 % step.
+      const int step = pct / 10;
+      if (phase != last_phase_ || step != last_step_) {
+        fmt::print(stderr, "artune: {:3d}% {}\n", pct, what);
+        last_phase_ = phase;
+        last_step_ = step;
+      }
+    }
+  }
+
+  void finish() {
+    if (drawn_) {
+      fmt::print(stderr, "\r{:<100}\r", "");
+      std::fflush(stderr);
+      drawn_ = false;
+    }
+  }
+
+  void note(const std::string& line) {
+    finish();
+    if (!quiet_) fmt::print(stderr, "artune: {}\n", line);
+  }
+
+ private:
+  bool quiet_;
+  bool tty_;
+  bool drawn_ = false;
+  std::string last_phase_;
+  int last_step_ = -1;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+struct AutotuneFlags {
+  std::string topo;
+  SweepFlags sweep;
+  std::string type = "float";
+  std::string op = "sum";
+  std::string measure;
+  int top = 3;
+  std::string calibration;
+  std::string profile;
+  std::vector<std::string> fusion;
+  std::string output;
+  std::string report;
+  int max_cycles = CandidateOptions{}.max_cycles;
+  std::string segments = "1,2,4";
+  int max_subchunks = -1;
+  int iters = 5;
+  int warmup = 2;
+  std::string measure_max;
+  double timeout = 60;
+  bool json = false;
+  bool quiet = false;
+};
+
+std::string command_line(const AutotuneFlags& f, bool discovered) {
+  std::string cmd = "artune autotune";
+  if (!discovered) cmd += " -t " + f.topo;
+  cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
+  if (f.type != "float") cmd += " -d " + f.type;
+  if (f.op != "sum") cmd += " --op " + f.op;
+  if (!f.profile.empty()) cmd += " --profile " + f.profile;
+  if (!f.calibration.empty()) cmd += " --calibration " + f.calibration;
+  if (!f.measure.empty()) {
+    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", f.measure, f.top, f.iters, f.warmup);
+    if (!f.measure_max.empty()) cmd += " --measure-max " + f.measure_max;
+  }
+  if (f.max_cycles != CandidateOptions{}.max_cycles) cmd += fmt::format(" --max-cycles {}", f.max_cycles);
+  if (f.segments != "1,2,4") cmd += " --segments " + f.segments;
+  if (f.max_subchunks != -1) cmd += fmt::format(" --max-subchunks {}", f.max_subchunks);
+  for (const auto& x : f.fusion) cmd += " --fusion " + x;
+  if (!f.output.empty()) cmd += " -o " + f.output;
+  if (!f.report.empty()) cmd += " --report " + f.report;
+  return cmd;
+}
+
+nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) throw InvalidInput(fmt::format("{} {}: cannot open", flag, path));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InvalidInput(fmt::format("{}: JSON parse error at byte {}", path, e.byte));
+  }
+}
+
+void run_autotune(AutotuneFlags& f) {
+  Progress progress(f.quiet);
+  bool discovered = false;
+  std::vector<std::string> notes;
+  Topology topo;
+  if (f.topo.empty()) {
+    DiscoveryResult d = discover_local_machine();
+    if (d.gpu_count == 0) {
+      const std::string line = fmt::format("no GPU found on {}; tuning the default topology {}",
+                                           d.hostname.empty() ? std::string("this machine") : d.hostname,
+                                           kDefaultTopology);
+      progress.note(line);
+      notes.push_back(line);
+      f.topo = std::string(kDefaultTopology);
+      topo = load_topology(f.topo);
+    } else {
+      progress.note(fmt::format("discovered {} with {} GPUs", d.hostname, d.gpu_count));
+      notes.push_back(fmt::format("topology discovered on {} ({} GPUs)", d.hostname, d.gpu_count));
+      topo = std::move(d.topology);
+      discovered = true;
+    }
+  } else {
+    topo = load_topology(f.topo);
+  }
+
+  SearchOptions so;
+  so.sizes = sweep_sizes(f.sweep);
+  so.type = parse_data_type(f.type, "-d/--datatype");
+  so.op = parse_reduce_op(f.op, "--op");
+  std::optional<BackendKind> measure;
+  if (!f.measure.empty()) measure = parse_backend_kind(f.measure, "--measure");
+  BackendProfile profile = BackendProfile::kNccl;
+  if (measure) profile = profile_for(*measure);
+  if (!f.profile.empty()) profile = parse_backend_profile(f.profile, "--profile");
+  so.model = CostModel::defaults(profile);
+  if (!f.calibration.empty()) {
+    so.model.apply_overlay(read_json_file(f.calibration, "--calibration"), f.calibration);
+    so.calibration = f.calibration;
+    notes.push_back("cost model calibrated by " + f.calibration);
+  }
+  so.candidates.max_cycles = f.max_cycles;
+  so.candidates.max_subchunks = f.max_subchunks;
+  so.candidates.segments = parse_int_list(f.segments, "--segments");
+  for (int s : so.candidates.segments) {
+    if (s < 1 || s > 64) throw InvalidInput(fmt::format("--segments: {} is not in 1..64", s));
+  }
+  if (f.max_cycles < 1) throw InvalidInput("--max-cycles: must be ≥ 1");
+  if (f.top < 1) throw InvalidInput("--top: must be ≥ 1");
+  if (f.iters < 1) throw InvalidInput("--iters: must be ≥ 1");
+  so.progress = progress.fn();
+  std::vector<GradientList> fusion_lists;
+  for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
+
+  SearchResult result = search(topo, so);
+  progress.finish();
+  if (measure) {
+    MeasureOptions mo;
+    mo.backend = *measure;
+    mo.top_k = f.top;
+    mo.iterations = f.iters;
+    mo.warmup = f.warmup;
+    mo.timeout_s = f.timeout;
+    if (!f.measure_max.empty()) mo.max_bytes = parse_size(f.measure_max, "--measure-max");
+    mo.progress = progress.fn();
+    measure_top(result, topo, so, mo);
+    progress.finish();
+  }
+
+  // Tensor fusion: each pack all-reduced with the table's pick, simulated at its exact size.
+  std::vector<FusionReport> fusion;
+  for (auto& list : fusion_lists) {
+    const std::size_t esize = element_size(list.type);
+    std::map<std::uint64_t, double> cache;
+    const AllReduceTimeFn time = [&](std::uint64_t bytes) {
+      const std::int64_t count = static_cast<std::int64_t>((bytes + esize - 1) / esize);
+      const Plan plan = plan_from_table(result.table, topo, count, esize, so.op);
+      return simulate(plan, topo, so.model, esize).time_us;
+    };
+    FusionReport fr;
+    fr.result = tune_fusion(list.bytes(), default_pack_sizes(list.total_elements() * esize), time,
+                            so.model.memory_for(NodeKind::kGpu));
+    fr.list = std::move(list);
+    fusion.push_back(std::move(fr));
+  }
+
+  if (!f.output.empty()) write_decision_table(f.output, result.table);
+  if (!f.report.empty()) {
+    ReportInput in;
+    in.command = command_line(f, discovered);
+    in.title = topo.name();
+    in.notes = notes;
+    if (measure) {
+      in.notes.push_back(fmt::format("top {} candidates per size measured on the {} backend ({} iterations after {} "
+                                     "warm-up), verified with #wrong = 0",
+                                     f.top, f.measure, f.iters, f.warmup));
+    }
+    in.fusion = fusion;
+    write_report(f.report, topo, result, in);
+  }
+
+  std::int64_t wrong = 0;
+  std::vector<std::string> wrong_plans;
+  for (const auto& s : result.sizes) {
+    for (const auto& [c, m] : s.measured) {
+      if (m.wrong != 0) {
+        wrong += m.wrong;
+        wrong_plans.push_back(fmt::format("{} at {}", result.set.candidates[c].label(), format_size(s.bytes)));
+      }
+    }
+  }
+
+  if (f.json) {
+    nlohmann::json doc = table_to_json(result.table);
+    if (!fusion.empty()) {
+      doc["fusion"] = nlohmann::json::array();
+      for (const auto& fr : fusion) doc["fusion"].push_back(fusion_to_json(fr.result, fr.list));
+    }
+    print_json(doc);
+  } else {
+    fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}\n", result.set.candidates.size(),
+               result.set.rejected.size(), result.sizes.size(), to_string(so.model.profile),
+               so.calibration.empty() ? "" : ", calibrated by " + so.calibration);
+    fmt::print("{}", format_decision_table(result.table));
+    fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
+    for (const auto& fr : fusion) {
+      const auto& best = fr.result.options.at(fr.result.best);
+      fmt::print("# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): {:.0f} us per step\n",
+                 fr.list.model, fr.result.tensors, fr.result.total_bytes,
+                 best.bytes_per_pack == 0 ? std::string("one pack") : format_size(best.bytes_per_pack),
+                 best.pack_bytes.size(), best.total_us);
+    }
+    if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
+    if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);
+  }
+  if (wrong != 0) {
+    throw Error(ErrorCode::kWrongResult, fmt::format("{} wrong elements while measuring: {}", wrong,
+                                                     fmt::join(wrong_plans, "; ")));
+  }
+}
+
+struct CalibrateFlags {
+  std::string topo;
+  std::string backend = "cpu";
+  std::string output;
+  std::string type = "float";
+  SweepFlags sweep{"4K", "16M", 4};
+  int iters = 7;
+  int warmup = 2;
+  bool no_validate = false;
+  std::string report;
+  double timeout = 60;
+  bool json = false;
+  bool quiet = false;
+};
+
+void run_calibrate(const CalibrateFlags& f) {
+  Progress progress(f.quiet);
+  const Topology topo = load_topology(f.topo);
+  CalibrationOptions co;
+  co.backend = parse_backend_kind(f.backend, "--backend");
+  co.type = parse_data_type(f.type, "-d/--datatype");
+  co.sizes = sweep_sizes(f.sweep);
+  if (co.sizes.size() < 2) throw InvalidInput("-b/-e/-f: calibration needs at least two sizes");
+  co.validation_sizes = co.sizes;
+  co.validate = !f.no_validate;
+  co.iterations = f.iters;
+  co.warmup = f.warmup;
+  co.timeout_s = f.timeout;
+  co.progress = progress.fn();
+  if (f.iters < 1) throw InvalidInput("--iters: must be ≥ 1");
+  const CalibrationResult r = calibrate(topo, co);
+  progress.finish();
+  if (!f.output.empty()) write_file_atomically(f.output, r.overlay.dump(2) + "\n");
+  if (!f.report.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(f.report, ec);
+    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", f.topo, f.backend,
+                                        f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor,
+                                        f.type != "float" ? " -d " + f.type : std::string(),
+                                        f.output.empty() ? std::string() : " -o " + f.output,
+                                        " --report " + f.report);
+    write_file_atomically((fs::path(f.report) / "CALIBRATION.md").string(),
+                          fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
+                                      "```\n{}```\n",
+                                      topo.name(), f.backend, cmd, r.summary()));
+    nlohmann::json doc = r.to_json();
+    doc["command"] = cmd;
+    write_file_atomically((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n");
+  }
+  if (f.json) {
+    print_json(r.to_json());
+  } else {
+    fmt::print("{}", r.summary());
+    if (!f.output.empty()) fmt::print("# overlay written to {} (use it with --calibration {})\n", f.output, f.output);
+  }
+  std::int64_t wrong = 0;
+  for (const auto& row : r.validation) wrong += row.wrong;
+  if (wrong != 0) throw Error(ErrorCode::kWrongResult, fmt::format("{} wrong elements in the validation runs", wrong));
+}
+
+}  // namespace
+
+void add_tuner_commands(CLI::App& app) {
+  auto flags = std::make_shared<AutotuneFlags>();
+  CLI::App* at = app.add_subcommand(
+      "autotune",
+      "Search every candidate plan generated from the topology, simulate it at every size, optionally measure the "
+      "best for real, and write a decision table (size ranges -> plan)");
+  at->add_option("-t,--topology", flags->topo,
+                 "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file; default: discover this "
+                 "machine (without GPUs: dgx1-v100)");
+  add_sweep_flags(at, flags->sweep);
+  at->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64)")
+      ->capture_default_str();
+  at->add_option("--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
+  at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
+  at->add_option("--top", flags->top, "candidates per size to measure")->capture_default_str();
+  at->add_option("--iters", flags->iters, "timed iterations per measurement")->capture_default_str();
+  at->add_option("--warmup", flags->warmup, "warm-up iterations per measurement")->capture_default_str();
+  at->add_option("--measure-max", flags->measure_max, "measure only sizes up to this many bytes (K/M/G)");
+  at->add_option("--timeout", flags->timeout, "seconds before a stuck backend run fails")->capture_default_str();
+  at->add_option("--calibration", flags->calibration, "cost-model overlay JSON written by artune calibrate");
+  at->add_option("--profile", flags->profile,
+                 "cost-model profile (nccl, cuda, cpu, mpi); default: the --measure backend's, else nccl");
+  at->add_option("--fusion", flags->fusion,
+                 "gradient tensor list JSON (e.g. configs/fusion/resnet50.json): choose the group_by_size pack size "
+                 "(repeatable)");
+  at->add_option("-o,--output", flags->output, "write the decision table here (atomically)");
+  at->add_option("--report", flags->report, "write REPORT.md, results.json and plots into this folder");
+  at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
+      ->capture_default_str();
+  at->add_option("--segments", flags->segments, "pipeline depths to try (comma-separated)")->capture_default_str();
+  at->add_option("--max-subchunks", flags->max_subchunks, "ring subchunks tried up to this (-1: min(GPUs, 4))")
+      ->capture_default_str();
+  at->add_flag("--json", flags->json, "print the decision table as JSON");
+  at->add_flag("-q,--quiet", flags->quiet, "no progress output");
+  at->callback([flags] { run_autotune(*flags); });
+
+  auto cf = std::make_shared<CalibrateFlags>();
+  CLI::App* cal = app.add_subcommand(
+      "calibrate",
+      "Microbenchmark a backend (copies per device-pair class, concurrent copies, reductions per type, per-op "
+      "overhead), fit alpha and bandwidth by least squares, write a cost-model overlay, and validate it");
+  cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
+  cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
+  cal->add_option("-o,--output", cf->output, "write the overlay JSON here (load it with --calibration)");
+  cal->add_option("-d,--datatype", cf->type, "element type of copies and validation runs")->capture_default_str();
+  add_sweep_flags(cal, cf->sweep);
+  cal->add_option("--iters", cf->iters, "timed runs per point (the median is kept)")->capture_default_str();
+  cal->add_option("--warmup", cf->warmup, "warm-up runs per point")->capture_default_str();
+  cal->add_option("--timeout", cf->timeout, "seconds before a stuck backend run fails")->capture_default_str();
+  cal->add_flag("--no-validate", cf->no_validate, "skip the validation set");
+  cal->add_option("--report", cf->report, "also write CALIBRATION.md and calibration.json into this folder");
+  cal->add_flag("--json", cf->json, "print the fits and validation as JSON");
+  cal->add_flag("-q,--quiet", cf->quiet, "no progress output");
+  cal->callback([cf] { run_calibrate(*cf); });
+}
+
 }  // namespace artune::cli

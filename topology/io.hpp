@@ -21,6 +21,8 @@ Topology load_topology_file(const std::string& path);
 Topology topology_from_json(const nlohmann::json& doc, std::string_view source);
 /// The whole model as JSON (full form), plus derived peer_matrix, nvlink_matrix, path and bandwidth matrices.
 nlohmann::json topology_to_json(const Topology& topo);
+/// The model alone (name, description, devices, links, network): what `topo import` writes and the loaders read.
+nlohmann::json topology_model_to_json(const Topology& topo);
 /// Names of the built-in configs, sorted.
 std::vector<std::string> builtin_topology_names();
 /// The JSON text of a built-in config; InvalidInput if unknown.

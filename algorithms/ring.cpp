@@ -1,0 +1,158 @@
+// Ring all-reduce with subchunks, as TF's build_ring_all_reduce.
+//
+// Cost (n devices, m bytes, one subchunk): 2(n−1) steps of m/n bytes each,
+// 2(n−1)α + 2(n−1)/n·mβ + (n−1)/n·mγ. Subchunks give every device S
+// different predecessors per tick so parallel channels carry traffic at once.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/families.hpp"
+#include "core/error.hpp"
+
+namespace artune {
+
+RingPermutations ring_permutations(int workers, int subchunks, const std::vector<int>& gpu_perm) {
+  const int gpus = static_cast<int>(gpu_perm.size());
+  if (workers < 0) throw InvalidInput(fmt::format("ring: {} workers", workers));
+  RingPermutations out;
+  const int devices = workers * gpus;
+  if (devices == 0) return out;
+  if (subchunks < 1) throw InvalidInput(fmt::format("xring#{}: subchunks must be ≥ 1", subchunks));
+  if (subchunks > gpus) {
+    throw InvalidInput(
+        fmt::format("xring#{}: {} subchunks exceed the {} GPUs per worker of the ring", subchunks, subchunks, gpus));
+  }
+  for (int i : gpu_perm) {
+    if (i < 0 || i >= gpus) {
+      throw InvalidInput(fmt::format("--gpu-perm: entry {} is not a local GPU index in 0..{}", i, gpus - 1));
+    }
+  }
+  // TF: max(1, int(num_gpus / num_subchunks)), integer division of positives.
+  const int rotation_interval = std::max(1, gpus / subchunks);
+  for (int s = 0; s < subchunks; ++s) {
+    std::vector<int> full_order;
+    full_order.reserve(static_cast<std::size_t>(devices));
+    const int offset = s * rotation_interval;
+    for (int w = 0; w < workers; ++w) {
+      std::vector<int> default_order;
+      for (int i : gpu_perm) default_order.push_back(w * gpus + i);
+      // Python's default_order[offset:] + default_order[:offset]; offset may exceed the length
+      // (then the slice is empty and the order is unrotated).
+      const int cut = std::min(offset, gpus);
+      full_order.insert(full_order.end(), default_order.begin() + cut, default_order.end());
+      full_order.insert(full_order.end(), default_order.begin(), default_order.begin() + cut);
+    }
+    out.order_by_s.push_back(std::move(full_order));
+  }
+  out.pred_by_s_d.assign(static_cast<std::size_t>(subchunks), std::vector<int>(static_cast<std::size_t>(devices), -1));
+  out.rank_by_s_d.assign(static_cast<std::size_t>(subchunks), std::vector<int>(static_cast<std::size_t>(devices), -1));
+  for (int s = 0; s < subchunks; ++s) {
+    const auto& order = out.order_by_s[static_cast<std::size_t>(s)];
+    for (int t = 0; t < devices; ++t) {
+      const int d = order[static_cast<std::size_t>(t)];
+      // TF keeps the first position of a device (its inner loop breaks there).
+      if (out.rank_by_s_d[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] >= 0) continue;
+      out.rank_by_s_d[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] = t;
+      out.pred_by_s_d[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)] =
+          order[static_cast<std::size_t>((t + devices - 1) % devices)];
+    }
+  }
+  return out;
+}
+
+namespace detail {
+
+namespace {
+
+struct RingView {
+  int n;
+  int subchunks;
+  std::vector<std::vector<int>> rank;  // rank[s][slot]
+  std::vector<std::vector<int>> pred;  // pred[s][slot]
+};
+
+RingView view_of(const std::vector<Slot>& slots, const RingParams& p) {
+  const int n = static_cast<int>(slots.size());
+  RingView v{n, static_cast<int>(p.orders.size()), {}, {}};
+  if (v.subchunks < 1) throw InvalidInput("ring: no ring order");
+  for (const auto& order : p.orders) {
+    if (static_cast<int>(order.size()) != n) {
+      throw InvalidInput(fmt::format("ring: order of {} devices for {} slots", order.size(), n));
+    }
+    std::vector<int> rank(static_cast<std::size_t>(n), -1);
+    std::vector<int> pred(static_cast<std::size_t>(n), -1);
+    for (int t = 0; t < n; ++t) {
+      const int d = order[static_cast<std::size_t>(t)];
+      if (d < 0 || d >= n || rank[static_cast<std::size_t>(d)] >= 0) {
+        throw InvalidInput(fmt::format("ring: order is not a permutation of 0..{}", n - 1));
+      }
+      rank[static_cast<std::size_t>(d)] = t;
+      pred[static_cast<std::size_t>(d)] = order[static_cast<std::size_t>((t + n - 1) % n)];
+    }
+    v.rank.push_back(std::move(rank));
+    v.pred.push_back(std::move(pred));
+  }
+  return v;
+}
+
+}  // namespace
+
+void emit_ring_reduce_scatter(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p) {
+  const RingView v = view_of(slots, p);
+  const int n = v.n;
+  const RingChunks chunks{count, n, v.subchunks};
+  for (int tick = 0; tick + 1 < n; ++tick) {
+    for (int d = 0; d < n; ++d) {
+      for (int s = 0; s < v.subchunks; ++s) {
+        const int rank = v.rank[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        const int seg = (rank + n - (2 + tick)) % n;
+        const int pred = v.pred[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        const auto [off, len] = chunks.chunk(seg * v.subchunks + s);
+        // The predecessor updated this chunk in the previous tick and does not touch it in this
+        // one, so reducing straight out of its buffer equals TF's "last tick's value".
+        e.reduce(at(slots[static_cast<std::size_t>(pred)], off, len), at(slots[static_cast<std::size_t>(d)], off, len));
+      }
+    }
+  }
+}
+
+void emit_ring_all_gather(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p) {
+  const RingView v = view_of(slots, p);
+  const int n = v.n;
+  const RingChunks chunks{count, n, v.subchunks};
+  for (int tick = 0; tick + 1 < n; ++tick) {
+    for (int d = 0; d < n; ++d) {
+      for (int s = 0; s < v.subchunks; ++s) {
+        const int rank = v.rank[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        const int seg = (rank + n - (1 + tick)) % n;
+        const int pred = v.pred[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        const auto [off, len] = chunks.chunk(seg * v.subchunks + s);
+        e.copy(at(slots[static_cast<std::size_t>(pred)], off, len), at(slots[static_cast<std::size_t>(d)], off, len));
+      }
+    }
+  }
+}
+
+void emit_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p, int scale_by) {
+  emit_ring_reduce_scatter(e, slots, count, p);
+  if (scale_by != kNoScale) {
+    const RingView v = view_of(slots, p);
+    const RingChunks chunks{count, v.n, v.subchunks};
+    // TF's _apply_unary_to_chunks runs on every chunk of every device, but only the fully
+    // reduced ones survive the scatter pass: scaling just those scales each element once.
+    for (int d = 0; d < v.n; ++d) {
+      for (int s = 0; s < v.subchunks; ++s) {
+        const int seg = v.rank[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
+        const auto [off, len] = chunks.chunk(seg * v.subchunks + s);
+        e.scale(at(slots[static_cast<std::size_t>(d)], off, len), scale_by);
+      }
+    }
+  }
+  emit_ring_all_gather(e, slots, count, p);
+}
+
+}  // namespace detail
+}  // namespace artune

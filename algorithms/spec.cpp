@@ -1,0 +1,249 @@
+#include "algorithms/spec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace artune {
+
+namespace {
+
+// What `#n` means for each algorithm; kNone: the algorithm takes no argument.
+enum class ArgKind { kNone, kSubchunks, kShards, kPacks, kRings };
+
+struct AlgInfo {
+  const char* name;
+  ArgKind arg;
+  const char* description;
+};
+
+constexpr std::array<AlgInfo, 10> kAlgorithms{{
+    {"xring", ArgKind::kSubchunks, "ring all-reduce (TF build_ring_all_reduce); #S = subchunks, alias ring"},
+    {"rechd", ArgKind::kNone, "recursive halving-doubling (TF build_recursive_hd_all_reduce), any device count"},
+    {"pscpu", ArgKind::kShards, "shuffle reduce gathered on CPU sockets; #N = gather shards"},
+    {"psgpu", ArgKind::kShards, "shuffle reduce gathered on GPUs; #N = gather shards"},
+    {"shuffle", ArgKind::kShards, "shuffle reduce on the --gather devices; #N = gather shards"},
+    {"hiercopy", ArgKind::kPacks, "hierarchical copy over NVLink cliques (TF DGX-1 algorithm); #P = packs"},
+    {"nccl", ArgKind::kNone, "one library all-reduce over all participants"},
+    {"mring", ArgKind::kRings, "multi-ring over link-disjoint Hamiltonian cycles; #K = rings"},
+    {"tree", ArgKind::kNone, "double binary tree"},
+    {"2d", ArgKind::kNone, "2-D hierarchical: reduce-scatter in machine, all-reduce across, all-gather in machine"},
+}};
+
+// intra/inter pairs the builders implement (TF's hybrids plus two more).
+constexpr std::array<std::pair<const char*, const char*>, 7> kHybrids{{
+    {"nccl", "xring"},
+    {"nccl", "rechd"},
+    {"nccl", "pscpu"},
+    {"nccl", "shuffle"},
+    {"pscpu", "xring"},
+    {"pscpu", "pscpu"},
+    {"pscpu", "rechd"},
+}};
+
+// `#n` beyond this is certainly a typo and would only overflow sizes downstream.
+constexpr int kMaxArg = 1 << 16;
+
+const AlgInfo* find_alg(std::string_view name) {
+  for (const AlgInfo& a : kAlgorithms) {
+    if (name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+std::string known_names() {
+  std::string out;
+  for (const AlgInfo& a : kAlgorithms) {
+    if (!out.empty()) out += ", ";
+    out += a.name;
+    if (std::string_view(a.name) == "xring") out += ", ring";
+  }
+  return out;
+}
+
+std::string known_hybrids() {
+  std::string out;
+  for (const auto& [intra, inter] : kHybrids) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}/{}", intra, inter);
+  }
+  return out;
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& reason) const {
+    throw InvalidInput(fmt::format("--spec '{}': {}", text_, reason));
+  }
+
+  AlgToken token(std::string_view tok) const {
+    if (tok.empty()) fail("empty algorithm name");
+    const std::size_t hash = tok.find('#');
+    std::string_view name = tok.substr(0, hash);
+    if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", tok));
+    if (name == "ring") name = "xring";
+    const AlgInfo* info = find_alg(name);
+    if (info == nullptr) {
+      fail(fmt::format("unknown algorithm '{}' (known: {})", tok.substr(0, hash), known_names()));
+    }
+    AlgToken out;
+    out.name = info->name;
+    if (hash == std::string_view::npos) return out;
+    const std::string_view arg = tok.substr(hash + 1);
+    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", tok, info->name));
+    if (arg.empty() || arg.size() > 9 ||
+        !std::all_of(arg.begin(), arg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      fail(fmt::format("'{}': #n must be a positive whole number", tok));
+    }
+    const long n = std::stol(std::string(arg));
+    if (n < 1) fail(fmt::format("'{}': #n must be ≥ 1", tok));
+    if (n > kMaxArg) fail(fmt::format("'{}': #n must be ≤ {}", tok, kMaxArg));
+    out.arg = static_cast<int>(n);
+    return out;
+  }
+
+  SpecRange range(std::string_view part) const {
+    if (part.empty()) fail("empty range (expected alg[#n] or alg[#n]/alg[#n])");
+    SpecRange r;
+    const std::size_t slash = part.find('/');
+    if (slash == std::string_view::npos) {
+      r.intra = token(part);
+      return r;
+    }
+    if (part.find('/', slash + 1) != std::string_view::npos) {
+      fail(fmt::format("'{}': at most two levels (intra/inter machine)", part));
+    }
+    const std::string_view lo = part.substr(0, slash);
+    const std::string_view hi = part.substr(slash + 1);
+    if (lo.empty() || hi.empty()) fail(fmt::format("'{}': empty level around '/'", part));
+    r.intra = token(lo);
+    r.inter = token(hi);
+    const bool valid = std::any_of(kHybrids.begin(), kHybrids.end(), [&](const auto& h) {
+      return r.intra.name == h.first && r.inter->name == h.second;
+    });
+    if (!valid) {
+      fail(fmt::format("'{}': {}/{} is not a supported hierarchy (supported: {})", part, r.intra.name,
+                       r.inter->name, known_hybrids()));
+    }
+    return r;
+  }
+
+  // Limits are element counts as tf_cnn_benchmarks' parse_general_int reads
+  // them: digits with an optional K/k, M, G or T suffix, powers of 1024 (the
+  // same convention as artune's size arguments).
+  std::int64_t limit(std::string_view part) const {
+    if (part.empty()) fail("empty limit between ':' (expected alg:limit:alg, e.g. xring:64K:nccl)");
+    std::string_view digits = part;
+    std::int64_t scale = 1;
+    switch (part.back()) {
+      case 'K':
+      case 'k': scale = std::int64_t{1} << 10; break;
+      case 'M': scale = std::int64_t{1} << 20; break;
+      case 'G': scale = std::int64_t{1} << 30; break;
+      case 'T': scale = std::int64_t{1} << 40; break;
+      default: break;
+    }
+    if (scale != 1) digits.remove_suffix(1);
+    if (digits.empty() || digits.size() > 15 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      fail(fmt::format("limit '{}' is not a whole number of elements with optional K/M/G/T suffix", part));
+    }
+    const std::int64_t n = std::stoll(std::string(digits));
+    if (n < 1) fail(fmt::format("limit '{}' must be ≥ 1", part));
+    if (n > std::numeric_limits<std::int64_t>::max() / scale) fail(fmt::format("limit '{}' is too large", part));
+    return n * scale;
+  }
+
+  AllReduceSpec parse() const {
+    if (text_.empty()) fail("empty spec (e.g. xring, nccl, nccl/xring, pscpu:64K:xring)");
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t colon = text_.find(':', start);
+      parts.push_back(text_.substr(start, colon == std::string_view::npos ? std::string_view::npos : colon - start));
+      if (colon == std::string_view::npos) break;
+      start = colon + 1;
+    }
+    AllReduceSpec spec;
+    for (std::size_t i = 0; i < parts.size(); i += 2) {
+      SpecRange r = range(parts[i]);
+      if (i + 1 < parts.size()) {
+        r.limit = limit(parts[i + 1]);
+        if (!spec.ranges.empty() && r.limit <= spec.ranges.back().limit) {
+          fail(fmt::format("limit '{}' ({} elements) must exceed the previous limit ({} elements)", parts[i + 1],
+                           r.limit, spec.ranges.back().limit));
+        }
+        if (i + 2 >= parts.size()) {
+          fail(fmt::format("limit '{}' has no range after it (the last range must be unlimited)", parts[i + 1]));
+        }
+      }
+      spec.ranges.push_back(std::move(r));
+    }
+    return spec;
+  }
+
+ private:
+  std::string_view text_;
+};
+
+std::string token_text(const AlgToken& t) {
+  return t.arg >= 0 ? fmt::format("{}#{}", t.name, t.arg) : t.name;
+}
+
+std::string limit_text(std::int64_t n) {
+  static constexpr std::pair<char, int> kSuffixes[] = {{'T', 40}, {'G', 30}, {'M', 20}, {'K', 10}};
+  for (const auto& [suffix, shift] : kSuffixes) {
+    const std::int64_t unit = std::int64_t{1} << shift;
+    if (n >= unit && n % unit == 0) return fmt::format("{}{}", n / unit, suffix);
+  }
+  return std::to_string(n);
+}
+
+}  // namespace
+
+const SpecRange& AllReduceSpec::pick(std::int64_t count) const {
+  if (ranges.empty()) throw InvalidInput("--spec: empty spec");
+  for (const SpecRange& r : ranges) {
+    if (r.limit < 0 || count <= r.limit) return r;
+  }
+  return ranges.back();
+}
+
+AllReduceSpec parse_spec(std::string_view text) { return Parser(text).parse(); }
+
+std::string to_string(const SpecRange& range) {
+  std::string out = token_text(range.intra);
+  if (range.inter) out += "/" + token_text(*range.inter);
+  return out;
+}
+
+std::string to_string(const AllReduceSpec& spec) {
+  std::string out;
+  for (std::size_t i = 0; i < spec.ranges.size(); ++i) {
+    out += to_string(spec.ranges[i]);
+    if (i + 1 < spec.ranges.size()) out += ":" + limit_text(spec.ranges[i].limit) + ":";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> spec_algorithms() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const AlgInfo& a : kAlgorithms) out.emplace_back(a.name, a.description);
+  for (const auto& [intra, inter] : kHybrids) {
+    out.emplace_back(fmt::format("{}/{}", intra, inter),
+                     fmt::format("{} inside each machine, {} across machines over one device each, then "
+                                 "broadcast back (TF hybrid)",
+                                 intra, inter));
+  }
+  return out;
+}
+
+}  // namespace artune

@@ -1,0 +1,343 @@
+// The cuda backend: replays a Program (cuda_program.hpp) with CUDA calls.
+// prepare() does every allocation, stream/event creation, peer enabling and
+// pointer resolution once; run() only issues the precomputed calls and waits
+// for the streams (polling, so a wedged device ends in Timeout, not a hang).
+
+#include "executor/cuda/cuda_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "executor/cuda/cuda_check.hpp"
+#include "executor/cuda/cuda_program.hpp"
+#include "executor/cuda/kernel_dispatch.hpp"
+#include "executor/cuda/reduce_kernels.hpp"
+#include "executor/schedule.hpp"
+#include "executor/verification.hpp"
+
+namespace artune {
+
+int cuda_device_count() noexcept { return cuda::usable_device_count(); }
+
+namespace {
+
+using namespace artune::cuda;
+
+// One precomputed CUDA call of run().
+struct Call {
+  StepKind kind = StepKind::kCopy;
+  int gpu = 0;                  // current device while issuing
+  cudaStream_t stream = nullptr;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  int dst_gpu = -1;             // copies: -1 = host memory
+  int src_gpu = -1;
+  int kernel = -1;
+  LaunchGeometry geometry;
+  std::int64_t divisor = 1;
+  cudaEvent_t event = nullptr;
+  int op = -1;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& options) : options_(options) {
+    gpus_ = usable_device_count();
+    if (gpus_ <= 0) throw Unsupported("no CUDA device available");
+  }
+
+  ~CudaBackend() override {
+    // Let queued work finish before buffers are freed under it.
+    for (const Stream& s : streams_) {
+      if (s.get() != nullptr) cudaStreamSynchronize(s.get());
+    }
+  }
+
+  void prepare(const Plan& plan, DataType type, ReduceOp op) override {
+    check_plan_shape(plan);
+    release();
+    type_ = type;
+    op_ = op;
+    ranks_ = plan.ranks();
+    count_ = plan.count;
+    esize_ = element_size(type);
+    const int n = static_cast<int>(plan.devices.size());
+
+    placement_ = place_devices(plan, gpus_, options_.topology);
+    log_placement(plan);
+    const auto peer = enable_peers();
+    program_ = lower_plan(plan, placement_, peer);
+
+    // Buffers: GPU memory, or pinned mapped host memory for CPU helpers.
+    buffers_.resize(n);
+    pointers_.resize(n);
+    for (int d = 0; d < n; ++d) {
+      const auto& sizes = plan.buffers[d];
+      for (std::size_t b = 0; b < sizes.size(); ++b) {
+        std::int64_t elems = sizes[b];
+        if (b == 0 && plan.devices[d].participant) elems = std::max(elems, count_);
+        const std::size_t bytes = static_cast<std::size_t>(elems) * esize_;
+        if (placement_[d].host) {
+          host_buffers_.emplace_back(bytes);
+          pointers_[d].push_back(host_buffers_.back().get());
+        } else {
+          buffers_[d].emplace_back(placement_[d].cuda_device, bytes);
+          pointers_[d].push_back(buffers_[d].back().get());
+        }
+      }
+    }
+    for (int d = 0; d < n; ++d) {
+      streams_.emplace_back(placement_[d].cuda_device);
+      staging_.emplace_back(placement_[d].cuda_device, static_cast<std::size_t>(program_.staging[d]) * esize_);
+    }
+    for (int e = 0; e < program_.events; ++e) {
+      events_.emplace_back(placement_[program_.event_stream[e]].cuda_device);
+    }
+    std::vector<int> sms(gpus_, 1);
+    for (int g = 0; g < gpus_; ++g) {
+      ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[g], cudaDevAttrMultiProcessorCount, g));
+    }
+    const ReduceKernel kernel = select_reduce_kernel(type, op);
+    calls_.clear();
+    calls_.reserve(program_.steps.size());
+    for (const Step& s : program_.steps) {
+      Call c;
+      c.kind = s.kind;
+      c.op = s.op;
+      c.gpu = placement_[s.stream].cuda_device;
+      c.stream = streams_[s.stream].get();
+      switch (s.kind) {
+        case StepKind::kCopy:
+          c.dst = pointer(s.dst);
+          c.src = pointer(s.src);
+          c.bytes = static_cast<std::size_t>(s.count) * esize_;
+          c.dst_gpu = gpu_of(s.dst);
+          c.src_gpu = gpu_of(s.src);
+          break;
+        case StepKind::kReduce:
+          c.dst = pointer(s.dst);
+          c.src = pointer(s.src);
+          c.kernel = kernel.id;
+          c.geometry = launch_geometry(s.count, type, reinterpret_cast<std::uintptr_t>(c.dst),
+                                       reinterpret_cast<std::uintptr_t>(c.src), sms[c.gpu]);
+          break;
+        case StepKind::kScale:
+          c.dst = pointer(s.dst);
+          c.kernel = scale_kernel_id(type);
+          c.divisor = s.divisor;
+          c.geometry = launch_geometry(s.count, type, reinterpret_cast<std::uintptr_t>(c.dst),
+                                       reinterpret_cast<std::uintptr_t>(c.dst), sms[c.gpu]);
+          break;
+        case StepKind::kRecord:
+        case StepKind::kWait:
+          c.event = events_[s.event].get();
+          break;
+      }
+      calls_.push_back(c);
+    }
+    host_io_ = PinnedBuffer(static_cast<std::size_t>(count_) * esize_);
+    participants_.clear();
+    for (int d = 0; d < n; ++d) {
+      if (plan.devices[d].participant) participants_.push_back(d);
+    }
+    prepared_ = true;
+  }
+
+  void fill_inputs(int iteration) override {
+    require_prepared();
+    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
+    for (int d : participants_) {
+      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
+      copy_sync(pointers_[d][0], host_io_.get(), bytes, d);
+    }
+  }
+
+  void run() override {
+    require_prepared();
+    int current = -1;
+    for (const Call& c : calls_) {
+      if (c.gpu != current) {
+        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
+        current = c.gpu;
+      }
+      issue(c);
+    }
+    wait_all();
+  }
+
+  std::int64_t count_wrong(int iteration) override {
+    require_prepared();
+    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
+    std::int64_t wrong = 0;
+    for (int d : participants_) {
+      copy_sync(host_io_.get(), pointers_[d][0], bytes, d);
+      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
+    }
+    return wrong;
+  }
+
+  std::vector<int> local_ranks() const override { return participants_; }
+  std::string_view name() const override { return "cuda"; }
+
+ private:
+  void require_prepared() const {
+    if (!prepared_) throw InvalidInput("cuda backend: run before prepare");
+  }
+
+  void release() {
+    for (const Stream& s : streams_) {
+      if (s.get() != nullptr) cudaStreamSynchronize(s.get());
+    }
+    calls_.clear();
+    events_.clear();
+    staging_.clear();
+    streams_.clear();
+    buffers_.clear();
+    host_buffers_.clear();
+    pointers_.clear();
+    prepared_ = false;
+  }
+
+  void log_placement(const Plan& plan) const {
+    if (!shares_gpus(placement_)) return;
+    std::string map;
+    for (std::size_t d = 0; d < placement_.size(); ++d) {
+      if (!map.empty()) map += ", ";
+      map += placement_[d].host ? fmt::format("{}→host", plan.devices[d].name)
+                                : fmt::format("{}→cuda:{}", plan.devices[d].name, placement_[d].cuda_device);
+    }
+    fmt::print(stderr, "artune: cuda: {} plan devices share {} GPU(s) of this machine ({})\n", placement_.size(),
+               gpus_, map);
+  }
+
+  // Enables peer access between every pair of used GPUs that supports it; peer[a][b] says whether
+  // kernels on a may load b's memory.
+  std::vector<std::vector<bool>> enable_peers() {
+    std::vector<bool> used(gpus_, false);
+    for (const Placement& p : placement_) used[p.cuda_device] = true;
+    std::vector<std::vector<bool>> peer(gpus_, std::vector<bool>(gpus_, false));
+    for (int a = 0; a < gpus_; ++a) {
+      peer[a][a] = true;
+      if (!used[a]) continue;
+      for (int b = 0; b < gpus_; ++b) {
+        if (a == b || !used[b]) continue;
+        int can = 0;
+        ARTUNE_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+        if (!can) continue;
+        DeviceGuard guard(a);
+        const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) {
+          cudaGetLastError();
+        } else {
+          check(status, "cudaDeviceEnablePeerAccess(peer, 0)");
+        }
+        peer[a][b] = true;
+      }
+    }
+    return peer;
+  }
+
+  void* pointer(const Ref& r) const {
+    char* base = r.buffer == Ref::kStaging ? static_cast<char*>(staging_[r.device].get())
+                                           : static_cast<char*>(pointers_[r.device][r.buffer]);
+    return base + static_cast<std::size_t>(r.offset) * esize_;
+  }
+
+  int gpu_or_host(int device) const { return placement_[device].host ? -1 : placement_[device].cuda_device; }
+
+  int gpu_of(const Ref& r) const {
+    if (r.buffer == Ref::kStaging) return placement_[r.device].cuda_device;  // staging is device memory
+    return gpu_or_host(r.device);
+  }
+
+  void copy_sync(void* dst, const void* src, std::size_t bytes, int device) {
+    if (bytes == 0) return;
+    DeviceGuard guard(placement_[device].cuda_device);
+    ARTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  }
+
+  void issue(const Call& c) {
+    switch (c.kind) {
+      case StepKind::kCopy:
+        if (c.dst_gpu >= 0 && c.src_gpu >= 0 && c.dst_gpu != c.src_gpu) {
+          ARTUNE_CUDA_CHECK(cudaMemcpyPeerAsync(c.dst, c.dst_gpu, c.src, c.src_gpu, c.bytes, c.stream));
+        } else {
+          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, c.stream));
+        }
+        break;
+      case StepKind::kReduce:
+        check(launch_reduce(c.kernel, c.dst, c.src, c.geometry, c.stream),
+              "launch_reduce(kernel, dst, src, geometry, stream)");
+        break;
+      case StepKind::kScale:
+        check(launch_scale(c.kernel, c.dst, c.divisor, c.geometry, c.stream),
+              "launch_scale(kernel, dst, divisor, geometry, stream)");
+        break;
+      case StepKind::kRecord:
+        ARTUNE_CUDA_CHECK(cudaEventRecord(c.event, c.stream));
+        break;
+      case StepKind::kWait:
+        ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(c.stream, c.event, 0));
+        break;
+    }
+  }
+
+  // Polls every stream until it drains; a device that never finishes ends in Timeout.
+  void wait_all() {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(options_.timeout_s));
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      for (int spins = 0;; ++spins) {
+        const cudaError_t status = cudaStreamQuery(streams_[d].get());
+        if (status == cudaSuccess) break;
+        if (status != cudaErrorNotReady) check(status, "cudaStreamQuery(stream)");
+        if (Clock::now() > deadline) {
+          throw Timeout(fmt::format("cuda backend: plan device {} did not finish within {} s", d,
+                                    options_.timeout_s));
+        }
+        // Spin briefly (short runs finish in microseconds), then back off.
+        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+  }
+
+  BackendOptions options_;
+  int gpus_ = 0;
+  bool prepared_ = false;
+  DataType type_ = DataType::kFloat32;
+  ReduceOp op_ = ReduceOp::kSum;
+  int ranks_ = 0;
+  std::int64_t count_ = 0;
+  std::size_t esize_ = 4;
+  std::vector<Placement> placement_;
+  Program program_;
+  std::vector<std::vector<DeviceBuffer>> buffers_;
+  std::vector<PinnedBuffer> host_buffers_;
+  std::vector<std::vector<void*>> pointers_;
+  std::vector<Stream> streams_;
+  std::vector<DeviceBuffer> staging_;
+  std::vector<Event> events_;
+  std::vector<Call> calls_;
+  PinnedBuffer host_io_;
+  std::vector<int> participants_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace artune

@@ -1,0 +1,111 @@
+#pragma once
+// Host-side lowering of a Plan to the work the cuda backend issues: where
+// each plan device lives (a GPU or pinned host memory), and an ordered list of
+// steps per stream (copies, reduce and scale kernels, event records and
+// cross-stream waits). Pure host code: the backend replays the program with
+// CUDA calls, and tests replay it on host arrays under random stream
+// interleavings, so the dependency logic is checked without a GPU.
+//
+// Rules. Every plan device has one stream (a helper's stream lives on the
+// GPU of the first GPU-placed device). A copy runs on its destination's
+// stream (or the source's when the destination is host memory); a reduce or
+// scale runs on its destination's stream (or the source's when the destination
+// is host memory, writing it through the mapping). A reduce whose source the
+// executing GPU cannot load (another GPU without peer access, or host memory,
+// which a DMA copy reads faster than a kernel) is staged first into that
+// stream's staging buffer; the stream runs in order, so one staging buffer per
+// stream suffices. An op records an event when a dependent runs on another
+// stream; dependents wait on it (cudaStreamWaitEvent), never on the device.
+// Group ops are lowered to direct pulls: broadcast (every member copies from
+// the root), reduce (the root reduces every member in), reduce-scatter (member
+// k reduces shard k of every other member), all-gather (every member copies
+// shard k from member k) and all-reduce (reduce-scatter, then all-gather after
+// each member's reduce-scatter event).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+
+namespace artune {
+class Topology;
+}
+
+namespace artune::cuda {
+
+/// Where a plan device's buffers live.
+struct Placement {
+  bool host = false;      ///< pinned, mapped host memory (a CPU helper)
+  int cuda_device = 0;    ///< GPU ordinal of its buffers (host: the GPU whose stream runs its ops)
+  int local_gpu = -1;     ///< the GPU's local index in the machine, as read from the topology or device name
+};
+
+/// What a topology node id says about a device ("gpu3", "m1/gpu3", "cpu0", "m0/socket1").
+struct DeviceNameInfo {
+  bool host = false;     ///< a CPU socket / NUMA node: host memory
+  int gpu_index = -1;    ///< local GPU index, -1 when the name carries none
+  int machine = 0;       ///< from an "m<k>/" prefix, else 0
+};
+/// Parses a device name as written by the topology loaders; unknown shapes give {false, -1, 0}.
+DeviceNameInfo parse_device_name(std::string_view name);
+
+/// Maps plan devices to CUDA devices: GPU local index mod `cuda_devices`; CPU helpers to host memory.
+/// Uses `topo` when given (node kind and local index), otherwise the device names ("gpu3",
+/// "m1/gpu3", "cpu0"); a participant whose name says nothing takes its rank as local index.
+std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo = nullptr);
+/// True when several plan devices share one GPU (the backend logs it).
+bool shares_gpus(const std::vector<Placement>& placement);
+
+/// An element region of a plan buffer, or of a stream's staging buffer (buffer = kStaging).
+struct Ref {
+  static constexpr int kStaging = -1;
+  int device = -1;          ///< plan device (for kStaging: the stream's plan device)
+  int buffer = 0;
+  std::int64_t offset = 0;  ///< elements
+  friend bool operator==(const Ref&, const Ref&) = default;
+};
+
+/// What one step does.
+enum class StepKind {
+  kCopy,    ///< dst := src (cudaMemcpyPeerAsync between GPUs, cudaMemcpyAsync otherwise)
+  kReduce,  ///< dst := dst ⊕ src (kernel)
+  kScale,   ///< dst := dst / divisor (kernel)
+  kRecord,  ///< cudaEventRecord(event, stream)
+  kWait,    ///< cudaStreamWaitEvent(stream, event)
+};
+
+/// One call the backend issues, in program order, on `stream`.
+struct Step {
+  StepKind kind = StepKind::kCopy;
+  int stream = -1;             ///< plan device whose stream issues it
+  Ref dst;
+  Ref src;
+  std::int64_t count = 0;      ///< elements
+  std::int64_t divisor = 1;    ///< scale only
+  int event = -1;              ///< record / wait only
+  int op = -1;                 ///< the plan op it comes from
+};
+
+/// A lowered plan.
+struct Program {
+  std::vector<Placement> placement;          ///< per plan device
+  std::vector<Step> steps;                   ///< issue order
+  int events = 0;                            ///< events the backend creates (ids 0..events-1)
+  std::vector<std::int64_t> staging;         ///< per stream: staging elements needed
+  std::vector<int> event_stream;             ///< per event: the stream that records it
+};
+
+/// Lowers `plan` (verified) for `placement`. peer[a][b]: a kernel on CUDA device a may load
+/// memory of CUDA device b (P2P enabled; a == b is always true).
+Program lower_plan(const Plan& plan, const std::vector<Placement>& placement,
+                   const std::vector<std::vector<bool>>& peer);
+
+/// Stream that issues a plain (non-group) op under the rules above.
+int executing_stream(const Op& op, const std::vector<Placement>& placement);
+
+/// One line per step, for debugging and test failure messages.
+std::string describe(const Program& program);
+
+}  // namespace artune::cuda

@@ -1,0 +1,557 @@
+// The nccl backend: one MPI rank per GPU. MPI only bootstraps (the unique id
+// broadcast) and combines per-rank figures; all data moves through NCCL on
+// one stream per rank, following the rank's Program (nccl_program.hpp).
+//
+// Never hang: every communicator is non-blocking (config.blocking = 0), so
+// NCCL calls return at once and completion is polled together with
+// ncclCommGetAsyncError under a deadline of options.timeout_s. A stuck or dead
+// peer ends in Timeout after ncclCommAbort on every communicator; an NCCL
+// error (asynchronous ones included) ends in BackendFailure with
+// ncclGetErrorString and NCCL's last-error text.
+
+#include "executor/nccl/nccl_backend.hpp"
+
+#include <fmt/format.h>
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // the C API only (the C++ bindings warn under -Wextra)
+#endif
+#include <mpi.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "executor/cuda/cuda_check.hpp"
+#include "executor/cuda/kernel_dispatch.hpp"
+#include "executor/cuda/reduce_kernels.hpp"
+#include "executor/nccl/nccl_program.hpp"
+#include "executor/schedule.hpp"
+#include "executor/verification.hpp"
+#include "topology/topology.hpp"
+
+namespace artune {
+namespace {
+
+using cuda::DeviceBuffer;
+using cuda::PinnedBuffer;
+using cuda::Stream;
+using nccl::Program;
+using nccl::Ref;
+using nccl::StepKind;
+
+// kernel_dispatch.hpp states NCCL's enum values without including nccl.h; hold it to them.
+static_assert(ncclInt8 == 0 && ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 &&
+              ncclFloat32 == 7 && ncclFloat64 == 8 && ncclBfloat16 == 9);
+static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4);
+
+std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
+  std::string msg = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') msg += fmt::format(" ({})", last);
+  return msg;
+}
+
+// Throws BackendFailure naming the call unless it succeeded or (non-blocking) is in progress.
+void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  throw BackendFailure(fmt::format("{}: {}", call, nccl_message(r, comm)));
+}
+#define ARTUNE_NCCL_CHECK(call, comm) check_nccl((call), #call, (comm))
+
+void check_mpi(int status, const char* call) {
+  if (status == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(status, text, &len);
+  throw BackendFailure(fmt::format("{}: {}", call, std::string(text, static_cast<std::size_t>(len))));
+}
+#define ARTUNE_MPI_CHECK(call) check_mpi((call), #call)
+
+bool g_mpi_initialised_here = false;
+
+void ensure_mpi() {
+  int initialised = 0;
+  ARTUNE_MPI_CHECK(MPI_Initialized(&initialised));
+  if (initialised) return;
+  int provided = 0;
+  ARTUNE_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  g_mpi_initialised_here = true;
+  std::atexit([] {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (!finalised && g_mpi_initialised_here) MPI_Finalize();
+  });
+}
+
+class NcclBackend final : public Backend {
+ public:
+  explicit NcclBackend(const BackendOptions& options) : options_(options) {
+    gpus_ = cuda::usable_device_count();
+    if (gpus_ <= 0) throw Unsupported("no CUDA device available");
+    ensure_mpi();
+    ARTUNE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    ARTUNE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    MPI_Comm local = MPI_COMM_NULL;
+    ARTUNE_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+    int local_rank = 0;
+    int local_size = 1;
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_size(local, &local_size);
+    gpu_ = local_rank % gpus_;
+    // NCCL needs one GPU per rank. Compare PCI bus ids (not counts: under CUDA_VISIBLE_DEVICES
+    // each rank may see "device 0" and still own a different GPU).
+    constexpr int kBusIdLength = 32;
+    std::vector<char> bus_ids(static_cast<std::size_t>(kBusIdLength) * static_cast<std::size_t>(local_size), '\0');
+    char mine[kBusIdLength] = {};
+    ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdLength, gpu_));
+    const int gathered = MPI_Allgather(mine, kBusIdLength, MPI_CHAR, bus_ids.data(), kBusIdLength, MPI_CHAR, local);
+    MPI_Comm_free(&local);
+    ARTUNE_MPI_CHECK(gathered);
+    int shared = 0;
+    for (int r = 0; r < local_size; ++r) {
+      if (r != local_rank && std::string(&bus_ids[static_cast<std::size_t>(r) * kBusIdLength]) == mine) shared = 1;
+    }
+    // Every rank decides together, so all throw (no rank left waiting in a collective).
+    ARTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (shared) {
+      throw Unsupported(fmt::format("nccl backend: NCCL needs one GPU per rank, but ranks share a GPU (this "
+                                    "machine runs {} ranks and this rank sees {} GPU(s))",
+                                    local_size, gpus_));
+    }
+    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
+    stream_ = Stream(gpu_);
+
+    ncclUniqueId id;
+    if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    ARTUNE_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ARTUNE_NCCL_CHECK(ncclCommInitRankConfig(&world_, size_, id, rank_, &config), world_);
+    wait_ready({world_}, "ncclCommInitRankConfig");
+  }
+
+  ~NcclBackend() override {
+    if (stream_.get() != nullptr && !aborted_) cudaStreamSynchronize(stream_.get());
+    destroy_comm_list(groups_);
+    if (world_ != nullptr) destroy_comm(world_);
+  }
+
+  void prepare(const Plan& plan, DataType type, ReduceOp op) override {
+    check_plan_shape(plan);
+    require_alive();
+    if (plan.ranks() != size_) {
+      throw InvalidInput(fmt::format("nccl backend: the plan has {} ranks but {} processes run (start it with "
+                                     "mpirun -np {})",
+                                     plan.ranks(), size_, plan.ranks()));
+    }
+    prepared_ = false;
+    type_ = type;
+    op_ = op;
+    count_ = plan.count;
+    esize_ = element_size(type);
+    const int n = static_cast<int>(plan.devices.size());
+
+    std::vector<int> machines;
+    std::vector<bool> host(n, false);
+    if (options_.topology != nullptr) {
+      machines = device_machines(plan, *options_.topology);
+      for (int d = 0; d < n; ++d) {
+        const int node = plan.devices[d].node;
+        host[d] = node >= 0 && node < static_cast<int>(options_.topology->nodes().size()) &&
+                  options_.topology->nodes()[node].kind != NodeKind::kGpu;
+      }
+    } else {
+      machines = nccl::machines_from_names(plan);
+      host = nccl::host_devices_from_names(plan);
+    }
+    // Local checks first, then agreement: a rank that rejects the plan must not leave the others
+    // waiting in a communicator split.
+    std::vector<int> host_of;
+    std::string local_error;
+    ErrorCode local_code = ErrorCode::kInvalidInput;
+    try {
+      const int declared = declared_machine();
+      if (declared >= 0 && options_.topology != nullptr && machines.at(rank_) != declared) {
+        throw InvalidInput(fmt::format("nccl backend: this rank declares machine {} (--machine-index / "
+                                       "ARTUNE_MACHINE_INDEX) but the topology puts its device {} on machine {}",
+                                       declared, plan.devices[rank_].name, machines[rank_]));
+      }
+      host_of = host_processes(plan, machines);
+      program_ = nccl::lower_rank(plan, host_of, host, rank_);
+    } catch (const Error& e) {
+      local_error = e.what();
+      local_code = e.code();
+    }
+    int bad = local_error.empty() ? 0 : 1;
+    ARTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!local_error.empty()) {
+      if (local_code == ErrorCode::kUnsupported) throw Unsupported(local_error);
+      throw InvalidInput(local_error);
+    }
+    if (bad) throw InvalidInput(fmt::format("nccl backend: rank {}: another rank rejected the plan", rank_));
+
+    // One communicator per distinct group; every rank takes part in every split (NOCOLOR if not a member).
+    destroy_comm_list(groups_);
+    const auto groups = distinct_groups(plan);
+    groups_.assign(groups.size(), nullptr);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto& members = groups[g];
+      int key = -1;
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        if (host_of[members[k]] == rank_) key = static_cast<int>(k);
+      }
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ARTUNE_NCCL_CHECK(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),
+                        world_);
+      std::vector<ncclComm_t> pending{world_};
+      if (groups_[g] != nullptr) pending.push_back(groups_[g]);
+      wait_ready(pending, "ncclCommSplit");
+    }
+
+    buffers_.clear();
+    host_buffers_.clear();
+    pointers_.assign(n, {});
+    for (int d : program_.devices) {
+      for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
+        std::int64_t elems = plan.buffers[d][b];
+        if (b == 0 && plan.devices[d].participant) elems = std::max(elems, count_);
+        const std::size_t bytes = static_cast<std::size_t>(elems) * esize_;
+        if (host[d]) {
+          host_buffers_.emplace_back(bytes);
+          pointers_[d].push_back(host_buffers_.back().get());
+        } else {
+          buffers_.emplace_back(gpu_, bytes);
+          pointers_[d].push_back(buffers_.back().get());
+        }
+      }
+    }
+    staging_ = DeviceBuffer(gpu_, static_cast<std::size_t>(program_.staging) * esize_);
+    host_io_ = PinnedBuffer(static_cast<std::size_t>(count_) * esize_);
+    int sms = 1;
+    ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_));
+    sms_ = sms;
+    kernel_ = cuda::select_reduce_kernel(type, op);
+    nccl_type_ = static_cast<ncclDataType_t>(cuda::nccl_data_type_code(type));
+    // Group ops carry the sum of an average; the plan's scale ops finalise it.
+    nccl_op_ = static_cast<ncclRedOp_t>(cuda::nccl_red_op_code(op == ReduceOp::kAvg ? ReduceOp::kSum : op));
+    local_ranks_.clear();
+    for (int d : program_.devices) {
+      if (plan.devices[d].participant) local_ranks_.push_back(d);
+    }
+    ranks_ = plan.ranks();
+    ARTUNE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    prepared_ = true;
+  }
+
+  void fill_inputs(int iteration) override {
+    require_prepared();
+    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
+    for (int d : local_ranks_) {
+      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
+      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(pointers_[d][0], host_io_.get(), bytes, cudaMemcpyDefault));
+    }
+  }
+
+  void run() override {
+    require_prepared();
+    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
+    cudaStream_t s = stream_.get();
+    for (const nccl::Step& step : program_.steps) {
+      switch (step.kind) {
+        case StepKind::kGroupStart:
+          ARTUNE_NCCL_CHECK(ncclGroupStart(), world_);
+          break;
+        case StepKind::kGroupEnd:
+          guard(ncclGroupEnd(), "ncclGroupEnd()", {world_}, deadline);
+          break;
+        case StepKind::kSend:
+          ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, world_, s), world_);
+          break;
+        case StepKind::kRecv:
+          ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, world_, s), world_);
+          break;
+        case StepKind::kCopy:
+          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
+                                            static_cast<std::size_t>(step.count) * esize_, cudaMemcpyDefault, s));
+          break;
+        case StepKind::kReduce: {
+          void* dst = pointer(step.dst);
+          const void* src = pointer(step.src);
+          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                               reinterpret_cast<std::uintptr_t>(src), sms_);
+          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
+          break;
+        }
+        case StepKind::kScale: {
+          void* dst = pointer(step.dst);
+          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                               reinterpret_cast<std::uintptr_t>(dst), sms_);
+          cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
+                      "launch_scale(kernel, dst, divisor, geometry, stream)");
+          break;
+        }
+        case StepKind::kCollective:
+          collective(step, deadline);
+          break;
+      }
+    }
+    wait_stream(deadline);
+  }
+
+  std::int64_t count_wrong(int iteration) override {
+    require_prepared();
+    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
+    std::int64_t wrong = 0;
+    for (int d : local_ranks_) {
+      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(host_io_.get(), pointers_[d][0], bytes, cudaMemcpyDefault));
+      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
+    }
+    return wrong;
+  }
+
+  std::vector<int> local_ranks() const override { return local_ranks_; }
+  bool is_root() const override { return rank_ == 0; }
+  double all_sum(double value) override {
+    ARTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return value;
+  }
+  double all_max(double value) override {
+    ARTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return value;
+  }
+  std::string_view name() const override { return "nccl"; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void require_alive() const {
+    if (aborted_) throw BackendFailure("nccl backend: communicators were aborted after an earlier error");
+  }
+  void require_prepared() const {
+    require_alive();
+    if (!prepared_) throw InvalidInput("nccl backend: run before prepare");
+  }
+
+  // --machine-index, else ARTUNE_MACHINE_INDEX, else -1 (not declared).
+  int declared_machine() const {
+    if (options_.machine_index >= 0) return options_.machine_index;
+    const char* env = std::getenv("ARTUNE_MACHINE_INDEX");
+    if (env == nullptr || *env == '\0') return -1;
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v > 1 << 20) {
+      throw InvalidInput(fmt::format("ARTUNE_MACHINE_INDEX: '{}' is not a machine index", env));
+    }
+    return static_cast<int>(v);
+  }
+
+  void* pointer(const Ref& r) const {
+    char* base = r.buffer == Ref::kStaging ? static_cast<char*>(staging_.get())
+                                           : static_cast<char*>(pointers_.at(r.device).at(r.buffer));
+    return base + static_cast<std::size_t>(r.offset) * esize_;
+  }
+
+  std::vector<ncclComm_t> all_comms() const {
+    std::vector<ncclComm_t> out;
+    if (world_ != nullptr) out.push_back(world_);
+    for (ncclComm_t c : groups_) {
+      if (c != nullptr) out.push_back(c);
+    }
+    return out;
+  }
+
+  [[noreturn]] void abort_all(const Error& error) {
+    aborted_ = true;
+    for (ncclComm_t c : all_comms()) ncclCommAbort(c);
+    world_ = nullptr;
+    for (ncclComm_t& c : groups_) c = nullptr;
+    prepared_ = false;
+    if (error.code() == ErrorCode::kTimeout) throw Timeout(error.what());
+    throw BackendFailure(error.what());
+  }
+
+  // Polls until no communicator in `comms` is in progress; errors and the deadline abort.
+  void wait_ready(const std::vector<ncclComm_t>& comms, const char* what,
+                  Clock::time_point deadline = Clock::time_point::max()) {
+    if (deadline == Clock::time_point::max()) {
+      deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options_.timeout_s));
+    }
+    for (ncclComm_t c : comms) {
+      for (int spins = 0;; ++spins) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(c, &state);
+        if (r != ncclSuccess) abort_all(BackendFailure(fmt::format("ncclCommGetAsyncError: {}", nccl_message(r, c))));
+        if (state == ncclSuccess) break;
+        if (state != ncclInProgress) {
+          abort_all(BackendFailure(fmt::format("{}: {}", what, nccl_message(state, c))));
+        }
+        if (Clock::now() > deadline) {
+          abort_all(Timeout(fmt::format("nccl backend: rank {}: {} did not complete within {} s (a peer is stuck "
+                                        "or gone); communicators aborted",
+                                        rank_, what, options_.timeout_s)));
+        }
+        if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  void guard(ncclResult_t r, const char* call, const std::vector<ncclComm_t>& comms, Clock::time_point deadline) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+      abort_all(BackendFailure(fmt::format("{}: {}", call, nccl_message(r, comms.empty() ? nullptr : comms[0]))));
+    }
+    if (r == ncclInProgress) wait_ready(comms, call, deadline);
+  }
+
+  void collective(const nccl::Step& step, Clock::time_point deadline) {
+    ncclComm_t comm = groups_.at(step.comm);
+    if (comm == nullptr) throw BackendFailure(fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
+    cudaStream_t s = stream_.get();
+    char* region = static_cast<char*>(pointer(step.dst));
+    const std::int64_t count = step.count;
+    const int g = step.comm_size;
+    auto piece = [&](int k) { return even_piece(count, g, k); };
+    const bool even = count % g == 0;
+    switch (step.collective) {
+      case Collective::kAllReduce:
+        guard(ncclAllReduce(region, region, count, nccl_type_, nccl_op_, comm, s), "ncclAllReduce", {comm}, deadline);
+        break;
+      case Collective::kBroadcast:
+        guard(ncclBroadcast(region, region, count, nccl_type_, step.root, comm, s), "ncclBroadcast", {comm}, deadline);
+        break;
+      case Collective::kReduce:
+        guard(ncclReduce(region, region, count, nccl_type_, nccl_op_, step.root, comm, s), "ncclReduce", {comm},
+              deadline);
+        break;
+      case Collective::kReduceScatter:
+        if (even) {
+          // In place: member k's shard already sits at region + k·shard.
+          const std::int64_t shard = count / g;
+          guard(ncclReduceScatter(region, region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, shard,
+                                  nccl_type_, nccl_op_, comm, s),
+                "ncclReduceScatter", {comm}, deadline);
+        } else {
+          // Uneven shards (even_piece): one reduce per shard, rooted at its owner.
+          ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+          for (int k = 0; k < g; ++k) {
+            const auto [off, cnt] = piece(k);
+            char* p = region + static_cast<std::size_t>(off) * esize_;
+            ARTUNE_NCCL_CHECK(ncclReduce(p, p, cnt, nccl_type_, nccl_op_, k, comm, s), comm);
+          }
+          guard(ncclGroupEnd(), "ncclGroupEnd() of a reduce-scatter", {comm}, deadline);
+        }
+        break;
+      case Collective::kAllGather:
+        if (even) {
+          const std::int64_t shard = count / g;
+          guard(ncclAllGather(region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, region, shard,
+                              nccl_type_, comm, s),
+                "ncclAllGather", {comm}, deadline);
+        } else {
+          ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+          for (int k = 0; k < g; ++k) {
+            const auto [off, cnt] = piece(k);
+            char* p = region + static_cast<std::size_t>(off) * esize_;
+            ARTUNE_NCCL_CHECK(ncclBroadcast(p, p, cnt, nccl_type_, k, comm, s), comm);
+          }
+          guard(ncclGroupEnd(), "ncclGroupEnd() of an all-gather", {comm}, deadline);
+        }
+        break;
+    }
+  }
+
+  // Waits for the stream while watching every communicator for asynchronous errors.
+  void wait_stream(Clock::time_point deadline) {
+    const auto comms = all_comms();
+    for (int spins = 0;; ++spins) {
+      const cudaError_t status = cudaStreamQuery(stream_.get());
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) cuda::check(status, "cudaStreamQuery(stream)");
+      for (ncclComm_t c : comms) {
+        ncclResult_t state = ncclSuccess;
+        ncclCommGetAsyncError(c, &state);
+        if (state != ncclSuccess && state != ncclInProgress) {
+          abort_all(BackendFailure(fmt::format("nccl backend: rank {}: asynchronous NCCL error: {}", rank_,
+                                               nccl_message(state, c))));
+        }
+      }
+      if (Clock::now() > deadline) {
+        abort_all(Timeout(fmt::format("nccl backend: rank {}: the run did not finish within {} s (a peer is stuck "
+                                      "or gone); communicators aborted",
+                                      rank_, options_.timeout_s)));
+      }
+      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  void destroy_comm(ncclComm_t comm) {
+    // Finalise (flush) under the deadline, then free; a failing or stuck finalise aborts instead.
+    const ncclResult_t r = ncclCommFinalize(comm);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      ncclCommAbort(comm);
+      return;
+    }
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || (state != ncclInProgress && state != ncclSuccess) ||
+          Clock::now() > deadline) {
+        ncclCommAbort(comm);
+        return;
+      }
+      if (state == ncclSuccess) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ncclCommDestroy(comm);
+  }
+
+  void destroy_comm_list(std::vector<ncclComm_t>& comms) {
+    for (ncclComm_t& c : comms) {
+      if (c != nullptr) destroy_comm(c);
+      c = nullptr;
+    }
+  }
+
+  BackendOptions options_;
+  int gpus_ = 0;
+  int gpu_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  bool prepared_ = false;
+  bool aborted_ = false;
+  DataType type_ = DataType::kFloat32;
+  ReduceOp op_ = ReduceOp::kSum;
+  int ranks_ = 0;
+  std::int64_t count_ = 0;
+  std::size_t esize_ = 4;
+  int sms_ = 1;
+  cuda::ReduceKernel kernel_;
+  ncclDataType_t nccl_type_ = ncclFloat32;
+  ncclRedOp_t nccl_op_ = ncclSum;
+  Stream stream_;
+  ncclComm_t world_ = nullptr;
+  std::vector<ncclComm_t> groups_;
+  Program program_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<PinnedBuffer> host_buffers_;
+  std::vector<std::vector<void*>> pointers_;
+  DeviceBuffer staging_;
+  PinnedBuffer host_io_;
+  std::vector<int> local_ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(const BackendOptions& options) {
+  return std::make_unique<NcclBackend>(options);
+}
+
+}  // namespace artune

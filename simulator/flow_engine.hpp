@@ -1,0 +1,120 @@
+#pragma once
+// Max-min fair sharing of resources among concurrent flows (private to the
+// simulator). A resource is a directed link (capacity in bytes/µs) or a
+// device's compute engine (capacity 1: work is measured in idle-device µs).
+// Rates are found by progressive filling, recomputed at settle() only over
+// the resources and flows connected (through shared resources) to a flow that
+// started or ended since the previous settle(). Everything is deterministic:
+// ids are assigned in call order, lists are vectors, ties break by index.
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace artune::detail {
+
+/// Statistics of one resource over a run.
+struct ResourceStats {
+  double work = 0;        ///< units that crossed it (bytes for links)
+  double busy_us = 0;     ///< time with ≥ 1 flow
+  double saturated_us = 0;  ///< time its capacity was fully allocated (it limited some flow)
+};
+
+/// What finish() reports about a flow.
+struct FlowEnd {
+  std::int64_t tag = -1;  ///< the caller's tag given to start()
+  int limiter = -1;       ///< resource that limited the flow for most of its work (-1: its own cap)
+};
+
+/// Flows over shared resources with max-min fair rates.
+class FlowEngine {
+ public:
+  /// One resource per capacity (units per µs; each > 0).
+  explicit FlowEngine(std::vector<double> capacities);
+
+  /// Number of resources.
+  int resource_count() const { return static_cast<int>(res_.size()); }
+  /// Starts a flow of `work` (> 0) units over distinct `resources`, at most `cap` units/µs (0 = no cap; a
+  /// flow with no resources needs a cap). Rates take effect at the next settle(). Returns the flow id.
+  int start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag);
+  /// Ends a flow at `now` (its completion time, as next_completion() reported it).
+  FlowEnd finish(int flow, double now);
+  /// Recomputes rates of the flows connected to those started or finished since the last call.
+  void settle(double now);
+  /// Earliest completion among active flows as {time, flow}; flow is -1 when none is active.
+  std::pair<double, int> next_completion();
+  /// Current rate of an active flow (units/µs); 0 before its first settle().
+  double rate(int flow) const { return flows_.at(flow).rate; }
+  /// Statistics of a resource (complete once every flow has finished and settle() ran).
+  const ResourceStats& stats(int resource) const { return res_.at(resource).stats; }
+  /// Number of active flows.
+  int active_flows() const { return active_; }
+
+ private:
+  struct Resource {
+    double capacity = 0;
+    std::vector<int> flows;   // active flows on it
+    ResourceStats stats;
+    double busy_since = 0;
+    double saturated_since = 0;
+    bool saturated = false;
+    bool dirty = false;
+    std::uint32_t epoch = 0;
+    // progressive-filling scratch
+    double remaining = 0;
+    int unfrozen = 0;
+  };
+  struct Flow {
+    std::vector<int> res;     // resources it crosses
+    std::vector<int> pos;     // its index in each resource's flow list
+    std::vector<std::pair<int, double>> limiters;  // work moved while limited by a resource
+    double work_left = 0;     // as of last_t
+    double last_t = 0;
+    double rate = 0;
+    double new_rate = 0;
+    double cap = 0;
+    int limiter = -1;
+    int new_limiter = -1;
+    std::int64_t tag = -1;
+    double completion = 0;    // predicted end at the current rate
+    int heap_pos = -1;        // position in completions_, -1 when not scheduled
+    std::uint32_t epoch = 0;
+    bool active = false;
+    bool frozen = false;
+  };
+  struct Share {
+    double value;
+    int id;  // resource index, or -(flow + 1) for a flow's own cap
+  };
+  struct ShareLater {
+    bool operator()(const Share& a, const Share& b) const {
+      if (a.value != b.value) return a.value > b.value;
+      return a.id > b.id;
+    }
+  };
+
+  void mark_dirty(int r);
+  void credit_limiter(Flow& f, double moved);
+  void freeze(int flow, double rate, int limiter);
+  // Indexed min-heap of active flows by (completion, id): one entry per flow, updated in place.
+  bool earlier(int a, int b) const;
+  void heap_set(int pos, int flow);
+  void heap_up(int pos);
+  void heap_down(int pos);
+  void schedule(int flow, double time);
+  void unschedule(int flow);
+
+  std::vector<Resource> res_;
+  std::vector<Flow> flows_;
+  std::vector<int> free_flows_;
+  std::vector<int> dirty_;
+  std::vector<int> completions_;         // indexed heap of flow ids
+  std::vector<Share> shares_;            // heap scratch
+  std::vector<int> comp_res_;            // scratch
+  std::vector<int> comp_flows_;          // scratch
+  std::uint32_t epoch_ = 0;
+  int active_ = 0;
+};
+
+}  // namespace artune::detail

@@ -1,0 +1,620 @@
+#include "simulator/simulator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "simulator/flow_engine.hpp"
+
+namespace artune {
+
+namespace {
+
+// 1 GB/s = 1e9 B/s = 1e3 B/µs.
+constexpr double kBytesPerUsPerGbps = 1e3;
+// Rings over at most this many members are searched exhaustively ((k−1)! orders).
+constexpr int kExhaustiveRingMax = 9;
+
+// One flow an op phase starts: over resources res_pool[res_begin, +res_count).
+struct FlowSpec {
+  int res_begin = 0;
+  int res_count = 0;
+  double work = 0;   // bytes (links) or idle-device µs (compute)
+  double cap = 0;    // units/µs, 0 = none
+};
+
+// A phase waits `delay` µs, then runs its flows concurrently; it ends when all have.
+struct Phase {
+  double delay = 0;
+  int flow_begin = 0;
+  int flow_count = 0;
+};
+
+// An op: phases [phase_begin, +phase_count); the last one runs `last_repeats` times.
+struct Program {
+  int phase_begin = 0;
+  int phase_count = 0;
+  int last_repeats = 1;
+};
+
+struct RouteInfo {
+  int res_begin = 0;
+  int res_count = 0;
+  double latency_us = 0;  // route latency + link-kind α (once per kind)
+};
+
+struct RingInfo {
+  std::vector<int> order;         // topology nodes in ring order
+  std::vector<RouteInfo> edges;   // order[i] → order[i+1 mod k]
+  double max_edge_latency_us = 0;
+};
+
+struct TaskState {
+  double start = 0;
+  double end = -1;
+  int phase = 0;       // index within the program
+  int repeats_left = 0;
+  int outstanding = 0;
+  int deps_left = 0;
+  int crit_dep = -1;
+  int limiter = -1;    // resource that limited its last-ending flow
+};
+
+struct Timer {
+  double time;
+  std::uint64_t seq;
+  int task;
+};
+struct TimerLater {
+  bool operator()(const Timer& a, const Timer& b) const {
+    if (a.time != b.time) return a.time > b.time;
+    return a.seq > b.seq;
+  }
+};
+
+std::int64_t max_piece(std::int64_t count, int pieces) { return (count + pieces - 1) / pieces; }
+
+class Simulation {
+ public:
+  Simulation(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes)
+      : plan_(plan), topo_(topo), model_(model), es_(static_cast<double>(element_bytes)) {
+    links_ = static_cast<int>(topo.links().size());
+    nodes_ = static_cast<int>(topo.nodes().size());
+    if (element_bytes == 0) throw InvalidInput("simulate: element size must be > 0");
+    for (int d = 0; d < static_cast<int>(plan.devices.size()); ++d) {
+      const int node = plan.devices[d].node;
+      if (node < 0 || node >= nodes_) {
+        throw InvalidInput(fmt::format("plan: device {} ('{}'): node {} is not in topology '{}'", d,
+                                       plan.devices[d].name, node, topo.name()));
+      }
+    }
+    cap_ = model.transfer_cap_gbps > 0 ? model.transfer_cap_gbps * kBytesPerUsPerGbps : 0;
+    std::vector<double> capacities(static_cast<std::size_t>(links_ + nodes_), 1.0);
+    link_capacity_.resize(links_);
+    for (int l = 0; l < links_; ++l) {
+      const Link& link = topo.links()[l];
+      if (!(link.bandwidth_gbps > 0) || !std::isfinite(link.bandwidth_gbps)) {
+        throw InvalidInput(fmt::format("topology '{}': link {} has no usable bandwidth", topo.name(), l));
+      }
+      const double eff = model.link_for(link.kind).efficiency;
+      if (!(eff > 0) || eff > 1) {
+        throw InvalidInput(fmt::format("cost model: efficiency of {} links must be in (0, 1]", to_string(link.kind)));
+      }
+      link_capacity_[l] = capacities[l] = link.bandwidth_gbps * eff * kBytesPerUsPerGbps;
+    }
+    engine_.emplace(std::move(capacities));
+  }
+
+  SimResult run();
+
+ private:
+  int node_of(int device, int op, const char* what) const {
+    if (device < 0 || device >= static_cast<int>(plan_.devices.size())) {
+      throw InvalidInput(fmt::format("plan: op {}: {} device {} does not exist", op, what, device));
+    }
+    return plan_.devices[device].node;
+  }
+  const RouteInfo& route_info(int a, int b);
+  const RingInfo& ring_info(const std::vector<int>& members);
+  void compile();
+  void compile_group(const Op& op);
+  void add_local(double delay, int node, double work);
+  std::vector<int> op_links(const Op& op);
+
+  void start_task(int task, double now);
+  void begin_phase(int task, double now);
+  void on_timer(int task, double now);
+  void on_flow_end(int task, int limiter, double now);
+  void phase_done(int task, double now);
+  void finish_task(int task, double now);
+
+  const Plan& plan_;
+  const Topology& topo_;
+  const CostModel& model_;
+  double es_;
+  int links_ = 0;
+  int nodes_ = 0;
+  double cap_ = 0;
+  std::vector<double> link_capacity_;
+  std::optional<detail::FlowEngine> engine_;
+
+  std::vector<int> res_pool_;
+  std::unordered_map<std::uint64_t, RouteInfo> routes_;
+  std::map<std::vector<int>, RingInfo> rings_;
+  std::vector<FlowSpec> flows_;
+  std::vector<Phase> phases_;
+  std::vector<Program> programs_;
+  std::vector<int> succ_begin_;
+  std::vector<int> succ_;
+
+  std::vector<TaskState> state_;
+  std::priority_queue<Timer, std::vector<Timer>, TimerLater> timers_;
+  std::uint64_t seq_ = 0;
+};
+
+const RouteInfo& Simulation::route_info(int a, int b) {
+  const std::uint64_t key = (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint32_t>(b);
+  const auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  const Route& route = topo_.route(a, b);
+  RouteInfo info;
+  info.res_begin = static_cast<int>(res_pool_.size());
+  info.res_count = static_cast<int>(route.links.size());
+  info.latency_us = route.latency_us;
+  bool seen[8] = {};
+  for (const int l : route.links) {
+    if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
+    res_pool_.push_back(l);
+    const auto kind = static_cast<std::size_t>(topo_.links()[l].kind);
+    if (kind < 8 && !seen[kind]) {
+      seen[kind] = true;
+      info.latency_us += model_.link_for(topo_.links()[l].kind).alpha_us;
+    }
+  }
+  return routes_.emplace(key, info).first->second;
+}
+
+const RingInfo& Simulation::ring_info(const std::vector<int>& members) {
+  const auto it = rings_.find(members);
+  if (it != rings_.end()) return it->second;
+  RingInfo info;
+  info.order = best_ring_order(topo_, members);
+  const int k = static_cast<int>(info.order.size());
+  if (k > 1) {
+    for (int i = 0; i < k; ++i) {
+      const RouteInfo& r = route_info(info.order[i], info.order[(i + 1) % k]);
+      info.edges.push_back(r);
+      info.max_edge_latency_us = std::max(info.max_edge_latency_us, r.latency_us);
+    }
+  }
+  return rings_.emplace(members, std::move(info)).first->second;
+}
+
+void Simulation::add_local(double delay, int node, double work) {
+  Program prog;
+  prog.phase_begin = static_cast<int>(phases_.size());
+  prog.phase_count = 1;
+  Phase ph;
+  ph.delay = delay;
+  ph.flow_begin = static_cast<int>(flows_.size());
+  if (work > 0) {
+    FlowSpec f;
+    f.res_begin = static_cast<int>(res_pool_.size());
+    f.res_count = 1;
+    f.work = work;
+    res_pool_.push_back(links_ + node);
+    flows_.push_back(f);
+    ph.flow_count = 1;
+  }
+  phases_.push_back(ph);
+  programs_.push_back(prog);
+}
+
+// A library collective as NCCL runs it (Ring algorithm, Simple protocol):
+// all-reduce is 2(k−1) lockstep steps in which every member sends a chunk of
+// count/k elements to its ring successor; reduce-scatter and all-gather are
+// k−1 such steps; broadcast and reduce pipeline the whole buffer along the
+// ring from (to) the root, costing (k−1) hops of latency and one buffer time.
+// Reductions inside the library are fused with the copies (memory bound, far
+// above link speed), so they add no compute time.
+void Simulation::compile_group(const Op& op) {
+  std::vector<int> members;
+  members.reserve(op.group.size());
+  for (const int d : op.group) members.push_back(node_of(d, op.id, "group"));
+  {
+    std::vector<int> sorted = members;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      throw InvalidInput(fmt::format("plan: op {}: group lists a device twice", op.id));
+    }
+  }
+  if (members.empty()) throw InvalidInput(fmt::format("plan: op {}: group op with no devices", op.id));
+  const int k = static_cast<int>(members.size());
+  Program prog;
+  prog.phase_begin = static_cast<int>(phases_.size());
+  if (k == 1) {
+    phases_.push_back({model_.group_base_latency_us, static_cast<int>(flows_.size()), 0});
+    prog.phase_count = 1;
+    programs_.push_back(prog);
+    return;
+  }
+  const RingInfo& ring = ring_info(members);
+  const double hop = model_.group_hop_latency_us + ring.max_edge_latency_us;
+  const double count = static_cast<double>(op.dst.count);
+  const int flow_begin = static_cast<int>(flows_.size());
+  if (op.collective == Collective::kBroadcast || op.collective == Collective::kReduce) {
+    const int root_node = node_of(op.root, op.id, "root");
+    const auto pos = std::find(ring.order.begin(), ring.order.end(), root_node);
+    if (pos == ring.order.end()) throw InvalidInput(fmt::format("plan: op {}: root {} is not in the group", op.id, op.root));
+    const int r = static_cast<int>(pos - ring.order.begin());
+    // broadcast: root → root+1 → … ; reduce: root+1 → … → root.
+    const int first_edge = op.collective == Collective::kBroadcast ? r : (r + 1) % k;
+    double latency = model_.group_base_latency_us;
+    const double bytes = count * es_;
+    for (int e = 0; e < k - 1; ++e) {
+      const RouteInfo& edge = ring.edges[(first_edge + e) % k];
+      latency += model_.group_hop_latency_us + edge.latency_us;
+      if (bytes > 0 && edge.res_count > 0) flows_.push_back({edge.res_begin, edge.res_count, bytes, cap_});
+    }
+    phases_.push_back({latency, flow_begin, static_cast<int>(flows_.size()) - flow_begin});
+    prog.phase_count = 1;
+    programs_.push_back(prog);
+    return;
+  }
+  const int steps = op.collective == Collective::kAllReduce ? 2 * (k - 1) : k - 1;
+  const double chunk = static_cast<double>(max_piece(op.dst.count, k)) * es_;
+  for (const RouteInfo& edge : ring.edges) {
+    if (chunk > 0 && edge.res_count > 0) flows_.push_back({edge.res_begin, edge.res_count, chunk, cap_});
+  }
+  const int n = static_cast<int>(flows_.size()) - flow_begin;
+  phases_.push_back({model_.group_base_latency_us + hop, flow_begin, n});
+  prog.phase_count = 1;
+  if (steps > 1) {
+    phases_.push_back({hop, flow_begin, n});
+    prog.phase_count = 2;
+    prog.last_repeats = steps - 1;
+  }
+  programs_.push_back(prog);
+}
+
+void Simulation::compile() {
+  const int n_ops = static_cast<int>(plan_.ops.size());
+  programs_.reserve(n_ops);
+  std::vector<int> succ_count(n_ops + 1, 0);
+  for (int i = 0; i < n_ops; ++i) {
+    const Op& op = plan_.ops[i];
+    if (op.id != i) throw InvalidInput(fmt::format("plan: op at position {} has id {}", i, op.id));
+    for (const int d : op.deps) {
+      if (d < 0 || d >= i) {
+        throw InvalidInput(fmt::format("plan: op {}: dependency {} is not an earlier op", i, d));
+      }
+      ++succ_count[d];
+    }
+    switch (op.kind) {
+      case OpKind::kCopy:
+      case OpKind::kReduce: {
+        const int sn = node_of(op.src.device, i, "source");
+        const int dn = node_of(op.dst.device, i, "destination");
+        const double bytes = static_cast<double>(op.src.count) * es_;
+        const bool reduce = op.kind == OpKind::kReduce;
+        const NodeKind dst_kind = topo_.nodes()[dn].kind;
+        if (sn == dn) {
+          const double gbps = reduce ? model_.reduce_for(dst_kind) : model_.memory_for(dst_kind);
+          add_local(model_.op_overhead_us, dn, bytes / (gbps * kBytesPerUsPerGbps));
+          break;
+        }
+        const RouteInfo& r = route_info(sn, dn);
+        Program prog;
+        prog.phase_begin = static_cast<int>(phases_.size());
+        Phase move{model_.op_overhead_us + r.latency_us, static_cast<int>(flows_.size()), 0};
+        if (bytes > 0) {
+          flows_.push_back({r.res_begin, r.res_count, bytes, cap_});
+          move.flow_count = 1;
+        }
+        phases_.push_back(move);
+        prog.phase_count = 1;
+        if (reduce) {
+          const double work = bytes / (model_.reduce_for(dst_kind) * kBytesPerUsPerGbps);
+          Phase compute{0.0, static_cast<int>(flows_.size()), 0};
+          if (work > 0) {
+            flows_.push_back({static_cast<int>(res_pool_.size()), 1, work, 0.0});
+            res_pool_.push_back(links_ + dn);
+            compute.flow_count = 1;
+          }
+          phases_.push_back(compute);
+          prog.phase_count = 2;
+        }
+        programs_.push_back(prog);
+        break;
+      }
+      case OpKind::kScale: {
+        const int dn = node_of(op.dst.device, i, "destination");
+        const double bytes = static_cast<double>(op.dst.count) * es_;
+        add_local(model_.op_overhead_us, dn,
+                  bytes / (model_.memory_for(topo_.nodes()[dn].kind) * kBytesPerUsPerGbps));
+        break;
+      }
+      case OpKind::kGroup: compile_group(op); break;
+    }
+  }
+  // Successor lists (CSR), in op order.
+  succ_begin_.assign(n_ops + 1, 0);
+  for (int i = 0; i < n_ops; ++i) succ_begin_[i + 1] = succ_begin_[i] + succ_count[i];
+  succ_.resize(succ_begin_[n_ops]);
+  std::vector<int> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (int i = 0; i < n_ops; ++i) {
+    for (const int d : plan_.ops[i].deps) succ_[fill[d]++] = i;
+  }
+}
+
+void Simulation::start_task(int task, double now) {
+  TaskState& s = state_[task];
+  s.start = now;
+  s.phase = 0;
+  const Program& p = programs_[task];
+  s.repeats_left = p.phase_count == 1 ? p.last_repeats - 1 : p.last_repeats;
+  begin_phase(task, now);
+}
+
+void Simulation::begin_phase(int task, double now) {
+  const Phase& ph = phases_[programs_[task].phase_begin + state_[task].phase];
+  timers_.push({now + ph.delay, seq_++, task});
+}
+
+void Simulation::on_timer(int task, double now) {
+  TaskState& s = state_[task];
+  const Phase& ph = phases_[programs_[task].phase_begin + s.phase];
+  s.outstanding = ph.flow_count;
+  if (ph.flow_count == 0) {
+    phase_done(task, now);
+    return;
+  }
+  for (int f = ph.flow_begin; f < ph.flow_begin + ph.flow_count; ++f) {
+    const FlowSpec& spec = flows_[f];
+    engine_->start(now, spec.work, std::span<const int>(res_pool_.data() + spec.res_begin, spec.res_count), spec.cap,
+                   task);
+  }
+}
+
+void Simulation::on_flow_end(int task, int limiter, double now) {
+  TaskState& s = state_[task];
+  s.limiter = limiter;
+  if (--s.outstanding == 0) phase_done(task, now);
+}
+
+void Simulation::phase_done(int task, double now) {
+  TaskState& s = state_[task];
+  const Program& p = programs_[task];
+  if (s.phase + 1 < p.phase_count) {
+    ++s.phase;
+    if (s.phase + 1 == p.phase_count) s.repeats_left = p.last_repeats - 1;
+    begin_phase(task, now);
+  } else if (s.repeats_left > 0) {
+    --s.repeats_left;
+    begin_phase(task, now);
+  } else {
+    finish_task(task, now);
+  }
+}
+
+void Simulation::finish_task(int task, double now) {
+  state_[task].end = now;
+  for (int k = succ_begin_[task]; k < succ_begin_[task + 1]; ++k) {
+    const int next = succ_[k];
+    TaskState& n = state_[next];
+    if (--n.deps_left == 0) {
+      n.crit_dep = task;
+      start_task(next, now);
+    }
+  }
+}
+
+std::vector<int> Simulation::op_links(const Op& op) {
+  std::vector<int> out;
+  auto append = [&](const RouteInfo& r) {
+    for (int i = 0; i < r.res_count; ++i) out.push_back(res_pool_[r.res_begin + i]);
+  };
+  if (op.kind == OpKind::kCopy || op.kind == OpKind::kReduce) {
+    const int sn = plan_.devices[op.src.device].node;
+    const int dn = plan_.devices[op.dst.device].node;
+    if (sn != dn) append(route_info(sn, dn));
+  } else if (op.kind == OpKind::kGroup && op.group.size() > 1) {
+    std::vector<int> members;
+    for (const int d : op.group) members.push_back(plan_.devices[d].node);
+    for (const RouteInfo& e : ring_info(members).edges) append(e);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
+}
+
+SimResult Simulation::run() {
+  compile();
+  const int n_ops = static_cast<int>(plan_.ops.size());
+  state_.assign(n_ops, TaskState{});
+  for (int i = 0; i < n_ops; ++i) state_[i].deps_left = static_cast<int>(plan_.ops[i].deps.size());
+  for (int i = 0; i < n_ops; ++i) {
+    if (state_[i].deps_left == 0) start_task(i, 0.0);
+  }
+  detail::FlowEngine& engine = *engine_;
+  for (;;) {
+    auto next = engine.next_completion();
+    const bool have_timer = !timers_.empty();
+    if (next.second < 0 && !have_timer) break;
+    double now;
+    if (next.second < 0) {
+      now = timers_.top().time;
+    } else if (!have_timer) {
+      now = next.first;
+    } else {
+      now = std::min(next.first, timers_.top().time);
+    }
+    while (next.second >= 0 && next.first == now) {
+      const detail::FlowEnd end = engine.finish(next.second, now);
+      on_flow_end(static_cast<int>(end.tag), end.limiter, now);
+      next = engine.next_completion();
+    }
+    while (!timers_.empty() && timers_.top().time == now) {
+      const int task = timers_.top().task;
+      timers_.pop();
+      on_timer(task, now);
+    }
+    engine.settle(now);
+  }
+
+  SimResult result;
+  result.bytes = static_cast<std::uint64_t>(plan_.count) * static_cast<std::uint64_t>(es_);
+  result.ranks = plan_.ranks();
+  int last = -1;
+  for (int i = 0; i < n_ops; ++i) {
+    if (state_[i].end < 0) {
+      throw InvalidInput(fmt::format("plan: op {} never ran (its dependencies never completed)", i));
+    }
+    if (last < 0 || state_[i].end >= state_[last].end) last = i;
+  }
+  result.time_us = last < 0 ? 0.0 : state_[last].end;
+  if (result.time_us > 0) {
+    result.algbw_gbps = static_cast<double>(result.bytes) / (result.time_us * kBytesPerUsPerGbps);
+    const int n = result.ranks;
+    result.busbw_gbps = n > 0 ? result.algbw_gbps * 2.0 * (n - 1) / n : 0.0;
+  }
+  for (int l = 0; l < links_; ++l) {
+    const detail::ResourceStats& st = engine.stats(l);
+    if (st.work <= 0) continue;
+    LinkUsage u;
+    u.link = l;
+    u.bytes = st.work;
+    u.busy_us = st.busy_us;
+    u.saturated_us = st.saturated_us;
+    u.utilisation = result.time_us > 0 ? st.work / (link_capacity_[l] * result.time_us) : 0.0;
+    result.links.push_back(u);
+  }
+  const LinkUsage* best = nullptr;
+  for (const LinkUsage& u : result.links) {
+    if (best == nullptr || u.saturated_us > best->saturated_us ||
+        (u.saturated_us == best->saturated_us && u.busy_us > best->busy_us)) {
+      best = &u;
+    }
+  }
+  result.bottleneck_link = best ? best->link : -1;
+  for (int t = last; t >= 0; t = state_[t].crit_dep) {
+    CriticalStep step;
+    step.op = t;
+    step.start_us = state_[t].start;
+    step.end_us = state_[t].end;
+    step.links = op_links(plan_.ops[t]);
+    step.limiting_link = state_[t].limiter < links_ ? state_[t].limiter : -1;
+    result.critical_path.push_back(std::move(step));
+  }
+  std::reverse(result.critical_path.begin(), result.critical_path.end());
+  return result;
+}
+
+}  // namespace
+
+SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes) {
+  Simulation sim(plan, topo, model, element_bytes);
+  return sim.run();
+}
+
+std::string link_name(const Topology& topo, int link) {
+  if (link < 0 || link >= static_cast<int>(topo.links().size())) return "-";
+  const Link& l = topo.links()[link];
+  return fmt::format("{}->{} ({})", topo.nodes()[l.src].id, topo.nodes()[l.dst].id, to_string(l.kind));
+}
+
+std::vector<int> best_ring_order(const Topology& topo, const std::vector<int>& nodes) {
+  const int k = static_cast<int>(nodes.size());
+  if (k <= 3) return nodes;  // every cyclic order of ≤ 3 members is the same ring or its reverse
+  std::vector<std::vector<double>> bw(k, std::vector<double>(k, 0.0));
+  for (int i = 0; i < k; ++i) {
+    for (int j = 0; j < k; ++j) {
+      if (i != j) bw[i][j] = topo.route(nodes[i], nodes[j]).bandwidth_gbps;
+    }
+  }
+  std::vector<int> best;
+  if (k <= kExhaustiveRingMax) {
+    std::vector<int> perm(k);
+    for (int i = 0; i < k; ++i) perm[i] = i;
+    double best_min = -1, best_sum = -1;
+    do {
+      double mn = std::numeric_limits<double>::infinity(), sum = 0;
+      for (int i = 0; i < k; ++i) {
+        const double b = bw[perm[i]][perm[(i + 1) % k]];
+        mn = std::min(mn, b);
+        sum += b;
+      }
+      if (mn > best_min || (mn == best_min && sum > best_sum)) {
+        best_min = mn;
+        best_sum = sum;
+        best = perm;
+      }
+    } while (std::next_permutation(perm.begin() + 1, perm.end()));
+  } else {
+    std::vector<bool> used(k, false);
+    best.push_back(0);
+    used[0] = true;
+    for (int step = 1; step < k; ++step) {
+      const int cur = best.back();
+      int pick = -1;
+      for (int j = 0; j < k; ++j) {
+        if (!used[j] && (pick < 0 || bw[cur][j] > bw[cur][pick])) pick = j;
+      }
+      used[pick] = true;
+      best.push_back(pick);
+    }
+  }
+  std::vector<int> out;
+  out.reserve(k);
+  for (const int i : best) out.push_back(nodes[i]);
+  return out;
+}
+
+nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo) {
+  nlohmann::json doc;
+  doc["time_us"] = result.time_us;
+  doc["bytes"] = result.bytes;
+  doc["ranks"] = result.ranks;
+  doc["algbw_gbps"] = result.algbw_gbps;
+  doc["busbw_gbps"] = result.busbw_gbps;
+  auto link_json = [&](int l) -> nlohmann::json {
+    if (l < 0) return nullptr;
+    const Link& link = topo.links()[l];
+    return {{"index", l},
+            {"src", topo.nodes()[link.src].id},
+            {"dst", topo.nodes()[link.dst].id},
+            {"kind", std::string(to_string(link.kind))},
+            {"name", link_name(topo, l)}};
+  };
+  doc["bottleneck"] = link_json(result.bottleneck_link);
+  nlohmann::json links = nlohmann::json::array();
+  for (const LinkUsage& u : result.links) {
+    nlohmann::json j = link_json(u.link);
+    j["bandwidth_gbps"] = topo.links()[u.link].bandwidth_gbps;
+    j["bytes"] = u.bytes;
+    j["busy_us"] = u.busy_us;
+    j["saturated_us"] = u.saturated_us;
+    j["utilisation"] = u.utilisation;
+    links.push_back(std::move(j));
+  }
+  doc["links"] = std::move(links);
+  nlohmann::json path = nlohmann::json::array();
+  for (const CriticalStep& s : result.critical_path) {
+    nlohmann::json j = {{"op", s.op}, {"start_us", s.start_us}, {"end_us", s.end_us}, {"links", s.links}};
+    j["limiting_link"] = s.limiting_link >= 0 ? nlohmann::json(link_name(topo, s.limiting_link)) : nlohmann::json(nullptr);
+    path.push_back(std::move(j));
+  }
+  doc["critical_path"] = std::move(path);
+  return doc;
+}
+
+}  // namespace artune

@@ -1,0 +1,182 @@
+// `artune simulate` through the built binary: table, JSON (checked against the
+// library's own simulation), --links, calibration overlays, exit codes.
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/builders.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/io.hpp"
+
+using json = nlohmann::json;
+using namespace artune;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string temp_path(const char* tag) {
+  std::string pattern = std::string("/tmp/artune_cli_sim_") + tag + "_XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  const int fd = mkstemp(buf.data());
+  REQUIRE(fd >= 0);
+  close(fd);
+  return buf.data();
+}
+
+Result run_artune(const std::vector<std::string>& args) {
+  const char* bin = std::getenv("ARTUNE_BIN");
+  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set");
+  const std::string err_path = temp_path("err");
+  std::string cmd = quote(bin);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " 2>" + quote(err_path);
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(err_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+std::string write_file(const char* tag, const std::string& text) {
+  const std::string path = temp_path(tag);
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli_simulate.table") {
+  const Result r = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "1K", "-e", "4K"});
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("time(us)") != std::string::npos);
+  CHECK(r.out.find("busbw(GB/s)") != std::string::npos);
+  CHECK(r.out.find("bottleneck") != std::string::npos);
+  for (const char* size : {"  1024  ", "  2048  ", "  4096  "}) CHECK(r.out.find(size) != std::string::npos);
+  CHECK(r.out.find("float") != std::string::npos);
+  CHECK(r.out.find("sum") != std::string::npos);
+  CHECK(r.out.find("(nvlink)") != std::string::npos);
+}
+
+TEST_CASE("cli_simulate.json_matches_library") {
+  const Result r = run_artune({"simulate", "-t", "dgx1-v100", "-s", "rechd", "-b", "1M", "-e", "4M", "-d", "double", "-o",
+                           "avg", "--segments", "2", "--json"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  CHECK(doc["topology"] == "dgx1-v100");
+  CHECK(doc["backend"] == "nccl");
+  CHECK(doc["type"] == "double");
+  CHECK(doc["redop"] == "avg");
+  CHECK(doc["ranks"] == 8);
+  REQUIRE(doc["results"].size() == 3);
+  const Topology t = load_topology("dgx1-v100");
+  for (const json& row : doc["results"]) {
+    BuildOptions o;
+    o.count = row["count"].get<std::int64_t>();
+    o.reduce_op = ReduceOp::kAvg;
+    o.segments = 2;
+    CHECK(row["size"].get<std::int64_t>() == o.count * 8);
+    const SimResult s = simulate(build_plan(t, "rechd", o), t, CostModel::defaults(), 8);
+    CHECK(row["time_us"].get<double>() == s.time_us);
+    CHECK(row["busbw_gbps"].get<double>() == s.busbw_gbps);
+    CHECK(row["bottleneck"] == link_name(t, s.bottleneck_link));
+  }
+  CHECK_FALSE(doc.contains("links"));
+}
+
+TEST_CASE("cli_simulate.links_and_bottleneck") {
+  const Result r = run_artune({"simulate", "-t", "pcie-8gpu", "-s", "xring", "-b", "64M", "-e", "64M", "--links"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("(smp)") != std::string::npos);
+  CHECK(r.out.find("links at 67108864 bytes") != std::string::npos);
+  CHECK(r.out.find("util(%)") != std::string::npos);
+  const Result j = run_artune({"simulate", "-t", "pcie-8gpu", "-s", "xring", "-b", "64M", "-e", "64M", "--links", "--json"});
+  REQUIRE(j.status == 0);
+  const json doc = json::parse(j.out);
+  CHECK(doc["results"][0]["bottleneck"].get<std::string>().find("(smp)") != std::string::npos);
+  REQUIRE(doc["links"]["links"].size() > 0);
+  CHECK(doc["links"]["size"] == 67108864);
+  CHECK(doc["links"]["links"][0]["kind"] == "smp");  // most utilised first
+}
+
+TEST_CASE("cli_simulate.backend_and_calibration") {
+  auto time_of = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"simulate", "-t", "uniform:4", "-s", "xring", "-b", "1K", "-e", "1K", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run_artune(args);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out)["results"][0]["time_us"].get<double>();
+  };
+  const double nccl = time_of({});
+  CHECK(time_of({"--backend", "cpu"}) != nccl);
+  const std::string slow = write_file("slow", R"({"op_overhead_us": 100})");
+  CHECK(time_of({"--calibration", slow}) > nccl + 100);
+  const std::string cpu = write_file("cpu", R"({"profile": "cpu"})");
+  CHECK(time_of({"--calibration", cpu}) == time_of({"--backend", "cpu"}));
+  const Result mismatch = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", cpu, "--backend", "nccl"});
+  CHECK(mismatch.status == 2);
+  CHECK(mismatch.err.find("--calibration") != std::string::npos);
+  const std::string bad = write_file("bad", R"({"links": {"nvlink": {"efficiency": 2}}})");
+  const Result b = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", bad});
+  CHECK(b.status == 2);
+  CHECK(b.err.find(bad + ": links.nvlink.efficiency: must be in (0, 1]") != std::string::npos);
+  for (const auto& p : {slow, cpu, bad}) std::remove(p.c_str());
+}
+
+TEST_CASE("cli_simulate.bad_input") {
+  const Result odd = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "6", "-e", "1K"});
+  CHECK(odd.status == 2);
+  CHECK(odd.err.find("-b/--minbytes") != std::string::npos);
+  const Result dbl = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "8", "-e", "12", "-f", "1.5", "-d", "double"});
+  CHECK(dbl.status == 2);
+  CHECK(dbl.err.find("-e/--maxbytes: size 12 is not a multiple of the double element size (8 bytes)") !=
+        std::string::npos);
+  const Result backend = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--backend", "gloo"});
+  CHECK(backend.status == 2);
+  CHECK(backend.err.find("--backend") != std::string::npos);
+  const Result spec = run_artune({"simulate", "-t", "uniform:4", "-s", "xrnig"});
+  CHECK(spec.status == 2);
+  const Result missing = run_artune({"simulate", "-t", "uniform:4"});
+  CHECK(missing.status == 2);
+  const Result segments = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--segments", "0"});
+  CHECK(segments.status == 2);
+  CHECK(segments.err.find("--segments") != std::string::npos);
+  const Result file = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", "/nonexistent/c.json"});
+  CHECK(file.status == 2);
+  const Result help = run_artune({"simulate", "--help"});
+  CHECK(help.status == 0);
+  CHECK(help.out.find("--links") != std::string::npos);
+  CHECK(help.out.find("--calibration") != std::string::npos);
+}

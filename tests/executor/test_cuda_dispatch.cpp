@@ -1,0 +1,211 @@
+// Host-side dispatch of the CUDA reduction kernels: the (type, op) → kernel
+// table, launch geometry (every element covered exactly once by the vector
+// body and the tail, whatever the alignment and grid cap) and the mapping to
+// NCCL's enums. Pure host code: runs on every machine.
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "artune_config.hpp"
+#include "core/error.hpp"
+#include "core/types.hpp"
+#include "executor/backend.hpp"
+#include "executor/cuda/kernel_dispatch.hpp"
+#if ARTUNE_HAVE_CUDA_BACKEND
+#include "executor/cuda/cuda_backend.hpp"
+#endif
+
+#if defined(ARTUNE_HAVE_NCCL)
+#include <nccl.h>
+#endif
+
+using namespace artune;
+using namespace artune::cuda;
+
+TEST_CASE("cuda_dispatch.every_type_and_op_has_a_kernel") {
+  std::set<int> ids;
+  for (DataType t : all_data_types()) {
+    for (ReduceOp op : all_reduce_ops()) {
+      CAPTURE(to_string(t));
+      CAPTURE(to_string(op));
+      const ReduceKernel k = select_reduce_kernel(t, op);
+      CHECK(k.type == t);
+      CHECK(k.id >= 0);
+      CHECK(k.id < kReduceKernelCount);
+      CHECK(k.id == reduce_kernel_id(t, k.combine));
+      CHECK(k.vector_width * static_cast<int>(element_size(t)) == kVectorBytes);
+      CHECK(k.scale_after == (op == ReduceOp::kAvg));
+      if (op != ReduceOp::kAvg) ids.insert(k.id);
+    }
+  }
+  // 7 types × 4 combines, all distinct: the table is dense.
+  CHECK(ids.size() == static_cast<std::size_t>(kReduceKernelCount));
+  CHECK(all_data_types().size() == static_cast<std::size_t>(kKernelTypes));
+}
+
+TEST_CASE("cuda_dispatch.combines") {
+  CHECK(combine_of(ReduceOp::kSum) == KernelOp::kSum);
+  CHECK(combine_of(ReduceOp::kProd) == KernelOp::kProd);
+  CHECK(combine_of(ReduceOp::kMin) == KernelOp::kMin);
+  CHECK(combine_of(ReduceOp::kMax) == KernelOp::kMax);
+  CHECK(combine_of(ReduceOp::kAvg) == KernelOp::kSum);
+  CHECK(select_reduce_kernel(DataType::kFloat32, ReduceOp::kAvg).id ==
+        select_reduce_kernel(DataType::kFloat32, ReduceOp::kSum).id);
+  CHECK(reduce_kernel_id(DataType::kFloat32, KernelOp::kSum) == 0);
+  CHECK(reduce_kernel_id(DataType::kUInt8, KernelOp::kMax) == kReduceKernelCount - 1);
+  std::set<int> scale_ids;
+  for (DataType t : all_data_types()) scale_ids.insert(scale_kernel_id(t));
+  CHECK(scale_ids.size() == static_cast<std::size_t>(kKernelTypes));
+  CHECK(*scale_ids.rbegin() == kKernelTypes - 1);
+  CHECK(std::string(to_string(KernelOp::kMin)) == "min");
+}
+
+TEST_CASE("cuda_dispatch.vector_widths") {
+  CHECK(vector_width(DataType::kFloat32) == 4);
+  CHECK(vector_width(DataType::kFloat64) == 2);
+  CHECK(vector_width(DataType::kFloat16) == 8);
+  CHECK(vector_width(DataType::kBFloat16) == 8);
+  CHECK(vector_width(DataType::kInt32) == 4);
+  CHECK(vector_width(DataType::kInt64) == 2);
+  CHECK(vector_width(DataType::kUInt8) == 16);
+}
+
+TEST_CASE("cuda_dispatch.geometry_shapes") {
+  SUBCASE("empty launches nothing") {
+    const LaunchGeometry g = launch_geometry(0, DataType::kFloat32, 0x1000, 0x2000, 132);
+    CHECK(g.blocks == 0);
+  }
+  SUBCASE("aligned float uses 128-bit accesses") {
+    const LaunchGeometry g = launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2000, 132);
+    CHECK(g.vector_width == 4);
+    CHECK(g.vector_count == 250);
+    CHECK(g.tail_begin == 1000);
+    CHECK(g.blocks == 1);  // 250 + 3 items fit one block of 512
+    CHECK(g.threads == kThreadsPerBlock);
+  }
+  SUBCASE("a misaligned operand falls back to scalar") {
+    const LaunchGeometry g = launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2004, 132);
+    CHECK(g.vector_width == 1);
+    CHECK(g.vector_count == 0);
+    CHECK(g.tail_begin == 0);
+    CHECK(g.blocks == 2);  // 1003 items / 512 threads
+  }
+  SUBCASE("large counts cap the grid at kBlocksPerSm per SM") {
+    const LaunchGeometry g = launch_geometry(std::int64_t{1} << 30, DataType::kFloat16, 0, 0, 132);
+    CHECK(g.blocks == 132 * kBlocksPerSm);
+    CHECK(g.vector_count == (std::int64_t{1} << 30) / 8);
+  }
+  SUBCASE("a bad SM count still launches") {
+    const LaunchGeometry g = launch_geometry(std::int64_t{1} << 20, DataType::kInt64, 0, 0, 0);
+    CHECK(g.blocks == kBlocksPerSm);
+  }
+}
+
+// Replays the kernels' index arithmetic (grid-stride vector body, then grid-stride tail) and
+// checks that every element is touched exactly once.
+static void check_coverage(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src, int sms) {
+  const LaunchGeometry g = launch_geometry(count, type, dst, src, sms);
+  std::vector<int> touched(static_cast<std::size_t>(count), 0);
+  const std::int64_t stride = static_cast<std::int64_t>(g.blocks) * g.threads;
+  for (std::int64_t thread = 0; thread < stride; ++thread) {
+    for (std::int64_t k = thread; k < g.vector_count; k += stride) {
+      for (int j = 0; j < g.vector_width; ++j) ++touched[static_cast<std::size_t>(k * g.vector_width + j)];
+    }
+    for (std::int64_t i = g.tail_begin + thread; i < g.count; i += stride) ++touched[static_cast<std::size_t>(i)];
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (touched[static_cast<std::size_t>(i)] != 1) {
+      FAIL("element " << i << " of " << count << " touched " << touched[static_cast<std::size_t>(i)] << " times");
+    }
+  }
+  if (count > 0) CHECK(g.blocks >= 1);
+}
+
+TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
+  for (DataType t : all_data_types()) {
+    CAPTURE(to_string(t));
+    for (std::int64_t count : {1, 2, 7, 15, 16, 17, 513, 4099, 100003}) {
+      CAPTURE(count);
+      check_coverage(count, t, 0x10000, 0x20000, 1);     // aligned, grid capped at 4 blocks
+      check_coverage(count, t, 0x10000, 0x20002, 1);     // misaligned source
+      check_coverage(count, t, 0x10000, 0x20000, 200);   // uncapped grid
+    }
+  }
+}
+
+TEST_CASE("cuda_dispatch.nccl_enum_values") {
+  CHECK(nccl_data_type_code(DataType::kUInt8) == 1);
+  CHECK(nccl_data_type_code(DataType::kInt32) == 2);
+  CHECK(nccl_data_type_code(DataType::kInt64) == 4);
+  CHECK(nccl_data_type_code(DataType::kFloat16) == 6);
+  CHECK(nccl_data_type_code(DataType::kFloat32) == 7);
+  CHECK(nccl_data_type_code(DataType::kFloat64) == 8);
+  CHECK(nccl_data_type_code(DataType::kBFloat16) == 9);
+  CHECK(nccl_red_op_code(ReduceOp::kSum) == 0);
+  CHECK(nccl_red_op_code(ReduceOp::kProd) == 1);
+  CHECK(nccl_red_op_code(ReduceOp::kMax) == 2);
+  CHECK(nccl_red_op_code(ReduceOp::kMin) == 3);
+  CHECK(nccl_red_op_code(ReduceOp::kAvg) == 4);
+#if defined(ARTUNE_HAVE_NCCL)
+  // Built against nccl.h: the codes are the library's own enumerators.
+  CHECK(nccl_data_type_code(DataType::kFloat32) == ncclFloat32);
+  CHECK(nccl_data_type_code(DataType::kFloat16) == ncclFloat16);
+  CHECK(nccl_data_type_code(DataType::kBFloat16) == ncclBfloat16);
+  CHECK(nccl_data_type_code(DataType::kFloat64) == ncclFloat64);
+  CHECK(nccl_data_type_code(DataType::kInt32) == ncclInt32);
+  CHECK(nccl_data_type_code(DataType::kInt64) == ncclInt64);
+  CHECK(nccl_data_type_code(DataType::kUInt8) == ncclUint8);
+  CHECK(nccl_red_op_code(ReduceOp::kAvg) == ncclAvg);
+  CHECK(nccl_red_op_code(ReduceOp::kMin) == ncclMin);
+#endif
+}
+
+TEST_CASE("cuda_dispatch.backends_refuse_cleanly_without_a_gpu") {
+#if ARTUNE_HAVE_CUDA_BACKEND
+  if (cuda_device_count() > 0) {
+    MESSAGE("a GPU is present: the refusal path is not reachable here");
+    return;
+  }
+  CHECK_THROWS_WITH_AS(make_backend(BackendKind::kCuda, BackendOptions{}), "no CUDA device available", Unsupported);
+#if ARTUNE_HAVE_NCCL_BACKEND
+  // Checked before MPI is touched, so this works outside mpirun too.
+  CHECK_THROWS_WITH_AS(make_backend(BackendKind::kNccl, BackendOptions{}), "no CUDA device available", Unsupported);
+#endif
+#else
+  CHECK_THROWS_AS(make_backend(BackendKind::kCuda, BackendOptions{}), Unsupported);
+  CHECK_THROWS_AS(make_backend(BackendKind::kNccl, BackendOptions{}), Unsupported);
+#endif
+}
+
+#if ARTUNE_HAVE_CUDA_BACKEND
+TEST_CASE("cuda_dispatch.cli_exits_2_without_a_gpu") {
+  const char* bin = std::getenv("ARTUNE_BIN");
+  if (bin == nullptr || cuda_device_count() > 0) {
+    MESSAGE("needs ARTUNE_BIN and a machine without a GPU");
+    return;
+  }
+  for (const char* backend : {"cuda", "nccl"}) {
+    CAPTURE(backend);
+    const std::string cmd = std::string("'") + bin + "' run -t uniform:2 -s xring --backend " + backend +
+                            " -b 1K -e 1K 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string out;
+    std::array<char, 256> buf{};
+    while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+    const int status = pclose(pipe);
+    CAPTURE(out);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(out.find("no CUDA device available") != std::string::npos);
+  }
+}
+#endif

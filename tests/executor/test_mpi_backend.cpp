@@ -1,0 +1,153 @@
+// The mpi backend, run by meson under `mpirun -np 8` (every rank runs these
+// test cases in lockstep). ARTUNE_TEST_TOPOLOGY picks the topology (default
+// uniform:8); the 2x4 / 4x2 variants run through machine_index.sh, which sets
+// ARTUNE_MACHINE_INDEX from the rank so the backend checks it against the
+// topology. #wrong is summed over all ranks.
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/verifier.hpp"
+#include "core/error.hpp"
+#include "executor/backend.hpp"
+#include "hand_plans.hpp"
+#include "topology/io.hpp"
+
+using namespace artune;
+using namespace artune::test;
+
+namespace {
+
+std::string topology_name() {
+  const char* env = std::getenv("ARTUNE_TEST_TOPOLOGY");
+  return env != nullptr && *env != '\0' ? env : "uniform:8";
+}
+
+const Topology& topology() {
+  static const Topology topo = load_topology(topology_name());
+  return topo;
+}
+
+// One backend for the whole program: MPI can be initialised only once per process.
+Backend& mpi() {
+  static std::unique_ptr<Backend> backend = [] {
+    BackendOptions options;
+    options.timeout_s = 60;
+    options.topology = &topology();
+    return make_backend(BackendKind::kMpi, options);
+  }();
+  return *backend;
+}
+
+// Hand-built plans number their devices 0..R-1; place rank r on the topology's GPU r so the
+// declared machine indices match.
+Plan on_topology(Plan plan) {
+  for (int r = 0; r < plan.ranks() && r < static_cast<int>(topology().gpus().size()); ++r) {
+    plan.devices[static_cast<std::size_t>(r)].node = topology().gpus()[static_cast<std::size_t>(r)];
+  }
+  return plan;
+}
+
+// Runs twice; returns #wrong of the second run summed over ranks.
+std::int64_t wrong_after_runs(const Plan& plan, DataType type, ReduceOp op, int flip_rank = -1) {
+  Backend& b = mpi();
+  b.prepare(on_topology(plan), type, op);
+  double wrong = 0;
+  for (int it = 0; it < 2; ++it) {
+    const bool flipped = it == 1 && b.local_ranks().front() == flip_rank;
+    b.fill_inputs(flipped ? 7 : it);  // a flipped rank feeds other inputs than expected
+    b.run();
+    wrong = b.all_sum(static_cast<double>(b.count_wrong(it)));
+  }
+  return static_cast<std::int64_t>(wrong);
+}
+
+Plan verified_plan(const std::string& spec, std::int64_t count, ReduceOp op, int segments = 1) {
+  BuildOptions options;
+  options.count = count;
+  options.reduce_op = op;
+  options.segments = segments;
+  Plan plan = build_plan(topology(), spec, options);
+  verify_or_throw(plan);
+  return plan;
+}
+
+const char* const kSpecs[] = {"xring",      "xring#2",     "rechd",        "pscpu",       "psgpu",
+                              "psgpu#2",    "shuffle",     "hiercopy",     "nccl",        "mring",
+                              "tree",       "2d",          "nccl/xring",   "nccl/rechd",  "nccl/pscpu",
+                              "nccl/shuffle", "pscpu/xring", "pscpu/pscpu", "pscpu/rechd"};
+
+}  // namespace
+
+TEST_CASE("mpi_backend.rank_layout") {
+  Backend& b = mpi();
+  CHECK(b.name() == "mpi");
+  CHECK(b.local_ranks().size() == 1);
+  CHECK(b.is_root() == (b.local_ranks().front() == 0));
+  CHECK(b.all_sum(1) == 8);
+  CHECK(b.all_max(b.local_ranks().front()) == 7);
+}
+
+TEST_CASE("mpi_backend.families_every_type_and_op") {
+  for (const char* spec : kSpecs) {
+    for (ReduceOp op : all_reduce_ops()) {
+      const Plan plan = verified_plan(spec, 1031, op);
+      for (DataType type : all_data_types()) {
+        INFO(topology_name() << " " << spec << " " << to_string(type) << " " << to_string(op));
+        REQUIRE(wrong_after_runs(plan, type, op) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("mpi_backend.odd_counts_and_pipelines") {
+  for (const char* spec : kSpecs) {
+    for (std::int64_t count : {1, 2, 7, 9, 97}) {
+      INFO(topology_name() << " " << spec << " count=" << count);
+      REQUIRE(wrong_after_runs(verified_plan(spec, count, ReduceOp::kSum), DataType::kFloat32, ReduceOp::kSum) == 0);
+      REQUIRE(wrong_after_runs(verified_plan(spec, count, ReduceOp::kAvg), DataType::kFloat16, ReduceOp::kAvg) == 0);
+    }
+    INFO(topology_name() << " " << spec << " segments=3");
+    REQUIRE(wrong_after_runs(verified_plan(spec, 1031, ReduceOp::kMax, 3), DataType::kInt64, ReduceOp::kMax) == 0);
+  }
+}
+
+TEST_CASE("mpi_backend.hand_plans_with_library_collectives") {
+  // Reduce-scatter/all-gather, reduce/broadcast and all-reduce groups in a rotated member order.
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kReduce}) {
+    for (std::int64_t count : {3, 1000}) {
+      for (DataType type : {DataType::kFloat32, DataType::kBFloat16, DataType::kUInt8}) {
+        for (ReduceOp op : all_reduce_ops()) {
+          INFO(to_string(c) << " count=" << count << " " << to_string(type) << " " << to_string(op));
+          REQUIRE(wrong_after_runs(group_plan(8, count, op, c), type, op) == 0);
+        }
+      }
+    }
+  }
+  REQUIRE(wrong_after_runs(hierarchical_plan(8, 3, 100, ReduceOp::kSum), DataType::kInt32, ReduceOp::kSum) == 0);
+}
+
+TEST_CASE("mpi_backend.planted_faults_are_caught") {
+  const Plan plan = verified_plan("xring", 1000, ReduceOp::kSum);
+  REQUIRE(wrong_after_runs(plan, DataType::kInt32, ReduceOp::kSum) == 0);
+  int victim = -1;
+  for (const Op& op : plan.ops) {
+    if (op.kind == OpKind::kReduce && op.src.count > 1) victim = op.id;
+  }
+  REQUIRE(victim >= 0);
+  CHECK(wrong_after_runs(without_op(plan, victim), DataType::kInt32, ReduceOp::kSum) > 0);
+  CHECK(wrong_after_runs(plan, DataType::kInt32, ReduceOp::kSum, /*flip_rank=*/2) > 0);
+  // And a clean run afterwards still passes.
+  CHECK(wrong_after_runs(plan, DataType::kInt32, ReduceOp::kSum) == 0);
+}
+
+TEST_CASE("mpi_backend.rejects_plans_of_another_size") {
+  // Every rank throws the same error; no rank is left waiting.
+  CHECK_THROWS_WITH_AS(mpi().prepare(ring_plan(4, 10, ReduceOp::kSum), DataType::kFloat32, ReduceOp::kSum),
+                       doctest::Contains("mpirun -np 4"), InvalidInput);
+  CHECK(wrong_after_runs(ring_plan(8, 10, ReduceOp::kSum), DataType::kFloat32, ReduceOp::kSum) == 0);
+}

@@ -1,0 +1,97 @@
+// Cost-model defaults, JSON round trip and calibration overlays.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.hpp"
+#include "simulator/cost_model.hpp"
+
+using namespace artune;
+
+namespace {
+std::string overlay_error(const char* text) {
+  CostModel m = CostModel::defaults();
+  try {
+    m.apply_overlay(nlohmann::json::parse(text), "calib.json");
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("cost_model.nccl_defaults_follow_nccl_tables") {
+  const CostModel m = CostModel::defaults(BackendProfile::kNccl);
+  CHECK(m.profile == BackendProfile::kNccl);
+  CHECK(m.group_base_latency_us == 8.4);
+  CHECK(m.group_hop_latency_us == 3.4);
+  CHECK(m.op_overhead_us == 3.4);
+  CHECK(m.link_for(LinkKind::kNvLink).efficiency == 0.8);
+  // PCIe (and SYS: PCIe + QPI) and network (PCIe + network) hops cost NCCL's 5.7 and 14 µs in all.
+  const double pcie = m.link_for(LinkKind::kPcie).alpha_us;
+  CHECK(m.op_overhead_us + pcie == doctest::Approx(5.7));
+  CHECK(m.op_overhead_us + pcie + m.link_for(LinkKind::kSmp).alpha_us == doctest::Approx(5.7));
+  CHECK(m.op_overhead_us + pcie + m.link_for(LinkKind::kNetwork).alpha_us == doctest::Approx(14.0));
+  CHECK(m.reduce_for(NodeKind::kGpu) > m.reduce_for(NodeKind::kCpu));
+  CHECK(m.transfer_cap_gbps == 0);
+  CHECK_THROWS_AS(m.reduce_for(NodeKind::kNic), InvalidInput);
+}
+
+TEST_CASE("cost_model.profiles_differ") {
+  const CostModel cpu = CostModel::defaults(BackendProfile::kCpu);
+  const CostModel mpi = CostModel::defaults(BackendProfile::kMpi);
+  const CostModel cuda = CostModel::defaults(BackendProfile::kCuda);
+  CHECK(cpu.op_overhead_us == 1.0);
+  CHECK(cpu.transfer_cap_gbps > 0);
+  CHECK(cpu.reduce_for(NodeKind::kGpu) == cpu.reduce_for(NodeKind::kCpu));  // host threads stand in for GPUs
+  CHECK(mpi.op_overhead_us > cpu.op_overhead_us);
+  CHECK(cuda.op_overhead_us == 5.0);
+  CHECK(parse_backend_profile("mpi") == BackendProfile::kMpi);
+  CHECK(to_string(BackendProfile::kCuda) == "cuda");
+  CHECK_THROWS_AS(parse_backend_profile("gloo"), InvalidInput);
+}
+
+TEST_CASE("cost_model.json_round_trip") {
+  for (const auto profile : {BackendProfile::kNccl, BackendProfile::kCuda, BackendProfile::kCpu, BackendProfile::kMpi}) {
+    const CostModel m = CostModel::defaults(profile);
+    CostModel other = CostModel::defaults(profile == BackendProfile::kCpu ? BackendProfile::kNccl : BackendProfile::kCpu);
+    other.apply_overlay(m.to_json(), "roundtrip");
+    CHECK(other == m);
+  }
+}
+
+TEST_CASE("cost_model.overlay_replaces_only_given_fields") {
+  CostModel m = CostModel::defaults();
+  m.apply_overlay(nlohmann::json::parse(R"({"op_overhead_us": 7.5,
+      "links": {"nvlink": {"efficiency": 0.5}},
+      "devices": {"cpu": {"reduce_gbps": 12}}})"),
+                  "calib.json");
+  CHECK(m.op_overhead_us == 7.5);
+  CHECK(m.link_for(LinkKind::kNvLink).efficiency == 0.5);
+  CHECK(m.link_for(LinkKind::kNvLink).alpha_us == 0.0);
+  CHECK(m.reduce_for(NodeKind::kCpu) == 12.0);
+  CHECK(m.memory_for(NodeKind::kCpu) == CostModel::defaults().memory_for(NodeKind::kCpu));
+  CHECK(m.group_base_latency_us == 8.4);
+}
+
+TEST_CASE("cost_model.overlay_errors_name_source_and_path") {
+  CHECK(overlay_error(R"({"bogus": 1})").rfind("calib.json: bogus: unknown key", 0) == 0);
+  CHECK(overlay_error(R"({"op_overhead_us": "fast"})") == "calib.json: op_overhead_us: must be a number");
+  CHECK(overlay_error(R"({"op_overhead_us": -1})") == "calib.json: op_overhead_us: must be a finite number ≥ 0");
+  CHECK(overlay_error(R"({"links": {"nvlink": {"efficiency": 1.5}}})") ==
+        "calib.json: links.nvlink.efficiency: must be in (0, 1]");
+  CHECK(overlay_error(R"({"links": {"nvlink": {"efficiency": 0}}})") ==
+        "calib.json: links.nvlink.efficiency: must be in (0, 1]");
+  CHECK(overlay_error(R"({"links": {"warp": {}}})").rfind("calib.json: links.warp: unknown link kind", 0) == 0);
+  CHECK(overlay_error(R"({"links": {"pcie": {"beta": 1}}})").rfind("calib.json: links.pcie.beta: unknown key", 0) == 0);
+  CHECK(overlay_error(R"({"devices": {"gpu": {"reduce_gbps": 0}}})") ==
+        "calib.json: devices.gpu.reduce_gbps: must be a finite number > 0");
+  CHECK(overlay_error(R"({"devices": {"tpu": {}}})").rfind("calib.json: devices.tpu: unknown device kind", 0) == 0);
+  CHECK(overlay_error(R"([1, 2])") == "calib.json: (root): must be an object");
+  CHECK(overlay_error(R"({"profile": "gloo"})").rfind("calib.json: profile: 'gloo' is not a backend", 0) == 0);
+  // A failed overlay leaves the model as it was.
+  CostModel m = CostModel::defaults();
+  CHECK_THROWS_AS(m.apply_overlay(nlohmann::json::parse(R"({"op_overhead_us": 9, "bogus": 1})"), "x"), InvalidInput);
+  CHECK(m == CostModel::defaults());
+}

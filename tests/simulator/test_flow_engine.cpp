@@ -1,0 +1,121 @@
+// Max-min fair sharing in the simulator's private flow engine.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "simulator/flow_engine.hpp"
+
+using artune::detail::FlowEngine;
+
+namespace {
+
+// Runs the engine until every flow has finished; returns each tag's end time.
+std::vector<double> drain(FlowEngine& e, int tags) {
+  std::vector<double> end(tags, -1);
+  for (;;) {
+    const auto [t, f] = e.next_completion();
+    if (f < 0) break;
+    const auto done = e.finish(f, t);
+    end[done.tag] = t;
+    e.settle(t);
+  }
+  return end;
+}
+
+}  // namespace
+
+TEST_CASE("flow_engine.single_flow") {
+  FlowEngine e({10.0});
+  const int r[] = {0};
+  const int f = e.start(0.0, 100.0, r, 0, 0);
+  e.settle(0.0);
+  CHECK(e.rate(f) == 10.0);
+  const auto end = drain(e, 1);
+  CHECK(end[0] == 10.0);
+  CHECK(e.stats(0).work == 100.0);
+  CHECK(e.stats(0).busy_us == 10.0);
+  CHECK(e.stats(0).saturated_us == 10.0);
+}
+
+TEST_CASE("flow_engine.two_flows_share_equally_then_release") {
+  FlowEngine e({10.0});
+  const int r[] = {0};
+  const int a = e.start(0.0, 10.0, r, 0, 0);
+  const int b = e.start(0.0, 30.0, r, 0, 1);
+  e.settle(0.0);
+  CHECK(e.rate(a) == 5.0);
+  CHECK(e.rate(b) == 5.0);
+  const auto end = drain(e, 2);
+  CHECK(end[0] == 2.0);                        // 10 units at 5/µs
+  CHECK(end[1] == doctest::Approx(4.0));       // 10 moved by t=2, then 20 at 10/µs
+  CHECK(e.stats(0).busy_us == doctest::Approx(4.0));
+}
+
+TEST_CASE("flow_engine.max_min_progressive_filling") {
+  // A crosses both resources, B only r0 (cap 10), C only r1 (cap 4):
+  // r1 is the tightest (2 each for A and C); B then takes what A leaves on r0.
+  FlowEngine e({10.0, 4.0});
+  const int ab[] = {0, 1};
+  const int b0[] = {0};
+  const int c1[] = {1};
+  const int A = e.start(0.0, 1000.0, ab, 0, 0);
+  const int B = e.start(0.0, 1000.0, b0, 0, 1);
+  const int C = e.start(0.0, 1000.0, c1, 0, 2);
+  e.settle(0.0);
+  CHECK(e.rate(A) == 2.0);
+  CHECK(e.rate(C) == 2.0);
+  CHECK(e.rate(B) == 8.0);
+}
+
+TEST_CASE("flow_engine.rate_cap") {
+  FlowEngine e({10.0});
+  const int r[] = {0};
+  const int a = e.start(0.0, 30.0, r, 3.0, 0);
+  const int b = e.start(0.0, 70.0, r, 0, 1);
+  e.settle(0.0);
+  CHECK(e.rate(a) == 3.0);
+  CHECK(e.rate(b) == 7.0);
+  const auto end = drain(e, 2);
+  CHECK(end[0] == doctest::Approx(10.0));
+  CHECK(end[1] == doctest::Approx(10.0));
+  // A cap-limited flow does not saturate its link on its own.
+  FlowEngine lone({10.0});
+  lone.start(0.0, 30.0, r, 3.0, 0);
+  lone.settle(0.0);
+  drain(lone, 1);
+  CHECK(lone.stats(0).busy_us == doctest::Approx(10.0));
+  CHECK(lone.stats(0).saturated_us == 0.0);
+}
+
+TEST_CASE("flow_engine.independent_components_untouched") {
+  // A flow on r1 keeps its rate when flows come and go on r0.
+  FlowEngine e({10.0, 10.0});
+  const int r0[] = {0};
+  const int r1[] = {1};
+  const int x = e.start(0.0, 100.0, r1, 0, 0);
+  e.settle(0.0);
+  e.start(1.0, 5.0, r0, 0, 1);
+  e.settle(1.0);
+  CHECK(e.rate(x) == 10.0);
+  const auto end = drain(e, 2);
+  CHECK(end[0] == 10.0);
+  CHECK(end[1] == 1.5);
+}
+
+TEST_CASE("flow_engine.limiter_reported") {
+  FlowEngine e({10.0, 4.0});
+  const int ab[] = {0, 1};
+  e.start(0.0, 40.0, ab, 0, 0);
+  e.settle(0.0);
+  const auto [t, f] = e.next_completion();
+  CHECK(t == 10.0);
+  CHECK(e.finish(f, t).limiter == 1);
+}
+
+TEST_CASE("flow_engine.rejects_bad_input") {
+  CHECK_THROWS(FlowEngine({0.0}));
+  FlowEngine e({1.0});
+  const int r[] = {0};
+  CHECK_THROWS(e.start(0.0, 0.0, r, 0, 0));
+  CHECK_THROWS(e.start(0.0, 1.0, {}, 0, 0));
+}

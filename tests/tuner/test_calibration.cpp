@@ -1,0 +1,150 @@
+// Calibration: the least-squares α-β fit recovers known parameters from
+// synthetic measurements (exact, noisy, and produced by the simulator itself),
+// and the overlay maps fits onto the cost model.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/io.hpp"
+#include "tuner/calibration.hpp"
+#include "tuner/fit.hpp"
+
+using namespace artune;
+
+namespace {
+
+std::vector<TimingSample> line(double alpha_us, double gbps, const std::vector<double>& noise = {}) {
+  std::vector<TimingSample> out;
+  int i = 0;
+  for (double bytes = 4096; bytes <= 64.0 * 1024 * 1024; bytes *= 4, ++i) {
+    const double t = alpha_us + bytes / (gbps * 1e3);
+    const double f = noise.empty() ? 1.0 : 1.0 + noise[static_cast<std::size_t>(i) % noise.size()];
+    out.push_back({bytes, t * f});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("calibration.fit_exact") {
+  const AlphaBetaFit fit = fit_alpha_beta(line(5.0, 12.0));
+  CHECK(fit.alpha_us == doctest::Approx(5.0).epsilon(1e-9));
+  CHECK(fit.gbps == doctest::Approx(12.0).epsilon(1e-9));
+  CHECK(fit.rms_residual_us < 1e-6);
+  CHECK(fit.samples == 8);
+  CHECK(fit.predict_us(1e6) == doctest::Approx(5.0 + 1e6 / 12e3));
+}
+
+TEST_CASE("calibration.fit_noisy") {
+  // ±3 % deterministic multiplicative noise: parameters within a few percent.
+  const AlphaBetaFit fit = fit_alpha_beta(line(20.0, 6.0, {0.03, -0.02, 0.01, -0.03, 0.02}));
+  CHECK(fit.alpha_us == doctest::Approx(20.0).epsilon(0.08));
+  CHECK(fit.gbps == doctest::Approx(6.0).epsilon(0.05));
+  CHECK(fit.max_rel_error < 0.06);
+  CHECK(fit.residual_us.size() == 8);
+}
+
+TEST_CASE("calibration.fit_clamps_negative_alpha") {
+  // Pure bandwidth with a slight super-linear bend: α would come out negative; it is clamped to 0.
+  std::vector<TimingSample> s = {{1e6, 90}, {2e6, 200}, {4e6, 410}};
+  const AlphaBetaFit fit = fit_alpha_beta(s);
+  CHECK(fit.alpha_us == 0.0);
+  CHECK(fit.gbps > 9.0);
+  CHECK(fit.gbps < 11.0);
+  CHECK_THROWS_AS(fit_alpha_beta({{100, 5}, {100, 6}}), InvalidInput);
+  CHECK_THROWS_AS(fit_alpha_beta({{100, 5}, {200, 0}}), InvalidInput);
+  CHECK_THROWS_AS(fit_alpha_beta({{100, 10}, {200, 5}}), InvalidInput);
+}
+
+TEST_CASE("calibration.recovers_simulated_copies") {
+  // "Measurements" produced by the simulator with a known model: the fit of a copy class returns
+  // the model's per-transfer cost (overhead + route latency) and its per-transfer cap.
+  const Topology topo = load_topology("uniform:4");
+  CostModel model = CostModel::defaults(BackendProfile::kCpu);
+  model.op_overhead_us = 3.0;
+  model.transfer_cap_gbps = 7.0;
+  const auto gpus = topo.gpus_of_machine(0);
+  std::vector<TimingSample> samples;
+  for (std::int64_t count = 1024; count <= (4 << 20); count *= 4) {
+    const Plan plan = copy_plan(topo, gpus[0], gpus[1], count);
+    samples.push_back({static_cast<double>(count * 4), simulate(plan, topo, model, 4).time_us});
+  }
+  const AlphaBetaFit fit = fit_alpha_beta(samples);
+  const double latency = topo.route(gpus[0], gpus[1]).latency_us + model.link_for(LinkKind::kNvLink).alpha_us;
+  CHECK(fit.alpha_us == doctest::Approx(3.0 + latency).epsilon(1e-6));
+  CHECK(fit.gbps == doctest::Approx(7.0).epsilon(1e-6));
+  // A ring step: every GPU copies to its neighbour at once over its own link: the same line.
+  std::vector<TimingSample> ring;
+  for (std::int64_t count = 1024; count <= (4 << 20); count *= 4) {
+    ring.push_back({static_cast<double>(count * 4), simulate(ring_step_plan(topo, gpus, count), topo, model, 4).time_us});
+  }
+  CHECK(fit_alpha_beta(ring).gbps == doctest::Approx(7.0).epsilon(1e-6));
+}
+
+TEST_CASE("calibration.overlay_host_backend") {
+  CalibrationResult r;
+  r.concurrent.fit.gbps = 4.5;
+  r.local_copy.fit.gbps = 9.0;
+  ReduceFit rf;
+  rf.type = DataType::kFloat32;
+  rf.fit.gbps = 3.0;
+  r.reduce.push_back(rf);
+  r.op_overhead_us = 2.5;
+  const nlohmann::json o = make_overlay(r, BackendKind::kCpu, DataType::kFloat32);
+  CHECK(o["profile"] == "cpu");
+  CHECK(o["transfer_cap_gbps"] == 4.5);
+  CHECK(o["op_overhead_us"] == 2.5);
+  CHECK(o["links"]["nvlink"]["efficiency"] == 1.0);
+  CHECK(o["devices"]["gpu"]["reduce_gbps"] == 3.0);
+  CHECK(o["devices"]["cpu"]["memory_gbps"] == 9.0);
+  CostModel m = CostModel::defaults(BackendProfile::kCpu);
+  m.apply_overlay(o, "overlay");
+  CHECK(m.transfer_cap_gbps == 4.5);
+  CHECK(m.reduce_for(NodeKind::kGpu) == 3.0);
+}
+
+TEST_CASE("calibration.overlay_gpu_backend_alpha_per_kind") {
+  // Three classes: NVLink only (α 2), PCIe only (α 5), PCIe + SMP (α 5 + 4): the NNLS recovers α per kind.
+  CalibrationResult r;
+  auto cls = [](std::vector<LinkKind> kinds, LinkKind bottleneck, double nominal, double fitted) {
+    ClassFit c;
+    c.kinds = std::move(kinds);
+    c.bottleneck_kind = bottleneck;
+    c.nominal_gbps = nominal;
+    c.fit.gbps = fitted;
+    return c;
+  };
+  r.copies = {cls({LinkKind::kNvLink}, LinkKind::kNvLink, 50, 45), cls({LinkKind::kNvLink}, LinkKind::kNvLink, 25, 22.5),
+              cls({LinkKind::kPcie}, LinkKind::kPcie, 12, 10.8), cls({LinkKind::kPcie, LinkKind::kSmp}, LinkKind::kSmp, 10, 8)};
+  r.link_alpha_us = {2.0, 2.0, 5.0, 9.0};
+  const nlohmann::json o = make_overlay(r, BackendKind::kCuda, DataType::kFloat32);
+  CHECK(o["transfer_cap_gbps"] == 0.0);
+  CHECK(o["links"]["nvlink"]["efficiency"].get<double>() == doctest::Approx(0.9));
+  CHECK(o["links"]["pcie"]["efficiency"].get<double>() == doctest::Approx(0.9));
+  CHECK(o["links"]["smp"]["efficiency"].get<double>() == doctest::Approx(0.8));
+  CHECK(o["links"]["nvlink"]["alpha_us"].get<double>() == doctest::Approx(2.0));
+  CHECK(o["links"]["pcie"]["alpha_us"].get<double>() == doctest::Approx(5.0));
+  CHECK(o["links"]["smp"]["alpha_us"].get<double>() == doctest::Approx(4.0));
+}
+
+TEST_CASE("calibration.microbenchmark_plans") {
+  const Topology topo = load_topology("uniform:4");
+  const auto gpus = topo.gpus_of_machine(0);
+  const Plan copy = copy_plan(topo, gpus[0], gpus[2], 100);
+  CHECK(copy.ops.size() == 1);
+  CHECK(copy.ranks() == 2);
+  CHECK(copy.devices[1].name == "gpu2");
+  const Plan ring = ring_step_plan(topo, gpus, 10);
+  CHECK(ring.ops.size() == 4);
+  CHECK(ring.ops[3].dst.device == 0);
+  const Plan chain = chain_plan(topo, gpus[0], gpus[1], 6);
+  CHECK(chain.ops.size() == 6);
+  CHECK(chain.ops[5].deps == std::vector<int>{4});
+  // A chain of k dependent ops costs k transfers in the model.
+  CostModel model = CostModel::defaults(BackendProfile::kCpu);
+  const double one = simulate(chain_plan(topo, gpus[0], gpus[1], 1), topo, model, 4).time_us;
+  CHECK(simulate(chain, topo, model, 4).time_us == doctest::Approx(6 * one).epsilon(1e-3));
+}

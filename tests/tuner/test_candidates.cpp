@@ -1,0 +1,158 @@
+// Candidate generation on the shipped machines, TF's choose_the_best, and the
+// simulated search that turns scores into a decision table.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "algorithms/verifier.hpp"
+#include "topology/io.hpp"
+#include "tuner/candidates.hpp"
+#include "tuner/search.hpp"
+
+using namespace artune;
+
+namespace {
+
+/// Undirected NVLink Hamiltonian cycles of machine 0, by brute force over permutations.
+int brute_force_cycles(const Topology& topo) {
+  const auto nvl = nvlink_matrix(topo);
+  const int g = static_cast<int>(topo.gpus_of_machine(0).size());
+  std::vector<int> rest(static_cast<std::size_t>(g - 1));
+  std::iota(rest.begin(), rest.end(), 1);
+  int count = 0;
+  do {
+    if (rest.front() > rest.back()) continue;  // each cycle once, not once per direction
+    bool ok = nvl[0][static_cast<std::size_t>(rest.front())] > 0 && nvl[static_cast<std::size_t>(rest.back())][0] > 0;
+    for (std::size_t i = 0; ok && i + 1 < rest.size(); ++i) ok = nvl[static_cast<std::size_t>(rest[i])][static_cast<std::size_t>(rest[i + 1])] > 0;
+    count += ok;
+  } while (std::next_permutation(rest.begin(), rest.end()));
+  return count;
+}
+
+std::map<std::string, int> families(const CandidateSet& set) {
+  std::map<std::string, int> out;
+  for (const auto& c : set.candidates) out[c.family]++;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("candidates.dgx1_v100") {
+  const Topology topo = load_topology("dgx1-v100");
+  const CandidateSet set = generate_candidates(topo);
+  CHECK(set.hamiltonian_cycles == 30);
+  CHECK(set.hamiltonian_cycles == brute_force_cycles(topo));
+  CHECK(set.rejected.empty());
+  // The best ring order is the one cycle made only of double (NV2) links.
+  const auto first_ring = std::find_if(set.candidates.begin(), set.candidates.end(),
+                                       [](const Candidate& c) { return c.family == "ring"; });
+  REQUIRE(first_ring != set.candidates.end());
+  CHECK(first_ring->gpu_perm == std::vector<int>{0, 3, 2, 1, 5, 6, 7, 4});
+  // Ring orders: the 12 best cycles plus the identity order (not a cycle on this machine).
+  std::set<std::vector<int>> orders;
+  for (const auto& c : set.candidates) {
+    if (c.family == "ring") orders.insert(c.gpu_perm);
+  }
+  CHECK(orders.size() == 13);
+  CHECK(orders.count({}) == 1);
+  CHECK(set.cliques == std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  const auto fam = families(set);
+  CHECK(fam.at("hiercopy") == 5);  // 1, 2, 4, 8, 16 packs
+  CHECK(fam.at("nccl") == 1);
+  CHECK(fam.count("mring") == 1);
+  CHECK(fam.count("rechd") == 1);
+  CHECK(fam.count("shuffle") == 1);
+  CHECK(fam.count("tree") == 1);
+  CHECK(set.disjoint_rings >= 2);
+  // Labels are unique; every candidate also verifies at another, awkward count.
+  std::set<std::string> labels;
+  for (const auto& c : set.candidates) {
+    CHECK(labels.insert(c.label()).second);
+    const VerifyResult v = verify(build_candidate(topo, c, 777, ReduceOp::kSum));
+    CHECK_MESSAGE(v.ok, c.label());
+  }
+}
+
+TEST_CASE("candidates.dgx1_p100_and_dgx2") {
+  const Topology p100 = load_topology("dgx1-p100");
+  const CandidateSet p = generate_candidates(p100);
+  CHECK(p.hamiltonian_cycles == brute_force_cycles(p100));
+  CHECK(p.hamiltonian_cycles == 30);  // the same cube-mesh graph with single links
+  const Topology dgx2 = load_topology("dgx2");
+  CandidateOptions small;
+  small.max_cycles = 3;
+  small.segments = {1};
+  const CandidateSet d = generate_candidates(dgx2, small);
+  // Every GPU reaches every other through the NVSwitches: far more cycles than kept.
+  CHECK(d.hamiltonian_cycles > 1000);
+  std::set<std::vector<int>> orders;
+  for (const auto& c : d.candidates) {
+    if (c.family == "ring") orders.insert(c.gpu_perm);
+  }
+  CHECK(orders.size() <= 4);  // 3 best cycles + identity (identity is itself a cycle here)
+  CHECK(d.cliques.size() == 1);
+  CHECK(families(d).count("hiercopy") == 0);  // one clique: nothing hierarchical to copy
+}
+
+TEST_CASE("candidates.clusters") {
+  const Topology topo = load_topology("4xdgx1-v100");
+  CandidateOptions o;
+  o.max_cycles = 2;
+  o.segments = {1};
+  const CandidateSet set = generate_candidates(topo, o);
+  const auto fam = families(set);
+  CHECK(fam.count("hybrid") == 1);
+  CHECK(fam.at("hybrid") >= 4);
+  CHECK(fam.count("2d") == 1);
+  CHECK(fam.count("hiercopy") == 0);
+}
+
+TEST_CASE("candidates.tf_choose_the_best") {
+  CHECK(tf_choose_the_best(load_topology("dgx1-v100"), 1 << 20).label() == "hiercopy#8");
+  CHECK(tf_choose_the_best(load_topology("dgx1-p100"), 1 << 20).label() == "hiercopy#8");
+  CHECK(tf_choose_the_best(load_topology("pcie-8gpu"), 1 << 20).label() == "nccl");
+  CHECK(tf_choose_the_best(load_topology("dgx2"), 1 << 20).label() == "nccl");
+  CHECK(tf_choose_the_best(load_topology("uniform:8"), 1 << 20).label() == "nccl");  // DMA to all, not DGX-1-like
+  const Topology cluster = load_topology("4xdgx1-v100");
+  CHECK(tf_choose_the_best(cluster, 200000).label() == "pscpu#2/pscpu#2");
+  CHECK(tf_choose_the_best(cluster, 200001).label() == "xring#2");
+}
+
+TEST_CASE("search.uniform4_picks_the_fastest") {
+  const Topology topo = load_topology("uniform:4");
+  SearchOptions so;
+  so.sizes = {1024, 16384, 262144, 4194304};
+  so.model = CostModel::defaults(BackendProfile::kCpu);
+  so.candidates.segments = {1, 2};
+  const SearchResult r = search(topo, so);
+  REQUIRE(r.sizes.size() == 4);
+  for (std::size_t s = 0; s < r.sizes.size(); ++s) {
+    const auto& sc = r.sizes[s];
+    double best = 1e300;
+    for (const auto& p : sc.predicted) {
+      if (p) best = std::min(best, p->time_us);
+    }
+    CHECK(sc.predicted[r.pick[s]]->time_us == best);
+    CHECK(sc.count == static_cast<std::int64_t>(sc.bytes / 4));
+  }
+  const DecisionTable& t = r.table;
+  CHECK(t.fingerprint == topo.fingerprint());
+  CHECK(t.ranges.front().min_bytes == 1024);
+  CHECK(t.ranges.back().max_bytes == 4194304);
+  std::size_t points = 0;
+  for (const auto& range : t.ranges) {
+    points += range.points.size();
+    for (const auto& p : range.points) {
+      CHECK(p.predicted.time_us > 0);
+      CHECK(p.tf_pick == "nccl");
+      if (!p.runner_up.empty()) CHECK(p.margin_pct >= 0);
+    }
+  }
+  CHECK(points == 4);
+  // Deterministic: the same search gives the same table.
+  CHECK(search(topo, so).table == t);
+}

@@ -1,0 +1,495 @@
+#include "tuner/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "executor/runner.hpp"
+#include "simulator/simulator.hpp"
+#include "tuner/candidates.hpp"
+
+namespace artune {
+
+namespace {
+
+std::vector<std::uint64_t> default_sizes() {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t s = 4096; s <= (16u << 20); s *= 4) out.push_back(s);
+  return out;
+}
+
+PlanDevice device_of(const Topology& topo, int node, bool participant = true) {
+  PlanDevice d;
+  d.node = node;
+  d.name = topo.nodes().at(static_cast<std::size_t>(node)).id;
+  d.participant = participant;
+  return d;
+}
+
+/// Times a plan with the runner of `artune run` (median of the timed runs, slowest process each), unchecked.
+double median_time_us(Backend& backend, const Plan& plan, DataType type, int warmup, int iterations) {
+  SweepConfig config;
+  config.type = type;
+  config.iterations = std::max(1, iterations);
+  config.warmup = warmup;
+  config.check = 0;  // microbenchmark plans are not all-reduces
+  return run_plan(backend, plan, config).time_us;
+}
+
+std::vector<LinkKind> route_kinds(const Topology& topo, const Route& route) {
+  std::set<LinkKind> kinds;
+  for (int l : route.links) kinds.insert(topo.links().at(static_cast<std::size_t>(l)).kind);
+  return {kinds.begin(), kinds.end()};
+}
+
+LinkKind bottleneck_kind(const Topology& topo, const Route& route) {
+  LinkKind kind = LinkKind::kLoopback;
+  double best = std::numeric_limits<double>::infinity();
+  for (int l : route.links) {
+    const Link& link = topo.links().at(static_cast<std::size_t>(l));
+    if (link.bandwidth_gbps < best) {
+      best = link.bandwidth_gbps;
+      kind = link.kind;
+    }
+  }
+  return kind;
+}
+
+std::string kinds_text(const std::vector<LinkKind>& kinds) {
+  std::vector<std::string> names;
+  for (auto k : kinds) names.emplace_back(to_string(k));
+  return fmt::format("{}", fmt::join(names, "+"));
+}
+
+/// Device-pair classes among the GPUs of machine 0 (and GPU → CPU socket): one representative pair
+/// per (path type, bottleneck bandwidth, link kinds).
+std::vector<ClassFit> pair_classes(const Topology& topo) {
+  std::vector<ClassFit> out;
+  std::set<std::tuple<int, int, long long, std::vector<LinkKind>>> seen;
+  auto consider = [&](int a, int b) {
+    const Route& r = topo.route(a, b);
+    const auto kinds = route_kinds(topo, r);
+    const auto key = std::make_tuple(static_cast<int>(topo.nodes()[b].kind), static_cast<int>(r.type),
+                                     std::llround(r.bandwidth_gbps * 1000), kinds);
+    if (!seen.insert(key).second) return;
+    ClassFit c;
+    c.src = a;
+    c.dst = b;
+    c.path = r.type;
+    c.kinds = kinds;
+    c.bottleneck_kind = bottleneck_kind(topo, r);
+    c.nominal_gbps = r.bandwidth_gbps;
+    c.route_latency_us = r.latency_us;
+    std::string cell = std::string(to_string(r.type));
+    if (const int lanes = topo.nvlink_lanes(a, b); lanes > 0) cell = fmt::format("NV{}", lanes);
+    c.name = fmt::format("{}->{} {} ({} {:g} GB/s)", to_string(topo.nodes()[a].kind), to_string(topo.nodes()[b].kind),
+                         cell, kinds_text(kinds), r.bandwidth_gbps);
+    out.push_back(std::move(c));
+  };
+  const auto gpus = topo.gpus_of_machine(0);
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    for (std::size_t j = 0; j < gpus.size(); ++j) {
+      if (i != j) consider(gpus[i], gpus[j]);
+    }
+  }
+  const auto cpus = topo.nodes_of_kind(NodeKind::kCpu, 0);
+  if (!gpus.empty() && !cpus.empty()) consider(gpus.front(), cpus.front());
+  return out;
+}
+
+bool host_backend(BackendKind kind) { return kind == BackendKind::kCpu || kind == BackendKind::kMpi; }
+
+double mape(const std::vector<ValidationRow>& rows, std::uint64_t min_bytes, bool defaults) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    if (r.bytes < min_bytes || !(r.measured_us > 0)) continue;
+    const double p = defaults ? r.default_us : r.predicted_us;
+    sum += std::abs(p - r.measured_us) / r.measured_us;
+    ++n;
+  }
+  return n ? sum / n : 0.0;
+}
+
+}  // namespace
+
+BackendProfile profile_for(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kCpu: return BackendProfile::kCpu;
+    case BackendKind::kMpi: return BackendProfile::kMpi;
+    case BackendKind::kCuda: return BackendProfile::kCuda;
+    case BackendKind::kNccl: return BackendProfile::kNccl;
+  }
+  return BackendProfile::kCpu;
+}
+
+Plan copy_plan(const Topology& topo, int src, int dst, std::int64_t count) {
+  Plan plan;
+  plan.spec = "calibrate:copy";
+  plan.count = count;
+  plan.devices = {device_of(topo, src), device_of(topo, dst)};
+  plan.buffers = {{count, count}, {count, count}};
+  Op op;
+  op.kind = OpKind::kCopy;
+  op.src = Location{0, 0, 0, count};
+  op.dst = Location{1, 1, 0, count};
+  plan.add(op);
+  return plan;
+}
+
+Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count) {
+  Plan plan;
+  plan.spec = "calibrate:ring_step";
+  plan.count = count;
+  const int n = static_cast<int>(nodes.size());
+  for (int node : nodes) {
+    plan.devices.push_back(device_of(topo, node));
+    plan.buffers.push_back({count, count});
+  }
+  for (int i = 0; i < n; ++i) {
+    Op op;
+    op.kind = OpKind::kCopy;
+    op.src = Location{i, 0, 0, count};
+    op.dst = Location{(i + 1) % n, 1, 0, count};
+    plan.add(op);
+  }
+  return plan;
+}
+
+Plan local_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count, bool reduce) {
+  Plan plan;
+  plan.spec = reduce ? "calibrate:local_reduce" : "calibrate:local_copy";
+  plan.count = count;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    plan.devices.push_back(device_of(topo, nodes[i]));
+    plan.buffers.push_back({count, count});
+    Op op;
+    op.kind = reduce ? OpKind::kReduce : OpKind::kCopy;
+    op.src = Location{static_cast<int>(i), 1, 0, count};
+    op.dst = Location{static_cast<int>(i), 0, 0, count};
+    plan.add(op);
+  }
+  return plan;
+}
+
+Plan chain_plan(const Topology& topo, int a, int b, int ops) {
+  Plan plan;
+  plan.spec = "calibrate:chain";
+  plan.count = 1;
+  plan.devices = {device_of(topo, a), device_of(topo, b)};
+  plan.buffers = {{1, 1}, {1, 1}};
+  for (int i = 0; i < ops; ++i) {
+    Op op;
+    op.kind = OpKind::kCopy;
+    // a.0 → b.1, b.1 → a.1, a.1 → b.1, …: each copy reads what the previous one wrote.
+    const bool forward = i % 2 == 0;
+    op.src = forward ? Location{0, i == 0 ? 0 : 1, 0, 1} : Location{1, 1, 0, 1};
+    op.dst = forward ? Location{1, 1, 0, 1} : Location{0, 1, 0, 1};
+    if (i > 0) op.deps = {i - 1};
+    plan.add(op);
+  }
+  return plan;
+}
+
+nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, DataType type) {
+  nlohmann::json overlay;
+  overlay["profile"] = std::string(to_string(profile_for(backend)));
+  overlay["op_overhead_us"] = fits.op_overhead_us;
+  const double local_copy = fits.local_copy.fit.gbps;
+  double reduce = 0;
+  for (const auto& r : fits.reduce) {
+    if (r.type == type) reduce = r.fit.gbps;
+  }
+  nlohmann::json links = nlohmann::json::object();
+  if (host_backend(backend)) {
+    // Host memory: every transfer is one thread's memcpy while the others copy too; no link is the limit.
+    overlay["transfer_cap_gbps"] = fits.concurrent.fit.gbps;
+    for (const LinkKind k : {LinkKind::kNvLink, LinkKind::kPcie, LinkKind::kSmp, LinkKind::kLoopback}) {
+      links[std::string(to_string(k))] = {{"alpha_us", 0.0}, {"efficiency", 1.0}};
+    }
+  } else {
+    overlay["transfer_cap_gbps"] = 0.0;
+    // Efficiency per bottleneck link kind: the mean of fitted / nominal over its classes, at most 1.
+    std::map<LinkKind, std::pair<double, int>> eff;
+    for (const auto& c : fits.copies) {
+      if (!(c.nominal_gbps > 0) || std::isinf(c.nominal_gbps)) continue;
+      auto& e = eff[c.bottleneck_kind];
+      e.first += std::min(1.0, c.fit.gbps / c.nominal_gbps);
+      e.second += 1;
+    }
+    // α per link kind: least squares over classes of (fitted α − overhead − route latency) = Σ α_kind.
+    std::vector<LinkKind> kinds;
+    for (const auto& c : fits.copies) {
+      for (auto k : c.kinds) {
+        if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+      }
+    }
+    std::map<LinkKind, double> alpha;
+    if (!kinds.empty()) {
+      // Non-negative least squares by active set: solve, drop kinds that come out negative, repeat.
+      std::vector<LinkKind> active = kinds;
+      while (!active.empty()) {
+        Eigen::MatrixXd a(static_cast<Eigen::Index>(fits.copies.size()), static_cast<Eigen::Index>(active.size()));
+        Eigen::VectorXd v(static_cast<Eigen::Index>(fits.copies.size()));
+        for (std::size_t i = 0; i < fits.copies.size(); ++i) {
+          const auto& ck = fits.copies[i].kinds;
+          for (std::size_t j = 0; j < active.size(); ++j) {
+            a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
+                std::find(ck.begin(), ck.end(), active[j]) != ck.end() ? 1.0 : 0.0;
+          }
+          v(static_cast<Eigen::Index>(i)) = fits.link_alpha_us.at(i);
+        }
+        const Eigen::VectorXd x = a.colPivHouseholderQr().solve(v);
+        std::vector<LinkKind> keep;
+        for (std::size_t j = 0; j < active.size(); ++j) {
+          if (x(static_cast<Eigen::Index>(j)) >= 0) keep.push_back(active[j]);
+        }
+        if (keep.size() == active.size()) {
+          for (std::size_t j = 0; j < active.size(); ++j) alpha[active[j]] = x(static_cast<Eigen::Index>(j));
+          break;
+        }
+        active = keep;
+      }
+    }
+    for (const auto& [k, e] : eff) {
+      links[std::string(to_string(k))] = {{"alpha_us", alpha.count(k) ? alpha[k] : 0.0},
+                                          {"efficiency", std::clamp(e.first / e.second, 1e-3, 1.0)}};
+    }
+  }
+  overlay["links"] = std::move(links);
+  nlohmann::json dev = nlohmann::json::object();
+  if (reduce > 0) dev["reduce_gbps"] = reduce;
+  if (local_copy > 0) dev["memory_gbps"] = local_copy;
+  overlay["devices"] = nlohmann::json::object();
+  if (!dev.empty()) {
+    overlay["devices"]["gpu"] = dev;
+    // Host backends run CPU gather shards on the same kind of thread.
+    if (host_backend(backend)) overlay["devices"]["cpu"] = dev;
+  }
+  return overlay;
+}
+
+CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& options) {
+  CalibrationResult result;
+  result.topology = topo.name();
+  result.backend = std::string(to_string(options.backend));
+  const auto gpus = topo.gpus_of_machine(0);
+  if (gpus.size() < 2) throw InvalidInput(fmt::format("calibrate: topology '{}' needs at least 2 GPUs on machine 0", topo.name()));
+  BackendOptions bo;
+  bo.timeout_s = options.timeout_s;
+  bo.topology = &topo;
+  std::unique_ptr<Backend> backend = make_backend(options.backend, bo);
+  const auto sizes = options.sizes.empty() ? default_sizes() : options.sizes;
+  std::vector<DataType> reduce_types = options.reduce_types;
+  if (reduce_types.empty()) {
+    reduce_types = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kInt32};
+  }
+  if (std::find(reduce_types.begin(), reduce_types.end(), options.type) == reduce_types.end()) {
+    reduce_types.insert(reduce_types.begin(), options.type);
+  }
+  const std::size_t esize = element_size(options.type);
+  result.copies = pair_classes(topo);
+  const std::size_t steps = sizes.size() * (result.copies.size() + 2 + reduce_types.size()) + 2;
+  std::size_t done = 0;
+  auto progress = [&](const std::string& what) {
+    if (options.progress) options.progress(done, steps, what);
+    ++done;
+  };
+  auto count_of = [&](std::uint64_t bytes, std::size_t es) { return std::max<std::int64_t>(1, bytes / es); };
+
+  // Single copies per class.
+  for (auto& c : result.copies) {
+    for (auto bytes : sizes) {
+      progress(fmt::format("copy {} at {}", c.name, format_size(bytes)));
+      const auto count = count_of(bytes, esize);
+      c.samples.push_back({static_cast<double>(count * esize),
+                           median_time_us(*backend, copy_plan(topo, c.src, c.dst, count), options.type, options.warmup,
+                                          options.iterations)});
+    }
+    c.fit = fit_alpha_beta(c.samples);
+  }
+  // Concurrent ring step over machine 0's GPUs (how all-reduce plans load the machine).
+  result.concurrent.name = fmt::format("ring step, {} concurrent copies", gpus.size());
+  result.concurrent.src = gpus.front();
+  result.concurrent.dst = gpus.size() > 1 ? gpus[1] : gpus.front();
+  for (auto bytes : sizes) {
+    progress(fmt::format("concurrent copies at {}", format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    result.concurrent.samples.push_back(
+        {static_cast<double>(count * esize),
+         median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup, options.iterations)});
+  }
+  result.concurrent.fit = fit_alpha_beta(result.concurrent.samples);
+  // Local copies and reductions, every participant at once.
+  result.local_copy.type = options.type;
+  for (auto bytes : sizes) {
+    progress(fmt::format("local copies at {}", format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    result.local_copy.samples.push_back(
+        {static_cast<double>(count * esize),
+         median_time_us(*backend, local_plan(topo, gpus, count, false), options.type, options.warmup, options.iterations)});
+  }
+  result.local_copy.fit = fit_alpha_beta(result.local_copy.samples);
+  for (DataType t : reduce_types) {
+    ReduceFit rf;
+    rf.type = t;
+    const std::size_t es = element_size(t);
+    for (auto bytes : sizes) {
+      progress(fmt::format("{} reductions at {}", to_string(t), format_size(bytes)));
+      const auto count = count_of(bytes, es);
+      rf.samples.push_back({static_cast<double>(count * es),
+                            median_time_us(*backend, local_plan(topo, gpus, count, true), t, options.warmup,
+                                           options.iterations)});
+    }
+    rf.fit = fit_alpha_beta(rf.samples);
+    result.reduce.push_back(std::move(rf));
+  }
+  // Per-op cost: the slope of dependent one-element copies between the closest pair.
+  {
+    progress("per-op overhead");
+    const int a = gpus[0], b = gpus[1];
+    const int short_chain = 16, long_chain = 80;
+    const double t_short = median_time_us(*backend, chain_plan(topo, a, b, short_chain), options.type, options.warmup,
+                                          options.iterations);
+    const double t_long = median_time_us(*backend, chain_plan(topo, a, b, long_chain), options.type, options.warmup,
+                                         options.iterations);
+    result.op_time_us = std::max(0.0, (t_long - t_short) / (long_chain - short_chain));
+    const double latency = 0.5 * (topo.route(a, b).latency_us + topo.route(b, a).latency_us);
+    result.op_overhead_us = std::max(0.0, result.op_time_us - latency);
+  }
+  for (const auto& c : result.copies) {
+    result.link_alpha_us.push_back(c.fit.alpha_us - result.op_overhead_us - c.route_latency_us);
+  }
+  result.overlay = make_overlay(result, options.backend, options.type);
+  result.model = CostModel::defaults(profile_for(options.backend));
+  result.model.apply_overlay(result.overlay, "calibration");
+
+  if (options.validate) {
+    // Validation: the first (basic) candidate of every family, at several sizes.
+    CandidateOptions co;
+    co.max_cycles = 1;
+    co.segments = {1};
+    co.max_subchunks = 1;
+    const CandidateSet set = generate_candidates(topo, co);
+    std::vector<Candidate> picks;
+    std::set<std::string> families;
+    for (const auto& c : set.candidates) {
+      if (families.insert(c.family).second) picks.push_back(c);
+    }
+    const auto vsizes = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
+    const CostModel defaults = CostModel::defaults(profile_for(options.backend));
+    for (const auto& cand : picks) {
+      for (auto bytes : vsizes) {
+        if (options.progress) {
+          options.progress(done, steps, fmt::format("validating {} at {}", cand.label(), format_size(bytes)));
+        }
+        const auto count = count_of(bytes, esize);
+        Plan plan;
+        try {
+          plan = build_candidate(topo, cand, count, ReduceOp::kSum);
+        } catch (const InvalidInput&) {
+          continue;
+        }
+        ValidationRow row;
+        row.label = cand.label();
+        row.family = cand.family;
+        row.bytes = static_cast<std::uint64_t>(count) * esize;
+        row.default_us = simulate(plan, topo, defaults, esize).time_us;
+        row.predicted_us = simulate(plan, topo, result.model, esize).time_us;
+        const Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup,
+                                           std::max(3, options.iterations));
+        row.measured_us = m.figures.time_us;
+        row.wrong = m.wrong;
+        row.error_pct = row.measured_us > 0 ? 100.0 * (row.predicted_us - row.measured_us) / row.measured_us : 0.0;
+        result.validation.push_back(std::move(row));
+      }
+    }
+    result.mape_all = mape(result.validation, 0, false);
+    result.mape_64k = mape(result.validation, 64 * 1024, false);
+    result.mape_default_64k = mape(result.validation, 64 * 1024, true);
+  }
+  if (options.progress) options.progress(steps, steps, "calibration done");
+  return result;
+}
+
+std::string CalibrationResult::summary() const {
+  std::ostringstream out;
+  out << fmt::format("# calibration of the {} backend on {}\n", backend, topology);
+  auto fit_lines = [&](const std::string& name, const std::vector<TimingSample>& samples, const AlphaBetaFit& fit,
+                       const std::string& extra) {
+    out << fmt::format("{}: alpha {:.2f} us, {:.2f} GB/s{}; rms residual {:.2f} us, max rel. error {:.1f}%\n", name,
+                       fit.alpha_us, fit.gbps, extra, fit.rms_residual_us, 100 * fit.max_rel_error);
+    out << "    size       measured(us)  fitted(us)  residual(us)\n";
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      out << fmt::format("    {:>9}  {:>12.2f}  {:>10.2f}  {:>+12.2f}\n", format_size(static_cast<std::uint64_t>(samples[i].bytes)),
+                         samples[i].time_us, fit.predict_us(samples[i].bytes), fit.residual_us.at(i));
+    }
+  };
+  out << "## copies, one at a time, per device-pair class (time = alpha + bytes / bandwidth)\n";
+  for (const auto& c : copies) {
+    fit_lines(c.name, c.samples, c.fit, fmt::format(" (nominal {:g} GB/s)", c.nominal_gbps));
+  }
+  out << "## concurrent copies\n";
+  fit_lines(concurrent.name, concurrent.samples, concurrent.fit, "");
+  out << "## local copies (every device at once)\n";
+  fit_lines("copy", local_copy.samples, local_copy.fit, "");
+  out << "## local reductions per type (every device at once; bandwidth in bytes of src)\n";
+  for (const auto& r : reduce) fit_lines(std::string(to_string(r.type)), r.samples, r.fit, "");
+  out << fmt::format("## per-op cost: {:.2f} us per dependent op, overhead {:.2f} us after route latency\n", op_time_us,
+                     op_overhead_us);
+  out << "## overlay\n" << overlay.dump() << "\n";
+  if (!validation.empty()) {
+    out << "## validation: predicted (calibrated) vs measured, per family and size\n";
+    out << fmt::format("{:<34} {:>9} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "plan", "size", "default(us)", "predicted",
+                       "measured", "error", "#wrong");
+    for (const auto& r : validation) {
+      out << fmt::format("{:<34} {:>9} {:>12.1f} {:>12.1f} {:>12.1f} {:>+7.1f}% {:>6}\n", r.label, format_size(r.bytes),
+                         r.default_us, r.predicted_us, r.measured_us, r.error_pct, r.wrong);
+    }
+    out << fmt::format("MAPE: {:.1f}% over all rows, {:.1f}% for sizes >= 64K (uncalibrated defaults: {:.1f}%)\n",
+                       100 * mape_all, 100 * mape_64k, 100 * mape_default_64k);
+  }
+  return out.str();
+}
+
+nlohmann::json CalibrationResult::to_json() const {
+  nlohmann::json classes = nlohmann::json::array();
+  for (const auto& c : copies) {
+    classes.push_back({{"class", c.name}, {"alpha_us", c.fit.alpha_us}, {"gbps", c.fit.gbps},
+                       {"nominal_gbps", c.nominal_gbps}, {"rms_residual_us", c.fit.rms_residual_us}});
+  }
+  nlohmann::json reduces = nlohmann::json::array();
+  for (const auto& r : reduce) {
+    reduces.push_back({{"type", std::string(to_string(r.type))}, {"alpha_us", r.fit.alpha_us}, {"gbps", r.fit.gbps}});
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : validation) {
+    rows.push_back({{"plan", r.label}, {"family", r.family}, {"bytes", r.bytes}, {"default_us", r.default_us},
+                    {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}, {"error_pct", r.error_pct},
+                    {"wrong", r.wrong}});
+  }
+  return {{"topology", topology},
+          {"backend", backend},
+          {"copies", classes},
+          {"concurrent", {{"alpha_us", concurrent.fit.alpha_us}, {"gbps", concurrent.fit.gbps}}},
+          {"local_copy", {{"alpha_us", local_copy.fit.alpha_us}, {"gbps", local_copy.fit.gbps}}},
+          {"reduce", reduces},
+          {"op_time_us", op_time_us},
+          {"op_overhead_us", op_overhead_us},
+          {"overlay", overlay},
+          {"validation", rows},
+          {"mape_all", mape_all},
+          {"mape_64k", mape_64k},
+          {"mape_default_64k", mape_default_64k},
+          {"summary", summary()}};
+}
+
+}  // namespace artune

@@ -1,0 +1,113 @@
+#pragma once
+// Calibration: microbenchmarks through an executor backend (copies per device
+// pair class, concurrent copies, reductions per type, per-op overhead), a
+// least-squares fit of α and bandwidth per class, a CostModel overlay, and a
+// validation set (each family at several sizes, predicted vs measured).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/plan.hpp"
+#include "core/types.hpp"
+#include "executor/backend.hpp"
+#include "simulator/cost_model.hpp"
+#include "topology/topology.hpp"
+#include "tuner/fit.hpp"
+#include "tuner/search.hpp"
+
+namespace artune {
+
+/// What to calibrate and how hard.
+struct CalibrationOptions {
+  BackendKind backend = BackendKind::kCpu;
+  double timeout_s = 60;
+  DataType type = DataType::kFloat32;                 ///< type of the copy and validation runs
+  std::vector<std::uint64_t> sizes;                   ///< microbenchmark sizes in bytes (empty = 4K…16M, ×4)
+  std::vector<DataType> reduce_types;                 ///< reduction throughput per type (empty = float, double, half, int32)
+  std::vector<std::uint64_t> validation_sizes;        ///< empty = 4K…16M, ×4
+  bool validate = true;
+  int warmup = 2;
+  int iterations = 7;                                 ///< timed runs per point (the median is kept)
+  ProgressFn progress;
+};
+
+/// One device-pair class and its fitted copy line.
+struct ClassFit {
+  std::string name;            ///< e.g. "gpu->gpu NV2 (nvlink 50 GB/s)"
+  int src = -1, dst = -1;      ///< representative topology nodes
+  PathType path = PathType::kLoc;
+  std::vector<LinkKind> kinds; ///< distinct link kinds on the route
+  LinkKind bottleneck_kind = LinkKind::kNvLink;
+  double nominal_gbps = 0;     ///< route bottleneck bandwidth
+  double route_latency_us = 0;
+  std::vector<TimingSample> samples;
+  AlphaBetaFit fit;
+};
+
+/// A reduction throughput fit for one type.
+struct ReduceFit {
+  DataType type = DataType::kFloat32;
+  std::vector<TimingSample> samples;   ///< bytes of src
+  AlphaBetaFit fit;
+};
+
+/// Predicted vs measured for one validation run.
+struct ValidationRow {
+  std::string label;
+  std::string family;
+  std::uint64_t bytes = 0;
+  double default_us = 0;       ///< predicted with the uncalibrated defaults
+  double predicted_us = 0;     ///< predicted with the calibrated model
+  double measured_us = 0;
+  double error_pct = 0;        ///< (predicted − measured) / measured · 100
+  std::int64_t wrong = 0;
+};
+
+/// Everything calibration found.
+struct CalibrationResult {
+  std::string topology;
+  std::string backend;
+  std::vector<ClassFit> copies;        ///< one flow at a time, per class
+  ClassFit concurrent;                 ///< every participant copying to its ring neighbour at once
+  ReduceFit local_copy;                ///< local copies, every participant at once
+  std::vector<ReduceFit> reduce;       ///< local reduces per type, every participant at once
+  double op_time_us = 0;               ///< per dependent op (chain of one-element copies)
+  double op_overhead_us = 0;           ///< op_time_us − route latency
+  std::vector<double> link_alpha_us;   ///< per class: fitted α − overhead − route latency (before clamping)
+  nlohmann::json overlay;              ///< the CostModel overlay written by calibrate
+  CostModel model;                     ///< defaults for the profile with the overlay applied
+  std::vector<ValidationRow> validation;
+  double mape_all = 0;                 ///< fraction, every validation row
+  double mape_64k = 0;                 ///< fraction, rows ≥ 64 KiB
+  double mape_default_64k = 0;         ///< the same with the uncalibrated defaults
+
+  /// The fit, its residuals and the validation table as text (what `artune calibrate` prints).
+  std::string summary() const;
+  /// A JSON summary for reports (includes the overlay and summary text).
+  nlohmann::json to_json() const;
+};
+
+/// The cost-model profile that models a backend.
+BackendProfile profile_for(BackendKind kind);
+
+/// Builds the overlay from fits: host backends (cpu, mpi) get a per-transfer cap from the concurrent copy
+/// bandwidth and efficiency 1; GPU backends get per-link-kind efficiency (fitted / nominal, ≤ 1) and α per
+/// link kind by least squares over the classes (clamped ≥ 0). Exposed for tests.
+nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, DataType type);
+
+/// Microbenchmark plans (not all-reduces; they bypass the verifier): one copy src→dst into scratch.
+Plan copy_plan(const Topology& topo, int src, int dst, std::int64_t count);
+/// Every node copies its buffer 0 into the scratch buffer of the next node (a ring step).
+Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count);
+/// Every node reduces (or copies) its scratch buffer into its buffer 0, all at once.
+Plan local_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count, bool reduce);
+/// A chain of `ops` dependent one-element copies bouncing between a and b.
+Plan chain_plan(const Topology& topo, int a, int b, int ops);
+
+/// Runs the microbenchmarks and the fit on `topo` through the backend, then the validation set.
+CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& options);
+
+}  // namespace artune

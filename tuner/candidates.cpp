@@ -1,0 +1,328 @@
+#include "tuner/candidates.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/verifier.hpp"
+#include "core/error.hpp"
+#include "tuner/json_fields.hpp"
+
+namespace artune {
+
+using tuner_detail::Field;
+
+std::string Candidate::label() const {
+  std::string out = spec;
+  if (!gpu_perm.empty()) out += fmt::format(" perm={}", fmt::join(gpu_perm, ","));
+  if (!gather.empty()) out += fmt::format(" gather={}", fmt::join(gather, ","));
+  if (segments > 1) out += fmt::format(" seg={}", segments);
+  return out;
+}
+
+BuildOptions Candidate::build_options(const Topology& topo, std::int64_t count, ReduceOp op) const {
+  BuildOptions options;
+  options.count = count;
+  options.reduce_op = op;
+  options.gpu_perm = gpu_perm;
+  for (const auto& id : gather) {
+    const int node = topo.find_node(id);
+    if (node < 0) throw InvalidInput(fmt::format("plan '{}': gather device '{}' is not in topology '{}'", label(), id, topo.name()));
+    options.gather.push_back(node);
+  }
+  options.segments = segments;
+  return options;
+}
+
+nlohmann::json candidate_to_json(const Candidate& c) {
+  return {{"family", c.family}, {"spec", c.spec},         {"gpu_perm", c.gpu_perm},
+          {"gather", c.gather}, {"segments", c.segments}, {"label", c.label()}};
+}
+
+Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where) {
+  const Field f{doc, std::string(where)};
+  Candidate c;
+  c.family = f.at("family").str();
+  c.spec = f.at("spec").str();
+  if (c.spec.empty()) f.at("spec").fail("must not be empty");
+  const Field perm = f.at("gpu_perm");
+  for (std::size_t i = 0; i < perm.array_size(); ++i) c.gpu_perm.push_back(static_cast<int>(perm[i].integer()));
+  const Field gather = f.at("gather");
+  for (std::size_t i = 0; i < gather.array_size(); ++i) c.gather.push_back(gather[i].str());
+  c.segments = static_cast<int>(f.at("segments").integer());
+  if (c.segments < 1) f.at("segments").fail("must be ≥ 1");
+  if (f.has("label") && f.at("label").str() != c.label()) {
+    f.at("label").fail(fmt::format("does not match the plan's fields (expected '{}')", c.label()));
+  }
+  return c;
+}
+
+Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op) {
+  return build_plan(topo, std::string_view(candidate.spec), candidate.build_options(topo, count, op));
+}
+
+namespace {
+
+/// Route bandwidth between the local GPUs of one machine (GB/s).
+std::vector<std::vector<double>> local_bandwidth(const Topology& topo, int machine) {
+  const auto gpus = topo.gpus_of_machine(machine);
+  std::vector<std::vector<double>> bw(gpus.size(), std::vector<double>(gpus.size(), 0.0));
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    for (std::size_t j = 0; j < gpus.size(); ++j) {
+      if (i != j) bw[i][j] = topo.route(gpus[i], gpus[j]).bandwidth_gbps;
+    }
+  }
+  return bw;
+}
+
+/// A ring order's static score: its bottleneck hop bandwidth, then the sum over hops.
+std::pair<double, double> ring_score(const std::vector<int>& order, const std::vector<std::vector<double>>& bw) {
+  double bottleneck = std::numeric_limits<double>::infinity(), sum = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const int a = order[i], b = order[(i + 1) % order.size()];
+    const double v = std::min(bw[a][b], bw[b][a]);
+    bottleneck = std::min(bottleneck, v);
+    sum += v;
+  }
+  return {bottleneck, sum};
+}
+
+/// Recursive halving-doubling cost of a device order (first step pairs neighbours, as TF does):
+/// Σ over steps of the data exchanged / the slowest pair of that step, in arbitrary units.
+double rechd_cost(const std::vector<int>& order, const std::vector<std::vector<double>>& bw) {
+  const std::size_t p = order.size();
+  double cost = 0, data = 0.5;
+  for (std::size_t span = 1; span < p; span *= 2, data /= 2) {
+    double slowest = std::numeric_limits<double>::infinity();
+    for (std::size_t d = 0; d + span < p; ++d) {
+      if ((d % (2 * span)) >= span) continue;
+      const int a = order[d], b = order[d + span];
+      slowest = std::min(slowest, std::min(bw[a][b], bw[b][a]));
+    }
+    cost += data / std::max(slowest, 1e-9);
+  }
+  return cost;
+}
+
+/// Hill-climbs pairwise swaps from `start` to lower rechd_cost (deterministic, first improvement).
+std::vector<int> improve_rechd_order(std::vector<int> order, const std::vector<std::vector<double>>& bw) {
+  double best = rechd_cost(order, bw);
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (std::size_t i = 0; i < order.size() && !improved; ++i) {
+      for (std::size_t j = i + 1; j < order.size() && !improved; ++j) {
+        std::swap(order[i], order[j]);
+        const double c = rechd_cost(order, bw);
+        if (c < best - 1e-12) {
+          best = c;
+          improved = true;
+        } else {
+          std::swap(order[i], order[j]);
+        }
+      }
+    }
+  }
+  return order;
+}
+
+bool is_identity(const std::vector<int>& perm) {
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+std::vector<int> subchunk_counts(int gpus, int max_subchunks) {
+  const int cap = std::max(1, std::min(gpus, max_subchunks));
+  std::vector<int> out;
+  for (int s = 1; s <= cap; ++s) {
+    // Every count when few GPUs; powers of two (and the cap) otherwise.
+    if (cap <= 4 || (s & (s - 1)) == 0 || s == cap) out.push_back(s);
+  }
+  return out;
+}
+
+class Generator {
+ public:
+  Generator(const Topology& topo, const CandidateOptions& options) : topo_(topo), options_(options) {}
+
+  CandidateSet run() {
+    const int machines = topo_.machine_count();
+    const auto gpus0 = topo_.gpus_of_machine(0);
+    const int g = static_cast<int>(gpus0.size());
+    if (topo_.gpus().empty()) throw InvalidInput(fmt::format("topology '{}' has no GPUs to tune", topo_.name()));
+    const auto bw = local_bandwidth(topo_, 0);
+
+    // Ring orders: NVLink Hamiltonian cycles of machine 0, best first by static score, plus identity.
+    std::vector<std::vector<int>> cycles;
+    if (g >= 3) cycles = nvlink_hamiltonian_cycles(topo_, 0, kCycleSearchLimit);
+    set_.hamiltonian_cycles = static_cast<int>(cycles.size());
+    std::stable_sort(cycles.begin(), cycles.end(), [&](const auto& a, const auto& b) {
+      const auto sa = ring_score(a, bw), sb = ring_score(b, bw);
+      if (sa.first != sb.first) return sa.first > sb.first;
+      return sa.second > sb.second;
+    });
+    if (static_cast<int>(cycles.size()) > options_.max_cycles) cycles.resize(static_cast<std::size_t>(options_.max_cycles));
+    std::vector<std::vector<int>> orders;
+    std::vector<int> identity(static_cast<std::size_t>(g));
+    std::iota(identity.begin(), identity.end(), 0);
+    for (const auto& c : cycles) orders.push_back(c);
+    if (std::find(orders.begin(), orders.end(), identity) == orders.end()) orders.push_back(identity);
+
+    const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : 4;
+    const auto subs = subchunk_counts(g, max_sub);
+    // Full expansion (subchunks × segments) for the best few orders; the rest once each.
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      const bool expand = k < kExpandedOrders || orders[k] == identity;
+      const std::vector<int> perm = is_identity(orders[k]) ? std::vector<int>{} : orders[k];
+      for (int s : subs) {
+        if (!expand && s != 1) continue;
+        add_segmented("ring", s == 1 ? "xring" : fmt::format("xring#{}", s), perm, {}, expand);
+      }
+    }
+
+    if (machines == 1) {
+      if (g >= 3) {
+        const auto rings = link_disjoint_rings(topo_, 0, g);
+        set_.disjoint_rings = static_cast<int>(rings.size());
+        for (int k = 2; k <= static_cast<int>(rings.size()); ++k) {
+          add_segmented("mring", fmt::format("mring#{}", k), {}, {}, true);
+        }
+      }
+      // Recursive halving-doubling: identity, the best ring order, and a hill-climbed order.
+      std::set<std::vector<int>> rechd_orders;
+      rechd_orders.insert(identity);
+      if (!cycles.empty()) rechd_orders.insert(cycles.front());
+      if ((g & (g - 1)) == 0) rechd_orders.insert(improve_rechd_order(identity, bw));
+      for (const auto& o : rechd_orders) add_segmented("rechd", "rechd", is_identity(o) ? std::vector<int>{} : o, {}, true);
+      // Shuffle: each CPU socket alone, all sockets, GPU 0 alone, every GPU (psgpu).
+      const auto cpus = topo_.nodes_of_kind(NodeKind::kCpu, 0);
+      std::vector<std::string> all_cpus;
+      for (int c : cpus) {
+        add_segmented("shuffle", "shuffle", {}, {topo_.nodes()[c].id}, true);
+        all_cpus.push_back(topo_.nodes()[c].id);
+      }
+      if (all_cpus.size() > 1) add_segmented("shuffle", "shuffle", {}, all_cpus, true);
+      std::vector<std::string> all_gpus;
+      for (int gpu : gpus0) all_gpus.push_back(topo_.nodes()[gpu].id);
+      add_segmented("shuffle", "shuffle", {}, {all_gpus.front()}, true);
+      add_segmented("shuffle", "shuffle", {}, all_gpus, true);
+      // Hierarchical copy over the NVLink cliques, 1…2n packs (powers of two).
+      set_.cliques = nvlink_cliques(topo_, 0);
+      if (set_.cliques.size() >= 2) {
+        for (int packs = 1; packs <= 2 * g; packs *= 2) add_segmented("hiercopy", fmt::format("hiercopy#{}", packs), {}, {}, false);
+      }
+      add_segmented("tree", "tree", {}, {}, true);
+    } else {
+      // Clusters: flat rechd across every GPU, the TF hybrids and the 2-D plan.
+      add_segmented("rechd", "rechd", {}, {}, true);
+      for (const char* spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "pscpu/xring", "pscpu/rechd", "pscpu/pscpu"}) {
+        const bool library = std::string_view(spec).substr(0, 4) == "nccl";
+        if (library && !options_.include_nccl) continue;
+        add_segmented("hybrid", spec, {}, {}, true);
+      }
+      if (options_.include_nccl) add_segmented("2d", "2d", {}, {}, true);
+      set_.cliques = nvlink_cliques(topo_, 0);
+    }
+    if (options_.include_nccl) add(Candidate{"nccl", "nccl", {}, {}, 1});
+    return std::move(set_);
+  }
+
+ private:
+  static constexpr int kCycleSearchLimit = 4096;
+  static constexpr std::size_t kExpandedOrders = 2;
+
+  void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
+                     const std::vector<std::string>& gather, bool segmented) {
+    for (int seg : options_.segments) {
+      if (seg < 1) continue;
+      if (seg > 1 && !segmented) continue;
+      add(Candidate{family, spec, perm, gather, seg});
+    }
+  }
+
+  void add(Candidate c) {
+    const std::string label = c.label();
+    if (!labels_.insert(label).second) return;
+    try {
+      const Plan plan = build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
+      const VerifyResult v = verify(plan);
+      if (!v.ok) {
+        set_.rejected.push_back(fmt::format("{}: {}", label, v.problems.empty() ? "verifier failed" : v.problems.front()));
+        return;
+      }
+    } catch (const Error& e) {
+      set_.rejected.push_back(fmt::format("{}: {}", label, e.what()));
+      return;
+    }
+    set_.candidates.push_back(std::move(c));
+  }
+
+  const Topology& topo_;
+  const CandidateOptions& options_;
+  CandidateSet set_;
+  std::set<std::string> labels_;
+};
+
+// The DMA adjacency TF's _has_dgx1_like_links compares against (cross_tower_ops._dgx1_links).
+const std::vector<std::vector<int>> kDgx1Links = {{1, 2, 3, 4}, {0, 2, 3, 5}, {0, 1, 3, 6}, {0, 1, 2, 7},
+                                                  {0, 5, 6, 7}, {1, 4, 6, 7}, {2, 4, 5, 7}, {3, 4, 5, 6}};
+
+bool has_dgx1_like_links(const Topology& topo) {
+  const auto gpus = topo.gpus_of_machine(0);
+  if (gpus.size() < 8) return false;
+  for (std::size_t i = 0; i < 8; ++i) {
+    std::set<int> links;
+    for (std::size_t j = 0; j < gpus.size(); ++j) {
+      if (i != j && topo.peer_access(gpus[i], gpus[j])) links.insert(static_cast<int>(j));
+    }
+    std::set<int> dgx1(kDgx1Links[i].begin(), kDgx1Links[i].end());
+    std::set<int> with_self = dgx1;
+    with_self.insert(static_cast<int>(i));
+    if (links != dgx1 && links != with_self) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CandidateSet generate_candidates(const Topology& topo, const CandidateOptions& options) {
+  return Generator(topo, options).run();
+}
+
+Candidate tf_choose_the_best(const Topology& topo, std::uint64_t bytes) {
+  if (topo.gpus().empty()) {
+    // ReductionToOneDeviceCrossTowerOps: everything gathered on the first device.
+    const auto cpus = topo.nodes_of_kind(NodeKind::kCpu);
+    return Candidate{"shuffle", "shuffle", {}, {cpus.empty() ? std::string() : topo.nodes()[cpus.front()].id}, 1};
+  }
+  if (topo.machine_count() > 1) {
+    // MultiWorkerAllReduce's default: ("pscpu/pscpu", 2e5, 2 shards), then ("xring", 2 shards).
+    if (bytes <= 200000) return Candidate{"hybrid", "pscpu#2/pscpu#2", {}, {}, 1};
+    return Candidate{"ring", "xring#2", {}, {}, 1};
+  }
+  if (has_dgx1_like_links(topo)) {
+    const int n = static_cast<int>(topo.gpus().size());
+    return Candidate{"hiercopy", fmt::format("hiercopy#{}", n), {}, {}, 1};
+  }
+  return Candidate{"nccl", "nccl", {}, {}, 1};
+}
+
+std::string tf_choose_the_best_reason(const Topology& topo, std::uint64_t bytes) {
+  if (topo.gpus().empty()) return "non-GPU devices: reduction to one device";
+  if (topo.machine_count() > 1) {
+    return bytes <= 200000 ? "MultiWorkerAllReduce default: pscpu/pscpu (2 shards) up to 2e5 bytes"
+                           : "MultiWorkerAllReduce default: xring (2 shards) above 2e5 bytes";
+  }
+  if (has_dgx1_like_links(topo)) return "DGX-1-like DMA links: hierarchical_copy, one pack per GPU";
+  return "no DGX-1-like links: nccl, one pack";
+}
+
+}  // namespace artune

@@ -1,0 +1,289 @@
+#include "tuner/decision_table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/verifier.hpp"
+#include "core/error.hpp"
+#include "tuner/json_fields.hpp"
+
+namespace artune {
+
+using tuner_detail::Field;
+
+const TableRange& DecisionTable::lookup(std::uint64_t bytes) const {
+  if (ranges.empty()) throw InvalidInput("decision table has no size ranges");
+  const TableRange* pick = &ranges.front();
+  for (const auto& range : ranges) {
+    if (range.min_bytes <= bytes) pick = &range;
+  }
+  return *pick;
+}
+
+std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices) {
+  std::vector<TableRange> out;
+  std::string last_label;
+  for (const auto& choice : choices) {
+    if (!out.empty() && choice.point.bytes <= out.back().max_bytes) {
+      throw InvalidInput(fmt::format("merge_ranges: sizes must ascend ({} after {})", choice.point.bytes,
+                                     out.back().max_bytes));
+    }
+    const std::string label = choice.plan.label();
+    if (out.empty() || label != last_label) {
+      TableRange range;
+      range.min_bytes = choice.point.bytes;
+      range.plan = choice.plan;
+      out.push_back(std::move(range));
+      last_label = label;
+    }
+    out.back().max_bytes = choice.point.bytes;
+    out.back().points.push_back(choice.point);
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json figures_json(const Figures& f) {
+  return {{"time_us", f.time_us}, {"algbw_gbps", f.algbw_gbps}, {"busbw_gbps", f.busbw_gbps}};
+}
+
+Figures figures_from(const Field& f) {
+  Figures out;
+  out.time_us = f.at("time_us").num();
+  out.algbw_gbps = f.at("algbw_gbps").num();
+  out.busbw_gbps = f.at("busbw_gbps").num();
+  if (out.time_us < 0 || out.algbw_gbps < 0 || out.busbw_gbps < 0) f.fail("figures must be ≥ 0");
+  return out;
+}
+
+nlohmann::json measurement_json(const Measurement& m) {
+  auto doc = figures_json(m.figures);
+  doc["backend"] = m.backend;
+  doc["wrong"] = m.wrong;
+  doc["iterations"] = m.iterations;
+  return doc;
+}
+
+Measurement measurement_from(const Field& f) {
+  Measurement m;
+  m.figures = figures_from(f);
+  m.backend = f.at("backend").str();
+  m.wrong = f.at("wrong").integer();
+  m.iterations = static_cast<int>(f.at("iterations").integer());
+  return m;
+}
+
+nlohmann::json point_json(const SizePoint& p) {
+  nlohmann::json doc = {{"bytes", p.bytes}, {"count", p.count}, {"predicted", figures_json(p.predicted)}};
+  if (p.measured) doc["measured"] = measurement_json(*p.measured);
+  doc["runner_up"] = nlohmann::json{{"label", p.runner_up}, {"predicted", figures_json(p.runner_up_predicted)}};
+  if (p.runner_up_measured) doc["runner_up"]["measured"] = measurement_json(*p.runner_up_measured);
+  doc["margin_pct"] = p.margin_pct;
+  doc["tf_choose_the_best"] = nlohmann::json{{"label", p.tf_pick}, {"predicted", figures_json(p.tf_predicted)}};
+  return doc;
+}
+
+SizePoint point_from(const Field& f) {
+  SizePoint p;
+  p.bytes = f.at("bytes").unsigned_integer();
+  p.count = f.at("count").integer();
+  if (p.count < 1) f.at("count").fail("must be ≥ 1");
+  p.predicted = figures_from(f.at("predicted"));
+  if (f.has("measured")) p.measured = measurement_from(f.at("measured"));
+  const Field ru = f.at("runner_up");
+  p.runner_up = ru.at("label").str();
+  p.runner_up_predicted = figures_from(ru.at("predicted"));
+  if (ru.has("measured")) p.runner_up_measured = measurement_from(ru.at("measured"));
+  p.margin_pct = f.at("margin_pct").num();
+  const Field tf = f.at("tf_choose_the_best");
+  p.tf_pick = tf.at("label").str();
+  p.tf_predicted = figures_from(tf.at("predicted"));
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json table_to_json(const DecisionTable& table) {
+  nlohmann::json ranges = nlohmann::json::array();
+  for (const auto& r : table.ranges) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : r.points) points.push_back(point_json(p));
+    ranges.push_back({{"min_bytes", r.min_bytes},
+                      {"max_bytes", r.max_bytes},
+                      {"plan", candidate_to_json(r.plan)},
+                      {"points", std::move(points)}});
+  }
+  nlohmann::json doc;
+  doc["schema"] = std::string(kDecisionTableSchema);
+  doc["schema_version"] = table.schema_version;
+  doc["created_by"] = table.created_by;
+  doc["topology"] = {{"name", table.topology_name},
+                     {"fingerprint", table.fingerprint},
+                     {"gpus", table.gpus},
+                     {"machines", table.machines}};
+  doc["type"] = std::string(to_string(table.type));
+  doc["op"] = std::string(to_string(table.op));
+  doc["cost_model"] = table.cost_model.is_null() ? nlohmann::json::object() : table.cost_model;
+  doc["calibration"] = table.calibration;
+  doc["measured_backend"] = table.measured_backend;
+  doc["ranges"] = std::move(ranges);
+  return doc;
+}
+
+DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source) {
+  const Field root{doc, std::string(source)};
+  if (!doc.is_object()) root.fail("not a decision table (expected a JSON object)");
+  if (!root.has("schema") || !doc["schema"].is_string() || doc["schema"].get<std::string>() != kDecisionTableSchema) {
+    root.fail(fmt::format("not a decision table (\"schema\" is not \"{}\")", kDecisionTableSchema));
+  }
+  DecisionTable t;
+  t.schema_version = static_cast<int>(root.at("schema_version").integer());
+  if (t.schema_version != kDecisionTableSchemaVersion) {
+    root.at("schema_version")
+        .fail(fmt::format("version {} is not supported (this artune reads version {}); re-run artune autotune",
+                          t.schema_version, kDecisionTableSchemaVersion));
+  }
+  t.created_by = root.at("created_by").str();
+  const Field topo = root.at("topology");
+  t.topology_name = topo.at("name").str();
+  t.fingerprint = topo.at("fingerprint").str();
+  if (t.fingerprint.empty()) topo.at("fingerprint").fail("must not be empty");
+  t.gpus = static_cast<int>(topo.at("gpus").integer());
+  t.machines = static_cast<int>(topo.at("machines").integer());
+  t.type = parse_data_type(root.at("type").str(), fmt::format("{}.type", source));
+  t.op = parse_reduce_op(root.at("op").str(), fmt::format("{}.op", source));
+  if (!root.at("cost_model").value.is_object()) root.at("cost_model").fail("expected an object");
+  t.cost_model = doc["cost_model"];
+  t.calibration = root.at("calibration").str();
+  t.measured_backend = root.at("measured_backend").str();
+  const Field ranges = root.at("ranges");
+  const std::size_t n = ranges.array_size();
+  if (n == 0) ranges.fail("must hold at least one size range");
+  for (std::size_t i = 0; i < n; ++i) {
+    const Field r = ranges[i];
+    TableRange range;
+    range.min_bytes = r.at("min_bytes").unsigned_integer();
+    range.max_bytes = r.at("max_bytes").unsigned_integer();
+    if (range.max_bytes < range.min_bytes) r.fail("max_bytes < min_bytes");
+    if (!t.ranges.empty() && range.min_bytes <= t.ranges.back().max_bytes) {
+      r.fail("ranges must ascend without overlapping");
+    }
+    range.plan = candidate_from_json(r.at("plan").value, r.at("plan").path);
+    const Field points = r.at("points");
+    const std::size_t np = points.array_size();
+    for (std::size_t k = 0; k < np; ++k) {
+      SizePoint p = point_from(points[k]);
+      if (p.bytes < range.min_bytes || p.bytes > range.max_bytes) points[k].fail("size outside its range");
+      range.points.push_back(std::move(p));
+    }
+    t.ranges.push_back(std::move(range));
+  }
+  return t;
+}
+
+std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, const Topology& topo,
+                                                           std::size_t element_bytes, ReduceOp op) {
+  if (table.ranges.empty()) throw InvalidInput("decision table has no size ranges");
+  return [table = std::move(table), &topo, element_bytes, op](std::int64_t count) {
+    Plan plan = plan_from_table(table, topo, count, element_bytes, op);
+    verify_or_throw(plan);
+    return plan;
+  };
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw InvalidInput(fmt::format("{}: cannot write: folder '{}' does not exist", path, dir.string()));
+  }
+  // The temporary lives beside the target so that rename() stays on one file system (atomic).
+  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) throw InvalidInput(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
+  const std::string tmp(name.data());
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::fchmod(fd, 0644) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw InvalidInput(fmt::format("{}: cannot write: {}", path, reason));
+  }
+}
+
+void write_decision_table(const std::string& path, const DecisionTable& table) {
+  write_file_atomically(path, table_to_json(table).dump(1) + "\n");
+}
+
+DecisionTable read_decision_table(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidInput(fmt::format("{}: cannot open decision table: {}", path, std::strerror(errno)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(buffer.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InvalidInput(fmt::format("{}: corrupt decision table: JSON parse error at byte {}", path, e.byte));
+  }
+  return table_from_json(doc, path);
+}
+
+void check_table_topology(const DecisionTable& table, const Topology& topo, std::string_view source) {
+  const std::string fp = topo.fingerprint();
+  if (fp != table.fingerprint) {
+    throw InvalidInput(fmt::format(
+        "{}: tuned for topology '{}' (fingerprint {}), not for '{}' (fingerprint {}); re-run artune autotune here",
+        source, table.topology_name, table.fingerprint, topo.name(), fp));
+  }
+}
+
+DecisionTable load_decision_table(const std::string& path, const Topology& topo) {
+  DecisionTable table = read_decision_table(path);
+  check_table_topology(table, topo, path);
+  return table;
+}
+
+Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int64_t count, std::size_t element_bytes,
+                     ReduceOp op) {
+  const auto bytes = static_cast<std::uint64_t>(count) * element_bytes;
+  const TableRange& range = table.lookup(bytes);
+  return build_candidate(topo, range.plan, count, op);
+}
+
+}  // namespace artune

@@ -1,0 +1,123 @@
+#pragma once
+// The decision table autotune writes: per contiguous size range the plan to run,
+// with predicted (and, when measured, measured) figures. Bound to one topology
+// by its fingerprint so a table tuned on one machine is refused on another.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "algorithms/plan.hpp"
+#include "core/types.hpp"
+#include "topology/topology.hpp"
+#include "tuner/candidates.hpp"
+
+namespace artune {
+
+/// The schema version this build writes and reads.
+inline constexpr int kDecisionTableSchemaVersion = 1;
+/// The value of the "schema" field that marks a decision table.
+inline constexpr std::string_view kDecisionTableSchema = "artune.decision_table";
+
+/// Time and bandwidths of one all-reduce (predicted or measured).
+struct Figures {
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  friend bool operator==(const Figures&, const Figures&) = default;
+};
+
+/// A real run of a plan at one size.
+struct Measurement {
+  Figures figures;             ///< mean time over the timed iterations
+  std::string backend;         ///< cpu, mpi, cuda, nccl
+  std::int64_t wrong = 0;      ///< #wrong summed over ranks (must be 0 to be kept)
+  int iterations = 0;          ///< timed iterations
+  friend bool operator==(const Measurement&, const Measurement&) = default;
+};
+
+/// One tuned size: the pick's figures, its runner-up and TF's pick.
+struct SizePoint {
+  std::uint64_t bytes = 0;
+  std::int64_t count = 0;                  ///< elements
+  Figures predicted;                       ///< the pick, simulated
+  std::optional<Measurement> measured;     ///< the pick, run for real
+  std::string runner_up;                   ///< label of the best plan of another family ("" if none)
+  Figures runner_up_predicted;
+  std::optional<Measurement> runner_up_measured;
+  double margin_pct = 0;                   ///< runner-up time / pick time − 1, in %, measured when both were measured
+  std::string tf_pick;                     ///< label of TF's choose_the_best pick
+  Figures tf_predicted;                    ///< TF's pick, simulated (time 0 when it cannot build here)
+  friend bool operator==(const SizePoint&, const SizePoint&) = default;
+};
+
+/// A contiguous size range with one plan.
+struct TableRange {
+  std::uint64_t min_bytes = 0;      ///< smallest tuned size in the range
+  std::uint64_t max_bytes = 0;      ///< largest tuned size in the range
+  Candidate plan;
+  std::vector<SizePoint> points;    ///< the tuned sizes, ascending
+  friend bool operator==(const TableRange&, const TableRange&) = default;
+};
+
+/// One tuned size before merging.
+struct SizeChoice {
+  Candidate plan;
+  SizePoint point;
+};
+
+/// A whole decision table.
+struct DecisionTable {
+  int schema_version = kDecisionTableSchemaVersion;
+  std::string created_by;                 ///< "artune 0.1.0"
+  std::string topology_name;
+  std::string fingerprint;                ///< Topology::fingerprint() of the tuned topology
+  int gpus = 0;
+  int machines = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  nlohmann::json cost_model;              ///< CostModel::to_json() of the model used
+  std::string calibration;                ///< overlay file applied ("" = defaults)
+  std::string measured_backend;           ///< backend of --measure ("" = predictions only)
+  std::vector<TableRange> ranges;         ///< ascending, non-overlapping
+
+  /// The range for a size: the last range whose min_bytes ≤ bytes (the first range below the tuned span).
+  const TableRange& lookup(std::uint64_t bytes) const;
+  friend bool operator==(const DecisionTable&, const DecisionTable&) = default;
+};
+
+/// Merges ascending per-size choices into ranges: neighbours with the same plan (same label) share a range.
+std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices);
+
+/// The table as JSON (schema documented in tuner/WORKFLOW.md).
+nlohmann::json table_to_json(const DecisionTable& table);
+/// Reads a table from JSON; InvalidInput "SOURCE: field.path: reason" on anything malformed.
+DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source);
+/// Writes atomically: a temporary file in the same folder, flushed, then renamed over `path`.
+void write_decision_table(const std::string& path, const DecisionTable& table);
+/// Reads and validates a table file (refuses corrupt files with a one-line reason).
+DecisionTable read_decision_table(const std::string& path);
+/// Refuses (InvalidInput, one line) a table tuned for another topology than `topo`.
+void check_table_topology(const DecisionTable& table, const Topology& topo, std::string_view source);
+/// Reads a table and checks it belongs to `topo`.
+DecisionTable load_decision_table(const std::string& path, const Topology& topo);
+
+/// What `artune run --table` needs for one size: the plan the table picks, built for `count` elements.
+Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int64_t count, std::size_t element_bytes,
+                     ReduceOp op);
+
+/// A plan factory for `artune run --table` (compatible with executor/runner.hpp's PlanFactory): for `count`
+/// elements, the table's pick for count · element_bytes bytes, built on `topo` and proven by the verifier.
+/// `topo` must outlive the factory.
+std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, const Topology& topo,
+                                                           std::size_t element_bytes, ReduceOp op);
+
+/// Writes `text` to `path` atomically (temporary file + rename); InvalidInput naming `path` on failure.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace artune

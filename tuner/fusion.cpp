@@ -1,0 +1,183 @@
+#include "tuner/fusion.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "tuner/json_fields.hpp"
+
+namespace artune {
+
+using tuner_detail::Field;
+
+std::vector<std::vector<std::size_t>> group_by_size(const std::vector<std::uint64_t>& tensor_bytes,
+                                                    std::uint64_t bytes_per_pack) {
+  std::vector<std::vector<std::size_t>> packs;
+  if (bytes_per_pack == 0) {
+    packs.emplace_back();
+    for (std::size_t i = 0; i < tensor_bytes.size(); ++i) packs.back().push_back(i);
+    return packs;
+  }
+  std::uint64_t last_pack_size = 0;
+  for (std::size_t i = 0; i < tensor_bytes.size(); ++i) {
+    // As in TF: the pack is closed only once it exceeds the threshold, so every pack but the last
+    // holds at least bytes_per_pack bytes.
+    if (packs.empty() || last_pack_size > bytes_per_pack) {
+      packs.emplace_back();
+      last_pack_size = 0;
+    }
+    packs.back().push_back(i);
+    last_pack_size += tensor_bytes[i];
+  }
+  return packs;
+}
+
+std::vector<std::uint64_t> GradientList::bytes() const {
+  std::vector<std::uint64_t> out;
+  out.reserve(elements.size());
+  for (auto e : elements) out.push_back(e * element_size(type));
+  return out;
+}
+
+std::uint64_t GradientList::total_elements() const {
+  std::uint64_t total = 0;
+  for (auto e : elements) total += e;
+  return total;
+}
+
+GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source) {
+  const Field root{doc, source};
+  if (!doc.is_object()) root.fail("expected an object with \"tensors\"");
+  GradientList list;
+  list.source = source;
+  list.model = root.has("model") ? root.at("model").str() : std::string();
+  if (root.has("type")) list.type = parse_data_type(root.at("type").str(), fmt::format("{}: type", source));
+  std::string unit = "elements";
+  if (root.has("unit")) unit = root.at("unit").str();
+  if (unit != "elements" && unit != "bytes") root.at("unit").fail("must be \"elements\" or \"bytes\"");
+  const Field tensors = root.at("tensors");
+  const std::size_t n = tensors.array_size();
+  if (n == 0) tensors.fail("must list at least one tensor");
+  const std::uint64_t esize = element_size(list.type);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Field t = tensors[i];
+    std::string name;
+    std::uint64_t elements = 0;
+    auto from_bytes = [&](const Field& f, std::uint64_t bytes) {
+      if (bytes % esize != 0) f.fail(fmt::format("{} bytes is not a multiple of the element size {}", bytes, esize));
+      return bytes / esize;
+    };
+    if (t.value.is_number()) {
+      // Bare numbers count in the file's unit.
+      elements = unit == "bytes" ? from_bytes(t, t.unsigned_integer()) : t.unsigned_integer();
+    } else {
+      if (t.has("name")) name = t.at("name").str();
+      if (t.has("shape")) {
+        const Field shape = t.at("shape");
+        elements = 1;
+        for (std::size_t d = 0; d < shape.array_size(); ++d) {
+          const std::uint64_t dim = shape[d].unsigned_integer();
+          if (dim == 0) shape[d].fail("dimensions must be ≥ 1");
+          elements *= dim;
+        }
+        if (t.has("elements") && t.at("elements").unsigned_integer() != elements) {
+          t.at("elements").fail(fmt::format("does not match the shape ({} elements)", elements));
+        }
+      } else if (t.has("elements")) {
+        elements = t.at("elements").unsigned_integer();
+      } else if (t.has("bytes")) {
+        elements = from_bytes(t.at("bytes"), t.at("bytes").unsigned_integer());
+      } else {
+        t.fail("expected \"shape\", \"elements\" or \"bytes\"");
+      }
+    }
+    if (elements == 0) t.fail("a tensor must have at least one element");
+    list.names.push_back(std::move(name));
+    list.elements.push_back(elements);
+  }
+  return list;
+}
+
+GradientList load_gradient_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidInput(fmt::format("{}: cannot open gradient list: {}", path, std::strerror(errno)));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InvalidInput(fmt::format("{}: JSON parse error at byte {}", path, e.byte));
+  }
+  return gradient_list_from_json(doc, path);
+}
+
+std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes) {
+  std::vector<std::uint64_t> out = {1};
+  for (std::uint64_t s = 4096; s < total_bytes; s *= 2) out.push_back(s);
+  out.push_back(0);
+  return out;
+}
+
+FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
+                         const AllReduceTimeFn& allreduce_time, double copy_gbps) {
+  if (tensor_bytes.empty()) throw InvalidInput("fusion: no tensors");
+  if (pack_sizes.empty()) throw InvalidInput("fusion: no pack sizes to try");
+  if (!(copy_gbps > 0)) throw InvalidInput("fusion: copy bandwidth must be > 0");
+  FusionResult result;
+  result.tensors = tensor_bytes.size();
+  for (auto b : tensor_bytes) result.total_bytes += b;
+  std::map<std::uint64_t, double> memo;  // pack sizes repeat across thresholds
+  auto time_of = [&](std::uint64_t bytes) {
+    auto it = memo.find(bytes);
+    if (it == memo.end()) it = memo.emplace(bytes, allreduce_time(bytes)).first;
+    return it->second;
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (const std::uint64_t threshold : pack_sizes) {
+    FusionOption option;
+    option.bytes_per_pack = threshold;
+    for (const auto& pack : group_by_size(tensor_bytes, threshold)) {
+      std::uint64_t bytes = 0;
+      for (auto i : pack) bytes += tensor_bytes[i];
+      option.pack_bytes.push_back(bytes);
+      option.allreduce_us += time_of(bytes);
+      // Concatenate into the pack before and split it after: two copies of the pack's bytes.
+      if (pack.size() > 1) option.packing_us += 2.0 * static_cast<double>(bytes) / (copy_gbps * 1e3);
+    }
+    option.total_us = option.allreduce_us + option.packing_us;
+    if (option.total_us < best) {
+      best = option.total_us;
+      result.best = result.options.size();
+    }
+    result.options.push_back(std::move(option));
+  }
+  return result;
+}
+
+nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& list) {
+  nlohmann::json options = nlohmann::json::array();
+  for (const auto& o : result.options) {
+    options.push_back({{"bytes_per_pack", o.bytes_per_pack},
+                       {"packs", o.pack_bytes.size()},
+                       {"allreduce_us", o.allreduce_us},
+                       {"packing_us", o.packing_us},
+                       {"total_us", o.total_us}});
+  }
+  return {{"model", list.model},
+          {"source", list.source},
+          {"type", std::string(to_string(list.type))},
+          {"tensors", result.tensors},
+          {"total_bytes", result.total_bytes},
+          {"best_bytes_per_pack", result.options.at(result.best).bytes_per_pack},
+          {"best_packs", result.options.at(result.best).pack_bytes.size()},
+          {"best_total_us", result.options.at(result.best).total_us},
+          {"options", std::move(options)}};
+}
+
+}  // namespace artune

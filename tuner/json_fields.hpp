@@ -1,0 +1,61 @@
+#pragma once
+// Internal helpers for reading JSON with error messages that name the file and
+// the field path ("t.json: ranges[2].plan.spec: expected a string").
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace artune::tuner_detail {
+
+/// A JSON value and the path that names it in messages.
+struct Field {
+  const nlohmann::json& value;
+  std::string path;  ///< "source: a.b[2]"
+
+  /// Throws InvalidInput "path: reason".
+  [[noreturn]] void fail(std::string_view reason) const {
+    throw InvalidInput(fmt::format("{}: {}", path, reason));
+  }
+  /// The member `key` of an object (required).
+  Field at(std::string_view key) const {
+    if (!value.is_object()) fail("expected an object");
+    const auto it = value.find(std::string(key));
+    if (it == value.end()) throw InvalidInput(fmt::format("{}.{}: missing", path, key));
+    return Field{*it, fmt::format("{}.{}", path, key)};
+  }
+  /// True when the object has `key`.
+  bool has(std::string_view key) const { return value.is_object() && value.contains(std::string(key)); }
+  /// Element `i` of an array.
+  Field operator[](std::size_t i) const { return Field{value.at(i), fmt::format("{}[{}]", path, i)}; }
+  /// The array's size (fails when not an array).
+  std::size_t array_size() const {
+    if (!value.is_array()) fail("expected an array");
+    return value.size();
+  }
+  std::string str() const {
+    if (!value.is_string()) fail("expected a string");
+    return value.get<std::string>();
+  }
+  double num() const {
+    if (!value.is_number()) fail("expected a number");
+    return value.get<double>();
+  }
+  std::int64_t integer() const {
+    if (!value.is_number_integer()) fail("expected an integer");
+    return value.get<std::int64_t>();
+  }
+  std::uint64_t unsigned_integer() const {
+    if (!value.is_number_integer() || (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)) {
+      fail("expected a non-negative integer");
+    }
+    return value.get<std::uint64_t>();
+  }
+};
+
+}  // namespace artune::tuner_detail

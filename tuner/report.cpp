@@ -1,0 +1,465 @@
+#include "tuner/report.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "topology/io.hpp"
+
+namespace artune {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string fmt_time(double us) {
+  if (!(us > 0)) return "-";
+  if (us < 1000) return fmt::format("{:.1f}", us);
+  return fmt::format("{:.0f}", us);
+}
+
+std::string fmt_bw(double gbps) {
+  if (!(gbps > 0)) return "-";
+  return fmt::format("{:.2f}", gbps);
+}
+
+std::string range_text(const TableRange& r) {
+  if (r.min_bytes == r.max_bytes) return format_size(r.min_bytes);
+  return fmt::format("{}-{}", format_size(r.min_bytes), format_size(r.max_bytes));
+}
+
+/// Runs a shell command; returns its exit status (-1 when it could not run).
+int run_command(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  if (status == -1) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return -1;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) throw InvalidInput(fmt::format("{}: cannot write", path.string()));
+  out << text;
+  if (!out) throw BackendFailure(fmt::format("{}: write failed", path.string()));
+}
+
+std::string xtics_for(const std::vector<std::uint64_t>& sizes) {
+  std::vector<std::string> tics;
+  const std::size_t step = sizes.size() > 12 ? (sizes.size() + 11) / 12 : 1;
+  for (std::size_t i = 0; i < sizes.size(); i += step) {
+    tics.push_back(fmt::format("\"{}\" {}", format_size(sizes[i]), sizes[i]));
+  }
+  return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
+}
+
+}  // namespace
+
+FamilyCurves family_curves(const SearchResult& result) {
+  FamilyCurves curves;
+  std::map<std::string, std::size_t> index;
+  for (const auto& c : result.set.candidates) {
+    if (!index.count(c.family)) {
+      index[c.family] = curves.families.size();
+      curves.families.push_back(c.family);
+    }
+  }
+  const std::size_t n = result.sizes.size();
+  curves.busbw.assign(curves.families.size(), std::vector<double>(n, kNaN));
+  curves.time_us.assign(curves.families.size(), std::vector<double>(n, kNaN));
+  for (std::size_t s = 0; s < n; ++s) {
+    const auto& scores = result.sizes[s];
+    for (std::size_t c = 0; c < scores.predicted.size(); ++c) {
+      if (!scores.predicted[c]) continue;
+      const std::size_t f = index.at(result.set.candidates[c].family);
+      const double t = scores.predicted[c]->time_us;
+      if (std::isnan(curves.time_us[f][s]) || t < curves.time_us[f][s]) {
+        curves.time_us[f][s] = t;
+        curves.busbw[f][s] = scores.predicted[c]->busbw_gbps;
+      }
+    }
+  }
+  return curves;
+}
+
+std::vector<std::string> crossover_notes(const SearchResult& result) {
+  std::vector<std::string> notes;
+  const auto& ranges = result.table.ranges;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const auto& r = ranges[i];
+    if (i == 0) {
+      notes.push_back(fmt::format("From {} the pick is {} ({}).", format_size(r.min_bytes), r.plan.label(), r.plan.family));
+    } else if (ranges[i - 1].plan.family != r.plan.family) {
+      notes.push_back(fmt::format("At {} the pick changes family: {} overtakes {} ({}).", format_size(r.min_bytes),
+                                  r.plan.family, ranges[i - 1].plan.family, r.plan.label()));
+    } else {
+      notes.push_back(fmt::format("At {} the pick stays in {} but changes parameters: {}.", format_size(r.min_bytes),
+                                  r.plan.family, r.plan.label()));
+    }
+  }
+  // Gain over TF's choice at the smallest and largest sizes.
+  const SizePoint* first = nullptr;
+  const SizePoint* last = nullptr;
+  for (const auto& r : ranges) {
+    for (const auto& p : r.points) {
+      if (!first) first = &p;
+      last = &p;
+    }
+  }
+  for (const SizePoint* p : {first, last}) {
+    if (!p || !(p->tf_predicted.time_us > 0) || !(p->predicted.time_us > 0)) continue;
+    notes.push_back(fmt::format("At {}: TF's choose_the_best ({}) is predicted at {} us, the pick at {} us ({:.2f}x).",
+                                format_size(p->bytes), p->tf_pick, fmt_time(p->tf_predicted.time_us),
+                                fmt_time(p->predicted.time_us), p->tf_predicted.time_us / p->predicted.time_us));
+    if (first == last) break;
+  }
+  return notes;
+}
+
+std::string topology_summary_markdown(const Topology& topo) {
+  std::ostringstream out;
+  out << fmt::format("- name: `{}`", topo.name());
+  if (!topo.description().empty()) out << fmt::format(" ({})", topo.description());
+  out << "\n";
+  out << fmt::format("- machines: {}, GPUs: {}\n", topo.machine_count(), topo.gpus().size());
+  std::map<std::string, int> kinds;
+  for (const auto& n : topo.nodes()) kinds[std::string(to_string(n.kind))]++;
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : kinds) parts.push_back(fmt::format("{} {}", v, k));
+  out << fmt::format("- nodes: {}\n", fmt::join(parts, ", "));
+  std::map<std::pair<std::string, double>, int> links;
+  for (const auto& l : topo.links()) links[{std::string(to_string(l.kind)), l.bandwidth_gbps}]++;
+  parts.clear();
+  for (const auto& [k, v] : links) parts.push_back(fmt::format("{} x {} {} GB/s", v, k.first, k.second));
+  out << fmt::format("- directed links: {}\n", fmt::join(parts, ", "));
+  if (topo.network()) {
+    const auto& net = *topo.network();
+    out << fmt::format("- network: {} GB/s per NIC, {} us, oversubscription {}\n", net.nic_bandwidth_gbps,
+                       net.latency_us, net.oversubscription);
+  }
+  const auto& gpus = topo.gpus();
+  if (!gpus.empty() && gpus.size() <= 16) {
+    const auto paths = path_type_matrix(topo);
+    const auto nvl = nvlink_matrix(topo);
+    out << "\nGPU paths (nvidia-smi style):\n\n```\n     ";
+    for (std::size_t j = 0; j < gpus.size(); ++j) out << fmt::format("{:>5}", fmt::format("GPU{}", j));
+    out << "\n";
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      out << fmt::format("{:<5}", fmt::format("GPU{}", i));
+      for (std::size_t j = 0; j < gpus.size(); ++j) {
+        std::string cell;
+        if (i == j) cell = "X";
+        else if (nvl[i][j] > 0) cell = fmt::format("NV{}", nvl[i][j]);
+        else cell = std::string(to_string(paths[i][j]));
+        out << fmt::format("{:>5}", cell);
+      }
+      out << "\n";
+    }
+    out << "```\n";
+  }
+  return out.str();
+}
+
+std::string format_decision_table(const DecisionTable& table) {
+  const bool measured = !table.measured_backend.empty();
+  std::ostringstream out;
+  out << fmt::format("# decision table: {} ({} GPUs, {} machine{}), type {}, op {}{}\n", table.topology_name, table.gpus,
+                     table.machines, table.machines == 1 ? "" : "s", to_string(table.type), to_string(table.op),
+                     measured ? fmt::format(", measured on {}", table.measured_backend) : std::string());
+  out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick\n";
+  std::string header = fmt::format("{:>11}  {:<34} {:>10} {:>8} {:>8}", "size", "plan", "time(us)", "algbw", "busbw");
+  if (measured) header += fmt::format(" {:>10} {:>8} {:>6}", "meas(us)", "m.busbw", "#wrong");
+  header += fmt::format(" {:>8}  {:<20} {:>10}", "margin", "TF choose_the_best", "TF(us)");
+  out << header << "\n";
+  for (const auto& r : table.ranges) {
+    const SizePoint& p = r.points.back();
+    std::string line = fmt::format("{:>11}  {:<34} {:>10} {:>8} {:>8}", range_text(r), r.plan.label(),
+                                   fmt_time(p.predicted.time_us), fmt_bw(p.predicted.algbw_gbps),
+                                   fmt_bw(p.predicted.busbw_gbps));
+    if (measured) {
+      if (p.measured) {
+        line += fmt::format(" {:>10} {:>8} {:>6}", fmt_time(p.measured->figures.time_us),
+                            fmt_bw(p.measured->figures.busbw_gbps), p.measured->wrong);
+      } else {
+        line += fmt::format(" {:>10} {:>8} {:>6}", "-", "-", "-");
+      }
+    }
+    const std::string margin = p.runner_up.empty() ? "-" : fmt::format("{:+.1f}%", p.margin_pct);
+    line += fmt::format(" {:>8}  {:<20} {:>10}", margin, p.tf_pick, fmt_time(p.tf_predicted.time_us));
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+std::string gnuplot_png_terminal() {
+  static const std::string terminal = [] {
+    if (run_command("command -v gnuplot >/dev/null 2>&1") != 0) return std::string();
+    for (const char* t : {"pngcairo", "png"}) {
+      const std::string probe =
+          fmt::format("gnuplot -e \"set terminal {}; set output '/dev/null'; plot x\" >/dev/null 2>&1", t);
+      if (run_command(probe) == 0) return std::string(t);
+    }
+    return std::string();
+  }();
+  return terminal;
+}
+
+void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) throw InvalidInput(fmt::format("--report: cannot create folder '{}'", dir));
+  const fs::path root(dir);
+  const DecisionTable& table = result.table;
+  const bool measured = !table.measured_backend.empty();
+  std::vector<std::uint64_t> sizes;
+  for (const auto& s : result.sizes) sizes.push_back(s.bytes);
+  const FamilyCurves curves = family_curves(result);
+
+  // ---- plots -----------------------------------------------------------------------------------
+  std::vector<std::string> plot_notes;
+  std::vector<std::string> plots;
+  const std::string terminal = gnuplot_png_terminal();
+  if (terminal.empty()) {
+    plot_notes.push_back("Plots were not rendered: gnuplot with a PNG terminal was not found.");
+  } else if (!sizes.empty()) {
+    const fs::path work = fs::temp_directory_path() / fmt::format("artune-report-{}", ::getpid());
+    fs::create_directories(work);
+    {
+      std::ostringstream dat;
+      for (std::size_t s = 0; s < sizes.size(); ++s) {
+        dat << sizes[s];
+        for (std::size_t f = 0; f < curves.families.size(); ++f) {
+          const double v = curves.busbw[f][s];
+          dat << ' ' << (std::isnan(v) ? std::string("?") : fmt::format("{:.6g}", v));
+        }
+        dat << '\n';
+      }
+      write_text(work / "busbw.dat", dat.str());
+      std::ostringstream gp;
+      gp << fmt::format("set terminal {} size 960,600\n", terminal);
+      gp << fmt::format("set output \"{}\"\n", (root / "busbw.png").string());
+      gp << "set datafile missing '?'\nset logscale x 2\nset grid\nset key left top\n";
+      gp << xtics_for(sizes);
+      gp << fmt::format("set title \"{}: predicted busbw, best plan per family\"\n", topo.name());
+      gp << "set xlabel 'message size (bytes)'\nset ylabel 'busbw (GB/s)'\n";
+      std::vector<std::string> series;
+      for (std::size_t f = 0; f < curves.families.size(); ++f) {
+        series.push_back(fmt::format("'{}' using 1:{} with linespoints title '{}'", (work / "busbw.dat").string(),
+                                     f + 2, curves.families[f]));
+      }
+      gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
+      write_text(work / "busbw.gp", gp.str());
+      if (run_command(fmt::format("gnuplot {} 2>{}", shell_quote((work / "busbw.gp").string()),
+                                  shell_quote((work / "gnuplot.err").string()))) == 0) {
+        plots.push_back("busbw.png");
+      } else {
+        plot_notes.push_back("gnuplot failed to render busbw.png.");
+      }
+    }
+    if (measured) {
+      std::ostringstream dat;
+      for (const auto& r : table.ranges) {
+        for (const auto& p : r.points) {
+          if (!p.measured) continue;
+          dat << fmt::format("{} {:.6g} {:.6g}\n", p.bytes, p.predicted.time_us, p.measured->figures.time_us);
+        }
+      }
+      write_text(work / "measured.dat", dat.str());
+      std::ostringstream gp;
+      gp << fmt::format("set terminal {} size 960,600\n", terminal);
+      gp << fmt::format("set output \"{}\"\n", (root / "measured.png").string());
+      gp << "set logscale xy 2\nset grid\nset key left top\n";
+      gp << xtics_for(sizes);
+      gp << fmt::format("set title \"{}: predicted vs measured time of the pick ({})\"\n", topo.name(),
+                        table.measured_backend);
+      gp << "set xlabel 'message size (bytes)'\nset ylabel 'time (us)'\nset format y '%g'\n";
+      gp << fmt::format("plot '{0}' using 1:2 with linespoints title 'predicted', '{0}' using 1:3 with linespoints "
+                        "title 'measured'\n",
+                        (work / "measured.dat").string());
+      write_text(work / "measured.gp", gp.str());
+      if (run_command(fmt::format("gnuplot {} 2>/dev/null", shell_quote((work / "measured.gp").string()))) == 0) {
+        plots.push_back("measured.png");
+      } else {
+        plot_notes.push_back("gnuplot failed to render measured.png.");
+      }
+    }
+    fs::remove_all(work, ec);
+  }
+
+  // ---- results.json ----------------------------------------------------------------------------
+  nlohmann::json results;
+  results["command"] = input.command;
+  results["topology"] = {{"name", topo.name()}, {"fingerprint", topo.fingerprint()},
+                         {"gpus", topo.gpus().size()}, {"machines", topo.machine_count()}};
+  results["candidates"] = nlohmann::json::array();
+  for (const auto& c : result.set.candidates) results["candidates"].push_back(c.label());
+  results["rejected"] = result.set.rejected;
+  results["hamiltonian_cycles"] = result.set.hamiltonian_cycles;
+  results["disjoint_rings"] = result.set.disjoint_rings;
+  nlohmann::json fam = nlohmann::json::object();
+  for (std::size_t f = 0; f < curves.families.size(); ++f) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      if (std::isnan(curves.time_us[f][s])) continue;
+      rows.push_back({{"bytes", sizes[s]}, {"time_us", curves.time_us[f][s]}, {"busbw_gbps", curves.busbw[f][s]}});
+    }
+    fam[curves.families[f]] = std::move(rows);
+  }
+  results["family_best"] = std::move(fam);
+  results["decision_table"] = table_to_json(table);
+  if (!input.fusion.empty()) {
+    results["fusion"] = nlohmann::json::array();
+    for (const auto& f : input.fusion) results["fusion"].push_back(fusion_to_json(f.result, f.list));
+  }
+  if (!input.calibration.is_null()) results["calibration"] = input.calibration;
+  write_text(root / "results.json", results.dump(1) + "\n");
+
+  // ---- REPORT.md -------------------------------------------------------------------------------
+  std::ostringstream md;
+  md << fmt::format("# artune autotune: {}\n\n", input.title.empty() ? topo.name() : input.title);
+  md << "Regenerate with:\n\n```\n" << input.command << "\n```\n\n";
+  for (const auto& n : input.notes) md << "- " << n << "\n";
+  if (!input.notes.empty()) md << "\n";
+  md << "## Topology\n\n" << topology_summary_markdown(topo) << "\n";
+  md << "## Candidates\n\n";
+  std::map<std::string, int> per_family;
+  for (const auto& c : result.set.candidates) per_family[c.family]++;
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : per_family) parts.push_back(fmt::format("{} {}", v, k));
+  md << fmt::format("{} candidates, each proven by the static verifier: {}.", result.set.candidates.size(),
+                    fmt::join(parts, ", "));
+  md << fmt::format(" NVLink Hamiltonian cycles on machine 0: {}; link-disjoint rings: {}.",
+                    result.set.hamiltonian_cycles, result.set.disjoint_rings);
+  if (!result.set.rejected.empty()) md << fmt::format(" Rejected: {}.", result.set.rejected.size());
+  md << "\n\n";
+  md << "## Decision table\n\n";
+  md << fmt::format("Type {}, op {}; cost model: {}{}.\n\n", to_string(table.type), to_string(table.op),
+                    table.calibration.empty() ? "defaults" : "calibrated by " + table.calibration,
+                    measured ? fmt::format("; top candidates measured on the {} backend", table.measured_backend)
+                             : std::string());
+  md << "| sizes | plan | family | time (us) | busbw (GB/s) |";
+  if (measured) md << " measured (us) | measured busbw | #wrong |";
+  md << " runner-up | margin | TF choose_the_best | TF time (us) |\n";
+  md << "|---|---|---|---:|---:|";
+  if (measured) md << "---:|---:|---:|";
+  md << "---|---:|---|---:|\n";
+  for (const auto& r : table.ranges) {
+    const SizePoint& p = r.points.back();
+    md << fmt::format("| {} | `{}` | {} | {} | {} |", range_text(r), r.plan.label(), r.plan.family,
+                      fmt_time(p.predicted.time_us), fmt_bw(p.predicted.busbw_gbps));
+    if (measured) {
+      if (p.measured) {
+        md << fmt::format(" {} | {} | {} |", fmt_time(p.measured->figures.time_us),
+                          fmt_bw(p.measured->figures.busbw_gbps), p.measured->wrong);
+      } else {
+        md << " - | - | - |";
+      }
+    }
+    md << fmt::format(" `{}` | {} | `{}` | {} |\n", p.runner_up.empty() ? "-" : p.runner_up,
+                      p.runner_up.empty() ? "-" : fmt::format("{:+.1f}%", p.margin_pct), p.tf_pick,
+                      fmt_time(p.tf_predicted.time_us));
+  }
+  md << "\nFigures are at the largest size of each range; the margin compares the best plan of another family"
+        " with the pick (measured times when both were measured).\n\n";
+  md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
+  if (measured) md << " measured (us) | measured busbw |";
+  md << " TF (us) | gain vs TF |\n|---:|---|---:|---:|---:|";
+  if (measured) md << "---:|---:|";
+  md << "---:|---:|\n";
+  for (const auto& r : table.ranges) {
+    for (const auto& p : r.points) {
+      md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(), fmt_time(p.predicted.time_us),
+                        fmt_bw(p.predicted.algbw_gbps), fmt_bw(p.predicted.busbw_gbps));
+      if (measured) {
+        md << fmt::format(" {} | {} |", p.measured ? fmt_time(p.measured->figures.time_us) : "-",
+                          p.measured ? fmt_bw(p.measured->figures.busbw_gbps) : "-");
+      }
+      const std::string gain = p.tf_predicted.time_us > 0 && p.predicted.time_us > 0
+                                   ? fmt::format("{:.2f}x", p.tf_predicted.time_us / p.predicted.time_us)
+                                   : "-";
+      md << fmt::format(" {} | {} |\n", fmt_time(p.tf_predicted.time_us), gain);
+    }
+  }
+  md << "\n## Crossovers\n\n";
+  for (const auto& n : crossover_notes(result)) md << "- " << n << "\n";
+  md << "\n## Plots\n\n";
+  for (const auto& p : plots) md << fmt::format("![{}]({})\n\n", p, p);
+  for (const auto& n : plot_notes) md << "- " << n << "\n";
+  if (!curves.families.empty()) {
+    md << "\nBest predicted busbw (GB/s) per family:\n\n| size |";
+    for (const auto& f : curves.families) md << " " << f << " |";
+    md << "\n|---:|";
+    for (std::size_t f = 0; f < curves.families.size(); ++f) md << "---:|";
+    md << "\n";
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      md << "| " << format_size(sizes[s]) << " |";
+      for (std::size_t f = 0; f < curves.families.size(); ++f) {
+        md << " " << (std::isnan(curves.busbw[f][s]) ? std::string("-") : fmt_bw(curves.busbw[f][s])) << " |";
+      }
+      md << "\n";
+    }
+  }
+  if (measured) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& r : table.ranges) {
+      for (const auto& p : r.points) {
+        if (!p.measured || !(p.measured->figures.time_us > 0)) continue;
+        sum += std::abs(p.predicted.time_us - p.measured->figures.time_us) / p.measured->figures.time_us;
+        ++n;
+      }
+    }
+    if (n > 0) {
+      md << fmt::format("\nPrediction error of the picks against measurement: MAPE {:.1f}% over {} sizes.\n",
+                        100.0 * sum / n, n);
+    }
+  }
+  if (!input.fusion.empty()) {
+    md << "\n## Tensor fusion\n\n";
+    md << "Packs follow TF's `group_by_size`; each pack is all-reduced with the table's pick (simulated at its exact"
+          " size), and packs holding more than one tensor pay a concat and a split copy.\n\n";
+    for (const auto& f : input.fusion) {
+      const auto& best = f.result.options.at(f.result.best);
+      md << fmt::format("### {} ({} tensors, {} bytes, {})\n\n", f.list.model.empty() ? f.list.source : f.list.model,
+                        f.result.tensors, f.result.total_bytes, to_string(f.list.type));
+      md << fmt::format("Best pack size: {} ({} packs), {:.0f} us per step.\n\n",
+                        best.bytes_per_pack == 0 ? std::string("one pack") : format_size(best.bytes_per_pack),
+                        best.pack_bytes.size(), best.total_us);
+      md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | total (us) |\n|---:|---:|---:|---:|---:|\n";
+      for (const auto& o : f.result.options) {
+        md << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} |\n",
+                          o.bytes_per_pack == 0 ? std::string("0 (one pack)") : format_size(o.bytes_per_pack),
+                          o.pack_bytes.size(), o.allreduce_us, o.packing_us, o.total_us);
+      }
+      md << "\n";
+    }
+  }
+  if (!input.calibration.is_null() && input.calibration.contains("summary")) {
+    md << "\n## Calibration\n\n```\n" << input.calibration["summary"].get<std::string>() << "```\n";
+  }
+  write_text(root / "REPORT.md", md.str());
+}
+
+}  // namespace artune

@@ -1,0 +1,55 @@
+#pragma once
+// The autotune report: REPORT.md, results.json and plots rendered by gnuplot.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "topology/topology.hpp"
+#include "tuner/fusion.hpp"
+#include "tuner/search.hpp"
+
+namespace artune {
+
+/// A fusion result and the gradient list it was computed for.
+struct FusionReport {
+  GradientList list;
+  FusionResult result;
+};
+
+/// Everything a report shows.
+struct ReportInput {
+  std::string command;                 ///< the command line that regenerates the report
+  std::string title;                   ///< e.g. "dgx1-v100"
+  std::vector<std::string> notes;      ///< extra lines (discovery notes, calibration used, …)
+  std::vector<FusionReport> fusion;
+  nlohmann::json calibration;          ///< calibration summary (null when none)
+};
+
+/// Best predicted busbw per family and size: families in first-seen order, values per size (NaN where none).
+struct FamilyCurves {
+  std::vector<std::string> families;
+  std::vector<std::vector<double>> busbw;   ///< [family][size]
+  std::vector<std::vector<double>> time_us; ///< [family][size]
+};
+/// The per-family best curves of a search.
+FamilyCurves family_curves(const SearchResult& result);
+
+/// Crossover notes: where the best family changes along the sizes, and the gain over TF's pick.
+std::vector<std::string> crossover_notes(const SearchResult& result);
+
+/// Markdown summary of a topology (node counts, link kinds, GPU path-type matrix).
+std::string topology_summary_markdown(const Topology& topo);
+
+/// The decision table as a fixed-width text table (what autotune prints at the end).
+std::string format_decision_table(const DecisionTable& table);
+
+/// Finds a PNG terminal of gnuplot ("pngcairo", else "png"); empty when gnuplot is missing.
+std::string gnuplot_png_terminal();
+
+/// Writes DIR/REPORT.md, DIR/results.json, DIR/busbw.png (and DIR/measured.png when measured);
+/// creates DIR. Plots are skipped with a note in REPORT.md when gnuplot is missing.
+void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input);
+
+}  // namespace artune

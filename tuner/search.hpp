@@ -1,0 +1,81 @@
+#pragma once
+// The search: every candidate simulated at every size; optionally the top-K per
+// size measured for real through an executor backend, verified, and the measured
+// best kept. Produces the decision table.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/types.hpp"
+#include "executor/backend.hpp"
+#include "simulator/cost_model.hpp"
+#include "topology/topology.hpp"
+#include "tuner/candidates.hpp"
+#include "tuner/decision_table.hpp"
+
+namespace artune {
+
+/// Called as work advances: units done, units in all, and what is being done.
+using ProgressFn = std::function<void(std::size_t done, std::size_t total, std::string_view what)>;
+
+/// What to search.
+struct SearchOptions {
+  std::vector<std::uint64_t> sizes;     ///< bytes, ascending
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  CostModel model = CostModel::defaults();
+  std::string calibration;              ///< overlay file the model came from ("" = defaults)
+  CandidateOptions candidates;
+  ProgressFn progress;                  ///< optional
+};
+
+/// The simulated scores of all candidates at one size.
+struct SizeScores {
+  std::uint64_t bytes = 0;
+  std::int64_t count = 0;
+  std::vector<std::optional<Figures>> predicted;   ///< per candidate; empty when it cannot build at this size
+  std::vector<std::size_t> ranking;                ///< candidate indices, fastest first
+  std::optional<Measurement> measured_pick;        ///< filled by measure_top
+  std::vector<std::pair<std::size_t, Measurement>> measured;  ///< candidates measured at this size
+};
+
+/// Everything the search found (the report writer reads it).
+struct SearchResult {
+  std::string topology_name;
+  CandidateSet set;
+  std::vector<SizeScores> sizes;
+  std::vector<std::size_t> pick;         ///< per size: the chosen candidate
+  DecisionTable table;
+};
+
+/// Simulates every candidate at every size and builds the table from the predicted best.
+SearchResult search(const Topology& topo, const SearchOptions& options);
+
+/// How to measure.
+struct MeasureOptions {
+  BackendKind backend = BackendKind::kCpu;
+  int top_k = 3;                 ///< candidates per size run for real
+  int warmup = 2;
+  int iterations = 5;
+  double timeout_s = 60;
+  std::uint64_t max_bytes = 0;   ///< skip sizes above this (0 = measure all)
+  ProgressFn progress;
+};
+
+/// Runs one plan for real: warm-up, timed iterations (the max over processes), then a verification
+/// pass; the figures are the mean time. Throws BackendFailure/Timeout from the backend.
+Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations);
+
+/// Runs the top-K predicted candidates per size for real, keeps the measured best among those with
+/// #wrong = 0, and rebuilds `result.table` with the measured figures.
+void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
+                 const MeasureOptions& options);
+
+/// Rebuilds result.table from result.pick and the scores.
+void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options);
+
+}  // namespace artune
