@@ -29,6 +29,8 @@ namespace {
 
 // Phase tables beyond this many rows are cut (the JSON has every op).
 constexpr std::size_t kMaxPhaseRows = 48;
+// Rank lists beyond this many entries show the first ones and the last.
+constexpr int kMaxListedRanks = 16;
 
 struct PlanFlags {
   std::string topo = std::string(kDefaultTopology);
@@ -109,7 +111,10 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
              format_size(static_cast<std::uint64_t>(plan.count) * esize), to_string(plan.reduce_op),
              f.segments > 1 ? fmt::format(", pipelined in {} segments", f.segments) : "");
   std::string rank_text;
-  for (int r = 0; r < ranks; ++r) rank_text += fmt::format("{}{}={}", r == 0 ? "" : " ", r, plan.devices[static_cast<std::size_t>(r)].name);
+  for (int r = 0; r < ranks && r < kMaxListedRanks; ++r) {
+    rank_text += fmt::format("{}{}={}", r == 0 ? "" : " ", r, plan.devices[static_cast<std::size_t>(r)].name);
+  }
+  if (ranks > kMaxListedRanks) rank_text += fmt::format(" … {}={}", ranks - 1, plan.devices[static_cast<std::size_t>(ranks - 1)].name);
   fmt::print("ranks        {}: {}\n", ranks, rank_text);
   if (static_cast<int>(plan.devices.size()) > ranks) {
     std::string helpers;

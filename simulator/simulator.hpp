@@ -5,8 +5,10 @@
 // Discrete events over the plan's dependency graph: an op starts when its
 // last dependency ends; its bytes move as flows over directed links that
 // concurrent flows share max-min fairly (see cost_model.hpp for what each op
-// costs). No wall clock and no unordered iteration: the same inputs give
-// bit-identical results.
+// costs). Ops never queue for a resource, they share it, so the critical path
+// walks back through the dependency that finished last and each step names the
+// link that limited its rate. No wall clock and no unordered iteration: the
+// same inputs give bit-identical results.
 
 #include <cstdint>
 #include <string>

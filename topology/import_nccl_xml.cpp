@@ -119,7 +119,7 @@ class XmlReader {
   std::string read_name(const char* what) {
     if (!name_start(peek()))
       fail(line_, at_end() ? fmt::format("unexpected end of input, expected {}", what)
-                           : fmt::format("expected {}, found '{}'", what, peek()));
+                           : fmt::format("expected {}, found '{}'", what, detail::printable(text_.substr(pos_, 1))));
     std::size_t start = pos_;
     while (!at_end() && name_char(peek())) advance();
     return std::string(text_.substr(start, pos_ - start));
@@ -148,10 +148,10 @@ class XmlReader {
         else if (ent == "apos") out += '\'';
         else if (ent.size() > 1 && ent[0] == '#') {
           std::optional<long> code = ent[1] == 'x' ? parse_hex(ent.substr(2)) : parse_long(ent.substr(1));
-          if (!code || *code <= 0 || *code > 0x7f) fail(line_, fmt::format("unsupported character reference &{};", ent));
+          if (!code || *code <= 0 || *code > 0x7f) fail(line_, fmt::format("unsupported character reference &{};", detail::printable(ent)));
           out += static_cast<char>(*code);
         } else {
-          fail(line_, fmt::format("unknown entity &{};", ent));
+          fail(line_, fmt::format("unknown entity &{};", detail::printable(ent)));
         }
         advance_to(semi + 1);
         continue;
@@ -296,19 +296,22 @@ class XmlImporter {
     const std::string& text = required(el, key);
     auto v = parse_long(text);
     if (!v || *v < min || *v > max)
-      fail(el.line, fmt::format("<{}> {}=\"{}\": expected an integer in [{}, {}]", el.name, key, text, min, max));
+      fail(el.line, fmt::format("<{}> {}=\"{}\": expected an integer in [{}, {}]", el.name, key, detail::printable(text), min,
+                                max));
     return static_cast<int>(*v);
   }
   long hex_attr(const XmlElement& el, std::string_view key) const {
     const std::string& text = required(el, key);
     auto v = parse_hex(text);
-    if (!v) fail(el.line, fmt::format("<{}> {}=\"{}\": expected a hex number", el.name, key, text));
+    if (!v) fail(el.line, fmt::format("<{}> {}=\"{}\": expected a hex number", el.name, key, detail::printable(text)));
     return *v;
   }
   std::string bus_attr(const XmlElement& el, std::string_view key) const {
     const std::string& text = required(el, key);
     auto v = detail::normalize_bus_id(text);
-    if (!v) fail(el.line, fmt::format("<{}> {}=\"{}\": expected a PCI bus id such as 0000:06:00.0", el.name, key, text));
+    if (!v)
+      fail(el.line, fmt::format("<{}> {}=\"{}\": expected a PCI bus id such as 0000:06:00.0", el.name, key,
+                                detail::printable(text)));
     return *v;
   }
 
@@ -323,7 +326,7 @@ class XmlImporter {
       const std::string* v = el.attr(key);
       if (!v || v->empty()) return -1;
       auto n = v->rfind("0x", 0) == 0 ? parse_hex(*v) : parse_long(*v);
-      if (!n) fail(el.line, fmt::format("<cpu> {}=\"{}\": expected a number", key, *v));
+      if (!n) fail(el.line, fmt::format("<cpu> {}=\"{}\": expected a number", key, detail::printable(*v)));
       return static_cast<int>(*n);
     };
     cpu.smp_gbps = smp_bandwidth_gbps(text("arch"), text("vendor"), number("familyid"), number("modelid"));
@@ -349,12 +352,14 @@ class XmlImporter {
     };
     if (speed && !unknown(*speed)) {
       auto v = parse_pcie_link_speed(*speed);
-      if (!v) fail(el.line, fmt::format("<pci> link_speed=\"{}\": expected 2.5, 5, 8, 16, 32 or 64 GT/s", *speed));
+      if (!v)
+        fail(el.line, fmt::format("<pci> link_speed=\"{}\": expected 2.5, 5, 8, 16, 32 or 64 GT/s", detail::printable(*speed)));
       gts = *v;
     }
     if (width && !detail::trim(*width).empty()) {
       auto v = parse_long(detail::trim(*width));
-      if (!v || *v < 0 || *v > 32) fail(el.line, fmt::format("<pci> link_width=\"{}\": expected 1…32", *width));
+      if (!v || *v < 0 || *v > 32)
+        fail(el.line, fmt::format("<pci> link_width=\"{}\": expected 1…32", detail::printable(*width)));
       if (*v > 0) lanes = static_cast<int>(*v);
     }
     return pcie_bandwidth_gbps(gts, lanes);

@@ -175,7 +175,7 @@ class SmiImporter {
         continue;
       }
       if (in_affinity || !is_device_name(w))
-        fail(header_line_, fmt::format("unknown column '{}' in the header row", w));
+        fail(header_line_, fmt::format("unknown column '{}' in the header row", detail::printable(w)));
       if (column_index_.count(w)) fail(header_line_, fmt::format("duplicate column '{}'", w));
       Column col;
       col.name = w;
@@ -183,7 +183,7 @@ class SmiImporter {
         col.gpu = true;
         col.number = *n;
       } else if (w.size() >= 3 && w.substr(0, 3) == "GPU") {
-        fail(header_line_, fmt::format("bad GPU column name '{}'", w));
+        fail(header_line_, fmt::format("bad GPU column name '{}'", detail::printable(w)));
       }
       column_index_[w] = static_cast<int>(columns_.size());
       columns_.push_back(col);
@@ -202,7 +202,7 @@ class SmiImporter {
       auto words = split_blanks(line);
       std::string name(words[0]);
       auto it = column_index_.find(name);
-      if (it == column_index_.end()) fail(lineno, fmt::format("row '{}' is not a column of the header", name));
+      if (it == column_index_.end()) fail(lineno, fmt::format("row '{}' is not a column of the header", detail::printable(name)));
       Row& row = rows_[it->second];
       if (row.line) fail(lineno, fmt::format("duplicate row '{}' (first on line {})", name, row.line));
       row.line = lineno;
@@ -216,7 +216,8 @@ class SmiImporter {
                                (rest == 0 || std::isdigit(static_cast<unsigned char>(words[1 + cells][0])) ||
                                 words[1 + cells] == "N/A");
         if (short_row) fail(lineno, fmt::format("row {} has {} cells, expected {} (matrix not square)", name, cells, n));
-        fail(lineno, fmt::format("unknown cell '{}' in row {}, column {}", words[1 + cells], name, columns_[cells].name));
+        fail(lineno, fmt::format("unknown cell '{}' in row {}, column {}", detail::printable(words[1 + cells]), name,
+                                 columns_[cells].name));
       }
       for (int c = 0; c < n; ++c) row.cells.push_back(*parse_cell(words[1 + c]));
       std::size_t extra = words.size() - 1 - n;
@@ -251,11 +252,11 @@ class SmiImporter {
         }
         std::size_t colon = line.find(':');
         if (colon == std::string_view::npos)
-          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' is not 'NICk: name'", line));
+          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' is not 'NICk: name'", detail::printable(line)));
         std::string key(trim(line.substr(0, colon)));
         std::string value(trim(line.substr(colon + 1)));
         if (!column_index_.count(key) || value.empty() || !is_device_name(value))
-          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' names no NIC column", line));
+          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' names no NIC column", detail::printable(line)));
         nic_legend_[key] = value;
       }
       break;

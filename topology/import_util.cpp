@@ -52,6 +52,24 @@ std::vector<std::string_view> split_lines(std::string_view text) {
   return out;
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  std::size_t shown = 0;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80 && ++shown > 40) {
+      out += "…";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+    else out += c;
+  }
+  return out;
+}
+
 std::string source_stem(std::string_view source, std::string_view fallback) {
   std::string stem = std::filesystem::path(std::string(source)).stem().string();
   return stem.empty() ? std::string(fallback) : stem;

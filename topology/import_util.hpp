@@ -33,6 +33,8 @@ std::vector<std::string_view> split_blanks(std::string_view text);
 std::vector<std::string_view> split_lines(std::string_view text);
 /// "0000:06:00.0" from any of "6:0.0", "00000000:06:00.0", "0000:06:00.0" (lower case); nullopt if malformed.
 std::optional<std::string> normalize_bus_id(std::string_view text);
+/// Text safe to quote in a one-line message: control bytes escaped (\n, \t, \xNN), cut after 40 characters.
+std::string printable(std::string_view text);
 /// The file stem of a source name ("data/box.txt" → "box"), or `fallback` when there is none.
 std::string source_stem(std::string_view source, std::string_view fallback);
 /// Parses a whole decimal int; nullopt unless the text is exactly one.

@@ -61,6 +61,7 @@ constexpr int kMaxMachines = 4096;
 constexpr long long kMaxTotalGpus = 65536;
 constexpr long long kMaxTotalLinks = 4'000'000;
 constexpr int kMaxLanes = 1024;
+constexpr double kMaxFigure = 1e9;
 constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 
 // Output keys that topology_to_json derives from the model; readers ignore
@@ -181,15 +182,19 @@ class Reader {
     return x;
   }
 
+  // Bandwidths (GB/s) and latencies (µs) beyond kMaxFigure are typos; the cap
+  // also keeps lanes × lane bandwidth finite.
   double positive(const json& value, const std::string& path) const {
     const double x = number(value, path);
     if (!(x > 0)) fail(path, fmt::format("must be > 0 (got {})", x));
+    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {})", kMaxFigure, x));
     return x;
   }
 
   double non_negative(const json& value, const std::string& path) const {
     const double x = number(value, path);
     if (x < 0) fail(path, fmt::format("must be >= 0 (got {})", x));
+    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {})", kMaxFigure, x));
     return x;
   }
 

@@ -347,16 +347,23 @@ int Topology::nearest_nic(int node) const {
     const auto it = cache_->nearest_nic.find(node);
     if (it != cache_->nearest_nic.end()) return it->second;
   }
-  int best = -1;
+  // The NICs tied for the best route class, bandwidth and hop count; GPUs
+  // spread over tied NICs by local index (two NICs under one PCIe switch serve
+  // one GPU each, as NCCL assigns them).
+  std::vector<int> tied;
   std::tuple<PathType, double, int> best_key{PathType::kNet, 0.0, 0};
   for (int nic : nodes_of_kind(NodeKind::kNic, nodes_.at(node).machine)) {
     const Route& r = route(node, nic);
     const std::tuple<PathType, double, int> key{r.type, -r.bandwidth_gbps, static_cast<int>(r.links.size())};
-    if (best < 0 || key < best_key) {
-      best = nic;
+    if (tied.empty() || key < best_key) {
+      tied.assign(1, nic);
       best_key = key;
+    } else if (key == best_key) {
+      tied.push_back(nic);
     }
   }
+  const int spread = nodes_[node].kind == NodeKind::kGpu ? std::max(0, nodes_[node].local_index) : 0;
+  const int best = tied.empty() ? -1 : tied[spread % tied.size()];
   std::unique_lock lock(cache_->mutex);
   cache_->nearest_nic[node] = best;
   return best;

@@ -68,7 +68,15 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     if (scores.ranking.empty()) {
       throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo.name()));
     }
-    result.pick.push_back(scores.ranking.front());
+    std::size_t pick = scores.ranking.front();
+    if (!result.pick.empty()) {
+      const std::size_t previous = result.pick.back();
+      if (scores.predicted[previous] &&
+          scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options.keep_within)) {
+        pick = previous;
+      }
+    }
+    result.pick.push_back(pick);
     result.sizes.push_back(std::move(scores));
   }
   if (options.progress) options.progress(total, total, "simulated every candidate");

@@ -30,6 +30,9 @@ struct SearchOptions {
   CostModel model = CostModel::defaults();
   std::string calibration;              ///< overlay file the model came from ("" = defaults)
   CandidateOptions candidates;
+  /// Keep the previous size's pick while it is within this fraction of the fastest (fewer, longer ranges
+  /// instead of flips between near-equal variants); 0 = always the fastest.
+  double keep_within = 0.01;
   ProgressFn progress;                  ///< optional
 };
 

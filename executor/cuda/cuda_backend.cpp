@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>

@@ -54,6 +54,18 @@ MPI_User_function* user_function(ReduceOp op) {
   return &user_reduce<Tag, ReduceOp::kSum>;
 }
 
+// Rethrows as the subclass of the code, so callers can catch InvalidInput, Timeout, ….
+[[noreturn]] void throw_error(ErrorCode code, const std::string& message) {
+  switch (code) {
+    case ErrorCode::kInvalidInput: throw InvalidInput(message);
+    case ErrorCode::kUnsupported: throw Unsupported(message);
+    case ErrorCode::kBackendFailure: throw BackendFailure(message);
+    case ErrorCode::kTimeout: throw Timeout(message);
+    case ErrorCode::kWrongResult: break;
+  }
+  throw Error(code, message);
+}
+
 int encode(ErrorCode code) { return static_cast<int>(code) + 1; }
 ErrorCode decode(int v) { return static_cast<ErrorCode>(v - 1); }
 
@@ -240,8 +252,8 @@ class MpiBackend final : public Backend {
         text = fmt::format("rank {}: {}", first, text);
       }
     }
-    if (!ok && rank_ == first) throw Error(code, text);
-    throw Error(decode(worst), rank_ == 0 ? text : fmt::format("mpi backend: {} failed on rank {}", what, first));
+    if (!ok) throw_error(code, message);
+    throw_error(decode(worst), rank_ == 0 ? text : fmt::format("mpi backend: {} failed on rank {}", what, first));
   }
 
   void prepare_local(const Plan& plan, DataType type, ReduceOp op);

@@ -155,3 +155,22 @@ TEST_CASE("topology.kind_names") {
   CHECK(to_string(PathType::kPxb) == "PXB");
   CHECK(to_string(LinkKind::kNvLink) == "nvlink");
 }
+
+TEST_CASE("topology.nearest_nic_spreads_over_tied_nics") {
+  // Two GPUs and two NICs under one switch: each GPU gets its own NIC.
+  Topology t;
+  const int cpu = t.add_node({"cpu0", NodeKind::kCpu});
+  const int sw = t.add_node({"sw0", NodeKind::kPcieSwitch});
+  t.add_duplex_link(sw, cpu, LinkKind::kPcie, 48, 1);
+  int g[2], n[2];
+  for (int i = 0; i < 2; ++i) {
+    g[i] = t.add_node({"gpu" + std::to_string(i), NodeKind::kGpu, 0, i});
+    n[i] = t.add_node({"nic" + std::to_string(i), NodeKind::kNic});
+    t.add_duplex_link(g[i], sw, LinkKind::kPcie, 48, 1);
+    t.add_duplex_link(n[i], sw, LinkKind::kPcie, 48, 1);
+  }
+  t.finalize();
+  CHECK(t.nearest_nic(g[0]) == n[0]);
+  CHECK(t.nearest_nic(g[1]) == n[1]);
+  CHECK(t.nearest_nic(cpu) == n[0]);
+}
