@@ -3,7 +3,9 @@
 #include <fmt/core.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "artune_config.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
@@ -28,6 +31,10 @@
 #include "tuner/fusion.hpp"
 #include "tuner/report.hpp"
 #include "tuner/search.hpp"
+
+#if ARTUNE_HAVE_MPI
+#include <mpi.h>
+#endif
 
 namespace artune::cli {
 namespace {
@@ -144,30 +151,189 @@ nlohmann::json read_json_file(const std::string& path, const std::string& flag) 
   }
 }
 
-void run_autotune(AutotuneFlags& f) {
-  Progress progress(f.quiet);
+/// The topology to tune and how it was found.
+struct Resolved {
+  Topology topo;
   bool discovered = false;
   std::vector<std::string> notes;
-  Topology topo;
-  if (f.topo.empty()) {
-    DiscoveryResult d = discover_local_machine();
-    if (d.gpu_count == 0) {
-      const std::string line = fmt::format("no GPU found on {}; tuning the default topology {}",
-                                           d.hostname.empty() ? std::string("this machine") : d.hostname,
-                                           kDefaultTopology);
-      progress.note(line);
-      notes.push_back(line);
-      f.topo = std::string(kDefaultTopology);
-      topo = load_topology(f.topo);
-    } else {
-      progress.note(fmt::format("discovered {} with {} GPUs", d.hostname, d.gpu_count));
-      notes.push_back(fmt::format("topology discovered on {} ({} GPUs)", d.hostname, d.gpu_count));
-      topo = std::move(d.topology);
-      discovered = true;
-    }
-  } else {
-    topo = load_topology(f.topo);
+};
+
+/// -t, or this machine's discovered topology (the default built-in when it has no GPU).
+Resolved resolve_local(AutotuneFlags& f, Progress& progress) {
+  Resolved r;
+  if (!f.topo.empty()) {
+    r.topo = load_topology(f.topo);
+    return r;
   }
+  DiscoveryResult d = discover_local_machine();
+  if (d.gpu_count == 0) {
+    const std::string line = fmt::format("no GPU found on {}; tuning the default topology {}",
+                                         d.hostname.empty() ? std::string("this machine") : d.hostname,
+                                         kDefaultTopology);
+    progress.note(line);
+    r.notes.push_back(line);
+    f.topo = std::string(kDefaultTopology);
+    r.topo = load_topology(f.topo);
+  } else {
+    progress.note(fmt::format("discovered {} with {} GPUs", d.hostname, d.gpu_count));
+    r.notes.push_back(fmt::format("topology discovered on {} ({} GPUs)", d.hostname, d.gpu_count));
+    r.topo = std::move(d.topology);
+    r.discovered = true;
+  }
+  return r;
+}
+
+/// The process count mpirun announced (nullopt outside a launcher).
+std::optional<int> launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return std::nullopt;
+}
+
+void tune(AutotuneFlags& f, Resolved resolved, bool root);
+
+#if ARTUNE_HAVE_MPI
+/// MPI for this command unless someone already initialised it; finalised after every backend is gone.
+class MpiSession {
+ public:
+  MpiSession() {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw BackendFailure("MPI_Init failed");
+      owned_ = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiSession() {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (owned_ && !done) MPI_Finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw BackendFailure(fmt::format("{} failed (error {})", call, rc));
+}
+
+/// Every rank's string, on rank 0 (empty elsewhere).
+std::vector<std::string> gather_strings(const MpiSession& mpi, const std::string& mine) {
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<std::size_t>(mpi.rank() == 0 ? mpi.size() : 0));
+  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<int> offsets;
+  std::string all;
+  if (mpi.rank() == 0) {
+    int total = 0;
+    for (int l : lengths) {
+      offsets.push_back(total);
+      total += l;
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  check_mpi(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
+                        MPI_COMM_WORLD),
+            "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (std::size_t k = 0; k < lengths.size(); ++k) out.push_back(all.substr(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(lengths[k])));
+  return out;
+}
+
+/// Rank 0's string on every rank.
+std::string broadcast_string(std::string text) {
+  int length = static_cast<int>(text.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  text.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return text;
+}
+
+/// Cluster mode: without -t every rank discovers its machine, rank 0 joins them (ranks on one host form one
+/// machine) and sends the cluster to everyone; all ranks search (deterministically) and measure together.
+void run_cluster(AutotuneFlags& f, Progress& progress) {
+  MpiSession mpi;
+  const bool root = mpi.rank() == 0;
+  Resolved r;
+  if (!f.topo.empty()) {
+    r.topo = load_topology(f.topo);
+  } else {
+    DiscoveryResult d = discover_local_machine();
+    const nlohmann::json mine = {{"hostname", d.hostname}, {"gpus", d.gpu_count}, {"topology", topology_to_json(d.topology)}};
+    const auto all = gather_strings(mpi, mine.dump());
+    std::string cluster_text;
+    if (root) {
+      std::vector<std::string> hosts;
+      std::vector<Topology> machines;
+      bool any_without_gpu = false;
+      for (std::size_t k = 0; k < all.size(); ++k) {
+        const auto doc = nlohmann::json::parse(all[k]);
+        const std::string host = doc["hostname"].get<std::string>();
+        if (std::find(hosts.begin(), hosts.end(), host) != hosts.end()) continue;  // one entry per machine
+        hosts.push_back(host);
+        if (doc["gpus"].get<int>() == 0) any_without_gpu = true;
+        machines.push_back(topology_from_json(doc["topology"], fmt::format("rank {} ({})", k, host)));
+      }
+      std::string name;
+      if (any_without_gpu) {
+        name = machines.size() == 1 ? std::string(kDefaultTopology) : fmt::format("{}x{}", machines.size(), kDefaultTopology);
+        const std::string line = fmt::format("no GPU found on {} of {} machine(s); tuning the default topology {}",
+                                             any_without_gpu ? "some" : "none", machines.size(), name);
+        progress.note(line);
+        cluster_text = nlohmann::json{{"builtin", name}, {"note", line}}.dump();
+      } else {
+        Topology joined = machines.size() == 1
+                              ? std::move(machines.front())
+                              : join_machines(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
+        cluster_text = nlohmann::json{{"topology", topology_to_json(joined)},
+                                      {"note", fmt::format("cluster discovered under mpirun: {} machine(s) ({})",
+                                                           hosts.size(), fmt::join(hosts, ", "))}}
+                           .dump();
+      }
+    }
+    const auto doc = nlohmann::json::parse(broadcast_string(cluster_text));
+    r.notes.push_back(doc["note"].get<std::string>());
+    if (doc.contains("builtin")) {
+      f.topo = doc["builtin"].get<std::string>();
+      r.topo = load_topology(f.topo);
+    } else {
+      r.topo = topology_from_json(doc["topology"], "cluster");
+      r.discovered = true;
+    }
+  }
+  r.notes.push_back(fmt::format("cluster mode: {} MPI ranks; rank 0 wrote the results", mpi.size()));
+  tune(f, std::move(r), root);
+}
+#endif
+
+void run_autotune(AutotuneFlags& f) {
+  if (const auto world = launcher_world_size(); world && *world > 1) {
+#if ARTUNE_HAVE_MPI
+    Progress progress(f.quiet || (std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) != 0));
+    run_cluster(f, progress);
+    return;
+#else
+    throw Unsupported("autotune under mpirun needs an artune built with MPI (meson -Dmpi=enabled)");
+#endif
+  }
+  Progress progress(f.quiet);
+  tune(f, resolve_local(f, progress), true);
+}
+
+void tune(AutotuneFlags& f, Resolved resolved, bool root) {
+  Progress progress(f.quiet || !root);
+  const bool discovered = resolved.discovered;
+  std::vector<std::string> notes = resolved.notes;
+  const Topology& topo = resolved.topo;
 
   SearchOptions so;
   so.sizes = sweep_sizes(f.sweep);
@@ -229,6 +395,7 @@ void run_autotune(AutotuneFlags& f) {
     fusion.push_back(std::move(fr));
   }
 
+  if (!root) return;  // cluster mode: rank 0 writes and prints
   if (!f.output.empty()) write_decision_table(f.output, result.table);
   if (!f.report.empty()) {
     ReportInput in;

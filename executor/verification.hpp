@@ -40,15 +40,13 @@ namespace artune {
 inline float half_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t em = h & 0x7fffu;  // exponent and mantissa
-  // Normal numbers: re-bias the exponent (15 → 127) and widen the mantissa.
-  std::uint32_t bits = (em << 13) + ((127u - 15u) << 23);
-  if (em >= 0x7c00u) bits += (128u - 16u) << 23;  // inf / NaN: exponent all ones
-  float out = std::bit_cast<float>(bits);
-  if (em < 0x0400u) {
-    // Zero and subnormals: em · 2^-24, exact in float.
-    out = static_cast<float>(static_cast<std::int32_t>(em)) * 5.9604644775390625e-8f;
-  }
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(out) | sign);
+  // Normal numbers: re-bias the exponent (15 → 127) and widen the mantissa;
+  // inf/NaN (exponent all ones) get the rest of the way to float's all-ones exponent.
+  const std::uint32_t normal = (em << 13) + ((127u - 15u) << 23) + (em >= 0x7c00u ? (128u - 16u) << 23 : 0u);
+  // Zero and subnormals: em · 2^-24, exact in float.
+  const float subnormal = static_cast<float>(static_cast<std::int32_t>(em)) * 5.9604644775390625e-8f;
+  const std::uint32_t magnitude = em < 0x0400u ? std::bit_cast<std::uint32_t>(subnormal) : normal;
+  return std::bit_cast<float>(magnitude | sign);
 }
 
 /// float → IEEE binary16 bits, round to nearest even; overflow → inf, NaN stays NaN (quiet).
@@ -56,21 +54,17 @@ inline std::uint16_t float_to_half(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t abs = bits & 0x7fffffffu;
-  std::uint32_t out;
-  if (abs >= 0x47800000u) {
-    // ≥ 65536 (or inf/NaN): values from 65520 up already round to inf in the normal path below.
-    out = abs > 0x7f800000u ? 0x7e00u : 0x7c00u;
-  } else if (abs < 0x38800000u) {
-    // Below 2^-14: the result is subnormal (or zero). Adding 0.5 lines the half's
-    // last mantissa bit up with float's, so the FPU's own rounding is RNE.
-    const float shifted = std::bit_cast<float>(abs) + 0.5f;
-    out = std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u;
-  } else {
-    // Normal: re-bias and round the 13 dropped bits to nearest, ties to even;
-    // a carry out of the mantissa correctly bumps the exponent (up to inf).
-    const std::uint32_t odd = (abs >> 13) & 1u;
-    out = (abs + (static_cast<std::uint32_t>(15 - 127) << 23) + 0x0fffu + odd) >> 13;
-  }
+  // All three cases are computed and one is selected, so loops over this vectorise.
+  // Normal: re-bias and round the 13 dropped bits to nearest, ties to even; a carry out
+  // of the mantissa correctly bumps the exponent (65520 and up reach inf this way).
+  const std::uint32_t odd = (abs >> 13) & 1u;
+  const std::uint32_t normal = (abs + (static_cast<std::uint32_t>(15 - 127) << 23) + 0x0fffu + odd) >> 13;
+  // Below 2^-14 the result is subnormal (or zero): adding 0.5 lines the half's last
+  // mantissa bit up with float's, so the FPU's own rounding is RNE.
+  const std::uint32_t subnormal = std::bit_cast<std::uint32_t>(std::bit_cast<float>(abs) + 0.5f) - 0x3f000000u;
+  // ≥ 65536, inf or NaN.
+  const std::uint32_t special = abs > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  const std::uint32_t out = abs >= 0x47800000u ? special : abs < 0x38800000u ? subnormal : normal;
   return static_cast<std::uint16_t>(out | sign);
 }
 
@@ -82,9 +76,10 @@ inline float bfloat16_to_float(std::uint16_t b) noexcept {
 /// float → bfloat16 bits, round to nearest even; NaN stays NaN (quiet).
 inline std::uint16_t float_to_bfloat16(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);
   const std::uint32_t odd = (bits >> 16) & 1u;
-  return static_cast<std::uint16_t>((bits + 0x7fffu + odd) >> 16);
+  const std::uint32_t rounded = (bits + 0x7fffu + odd) >> 16;
+  const std::uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+  return static_cast<std::uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
 // ---------------------------------------------------------------------------
