@@ -15,6 +15,9 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+// The C++ bindings are deprecated and warn under -Wextra; only the C API is used.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <unistd.h>
 

@@ -47,7 +47,7 @@ struct DiscoverFlags {
 // ---------------------------------------------------------------------------
 // Wire format between ranks: the exact nodes and links, nothing derived.
 
-nlohmann::json to_wire(const DiscoveryResult& r) {
+[[maybe_unused]] nlohmann::json to_wire(const DiscoveryResult& r) {
   nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
   for (const Node& n : r.topology.nodes())
     nodes.push_back({{"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"local_index", n.local_index},
@@ -60,7 +60,7 @@ nlohmann::json to_wire(const DiscoveryResult& r) {
           {"nodes", nodes}, {"links", links}};
 }
 
-DiscoveryResult from_wire(const nlohmann::json& j) {
+[[maybe_unused]] DiscoveryResult from_wire(const nlohmann::json& j) {
   DiscoveryResult r;
   r.hostname = j.at("hostname").get<std::string>();
   r.gpu_count = j.at("gpu_count").get<int>();
@@ -225,7 +225,7 @@ std::optional<int> launcher_world_size() {
   return std::nullopt;
 }
 
-void finish_cluster(const DiscoverFlags& flags, const std::vector<DiscoveryResult>& per_rank) {
+[[maybe_unused]] void finish_cluster(const DiscoverFlags& flags, const std::vector<DiscoveryResult>& per_rank) {
   // Machines in order of their first rank; a host's first rank speaks for it.
   std::vector<std::string> hosts;
   std::map<std::string, std::vector<int>> ranks_of;

@@ -107,6 +107,7 @@ struct AutotuneFlags {
   std::string calibration;
   std::string profile;
   std::vector<std::string> fusion;
+  std::vector<std::string> report_notes;
   std::string output;
   std::string report;
   int max_cycles = CandidateOptions{}.max_cycles;
@@ -138,6 +139,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   for (const auto& x : f.fusion) cmd += " --fusion " + x;
   if (!f.output.empty()) cmd += " -o " + f.output;
   if (!f.report.empty()) cmd += " --report " + f.report;
+  for (const auto& n : f.report_notes) cmd += " --note '" + n + "'";
   return cmd;
 }
 
@@ -156,6 +158,7 @@ struct Resolved {
   Topology topo;
   bool discovered = false;
   std::vector<std::string> notes;
+  std::string launcher;  ///< "mpirun -np N " in cluster mode (for the regenerate line)
 };
 
 /// -t, or this machine's discovered topology (the default built-in when it has no GPU).
@@ -260,9 +263,10 @@ std::string broadcast_string(std::string text) {
 
 /// Cluster mode: without -t every rank discovers its machine, rank 0 joins them (ranks on one host form one
 /// machine) and sends the cluster to everyone; all ranks search (deterministically) and measure together.
-void run_cluster(AutotuneFlags& f, Progress& progress) {
+void run_cluster(AutotuneFlags& f) {
   MpiSession mpi;
   const bool root = mpi.rank() == 0;
+  Progress progress(f.quiet || !root);
   Resolved r;
   if (!f.topo.empty()) {
     r.topo = load_topology(f.topo);
@@ -286,8 +290,9 @@ void run_cluster(AutotuneFlags& f, Progress& progress) {
       std::string name;
       if (any_without_gpu) {
         name = machines.size() == 1 ? std::string(kDefaultTopology) : fmt::format("{}x{}", machines.size(), kDefaultTopology);
-        const std::string line = fmt::format("no GPU found on {} of {} machine(s); tuning the default topology {}",
-                                             any_without_gpu ? "some" : "none", machines.size(), name);
+        const std::string line =
+            fmt::format("no GPU found on at least one of {} machine(s); tuning the default topology {}",
+                        machines.size(), name);
         progress.note(line);
         cluster_text = nlohmann::json{{"builtin", name}, {"note", line}}.dump();
       } else {
@@ -311,6 +316,7 @@ void run_cluster(AutotuneFlags& f, Progress& progress) {
     }
   }
   r.notes.push_back(fmt::format("cluster mode: {} MPI ranks; rank 0 wrote the results", mpi.size()));
+  r.launcher = fmt::format("mpirun -np {} ", mpi.size());
   tune(f, std::move(r), root);
 }
 #endif
@@ -318,8 +324,7 @@ void run_cluster(AutotuneFlags& f, Progress& progress) {
 void run_autotune(AutotuneFlags& f) {
   if (const auto world = launcher_world_size(); world && *world > 1) {
 #if ARTUNE_HAVE_MPI
-    Progress progress(f.quiet || (std::getenv("OMPI_COMM_WORLD_RANK") && std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) != 0));
-    run_cluster(f, progress);
+    run_cluster(f);
     return;
 #else
     throw Unsupported("autotune under mpirun needs an artune built with MPI (meson -Dmpi=enabled)");
@@ -399,9 +404,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   if (!f.output.empty()) write_decision_table(f.output, result.table);
   if (!f.report.empty()) {
     ReportInput in;
-    in.command = command_line(f, discovered);
+    in.command = resolved.launcher + command_line(f, discovered);
     in.title = topo.name();
     in.notes = notes;
+    for (const auto& n : f.report_notes) in.notes.push_back(n);
     if (measure) {
       in.notes.push_back(fmt::format("top {} candidates per size measured on the {} backend ({} iterations after {} "
                                      "warm-up), verified with #wrong = 0",
@@ -467,7 +473,8 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
-  Progress progress(f.quiet);
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  Progress progress(f.quiet || (rank != nullptr && std::atoi(rank) != 0));
   const Topology topo = load_topology(f.topo);
   CalibrationOptions co;
   co.backend = parse_backend_kind(f.backend, "--backend");
@@ -483,6 +490,7 @@ void run_calibrate(const CalibrateFlags& f) {
   if (f.iters < 1) throw InvalidInput("--iters: must be ≥ 1");
   const CalibrationResult r = calibrate(topo, co);
   progress.finish();
+  if (!r.root) return;  // under mpirun rank 0 writes and prints
   if (!f.output.empty()) write_file_atomically(f.output, r.overlay.dump(2) + "\n");
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
@@ -541,10 +549,11 @@ void add_tuner_commands(CLI::App& app) {
                  "(repeatable)");
   at->add_option("-o,--output", flags->output, "write the decision table here (atomically)");
   at->add_option("--report", flags->report, "write REPORT.md, results.json and plots into this folder");
+  at->add_option("--note", flags->report_notes, "a line for the report's notes (repeatable)");
   at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
       ->capture_default_str();
   at->add_option("--segments", flags->segments, "pipeline depths to try (comma-separated)")->capture_default_str();
-  at->add_option("--max-subchunks", flags->max_subchunks, "ring subchunks tried up to this (-1: min(GPUs, 4))")
+  at->add_option("--max-subchunks", flags->max_subchunks, "ring subchunks tried up to this (-1: GPUs per machine; powers of two beyond 4)")
       ->capture_default_str();
   at->add_flag("--json", flags->json, "print the decision table as JSON");
   at->add_flag("-q,--quiet", flags->quiet, "no progress output");

@@ -98,14 +98,14 @@ std::string local_hostname() {
   return buf;
 }
 
-std::string machine_arch() {
+[[maybe_unused]] std::string machine_arch() {
   struct utsname u {};
   if (uname(&u) != 0) return {};
   return u.machine;
 }
 
 // First line of a sysfs file, trimmed; empty if unreadable.
-std::string read_sysfs(const std::string& path) {
+[[maybe_unused]] std::string read_sysfs(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line)) return {};
@@ -114,13 +114,16 @@ std::string read_sysfs(const std::string& path) {
 
 // Usable PCIe bandwidth of a device's link: sysfs max_link_speed/width as NCCL
 // reads them (GPUs drop the current speed when idle), else hwloc's raw rate.
-double pcie_link_gbps(const std::string& bus_id, double hwloc_raw_gbps) {
-  const std::string base = "/sys/bus/pci/devices/" + bus_id + "/";
-  auto speed = parse_pcie_link_speed(read_sysfs(base + "max_link_speed"));
-  auto width = detail::parse_long(read_sysfs(base + "max_link_width"));
-  if (speed && width && *width > 0) {
-    double bw = pcie_bandwidth_gbps(*speed, static_cast<int>(*width));
-    if (bw > 0) return bw;
+// `live` is false for an XML export of another machine, whose sysfs is not here.
+[[maybe_unused]] double pcie_link_gbps(const std::string& bus_id, double hwloc_raw_gbps, bool live) {
+  if (live) {
+    const std::string base = "/sys/bus/pci/devices/" + bus_id + "/";
+    auto speed = parse_pcie_link_speed(read_sysfs(base + "max_link_speed"));
+    auto width = detail::parse_long(read_sysfs(base + "max_link_width"));
+    if (speed && width && *width > 0) {
+      double bw = pcie_bandwidth_gbps(*speed, static_cast<int>(*width));
+      if (bw > 0) return bw;
+    }
   }
   // hwloc reports the raw rate (width · GT/s · encoding / 8: Gen3 x16 = 15.75); find the
   // generation and width it comes from and take NCCL's usable figure for them.
@@ -137,7 +140,7 @@ double pcie_link_gbps(const std::string& bus_id, double hwloc_raw_gbps) {
   return detail::kPcieGen3x16Gbps;
 }
 
-std::string pci_kind(unsigned vendor, unsigned class_id) {
+[[maybe_unused]] std::string pci_kind(unsigned vendor, unsigned class_id) {
   if (vendor == 0x10de && (class_id >> 8) == 0x03) return "gpu";
   if (vendor == 0x10de && class_id == 0x0680) return "nvswitch";
   if ((class_id >> 8) == 0x02) return "nic";
@@ -247,7 +250,7 @@ class HwlocReader {
         node.name = !openfabrics.empty() ? openfabrics : network;
         node.cpu = cpu_of(topo, d);
         node.parent = switch_above(d, node.cpu);
-        node.bw = pcie_link_gbps(node.bus_id, a.linkspeed);
+        node.bw = pcie_link_gbps(node.bus_id, a.linkspeed, !from_xml_);
         (dev.kind == "gpu" ? found_.gpus : found_.nics).push_back(node);
         if (dev.kind == "nic")
           result_.notes.push_back(fmt::format("hwloc: NIC {} at {}", node.name.empty() ? "(no OS name)" : node.name,
@@ -301,7 +304,7 @@ class HwlocReader {
       DSwitch sw;
       sw.cpu = cpu;
       sw.bus_id = hwloc_bus_id(up->attr->bridge.upstream.pci);
-      sw.bw = pcie_link_gbps(sw.bus_id, up->attr->bridge.upstream.pci.linkspeed);
+      sw.bw = pcie_link_gbps(sw.bus_id, up->attr->bridge.upstream.pci.linkspeed, !from_xml_);
       switch_index_[up] = static_cast<int>(found_.switches.size());
       index.push_back(static_cast<int>(found_.switches.size()));
       found_.switches.push_back(sw);

@@ -98,6 +98,8 @@ struct Topology::RouteCache {
   mutable std::shared_mutex mutex;
   std::unordered_map<std::uint64_t, Route> routes;
   std::unordered_map<int, int> nearest_nic;
+  // Per source NIC: the link by which the network BFS reached each node (-1 = not reached).
+  std::unordered_map<int, std::vector<int>> network_tree;
 };
 
 Topology::Topology() : cache_(std::make_unique<RouteCache>()) {}
@@ -303,9 +305,7 @@ const Route& Topology::route(int a, int b) const {
     const int nic_b = nodes_[b].kind == NodeKind::kNic || nodes_[b].machine < 0 ? b : nearest_nic(b);
     if (nic_a < 0 || nic_b < 0) throw no_route();
     std::vector<int> path = route(a, nic_a).links;
-    const auto net = search.find(
-        nic_a, nic_b, [](const Link& l) { return l.kind == LinkKind::kNetwork; },
-        [](const Node& node) { return node.kind == NodeKind::kNetSwitch; });
+    const auto net = network_path(nic_a, nic_b);
     if (net.empty() && nic_a != nic_b) throw no_route();
     path.insert(path.end(), net.begin(), net.end());
     const auto& tail = route(nic_b, b).links;
@@ -339,6 +339,42 @@ const Route& Topology::route(int a, int b) const {
 
   std::unique_lock lock(cache_->mutex);
   return cache_->routes.emplace(key, std::move(result)).first->second;
+}
+
+std::vector<int> Topology::network_path(int nic_a, int nic_b) const {
+  // One breadth-first tree per source NIC over network links (through network
+  // switches only), so a cluster of N NICs costs N searches, not N² of them.
+  const std::vector<int>* tree = nullptr;
+  {
+    std::shared_lock lock(cache_->mutex);
+    const auto it = cache_->network_tree.find(nic_a);
+    if (it != cache_->network_tree.end()) tree = &it->second;
+  }
+  if (tree == nullptr) {
+    std::vector<int> via(nodes_.size(), -1);
+    std::vector<bool> seen(nodes_.size(), false);
+    std::deque<int> queue{nic_a};
+    seen[nic_a] = true;
+    while (!queue.empty()) {
+      const int u = queue.front();
+      queue.pop_front();
+      if (u != nic_a && nodes_[u].kind != NodeKind::kNetSwitch) continue;
+      for (int l : out_links_[u]) {
+        const Link& link = links_[l];
+        if (link.kind != LinkKind::kNetwork || seen[link.dst]) continue;
+        seen[link.dst] = true;
+        via[link.dst] = l;
+        queue.push_back(link.dst);
+      }
+    }
+    std::unique_lock lock(cache_->mutex);
+    tree = &cache_->network_tree.emplace(nic_a, std::move(via)).first->second;
+  }
+  std::vector<int> path;
+  if (nic_a == nic_b || (*tree)[nic_b] < 0) return path;
+  for (int v = nic_b; v != nic_a; v = links_[(*tree)[v]].src) path.push_back((*tree)[v]);
+  std::reverse(path.begin(), path.end());
+  return path;
 }
 
 int Topology::nearest_nic(int node) const {
@@ -455,7 +491,18 @@ std::vector<std::vector<bool>> peer_matrix(const Topology& topo) {
 }
 
 std::vector<std::vector<int>> nvlink_matrix(const Topology& topo) {
-  return gpu_matrix<int>(topo, [&](int a, int b) { return topo.nvlink_lanes(a, b); });
+  // Direct bonded lanes; through an NVSwitch, the narrowest hop of the route
+  // (what nvidia-smi prints as NV18 on a DGX H100).
+  return gpu_matrix<int>(topo, [&](int a, int b) {
+    if (a == b) return 0;
+    const int direct = topo.nvlink_lanes(a, b);
+    if (direct > 0) return direct;
+    const Route& r = topo.route(a, b);
+    if (r.type != PathType::kNvl) return 0;
+    int lanes = std::numeric_limits<int>::max();
+    for (int l : r.links) lanes = std::min(lanes, topo.links()[l].lanes);
+    return lanes;
+  });
 }
 
 std::vector<std::vector<double>> bandwidth_matrix(const Topology& topo) {

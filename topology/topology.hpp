@@ -134,6 +134,8 @@ class Topology {
   std::vector<int> gpus_;
   int machine_count_ = 0;
   std::optional<NetworkSpec> network_;
+  /// Network links from one NIC to another (through network switches), empty if none.
+  std::vector<int> network_path(int nic_a, int nic_b) const;
   struct RouteCache;
   std::unique_ptr<RouteCache> cache_;
 };
@@ -151,7 +153,7 @@ std::optional<LinkKind> parse_link_kind(std::string_view text);
 
 /// GPU×GPU DMA peer matrix (row/column = global GPU index).
 std::vector<std::vector<bool>> peer_matrix(const Topology& topo);
-/// GPU×GPU bonded NVLink lane counts.
+/// GPU×GPU bonded NVLink lanes: direct links, or the narrowest hop of a route through NVSwitches.
 std::vector<std::vector<int>> nvlink_matrix(const Topology& topo);
 /// GPU×GPU route bottleneck bandwidth in GB/s (0 on the diagonal).
 std::vector<std::vector<double>> bandwidth_matrix(const Topology& topo);

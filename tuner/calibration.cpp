@@ -131,23 +131,54 @@ BackendProfile profile_for(BackendKind kind) {
   return BackendProfile::kCpu;
 }
 
-Plan copy_plan(const Topology& topo, int src, int dst, std::int64_t count) {
+namespace {
+
+/// A plan over `participants` (buffers: user + one scratch of `count` each); returns a node's plan device,
+/// adding a helper with one scratch buffer for a node that is not a participant.
+int plan_device(Plan& plan, const Topology& topo, int node, std::int64_t count) {
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    if (plan.devices[d].node == node) return static_cast<int>(d);
+  }
+  plan.devices.push_back(device_of(topo, node, false));
+  plan.buffers.push_back({count});
+  return static_cast<int>(plan.devices.size() - 1);
+}
+
+Plan participants_plan(const Topology& topo, const std::vector<int>& participants, std::int64_t count,
+                       std::string spec) {
   Plan plan;
-  plan.spec = "calibrate:copy";
+  plan.spec = std::move(spec);
   plan.count = count;
-  plan.devices = {device_of(topo, src), device_of(topo, dst)};
-  plan.buffers = {{count, count}, {count, count}};
+  for (int node : participants) {
+    plan.devices.push_back(device_of(topo, node));
+    plan.buffers.push_back({count, count});
+  }
+  return plan;
+}
+
+/// The scratch buffer of a plan device: 1 on participants, 0 on helpers.
+int scratch_of(const Plan& plan, int device) { return plan.devices[static_cast<std::size_t>(device)].participant ? 1 : 0; }
+
+}  // namespace
+
+Plan copy_plan(const Topology& topo, const std::vector<int>& participants, int src, int dst, std::int64_t count) {
+  Plan plan = participants_plan(topo, participants, count, "calibrate:copy");
+  const int s = plan_device(plan, topo, src, count);
+  const int d = plan_device(plan, topo, dst, count);
+  if (!plan.devices[static_cast<std::size_t>(s)].participant) {
+    throw InvalidInput(fmt::format("calibrate: copy source '{}' is not a participant", plan.devices[static_cast<std::size_t>(s)].name));
+  }
   Op op;
   op.kind = OpKind::kCopy;
-  op.src = Location{0, 0, 0, count};
-  op.dst = Location{1, 1, 0, count};
+  op.src = Location{s, 0, 0, count};
+  op.dst = Location{d, scratch_of(plan, d), 0, count};
   plan.add(op);
   return plan;
 }
 
-Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count) {
+Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count, bool reduce) {
   Plan plan;
-  plan.spec = "calibrate:ring_step";
+  plan.spec = reduce ? "calibrate:ring_step_reduce" : "calibrate:ring_step";
   plan.count = count;
   const int n = static_cast<int>(nodes.size());
   for (int node : nodes) {
@@ -156,7 +187,7 @@ Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::in
   }
   for (int i = 0; i < n; ++i) {
     Op op;
-    op.kind = OpKind::kCopy;
+    op.kind = reduce ? OpKind::kReduce : OpKind::kCopy;
     op.src = Location{i, 0, 0, count};
     op.dst = Location{(i + 1) % n, 1, 0, count};
     plan.add(op);
@@ -180,19 +211,17 @@ Plan local_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_
   return plan;
 }
 
-Plan chain_plan(const Topology& topo, int a, int b, int ops) {
-  Plan plan;
-  plan.spec = "calibrate:chain";
-  plan.count = 1;
-  plan.devices = {device_of(topo, a), device_of(topo, b)};
-  plan.buffers = {{1, 1}, {1, 1}};
+Plan chain_plan(const Topology& topo, const std::vector<int>& participants, int a, int b, int ops) {
+  Plan plan = participants_plan(topo, participants, 1, "calibrate:chain");
+  const int da = plan_device(plan, topo, a, 1);
+  const int db = plan_device(plan, topo, b, 1);
   for (int i = 0; i < ops; ++i) {
     Op op;
     op.kind = OpKind::kCopy;
-    // a.0 → b.1, b.1 → a.1, a.1 → b.1, …: each copy reads what the previous one wrote.
+    // a.0 → b.scratch, b.scratch → a.scratch, a.scratch → b.scratch, …: each copy reads what the previous wrote.
     const bool forward = i % 2 == 0;
-    op.src = forward ? Location{0, i == 0 ? 0 : 1, 0, 1} : Location{1, 1, 0, 1};
-    op.dst = forward ? Location{1, 1, 0, 1} : Location{0, 1, 0, 1};
+    op.src = forward ? Location{da, i == 0 ? 0 : scratch_of(plan, da), 0, 1} : Location{db, scratch_of(plan, db), 0, 1};
+    op.dst = forward ? Location{db, scratch_of(plan, db), 0, 1} : Location{da, scratch_of(plan, da), 0, 1};
     if (i > 0) op.deps = {i - 1};
     plan.add(op);
   }
@@ -211,7 +240,12 @@ nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, 
   nlohmann::json links = nlohmann::json::object();
   if (host_backend(backend)) {
     // Host memory: every transfer is one thread's memcpy while the others copy too; no link is the limit.
-    overlay["transfer_cap_gbps"] = fits.concurrent.fit.gbps;
+    const double cap = fits.concurrent.fit.gbps;
+    overlay["transfer_cap_gbps"] = cap;
+    // The simulator charges a reducing transfer bytes/cap and then bytes/reduce; the backend reads and adds
+    // in one pass. Pick the reduce rate that makes the sum match the measured reducing ring step.
+    const double rr = fits.concurrent_reduce.fit.gbps;
+    if (rr > 0 && cap > 0) reduce = rr < cap * 0.99 ? 1.0 / (1.0 / rr - 1.0 / cap) : 100.0 * cap;
     for (const LinkKind k : {LinkKind::kNvLink, LinkKind::kPcie, LinkKind::kSmp, LinkKind::kLoopback}) {
       links[std::string(to_string(k))] = {{"alpha_us", 0.0}, {"efficiency", 1.0}};
     }
@@ -287,6 +321,7 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   bo.timeout_s = options.timeout_s;
   bo.topology = &topo;
   std::unique_ptr<Backend> backend = make_backend(options.backend, bo);
+  result.root = backend->is_root();
   const auto sizes = options.sizes.empty() ? default_sizes() : options.sizes;
   std::vector<DataType> reduce_types = options.reduce_types;
   if (reduce_types.empty()) {
@@ -297,7 +332,7 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   }
   const std::size_t esize = element_size(options.type);
   result.copies = pair_classes(topo);
-  const std::size_t steps = sizes.size() * (result.copies.size() + 2 + reduce_types.size()) + 2;
+  const std::size_t steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2;
   std::size_t done = 0;
   auto progress = [&](const std::string& what) {
     if (options.progress) options.progress(done, steps, what);
@@ -311,7 +346,7 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
       progress(fmt::format("copy {} at {}", c.name, format_size(bytes)));
       const auto count = count_of(bytes, esize);
       c.samples.push_back({static_cast<double>(count * esize),
-                           median_time_us(*backend, copy_plan(topo, c.src, c.dst, count), options.type, options.warmup,
+                           median_time_us(*backend, copy_plan(topo, gpus, c.src, c.dst, count), options.type, options.warmup,
                                           options.iterations)});
     }
     c.fit = fit_alpha_beta(c.samples);
@@ -328,6 +363,17 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
          median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup, options.iterations)});
   }
   result.concurrent.fit = fit_alpha_beta(result.concurrent.samples);
+  result.concurrent_reduce.name = fmt::format("ring step, {} concurrent reduces", gpus.size());
+  result.concurrent_reduce.src = result.concurrent.src;
+  result.concurrent_reduce.dst = result.concurrent.dst;
+  for (auto bytes : sizes) {
+    progress(fmt::format("concurrent reducing copies at {}", format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    result.concurrent_reduce.samples.push_back(
+        {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count, true),
+                                                            options.type, options.warmup, options.iterations)});
+  }
+  result.concurrent_reduce.fit = fit_alpha_beta(result.concurrent_reduce.samples);
   // Local copies and reductions, every participant at once.
   result.local_copy.type = options.type;
   for (auto bytes : sizes) {
@@ -357,9 +403,9 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     progress("per-op overhead");
     const int a = gpus[0], b = gpus[1];
     const int short_chain = 16, long_chain = 80;
-    const double t_short = median_time_us(*backend, chain_plan(topo, a, b, short_chain), options.type, options.warmup,
+    const double t_short = median_time_us(*backend, chain_plan(topo, gpus, a, b, short_chain), options.type, options.warmup,
                                           options.iterations);
-    const double t_long = median_time_us(*backend, chain_plan(topo, a, b, long_chain), options.type, options.warmup,
+    const double t_long = median_time_us(*backend, chain_plan(topo, gpus, a, b, long_chain), options.type, options.warmup,
                                          options.iterations);
     result.op_time_us = std::max(0.0, (t_long - t_short) / (long_chain - short_chain));
     const double latency = 0.5 * (topo.route(a, b).latency_us + topo.route(b, a).latency_us);
@@ -439,6 +485,7 @@ std::string CalibrationResult::summary() const {
   }
   out << "## concurrent copies\n";
   fit_lines(concurrent.name, concurrent.samples, concurrent.fit, "");
+  fit_lines(concurrent_reduce.name, concurrent_reduce.samples, concurrent_reduce.fit, "");
   out << "## local copies (every device at once)\n";
   fit_lines("copy", local_copy.samples, local_copy.fit, "");
   out << "## local reductions per type (every device at once; bandwidth in bytes of src)\n";
@@ -480,6 +527,7 @@ nlohmann::json CalibrationResult::to_json() const {
           {"backend", backend},
           {"copies", classes},
           {"concurrent", {{"alpha_us", concurrent.fit.alpha_us}, {"gbps", concurrent.fit.gbps}}},
+          {"concurrent_reduce", {{"alpha_us", concurrent_reduce.fit.alpha_us}, {"gbps", concurrent_reduce.fit.gbps}}},
           {"local_copy", {{"alpha_us", local_copy.fit.alpha_us}, {"gbps", local_copy.fit.gbps}}},
           {"reduce", reduces},
           {"op_time_us", op_time_us},

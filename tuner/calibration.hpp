@@ -5,6 +5,7 @@
 // validation set (each family at several sizes, predicted vs measured).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct CalibrationOptions {
   std::vector<std::uint64_t> sizes;                   ///< microbenchmark sizes in bytes (empty = 4K…16M, ×4)
   std::vector<DataType> reduce_types;                 ///< reduction throughput per type (empty = float, double, half, int32)
   std::vector<std::uint64_t> validation_sizes;        ///< empty = 4K…16M, ×4
+  std::vector<std::uint64_t> training_sizes;          ///< refinement runs (empty = 8K…8M, ×4: between the validation sizes)
+  bool refine = true;                                 ///< refine the fit against whole-plan runs (see refine_model)
   bool validate = true;
   int warmup = 2;
   int iterations = 7;                                 ///< timed runs per point (the median is kept)
@@ -54,13 +57,40 @@ struct ReduceFit {
   AlphaBetaFit fit;
 };
 
+/// One whole-plan run used to refine the model: the plan and its measured time.
+struct TrainingRun {
+  Plan plan;
+  std::string label;
+  double measured_us = 0;
+};
+
+/// How refinement went.
+struct RefineResult {
+  CostModel model;                     ///< the refined model
+  double rms_rel_before = 0;           ///< RMS relative error over the runs, start model
+  double rms_rel_after = 0;            ///< the same, refined model
+  int iterations = 0;
+  std::vector<std::string> parameters; ///< "name: before -> after"
+};
+
+/// Levenberg–Marquardt least squares on relative residuals (simulated − measured) / measured over whole-plan
+/// runs, in log space of the model's rate and overhead parameters (host backends: op overhead, transfer cap,
+/// reduce and copy rates; GPU backends: op overhead, reduce rate, efficiency per link kind the runs cross).
+/// Captures what microbenchmarks of one op cannot (several workers sharing cores and memory).
+RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                          BackendKind backend, std::size_t element_bytes);
+
+/// The model's rates and overheads as an overlay (what calibrate writes).
+nlohmann::json overlay_of(const CostModel& model, BackendKind backend);
+
 /// Predicted vs measured for one validation run.
 struct ValidationRow {
   std::string label;
   std::string family;
   std::uint64_t bytes = 0;
   double default_us = 0;       ///< predicted with the uncalibrated defaults
-  double predicted_us = 0;     ///< predicted with the calibrated model
+  double micro_us = 0;         ///< predicted with the microbenchmark fit alone
+  double predicted_us = 0;     ///< predicted with the calibrated (refined) model
   double measured_us = 0;
   double error_pct = 0;        ///< (predicted − measured) / measured · 100
   std::int64_t wrong = 0;
@@ -70,19 +100,24 @@ struct ValidationRow {
 struct CalibrationResult {
   std::string topology;
   std::string backend;
+  bool root = true;                    ///< this process prints (rank 0 under mpirun)
   std::vector<ClassFit> copies;        ///< one flow at a time, per class
   ClassFit concurrent;                 ///< every participant copying to its ring neighbour at once
+  ClassFit concurrent_reduce;          ///< the same ring step reducing into the neighbour
   ReduceFit local_copy;                ///< local copies, every participant at once
   std::vector<ReduceFit> reduce;       ///< local reduces per type, every participant at once
   double op_time_us = 0;               ///< per dependent op (chain of one-element copies)
   double op_overhead_us = 0;           ///< op_time_us − route latency
   std::vector<double> link_alpha_us;   ///< per class: fitted α − overhead − route latency (before clamping)
-  nlohmann::json overlay;              ///< the CostModel overlay written by calibrate
+  nlohmann::json micro_overlay;        ///< the overlay from the microbenchmark fits alone
+  nlohmann::json overlay;              ///< the CostModel overlay written by calibrate (refined when refine is on)
   CostModel model;                     ///< defaults for the profile with the overlay applied
+  std::optional<RefineResult> refined; ///< refinement against whole-plan runs
   std::vector<ValidationRow> validation;
   double mape_all = 0;                 ///< fraction, every validation row
   double mape_64k = 0;                 ///< fraction, rows ≥ 64 KiB
   double mape_default_64k = 0;         ///< the same with the uncalibrated defaults
+  double mape_micro_64k = 0;           ///< the same with the microbenchmark fit alone
 
   /// The fit, its residuals and the validation table as text (what `artune calibrate` prints).
   std::string summary() const;
@@ -94,18 +129,21 @@ struct CalibrationResult {
 BackendProfile profile_for(BackendKind kind);
 
 /// Builds the overlay from fits: host backends (cpu, mpi) get a per-transfer cap from the concurrent copy
-/// bandwidth and efficiency 1; GPU backends get per-link-kind efficiency (fitted / nominal, ≤ 1) and α per
+/// bandwidth, efficiency 1, and the reduce rate that makes a reducing transfer (flow at the cap, then the
+/// reduce) take what the concurrent reducing ring step took; GPU backends get per-link-kind efficiency (fitted / nominal, ≤ 1) and α per
 /// link kind by least squares over the classes (clamped ≥ 0). Exposed for tests.
 nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, DataType type);
 
-/// Microbenchmark plans (not all-reduces; they bypass the verifier): one copy src→dst into scratch.
-Plan copy_plan(const Topology& topo, int src, int dst, std::int64_t count);
-/// Every node copies its buffer 0 into the scratch buffer of the next node (a ring step).
-Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count);
+/// Microbenchmark plans (not all-reduces; they bypass the verifier). Every plan has the same participants
+/// (all GPUs of machine 0, so the mpi and nccl backends see one rank per GPU); a node that is not a
+/// participant (a CPU socket) joins as a helper. One copy src→dst into scratch:
+Plan copy_plan(const Topology& topo, const std::vector<int>& participants, int src, int dst, std::int64_t count);
+/// Every node copies (or reduces) its buffer 0 into the scratch buffer of the next node (a ring step).
+Plan ring_step_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count, bool reduce = false);
 /// Every node reduces (or copies) its scratch buffer into its buffer 0, all at once.
 Plan local_plan(const Topology& topo, const std::vector<int>& nodes, std::int64_t count, bool reduce);
-/// A chain of `ops` dependent one-element copies bouncing between a and b.
-Plan chain_plan(const Topology& topo, int a, int b, int ops);
+/// A chain of `ops` dependent one-element copies bouncing between participants a and b.
+Plan chain_plan(const Topology& topo, const std::vector<int>& participants, int a, int b, int ops);
 
 /// Runs the microbenchmarks and the fit on `topo` through the backend, then the validation set.
 CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& options);

@@ -176,7 +176,7 @@ class Generator {
     for (const auto& c : cycles) orders.push_back(c);
     if (std::find(orders.begin(), orders.end(), identity) == orders.end()) orders.push_back(identity);
 
-    const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : 4;
+    const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : g;
     const auto subs = subchunk_counts(g, max_sub);
     // Full expansion (subchunks × segments) for the best few orders; the rest once each.
     for (std::size_t k = 0; k < orders.size(); ++k) {
@@ -216,7 +216,8 @@ class Generator {
       add_segmented("shuffle", "shuffle", {}, all_gpus, true);
       // Hierarchical copy over the NVLink cliques, 1…2n packs (powers of two).
       set_.cliques = nvlink_cliques(topo_, 0);
-      if (set_.cliques.size() >= 2) {
+      const bool joined = std::any_of(set_.cliques.begin(), set_.cliques.end(), [](const auto& c) { return c.size() > 1; });
+      if (set_.cliques.size() >= 2 && joined) {
         for (int packs = 1; packs <= 2 * g; packs *= 2) add_segmented("hiercopy", fmt::format("hiercopy#{}", packs), {}, {}, false);
       }
       add_segmented("tree", "tree", {}, {}, true);
@@ -259,7 +260,8 @@ class Generator {
         return;
       }
     } catch (const Error& e) {
-      set_.rejected.push_back(fmt::format("{}: {}", label, e.what()));
+      const std::string why = e.what();
+      set_.rejected.push_back(why.rfind(label + ":", 0) == 0 ? why : fmt::format("{}: {}", label, why));
       return;
     }
     set_.candidates.push_back(std::move(c));

@@ -42,7 +42,7 @@ Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int6
 /// Knobs of candidate generation.
 struct CandidateOptions {
   int max_cycles = 12;                       ///< ring orders kept per machine (all when fewer; else best-first sample)
-  int max_subchunks = -1;                    ///< ring subchunks 1…this (-1 = GPUs per machine, capped at 4)
+  int max_subchunks = -1;                    ///< ring subchunks up to this (-1 = GPUs per machine): all when ≤ 4, else powers of two and the cap
   std::vector<int> segments = {1, 2, 4};     ///< pipeline depths tried on point-to-point families
   bool include_nccl = true;                  ///< library collectives (nccl, hybrids with nccl)
   std::int64_t verify_count = 1000;          ///< elements used to build and verify each candidate

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -183,18 +184,25 @@ std::string topology_summary_markdown(const Topology& topo) {
 
 std::string format_decision_table(const DecisionTable& table) {
   const bool measured = !table.measured_backend.empty();
+  std::size_t plan_w = 4, size_w = 4, tf_w = 18;
+  for (const auto& r : table.ranges) {
+    plan_w = std::max(plan_w, r.plan.label().size());
+    size_w = std::max(size_w, range_text(r).size());
+    for (const auto& p : r.points) tf_w = std::max(tf_w, p.tf_pick.size());
+  }
   std::ostringstream out;
   out << fmt::format("# decision table: {} ({} GPUs, {} machine{}), type {}, op {}{}\n", table.topology_name, table.gpus,
                      table.machines, table.machines == 1 ? "" : "s", to_string(table.type), to_string(table.op),
                      measured ? fmt::format(", measured on {}", table.measured_backend) : std::string());
   out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick\n";
-  std::string header = fmt::format("{:>11}  {:<34} {:>10} {:>8} {:>8}", "size", "plan", "time(us)", "algbw", "busbw");
+  std::string header = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, "time(us)",
+                                   "algbw", "busbw");
   if (measured) header += fmt::format(" {:>10} {:>8} {:>6}", "meas(us)", "m.busbw", "#wrong");
-  header += fmt::format(" {:>8}  {:<20} {:>10}", "margin", "TF choose_the_best", "TF(us)");
+  header += fmt::format(" {:>8}  {:<{}} {:>10}", "margin", "TF choose_the_best", tf_w, "TF(us)");
   out << header << "\n";
   for (const auto& r : table.ranges) {
     const SizePoint& p = r.points.back();
-    std::string line = fmt::format("{:>11}  {:<34} {:>10} {:>8} {:>8}", range_text(r), r.plan.label(),
+    std::string line = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", range_text(r), size_w, r.plan.label(), plan_w,
                                    fmt_time(p.predicted.time_us), fmt_bw(p.predicted.algbw_gbps),
                                    fmt_bw(p.predicted.busbw_gbps));
     if (measured) {
@@ -206,7 +214,7 @@ std::string format_decision_table(const DecisionTable& table) {
       }
     }
     const std::string margin = p.runner_up.empty() ? "-" : fmt::format("{:+.1f}%", p.margin_pct);
-    line += fmt::format(" {:>8}  {:<20} {:>10}", margin, p.tf_pick, fmt_time(p.tf_predicted.time_us));
+    line += fmt::format(" {:>8}  {:<{}} {:>10}", margin, p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
     out << line << "\n";
   }
   return out.str();

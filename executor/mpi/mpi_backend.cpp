@@ -1,6 +1,9 @@
 #include "executor/mpi/mpi_backend.hpp"
 
 #include <fmt/format.h>
+// The C++ bindings are deprecated and warn under -Wextra; only the C API is used.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
 
@@ -228,18 +231,18 @@ class MpiBackend final : public Backend {
     wait_request(reqs[1], what);
     if (worst == 0) return;
     std::string text = message;
-    constexpr int kTag = 0;  // plan ops are not in flight here
+    const int agree_tag = tag_ub_;  // above every op id (prepare_local checks ops ≤ tag_ub_)
     if (first != 0) {
       if (rank_ == first) {
         MPI_Request req;
-        mpi_check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0, kTag, comm_, &req), "MPI_Isend");
+        mpi_check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0, agree_tag, comm_, &req), "MPI_Isend");
         wait_request(req, what);
       } else if (rank_ == 0) {
         MPI_Status status;
         int arrived = 0;
         const auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_s);
         while (!arrived) {
-          mpi_check(MPI_Iprobe(first, kTag, comm_, &arrived, &status), "MPI_Iprobe");
+          mpi_check(MPI_Iprobe(first, agree_tag, comm_, &arrived, &status), "MPI_Iprobe");
           if (!arrived && Clock::now() > deadline) break;
           if (!arrived) sched_yield();
         }
@@ -247,7 +250,7 @@ class MpiBackend final : public Backend {
           int len = 0;
           MPI_Get_count(&status, MPI_CHAR, &len);
           text.assign(static_cast<std::size_t>(len), '\0');
-          mpi_check(MPI_Recv(text.data(), len, MPI_CHAR, first, kTag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+          mpi_check(MPI_Recv(text.data(), len, MPI_CHAR, first, agree_tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
         }
         text = fmt::format("rank {}: {}", first, text);
       }
@@ -574,7 +577,8 @@ std::string MpiBackend::describe(const Slot& s) const {
     case ActionKind::kGroup: {
       std::string members;
       for (int p : group_members_[static_cast<std::size_t>(s.comm_index)]) {
-        members += (members.empty() ? "" : ",") + std::to_string(p);
+        if (!members.empty()) members += ',';
+        members += std::to_string(p);
       }
       return fmt::format("op {} ({} with ranks {})", a.op, to_string(op.collective), members);
     }
@@ -588,7 +592,8 @@ void MpiBackend::stuck() {
   int listed = 0;
   for (const Slot& s : slots_) {
     if (s.state == State::kStarted && listed < 4) {
-      started += (started.empty() ? "" : ", ") + describe(s);
+      if (!started.empty()) started += ", ";
+      started += describe(s);
       ++listed;
     }
   }

@@ -297,11 +297,25 @@ TEST_CASE("io.compact_form_builds_the_layout") {
 }
 
 TEST_CASE("io.compact_gpus_directly_under_sockets") {
-  const json doc = json::parse(R"({"name": "d", "compact": {"gpus": 4, "sockets": [[0, 1], [2, 3]], "nics_per_socket": 1}})");
+  const json doc = json::parse(R"({"name": "d", "compact": {"gpus": 4, "sockets": [[0, 1], [2, 3]], "nics_per_socket": 1,
+                                                        "smp_bandwidth": 16, "latency": {"pcie": 2.5, "smp": 0}}})");
   const Topology t = topology_from_json(doc, "d.json");
   CHECK(t.nodes_of_kind(NodeKind::kPcieSwitch).empty());
   CHECK(t.nodes_of_kind(NodeKind::kNic).size() == 2);
   CHECK(t.links().size() == 2 * (4 + 2 + 1));
+  for (const Link& l : t.links()) {
+    if (l.kind == LinkKind::kPcie) CHECK(l.latency_us == 2.5);
+    if (l.kind == LinkKind::kSmp) {
+      CHECK(l.latency_us == 0);
+      CHECK(l.bandwidth_gbps == 16);
+    }
+  }
+  json bad = doc;
+  bad["compact"]["latency"]["network"] = 1;
+  CHECK(error_of(bad) == "x.json: compact.latency.network: unknown field (expected nvlink, pcie, smp)");
+  bad = doc;
+  bad["compact"]["smp_bandwidth"] = 1e300;
+  CHECK(error_of(bad) == "x.json: compact.smp_bandwidth: must be at most 1e+09 (got 1e+300)");
 }
 
 TEST_CASE("io.compact_nvswitch_is_one_merged_node") {

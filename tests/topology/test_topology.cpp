@@ -11,25 +11,34 @@ using namespace artune;
 
 namespace {
 
+Node mk(std::string id, NodeKind kind, int machine = 0, int local = -1) {
+  Node n;
+  n.id = std::move(id);
+  n.kind = kind;
+  n.machine = machine;
+  n.local_index = local;
+  return n;
+}
+
 // A DGX-1-like machine: 2 sockets joined by SMP, 4 PCIe switches with 2 GPUs
 // and 1 NIC each, and (optionally) the V100 hybrid cube-mesh NVLinks.
 Topology dgx1_like(bool nvlink, int machine = 0, Topology* into = nullptr) {
   Topology local;
   Topology& t = into ? *into : local;
   const std::string p = into ? "m" + std::to_string(machine) + "/" : "";
-  const int cpu0 = t.add_node({p + "cpu0", NodeKind::kCpu, machine});
-  const int cpu1 = t.add_node({p + "cpu1", NodeKind::kCpu, machine});
+  const int cpu0 = t.add_node(mk(p + "cpu0", NodeKind::kCpu, machine));
+  const int cpu1 = t.add_node(mk(p + "cpu1", NodeKind::kCpu, machine));
   t.add_duplex_link(cpu0, cpu1, LinkKind::kSmp, 10, 1);
   int gpu[8];
   for (int s = 0; s < 4; ++s) {
-    const int sw = t.add_node({p + "sw" + std::to_string(s), NodeKind::kPcieSwitch, machine});
+    const int sw = t.add_node(mk(p + "sw" + std::to_string(s), NodeKind::kPcieSwitch, machine));
     t.add_duplex_link(sw, s < 2 ? cpu0 : cpu1, LinkKind::kPcie, 12, 1);
     for (int k = 0; k < 2; ++k) {
       const int g = 2 * s + k;
-      gpu[g] = t.add_node({p + "gpu" + std::to_string(g), NodeKind::kGpu, machine, g});
+      gpu[g] = t.add_node(mk(p + "gpu" + std::to_string(g), NodeKind::kGpu, machine, g));
       t.add_duplex_link(gpu[g], sw, LinkKind::kPcie, 12, 1);
     }
-    const int nic = t.add_node({p + "nic" + std::to_string(s), NodeKind::kNic, machine});
+    const int nic = t.add_node(mk(p + "nic" + std::to_string(s), NodeKind::kNic, machine));
     t.add_duplex_link(nic, sw, LinkKind::kPcie, 12, 1);
   }
   if (nvlink) {
@@ -102,7 +111,7 @@ TEST_CASE("topology.matrices") {
 TEST_CASE("topology.cluster_routes_and_indices") {
   Topology t;
   for (int m = 0; m < 2; ++m) dgx1_like(false, m, &t);
-  const int net = t.add_node({"net", NodeKind::kNetSwitch, -1});
+  const int net = t.add_node(mk("net", NodeKind::kNetSwitch, -1));
   for (int nic : t.nodes_of_kind(NodeKind::kNic)) t.add_duplex_link(nic, net, LinkKind::kNetwork, 12.5, 2.7);
   t.finalize();
   CHECK(t.machine_count() == 2);
@@ -133,9 +142,9 @@ TEST_CASE("topology.fingerprint") {
 
 TEST_CASE("topology.rejects_bad_construction") {
   Topology t;
-  const int a = t.add_node({"a", NodeKind::kGpu});
-  const int b = t.add_node({"b", NodeKind::kGpu});
-  CHECK_THROWS_WITH_AS(t.add_node({"a", NodeKind::kCpu}), doctest::Contains("duplicate device id 'a'"), InvalidInput);
+  const int a = t.add_node(mk("a", NodeKind::kGpu));
+  const int b = t.add_node(mk("b", NodeKind::kGpu));
+  CHECK_THROWS_WITH_AS(t.add_node(mk("a", NodeKind::kCpu)), doctest::Contains("duplicate device id 'a'"), InvalidInput);
   CHECK_THROWS_WITH_AS(t.add_link({a, a, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("itself"), InvalidInput);
   CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 0, 1, 1}), doctest::Contains("bandwidth"), InvalidInput);
   CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 25, -1, 1}), doctest::Contains("latency"), InvalidInput);
@@ -143,8 +152,8 @@ TEST_CASE("topology.rejects_bad_construction") {
   t.finalize();
   CHECK_THROWS_AS(t.route(a, b), Unsupported);  // no link at all
   Topology dup;
-  dup.add_node({"g0", NodeKind::kGpu, 0, 0});
-  dup.add_node({"g1", NodeKind::kGpu, 0, 0});
+  dup.add_node(mk("g0", NodeKind::kGpu, 0, 0));
+  dup.add_node(mk("g1", NodeKind::kGpu, 0, 0));
   CHECK_THROWS_WITH_AS(dup.finalize(), doctest::Contains("local index 0 is used twice"), InvalidInput);
 }
 
@@ -159,13 +168,13 @@ TEST_CASE("topology.kind_names") {
 TEST_CASE("topology.nearest_nic_spreads_over_tied_nics") {
   // Two GPUs and two NICs under one switch: each GPU gets its own NIC.
   Topology t;
-  const int cpu = t.add_node({"cpu0", NodeKind::kCpu});
-  const int sw = t.add_node({"sw0", NodeKind::kPcieSwitch});
+  const int cpu = t.add_node(mk("cpu0", NodeKind::kCpu));
+  const int sw = t.add_node(mk("sw0", NodeKind::kPcieSwitch));
   t.add_duplex_link(sw, cpu, LinkKind::kPcie, 48, 1);
   int g[2], n[2];
   for (int i = 0; i < 2; ++i) {
-    g[i] = t.add_node({"gpu" + std::to_string(i), NodeKind::kGpu, 0, i});
-    n[i] = t.add_node({"nic" + std::to_string(i), NodeKind::kNic});
+    g[i] = t.add_node(mk("gpu" + std::to_string(i), NodeKind::kGpu, 0, i));
+    n[i] = t.add_node(mk("nic" + std::to_string(i), NodeKind::kNic));
     t.add_duplex_link(g[i], sw, LinkKind::kPcie, 48, 1);
     t.add_duplex_link(n[i], sw, LinkKind::kPcie, 48, 1);
   }
@@ -173,4 +182,48 @@ TEST_CASE("topology.nearest_nic_spreads_over_tied_nics") {
   CHECK(t.nearest_nic(g[0]) == n[0]);
   CHECK(t.nearest_nic(g[1]) == n[1]);
   CHECK(t.nearest_nic(cpu) == n[0]);
+}
+
+TEST_CASE("topology.nvswitch_lanes_in_nvlink_matrix") {
+  // Four GPUs on one merged NVSwitch with 18 lanes each: nvidia-smi prints NV18.
+  Topology t;
+  const int nvs = t.add_node(mk("nvswitch0", NodeKind::kNvSwitch));
+  for (int i = 0; i < 4; ++i) {
+    const int g = t.add_node(mk("gpu" + std::to_string(i), NodeKind::kGpu, 0, i));
+    t.add_duplex_link(g, nvs, LinkKind::kNvLink, 450, 0.6, 18);
+  }
+  t.finalize();
+  const auto lanes = nvlink_matrix(t);
+  CHECK(lanes[0][0] == 0);
+  CHECK(lanes[0][3] == 18);
+  CHECK(t.nvlink_lanes(t.gpus()[0], t.gpus()[3]) == 0);  // no direct link
+  CHECK(t.route(t.gpus()[0], t.gpus()[3]).type == PathType::kNvl);
+  CHECK(t.route(t.gpus()[0], t.gpus()[3]).bandwidth_gbps == 450);
+}
+
+TEST_CASE("topology.large_cluster_routes") {
+  // 64 machines of 2 GPUs, one NIC each: every cross-machine route is GPU→NIC→switch→NIC→GPU.
+  Topology t;
+  const int net = t.add_node(mk("net", NodeKind::kNetSwitch, -1));
+  for (int m = 0; m < 64; ++m) {
+    const std::string p = "m" + std::to_string(m) + "/";
+    const int cpu = t.add_node(mk(p + "cpu0", NodeKind::kCpu, m));
+    const int nic = t.add_node(mk(p + "nic0", NodeKind::kNic, m));
+    t.add_duplex_link(nic, cpu, LinkKind::kPcie, 12, 1);
+    t.add_duplex_link(nic, net, LinkKind::kNetwork, 12.5, 2.7);
+    for (int g = 0; g < 2; ++g) {
+      const int gpu = t.add_node(mk(p + "gpu" + std::to_string(g), NodeKind::kGpu, m, g));
+      t.add_duplex_link(gpu, cpu, LinkKind::kPcie, 12, 1);
+    }
+  }
+  t.finalize();
+  for (int a = 0; a < 128; a += 7) {
+    for (int b = 0; b < 128; b += 5) {
+      const Route& r = t.route(t.gpus()[a], t.gpus()[b]);
+      if (a / 2 != b / 2) {
+        CHECK(r.type == PathType::kNet);
+        CHECK(r.links.size() == 6);
+      }
+    }
+  }
 }

@@ -69,7 +69,7 @@ TEST_CASE("calibration.recovers_simulated_copies") {
   const auto gpus = topo.gpus_of_machine(0);
   std::vector<TimingSample> samples;
   for (std::int64_t count = 1024; count <= (4 << 20); count *= 4) {
-    const Plan plan = copy_plan(topo, gpus[0], gpus[1], count);
+    const Plan plan = copy_plan(topo, gpus, gpus[0], gpus[1], count);
     samples.push_back({static_cast<double>(count * 4), simulate(plan, topo, model, 4).time_us});
   }
   const AlphaBetaFit fit = fit_alpha_beta(samples);
@@ -98,12 +98,16 @@ TEST_CASE("calibration.overlay_host_backend") {
   CHECK(o["transfer_cap_gbps"] == 4.5);
   CHECK(o["op_overhead_us"] == 2.5);
   CHECK(o["links"]["nvlink"]["efficiency"] == 1.0);
-  CHECK(o["devices"]["gpu"]["reduce_gbps"] == 3.0);
+  CHECK(o["devices"]["gpu"]["reduce_gbps"] == 3.0);  // no reducing ring step: the local reduce rate
   CHECK(o["devices"]["cpu"]["memory_gbps"] == 9.0);
+  // A reducing ring step at 3 GB/s with copies at 4.5: 1/3 = 1/4.5 + 1/R gives R = 9 GB/s.
+  r.concurrent_reduce.fit.gbps = 3.0;
+  const nlohmann::json o2 = make_overlay(r, BackendKind::kCpu, DataType::kFloat32);
+  CHECK(o2["devices"]["gpu"]["reduce_gbps"].get<double>() == doctest::Approx(9.0));
   CostModel m = CostModel::defaults(BackendProfile::kCpu);
-  m.apply_overlay(o, "overlay");
+  m.apply_overlay(o2, "overlay");
   CHECK(m.transfer_cap_gbps == 4.5);
-  CHECK(m.reduce_for(NodeKind::kGpu) == 3.0);
+  CHECK(m.reduce_for(NodeKind::kGpu) == doctest::Approx(9.0));
 }
 
 TEST_CASE("calibration.overlay_gpu_backend_alpha_per_kind") {
@@ -133,18 +137,23 @@ TEST_CASE("calibration.overlay_gpu_backend_alpha_per_kind") {
 TEST_CASE("calibration.microbenchmark_plans") {
   const Topology topo = load_topology("uniform:4");
   const auto gpus = topo.gpus_of_machine(0);
-  const Plan copy = copy_plan(topo, gpus[0], gpus[2], 100);
+  const Plan copy = copy_plan(topo, gpus, gpus[0], gpus[2], 100);
   CHECK(copy.ops.size() == 1);
-  CHECK(copy.ranks() == 2);
-  CHECK(copy.devices[1].name == "gpu2");
+  CHECK(copy.ranks() == 4);
+  CHECK(copy.ops[0].dst == Location{2, 1, 0, 100});
+  // A CPU socket joins as a helper and receives into its buffer 0.
+  const Plan to_cpu = copy_plan(topo, gpus, gpus[0], topo.find_node("cpu0"), 100);
+  CHECK(to_cpu.devices.size() == 5);
+  CHECK(!to_cpu.devices[4].participant);
+  CHECK(to_cpu.ops[0].dst == Location{4, 0, 0, 100});
   const Plan ring = ring_step_plan(topo, gpus, 10);
   CHECK(ring.ops.size() == 4);
   CHECK(ring.ops[3].dst.device == 0);
-  const Plan chain = chain_plan(topo, gpus[0], gpus[1], 6);
+  const Plan chain = chain_plan(topo, gpus, gpus[0], gpus[1], 6);
   CHECK(chain.ops.size() == 6);
   CHECK(chain.ops[5].deps == std::vector<int>{4});
   // A chain of k dependent ops costs k transfers in the model.
   CostModel model = CostModel::defaults(BackendProfile::kCpu);
-  const double one = simulate(chain_plan(topo, gpus[0], gpus[1], 1), topo, model, 4).time_us;
+  const double one = simulate(chain_plan(topo, gpus, gpus[0], gpus[1], 1), topo, model, 4).time_us;
   CHECK(simulate(chain, topo, model, 4).time_us == doctest::Approx(6 * one).epsilon(1e-3));
 }

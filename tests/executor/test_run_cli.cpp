@@ -1,0 +1,143 @@
+// `artune run` on the cpu backend, end to end through the built binary:
+// the table, JSON, exit codes (0 ok, 1 wrong results, 2 bad input).
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result artune_run(const std::string& args, const std::string& env = "") {
+  const char* bin = std::getenv("ARTUNE_BIN");
+  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set (run through meson test)");
+  const std::string command = "env " + env + " timeout -s KILL 120 " + bin + " run " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) r.out += buf.data();
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::vector<std::vector<std::string>> rows(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    if (w.size() == 8) out.push_back(w);
+  }
+  return out;
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("run_cli.table") {
+  const Result r = artune_run("-t uniform:4 -s xring -b 1K -e 4K -f 2 -n 2 -w 1 -d int32 -o min");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(contains(r.out, "size"));
+  for (const char* column : {"count", "type", "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong"}) {
+    CHECK(contains(r.out, column));
+  }
+  const auto table = rows(r.out);
+  REQUIRE(table.size() == 3);
+  CHECK(table[0][0] == "1024");
+  CHECK(table[0][1] == "256");
+  CHECK(table[2][0] == "4096");
+  for (const auto& row : table) {
+    CHECK(row[2] == "int32");
+    CHECK(row[3] == "min");
+    CHECK(row[7] == "0");
+  }
+  CHECK(contains(r.out, "# Avg bus bandwidth : "));
+  CHECK(contains(r.out, "# Out of bounds values : 0 OK"));
+}
+
+TEST_CASE("run_cli.json") {
+  const Result r = artune_run("-t dgx1-v100 -s 2d -b 64K -e 256K -f 4 -n 3 -w 1 -d half -o avg --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["backend"] == "cpu");
+  CHECK(doc["ranks"] == 8);
+  CHECK(doc["wrong"] == 0);
+  REQUIRE(doc["rows"].size() == 2);
+  for (const auto& row : doc["rows"]) {
+    CHECK(row["type"] == "half");
+    CHECK(row["redop"] == "avg");
+    CHECK(row["wrong"] == 0);
+    CHECK(row["busbw_gbps"].get<double>() == doctest::Approx(row["algbw_gbps"].get<double>() * 1.75));
+  }
+}
+
+TEST_CASE("run_cli.pipelined_permuted_and_unchecked") {
+  Result r = artune_run("-t dgx1-v100 -s xring -b 1M -e 1M -n 2 -w 1 --segments 4 --gpu-perm 0,3,2,1,5,6,7,4");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(rows(r.out).size() == 1);
+  r = artune_run("-t uniform:2x4 -s nccl/rechd -b 8K -e 8K -n 1 -w 0 -c 0");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  REQUIRE(rows(r.out).size() == 1);
+  CHECK(rows(r.out)[0][7] == "N/A");
+}
+
+TEST_CASE("run_cli.wrong_results_exit_1") {
+  // Runs 1-3 are warm-up and timing (-w 1 -n 2); run 4 is the check, where rank 1's input is corrupted.
+  const Result r = artune_run("-t uniform:4 -s rechd -b 4K -e 4K -n 2 -w 1", "ARTUNE_TEST_FAULT=flip:rank1:iter4");
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(contains(r.out, "# Out of bounds values : 4 FAILED"));
+  CHECK(contains(r.out, "artune: run: 4 wrong elements"));
+}
+
+TEST_CASE("run_cli.bad_input_exit_2") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-d float17", "-d/--datatype"},
+      {"-o mean2", "-o/--op"},
+      {"--backend gpu", "--backend"},
+      {"-s xrng", "xrng"},
+      {"-t uniform:0", "uniform:0"},
+      {"-n -1", "-n/--iters"},
+      {"-b 1M -e 1K", "-b"},
+      {"--timeout 0", "--timeout"},
+      {"--segments 0", "--segments"},
+      {"--gpu-perm 0,x", "--gpu-perm"},
+  };
+  for (const auto& [args, mention] : cases) {
+    const Result r = artune_run((contains(args, "-t ") ? "" : "-t uniform:4 ") + args);
+    INFO(args << ": " << r.out);
+    CHECK(r.status == 2);
+    CHECK(contains(r.out, mention));
+  }
+}
+
+TEST_CASE("run_cli.gpu_backends_without_gpu") {
+  // Either not built here or built without a usable GPU: a clear message, exit 2, never a crash.
+  for (const char* backend : {"cuda"}) {
+    const Result r = artune_run(std::string("-t uniform:2 -b 1K -e 1K --backend ") + backend);
+    INFO(r.out);
+    if (r.status == 0) continue;  // a machine with a GPU runs it for real
+    CHECK(r.status == 2);
+    CHECK((contains(r.out, "not built") || contains(r.out, "no CUDA device available")));
+  }
+}
