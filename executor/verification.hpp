@@ -16,7 +16,8 @@
 //    partial product can overflow float16 (max 65504).
 //  * avg: a base b ∈ {2, 3} per element plus zero-sum perturbations in {-1, 0, 1}
 //    (rank r and its mirror R-1-r get +s and -s), so every value is in 1..4,
-//    the sum is exactly R·b and the average exactly b. Integer avg is exact
+//    the sum is exactly R·b and the average exactly b. Partial sums stay ≤ 4R,
+//    exact in bfloat16 for R ≤ 64 and in float16 for R ≤ 512. Integer avg is exact
 //    too. Floating-point avg is compared with a tolerance of a few units in the
 //    last place because a backend may multiply by a rounded 1/R instead of
 //    dividing (NCCL's ncclAvg premultiplies), which is off by up to ~2 ulps.

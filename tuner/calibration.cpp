@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -311,6 +313,131 @@ nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, 
   return overlay;
 }
 
+namespace {
+
+/// One refinable model parameter, fitted as log(value + offset).
+struct Param {
+  std::string name;
+  std::function<double(const CostModel&)> get;
+  std::function<void(CostModel&, double)> set;
+  double offset = 0;   ///< keeps zero-able parameters (overheads) in the log domain
+  double max = 1e12;   ///< upper bound (efficiencies ≤ 1)
+};
+
+std::vector<Param> refine_params(const CostModel& start, BackendKind backend, const Topology& topo,
+                                 const std::vector<TrainingRun>& runs) {
+  std::vector<Param> p;
+  p.push_back({"op_overhead_us", [](const CostModel& m) { return m.op_overhead_us; },
+               [](CostModel& m, double v) { m.op_overhead_us = v; }, 0.05});
+  auto both = [](std::map<NodeKind, double> CostModel::*field) {
+    return [field](CostModel& m, double v) {
+      (m.*field)[NodeKind::kGpu] = v;
+      (m.*field)[NodeKind::kCpu] = v;
+    };
+  };
+  if (host_backend(backend)) {
+    p.push_back({"transfer_cap_gbps", [](const CostModel& m) { return m.transfer_cap_gbps; },
+                 [](CostModel& m, double v) { m.transfer_cap_gbps = v; }, 0});
+    p.push_back({"reduce_gbps", [](const CostModel& m) { return m.reduce_for(NodeKind::kGpu); },
+                 both(&CostModel::reduce_gbps), 0});
+    p.push_back({"memory_gbps", [](const CostModel& m) { return m.memory_for(NodeKind::kGpu); },
+                 both(&CostModel::memory_gbps), 0});
+  } else {
+    p.push_back({"reduce_gbps", [](const CostModel& m) { return m.reduce_for(NodeKind::kGpu); },
+                 [](CostModel& m, double v) { m.reduce_gbps[NodeKind::kGpu] = v; }, 0});
+    std::set<LinkKind> kinds;
+    for (const auto& run : runs) {
+      for (const auto& op : run.plan.ops) {
+        if (!is_transfer(op)) continue;
+        const int a = run.plan.devices[static_cast<std::size_t>(op.src.device)].node;
+        const int b = run.plan.devices[static_cast<std::size_t>(op.dst.device)].node;
+        for (int l : topo.route(a, b).links) kinds.insert(topo.links()[static_cast<std::size_t>(l)].kind);
+      }
+    }
+    for (LinkKind k : kinds) {
+      p.push_back({fmt::format("links.{}.efficiency", to_string(k)),
+                   [k](const CostModel& m) { return m.link_for(k).efficiency; },
+                   [k](CostModel& m, double v) { m.link[k].efficiency = v; }, 0, 1.0});
+    }
+  }
+  (void)start;
+  return p;
+}
+
+}  // namespace
+
+RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                          BackendKind backend, std::size_t element_bytes) {
+  if (runs.empty()) throw InvalidInput("refine: no whole-plan runs to fit");
+  const std::vector<Param> params = refine_params(start, backend, topo, runs);
+  const auto np = static_cast<Eigen::Index>(params.size());
+  const auto nr = static_cast<Eigen::Index>(runs.size());
+  auto model_at = [&](const Eigen::VectorXd& theta) {
+    CostModel m = start;
+    for (Eigen::Index k = 0; k < np; ++k) {
+      const auto& p = params[static_cast<std::size_t>(k)];
+      p.set(m, std::clamp(std::exp(theta(k)) - p.offset, 0.0, p.max));
+    }
+    return m;
+  };
+  auto residuals = [&](const Eigen::VectorXd& theta) {
+    const CostModel m = model_at(theta);
+    Eigen::VectorXd r(nr);
+    for (Eigen::Index i = 0; i < nr; ++i) {
+      const auto& run = runs[static_cast<std::size_t>(i)];
+      r(i) = (simulate(run.plan, topo, m, element_bytes).time_us - run.measured_us) / run.measured_us;
+    }
+    return r;
+  };
+  Eigen::VectorXd theta(np);
+  for (Eigen::Index k = 0; k < np; ++k) {
+    const auto& p = params[static_cast<std::size_t>(k)];
+    theta(k) = std::log(std::max(p.get(start), 1e-9) + p.offset);
+  }
+  RefineResult out;
+  Eigen::VectorXd r = residuals(theta);
+  double cost = r.squaredNorm();
+  out.rms_rel_before = std::sqrt(cost / static_cast<double>(nr));
+  double lambda = 1e-2;
+  constexpr double kStep = 1e-3;
+  for (int it = 0; it < 50; ++it) {
+    Eigen::MatrixXd jac(nr, np);
+    for (Eigen::Index k = 0; k < np; ++k) {
+      Eigen::VectorXd t = theta;
+      t(k) += kStep;
+      jac.col(k) = (residuals(t) - r) / kStep;
+    }
+    const Eigen::MatrixXd a = jac.transpose() * jac;
+    const Eigen::VectorXd g = jac.transpose() * r;
+    bool accepted = false;
+    while (lambda < 1e10) {
+      Eigen::MatrixXd damped = a;
+      for (Eigen::Index k = 0; k < np; ++k) damped(k, k) += lambda * std::max(a(k, k), 1e-12);
+      Eigen::VectorXd delta = damped.ldlt().solve(-g);
+      for (Eigen::Index k = 0; k < np; ++k) delta(k) = std::clamp(delta(k), -1.0, 1.0);  // at most ×e per step
+      const Eigen::VectorXd trial = theta + delta;
+      const Eigen::VectorXd rt = residuals(trial);
+      const double c = rt.squaredNorm();
+      if (c < cost) {
+        const double gain = (cost - c) / std::max(cost, 1e-300);
+        theta = trial;
+        r = rt;
+        cost = c;
+        lambda = std::max(lambda / 3, 1e-7);
+        accepted = gain > 1e-7;
+        break;
+      }
+      lambda *= 4;
+    }
+    out.iterations = it + 1;
+    if (!accepted) break;
+  }
+  out.model = model_at(theta);
+  out.rms_rel_after = std::sqrt(cost / static_cast<double>(nr));
+  for (const auto& p : params) out.parameters.push_back(fmt::format("{}: {:.4g} -> {:.4g}", p.name, p.get(start), p.get(out.model)));
+  return out;
+}
+
 CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& options) {
   CalibrationResult result;
   result.topology = topo.name();
@@ -418,42 +545,78 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   result.model = CostModel::defaults(profile_for(options.backend));
   result.model.apply_overlay(result.overlay, "calibration");
 
-  if (options.validate) {
-    // Validation: the first (basic) candidate of every family, at several sizes.
-    CandidateOptions co;
-    co.max_cycles = 1;
-    co.segments = {1};
-    co.max_subchunks = 1;
+  result.micro_overlay = result.overlay;
+  const CostModel micro = result.model;
+
+  // Whole-plan runs: the first (basic) candidate of every family.
+  CandidateOptions co;
+  co.max_cycles = 1;
+  co.segments = {1};
+  co.max_subchunks = 1;
+  std::vector<Candidate> picks;
+  {
     const CandidateSet set = generate_candidates(topo, co);
-    std::vector<Candidate> picks;
     std::set<std::string> families;
     for (const auto& c : set.candidates) {
       if (families.insert(c.family).second) picks.push_back(c);
     }
+  }
+  auto run_family = [&](const Candidate& cand, std::uint64_t bytes, const char* what) -> std::optional<std::pair<Plan, Measurement>> {
+    if (options.progress) options.progress(done, steps, fmt::format("{} {} at {}", what, cand.label(), format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    Plan plan;
+    try {
+      plan = build_candidate(topo, cand, count, ReduceOp::kSum);
+    } catch (const InvalidInput&) {
+      return std::nullopt;
+    }
+    Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup, std::max(3, options.iterations));
+    return std::make_pair(std::move(plan), m);
+  };
+  std::int64_t training_wrong = 0;
+  if (options.refine) {
+    std::vector<std::uint64_t> tsizes = options.training_sizes;
+    if (tsizes.empty()) {
+      // Geometric midpoints of the validation sizes: the fit never sees a validated size.
+      const auto v = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
+      for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+        const auto mid = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(v[i]) * static_cast<double>(v[i + 1])));
+        if (mid / esize * esize > v[i]) tsizes.push_back(mid / esize * esize);
+      }
+    }
+    std::vector<TrainingRun> runs;
+    for (const auto& cand : picks) {
+      for (auto bytes : tsizes) {
+        auto r = run_family(cand, bytes, "training");
+        if (!r) continue;
+        training_wrong += r->second.wrong;
+        if (r->second.figures.time_us > 0) runs.push_back({std::move(r->first), cand.label(), r->second.figures.time_us});
+      }
+    }
+    if (!runs.empty()) {
+      result.refined = refine_model(topo, result.model, runs, options.backend, esize);
+      result.model = result.refined->model;
+      result.overlay = result.model.to_json();
+    }
+  }
+
+  if (options.validate) {
     const auto vsizes = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
     const CostModel defaults = CostModel::defaults(profile_for(options.backend));
     for (const auto& cand : picks) {
       for (auto bytes : vsizes) {
-        if (options.progress) {
-          options.progress(done, steps, fmt::format("validating {} at {}", cand.label(), format_size(bytes)));
-        }
-        const auto count = count_of(bytes, esize);
-        Plan plan;
-        try {
-          plan = build_candidate(topo, cand, count, ReduceOp::kSum);
-        } catch (const InvalidInput&) {
-          continue;
-        }
+        auto r = run_family(cand, bytes, "validating");
+        if (!r) continue;
+        const Plan& plan = r->first;
         ValidationRow row;
         row.label = cand.label();
         row.family = cand.family;
-        row.bytes = static_cast<std::uint64_t>(count) * esize;
+        row.bytes = static_cast<std::uint64_t>(plan.count) * esize;
         row.default_us = simulate(plan, topo, defaults, esize).time_us;
+        row.micro_us = simulate(plan, topo, micro, esize).time_us;
         row.predicted_us = simulate(plan, topo, result.model, esize).time_us;
-        const Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup,
-                                           std::max(3, options.iterations));
-        row.measured_us = m.figures.time_us;
-        row.wrong = m.wrong;
+        row.measured_us = r->second.figures.time_us;
+        row.wrong = r->second.wrong;
         row.error_pct = row.measured_us > 0 ? 100.0 * (row.predicted_us - row.measured_us) / row.measured_us : 0.0;
         result.validation.push_back(std::move(row));
       }
@@ -461,7 +624,16 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     result.mape_all = mape(result.validation, 0, false);
     result.mape_64k = mape(result.validation, 64 * 1024, false);
     result.mape_default_64k = mape(result.validation, 64 * 1024, true);
+    double sum = 0;
+    int n = 0;
+    for (const auto& row : result.validation) {
+      if (row.bytes < 64 * 1024 || !(row.measured_us > 0)) continue;
+      sum += std::abs(row.micro_us - row.measured_us) / row.measured_us;
+      ++n;
+    }
+    result.mape_micro_64k = n ? sum / n : 0.0;
   }
+  result.training_wrong = training_wrong;
   if (options.progress) options.progress(steps, steps, "calibration done");
   return result;
 }
@@ -492,17 +664,25 @@ std::string CalibrationResult::summary() const {
   for (const auto& r : reduce) fit_lines(std::string(to_string(r.type)), r.samples, r.fit, "");
   out << fmt::format("## per-op cost: {:.2f} us per dependent op, overhead {:.2f} us after route latency\n", op_time_us,
                      op_overhead_us);
-  out << "## overlay\n" << overlay.dump() << "\n";
+  out << "## overlay from the microbenchmark fits\n" << micro_overlay.dump() << "\n";
+  if (refined) {
+    out << fmt::format("## refined against whole-plan runs (Levenberg-Marquardt, {} iterations): RMS relative error "
+                       "{:.1f}% -> {:.1f}%\n",
+                       refined->iterations, 100 * refined->rms_rel_before, 100 * refined->rms_rel_after);
+    for (const auto& p : refined->parameters) out << "    " << p << "\n";
+  }
   if (!validation.empty()) {
-    out << "## validation: predicted (calibrated) vs measured, per family and size\n";
-    out << fmt::format("{:<34} {:>9} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "plan", "size", "default(us)", "predicted",
-                       "measured", "error", "#wrong");
+    out << "## validation: predicted (calibrated) vs measured, per family and size (sizes not used for fitting)\n";
+    out << fmt::format("{:<24} {:>9} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "plan", "size", "default(us)",
+                       "micro(us)", "predicted", "measured", "error", "#wrong");
     for (const auto& r : validation) {
-      out << fmt::format("{:<34} {:>9} {:>12.1f} {:>12.1f} {:>12.1f} {:>+7.1f}% {:>6}\n", r.label, format_size(r.bytes),
-                         r.default_us, r.predicted_us, r.measured_us, r.error_pct, r.wrong);
+      out << fmt::format("{:<24} {:>9} {:>12.1f} {:>12.1f} {:>12.1f} {:>12.1f} {:>+7.1f}% {:>6}\n", r.label,
+                         format_size(r.bytes), r.default_us, r.micro_us, r.predicted_us, r.measured_us, r.error_pct,
+                         r.wrong);
     }
-    out << fmt::format("MAPE: {:.1f}% over all rows, {:.1f}% for sizes >= 64K (uncalibrated defaults: {:.1f}%)\n",
-                       100 * mape_all, 100 * mape_64k, 100 * mape_default_64k);
+    out << fmt::format("MAPE: {:.1f}% over all rows, {:.1f}% for sizes >= 64K (uncalibrated defaults: {:.1f}%, "
+                       "microbenchmark fit alone: {:.1f}%)\n",
+                       100 * mape_all, 100 * mape_64k, 100 * mape_default_64k, 100 * mape_micro_64k);
   }
   return out.str();
 }
@@ -520,6 +700,7 @@ nlohmann::json CalibrationResult::to_json() const {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : validation) {
     rows.push_back({{"plan", r.label}, {"family", r.family}, {"bytes", r.bytes}, {"default_us", r.default_us},
+                    {"micro_us", r.micro_us},
                     {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}, {"error_pct", r.error_pct},
                     {"wrong", r.wrong}});
   }
@@ -533,6 +714,13 @@ nlohmann::json CalibrationResult::to_json() const {
           {"op_time_us", op_time_us},
           {"op_overhead_us", op_overhead_us},
           {"overlay", overlay},
+          {"micro_overlay", micro_overlay},
+          {"refined", refined ? nlohmann::json{{"rms_rel_before", refined->rms_rel_before},
+                                               {"rms_rel_after", refined->rms_rel_after},
+                                               {"iterations", refined->iterations},
+                                               {"parameters", refined->parameters}}
+                              : nlohmann::json()},
+          {"mape_micro_64k", mape_micro_64k},
           {"validation", rows},
           {"mape_all", mape_all},
           {"mape_64k", mape_64k},

@@ -29,7 +29,7 @@ struct CalibrationOptions {
   std::vector<std::uint64_t> sizes;                   ///< microbenchmark sizes in bytes (empty = 4K…16M, ×4)
   std::vector<DataType> reduce_types;                 ///< reduction throughput per type (empty = float, double, half, int32)
   std::vector<std::uint64_t> validation_sizes;        ///< empty = 4K…16M, ×4
-  std::vector<std::uint64_t> training_sizes;          ///< refinement runs (empty = 8K…8M, ×4: between the validation sizes)
+  std::vector<std::uint64_t> training_sizes;          ///< refinement runs (empty = geometric midpoints of the validation sizes)
   bool refine = true;                                 ///< refine the fit against whole-plan runs (see refine_model)
   bool validate = true;
   int warmup = 2;
@@ -80,9 +80,6 @@ struct RefineResult {
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 
-/// The model's rates and overheads as an overlay (what calibrate writes).
-nlohmann::json overlay_of(const CostModel& model, BackendKind backend);
-
 /// Predicted vs measured for one validation run.
 struct ValidationRow {
   std::string label;
@@ -113,6 +110,7 @@ struct CalibrationResult {
   nlohmann::json overlay;              ///< the CostModel overlay written by calibrate (refined when refine is on)
   CostModel model;                     ///< defaults for the profile with the overlay applied
   std::optional<RefineResult> refined; ///< refinement against whole-plan runs
+  std::int64_t training_wrong = 0;     ///< #wrong summed over the refinement runs (must be 0)
   std::vector<ValidationRow> validation;
   double mape_all = 0;                 ///< fraction, every validation row
   double mape_64k = 0;                 ///< fraction, rows ≥ 64 KiB

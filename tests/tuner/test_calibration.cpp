@@ -11,6 +11,7 @@
 #include "topology/io.hpp"
 #include "tuner/calibration.hpp"
 #include "tuner/fit.hpp"
+#include "tuner/candidates.hpp"
 
 using namespace artune;
 
@@ -156,4 +157,37 @@ TEST_CASE("calibration.microbenchmark_plans") {
   CostModel model = CostModel::defaults(BackendProfile::kCpu);
   const double one = simulate(chain_plan(topo, gpus, gpus[0], gpus[1], 1), topo, model, 4).time_us;
   CHECK(simulate(chain, topo, model, 4).time_us == doctest::Approx(6 * one).epsilon(1e-3));
+}
+
+TEST_CASE("calibration.refine_recovers_whole_plan_model") {
+  // Whole-plan "measurements" simulated with a known host model; refinement from a perturbed start recovers it.
+  const Topology topo = load_topology("uniform:4");
+  CostModel truth = CostModel::defaults(BackendProfile::kCpu);
+  truth.op_overhead_us = 4.0;
+  truth.transfer_cap_gbps = 6.0;
+  truth.reduce_gbps[NodeKind::kGpu] = truth.reduce_gbps[NodeKind::kCpu] = 9.0;
+  truth.memory_gbps[NodeKind::kGpu] = truth.memory_gbps[NodeKind::kCpu] = 12.0;
+  std::vector<TrainingRun> runs;
+  for (const char* spec : {"xring", "rechd", "mring#2", "tree"}) {
+    for (std::int64_t count : {2048, 65536, 1 << 20}) {
+      TrainingRun run;
+      // sum: an avg's final scale would trade its copy rate against the reduce rate (not identifiable).
+      run.plan = build_candidate(topo, Candidate{"x", spec, {}, {}, 1}, count, ReduceOp::kSum);
+      run.label = spec;
+      run.measured_us = simulate(run.plan, topo, truth, 4).time_us;
+      runs.push_back(std::move(run));
+    }
+  }
+  CostModel start = truth;
+  start.op_overhead_us = 1.0;
+  start.transfer_cap_gbps = 10.0;
+  start.reduce_gbps[NodeKind::kGpu] = start.reduce_gbps[NodeKind::kCpu] = 4.0;
+  start.memory_gbps[NodeKind::kGpu] = start.memory_gbps[NodeKind::kCpu] = 20.0;
+  const RefineResult r = refine_model(topo, start, runs, BackendKind::kCpu, 4);
+  CHECK(r.rms_rel_before > 0.1);
+  CHECK(r.rms_rel_after < 1e-3);
+  CHECK(r.model.op_overhead_us == doctest::Approx(4.0).epsilon(0.01));
+  CHECK(r.model.transfer_cap_gbps == doctest::Approx(6.0).epsilon(0.01));
+  CHECK(r.model.reduce_for(NodeKind::kGpu) == doctest::Approx(9.0).epsilon(0.01));
+  CHECK(r.parameters.size() == 4);
 }
