@@ -17,6 +17,7 @@
 #include "algorithms/families.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "core/sizes.hpp"
 
 namespace artune {
 
@@ -47,6 +48,10 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
     s.nodes = topo.gpus();
     if (s.nodes.empty()) throw InvalidInput(fmt::format("topology '{}' has no GPUs to take part", topo.name()));
   } else {
+    if (options.participants.size() > kMaxPlanRanks) {
+      throw InvalidInput(fmt::format("--participants: {} ranks is more than artune's limit of {} ranks per plan",
+                                     options.participants.size(), kMaxPlanRanks));
+    }
     for (std::size_t i = 0; i < options.participants.size(); ++i) {
       const int node = options.participants[i];
       if (node < 0 || node >= static_cast<int>(nodes.size())) {
@@ -62,6 +67,11 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
       }
       s.nodes.push_back(node);
     }
+  }
+  if (s.nodes.size() > kMaxPlanRanks) {
+    throw InvalidInput(fmt::format("topology '{}': a plan over its {} GPUs would have more than artune's limit of {} "
+                                   "ranks per plan (give --participants, or a smaller topology)",
+                                   topo.name(), s.nodes.size(), kMaxPlanRanks));
   }
   std::map<int, int> worker_of_machine;
   std::vector<int> machines;
@@ -86,6 +96,24 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
 }
 
 int ranks(const Setup& s) { return static_cast<int>(s.nodes.size()); }
+
+// Ops of a ring all-reduce over n members whose region is cut into `chunks` pieces (subchunks ×
+// n, or rings × n): every non-empty piece crosses 2(n−1) ring edges (reduce-scatter, then
+// all-gather). Pieces beyond `count` are empty and emit nothing.
+std::uint64_t ring_ops(std::int64_t n, std::int64_t chunks, std::int64_t count) {
+  if (n < 2) return 0;
+  return 2 * static_cast<std::uint64_t>(n - 1) * static_cast<std::uint64_t>(std::min(chunks, count));
+}
+
+// Refuses a plan whose op count (computed in closed form before anything is emitted) is beyond
+// kMaxPlanOps: the quadratic families would otherwise spend minutes and gigabytes before the
+// emitter's own limit stops them.
+void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops) {
+  if (ops <= kMaxPlanOps) return;
+  throw InvalidInput(fmt::format("--spec {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
+                                 "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)",
+                                 token_text(token), ranks(s), ops, kMaxPlanOps));
+}
 
 // The local ring order: --gpu-perm, or identity; must be a permutation of 0..G−1.
 std::vector<int> local_order(const Setup& s, const AlgToken& token) {
@@ -315,7 +343,10 @@ void emit_flat(Emitter& e, const Setup& s, const AlgToken& token) {
   const std::int64_t count = s.options.count;
   const std::string& name = token.name;
   if (name == "xring") {
-    detail::emit_ring(e, slots, count, ring_params(token, s.workers, local_order(s, token)), s.scale_by);
+    const detail::RingParams params = ring_params(token, s.workers, local_order(s, token));
+    const auto subchunks = static_cast<std::int64_t>(params.orders.size());
+    require_plan_size(s, token, ring_ops(ranks(s), subchunks * ranks(s), count));
+    detail::emit_ring(e, slots, count, params, s.scale_by);
   } else if (name == "rechd") {
     detail::emit_rechd(e, ordered_slots(s, token), count, s.scale_by);
   } else if (name == "pscpu" || name == "psgpu" || name == "shuffle") {
@@ -325,11 +356,19 @@ void emit_flat(Emitter& e, const Setup& s, const AlgToken& token) {
   } else if (name == "nccl") {
     detail::emit_nccl(e, slots, count, s.scale_by);
   } else if (name == "mring") {
-    detail::emit_multiring(e, slots, count, multiring_params(s, token), s.scale_by);
+    const detail::MultiRingParams params = multiring_params(s, token);
+    const auto rings = static_cast<std::int64_t>(params.rings.size());
+    require_plan_size(s, token, ring_ops(ranks(s), rings * ranks(s), count));
+    detail::emit_multiring(e, slots, count, params, s.scale_by);
   } else if (name == "tree") {
     detail::emit_tree(e, ordered_slots(s, token), count, s.scale_by);
   } else if (name == "2d") {
     detail::TwoDParams p{s.workers, local_order(s, token)};
+    // A ring in every machine (reduce-scatter and all-gather) plus one ring across machines per local GPU.
+    const auto machines = static_cast<std::int64_t>(s.workers.size());
+    const auto gpus = static_cast<std::int64_t>(p.local_order.size());
+    require_plan_size(s, token, static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) +
+                                    ring_ops(machines, gpus * machines, count));
     detail::emit_two_d(e, slots, count, p, s.scale_by);
   } else {
     throw InvalidInput(fmt::format("{}: unknown algorithm", token_text(token)));
@@ -403,13 +442,48 @@ void emit_hybrid(Emitter& e, const Setup& s, const SpecRange& range) {
   }
 }
 
+// --gpu-perm applies to xring, 2d, rechd and tree; any family checks it, so that a mistyped
+// permutation fails the same way whatever the spec (and a decision table cannot hide one).
+void validate_gpu_perm(const Setup& s) {
+  if (s.options.gpu_perm.empty()) return;
+  if (s.per_worker < 0) {
+    throw InvalidInput("--gpu-perm: the machines hold different numbers of participants, so no one local order "
+                       "applies to all of them");
+  }
+  local_order(s, AlgToken{"gpu-perm", -1});
+}
+
+// Gather shards hold data and reduce it: GPUs and CPU sockets can, switches and NICs cannot.
+void validate_gather(const Setup& s) {
+  const auto& nodes = s.topo.nodes();
+  for (std::size_t i = 0; i < s.options.gather.size(); ++i) {
+    const int node = s.options.gather[i];
+    if (node < 0 || node >= static_cast<int>(nodes.size())) {
+      throw InvalidInput(fmt::format("--gather: topology '{}' has no node {}", s.topo.name(), node));
+    }
+    const Node& n = nodes[static_cast<std::size_t>(node)];
+    if (n.kind != NodeKind::kGpu && n.kind != NodeKind::kCpu) {
+      throw InvalidInput(fmt::format("--gather: {} is a {}, not a GPU or CPU (gather shards hold and reduce data)",
+                                     n.id, to_string(n.kind)));
+    }
+  }
+}
+
 }  // namespace
 
 Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
   if (options.count < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 (got {})", options.count));
-  if (options.segments < 1) throw InvalidInput(fmt::format("--segments: must be ≥ 1 (got {})", options.segments));
+  if (static_cast<std::uint64_t>(options.count) > kMaxMessageBytes) {
+    throw InvalidInput(fmt::format("--count: {} elements per rank is more than artune's limit of {}",
+                                   options.count, kMaxMessageBytes));
+  }
+  if (options.segments < 1 || options.segments > kMaxSegments) {
+    throw InvalidInput(fmt::format("--segments: must be between 1 and {} (got {})", kMaxSegments, options.segments));
+  }
   const SpecRange& range = spec.pick(options.count);
   const Setup s = make_setup(topo, options);
+  validate_gpu_perm(s);
+  validate_gather(s);
 
   Plan plan;
   plan.spec = to_string(range);

@@ -11,14 +11,6 @@
 
 namespace artune {
 
-namespace {
-
-// Beyond this many segments per op a plan only grows without any gain (and a
-// typo such as --segments 1000000 would exhaust memory).
-constexpr int kMaxSegments = 4096;
-
-}  // namespace
-
 int Plan::ranks() const {
   int n = 0;
   for (const PlanDevice& d : devices) n += d.participant ? 1 : 0;
@@ -471,6 +463,18 @@ Plan pipeline(const Plan& plan, int segments) {
     throw InvalidInput(fmt::format("pipeline: segments must be between 1 and {} (got {})", kMaxSegments, segments));
   }
   if (segments == 1) return plan;
+  // The exact size of the result (an op splits into min(segments, count) non-empty pieces), checked
+  // before anything is allocated.
+  std::size_t total_ops = 0;
+  for (const Op& op : plan.ops) {
+    const std::int64_t pieces = splittable(op) ? std::min<std::int64_t>(segments, op_count(op)) : 1;
+    total_ops += static_cast<std::size_t>(std::max<std::int64_t>(1, pieces));
+  }
+  if (total_ops > kMaxPlanOps) {
+    throw InvalidInput(fmt::format("--segments {}: plan {} would grow from {} to {} ops, more than artune's limit of "
+                                   "{} ops per plan (use fewer segments)",
+                                   segments, plan.spec, plan.ops.size(), total_ops, kMaxPlanOps));
+  }
 
   Plan out;
   out.spec = plan.spec;

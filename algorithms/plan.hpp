@@ -9,6 +9,7 @@
 // deps always have smaller ids. An op whose src and dst lie on different
 // devices is a transfer over the route between them.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +21,18 @@
 #include "core/types.hpp"
 
 namespace artune {
+
+/// Most ops one plan may hold (after pipelining): 2^19 = 524288. Building and verifying a plan
+/// costs about ops × ranks, so this keeps every accepted plan within seconds and a few hundred MB
+/// (a ring over 512 GPUs has 523264 ops; a 2d plan over 1024 GPUs 274432). Builders and pipeline()
+/// refuse larger plans up front with InvalidInput instead of exhausting time and memory.
+inline constexpr std::size_t kMaxPlanOps = std::size_t{1} << 19;
+/// Most participants (ranks) one plan may have: 8192. The static verifier tracks which ranks'
+/// inputs every region holds, so its memory grows with ranks²: a tree over 8192 GPUs verifies in
+/// about 1.5 s and 600 MB, over 16384 in 5 s and 2 GB, over 65536 (the largest topology) not at all.
+inline constexpr std::size_t kMaxPlanRanks = 8192;
+/// Most segments pipeline() splits an op into: beyond it a plan only grows without any gain.
+inline constexpr int kMaxSegments = 4096;
 
 /// What an op does.
 enum class OpKind {
@@ -104,7 +117,8 @@ nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& doc, std::string_view source);
 
 /// Splits every op into `segments` pieces with per-segment dependencies so that
-/// successive segments of a chain of transfers overlap (1 ≤ segments ≤ 4096).
+/// successive segments of a chain of transfers overlap (1 ≤ segments ≤ kMaxSegments; InvalidInput
+/// before any work when the result would exceed kMaxPlanOps).
 /// Pieces are even_piece()s of the op's region (empty ones dropped); segment j of
 /// an op follows segment j-1 of the same op and, for each dep, the latest of that
 /// dep's segments overlapping it in memory (its last segment when none overlaps).

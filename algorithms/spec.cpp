@@ -49,6 +49,18 @@ constexpr std::array<std::pair<const char*, const char*>, 7> kHybrids{{
 
 // `#n` beyond this is certainly a typo and would only overflow sizes downstream.
 constexpr int kMaxArg = 1 << 16;
+// Specs longer than this are not typed by anyone (a hundred ranges fit); errors quote at most
+// kQuoteChars of them so that the reason stays on a readable line.
+constexpr std::size_t kMaxSpecChars = 1024;
+constexpr std::size_t kQuoteChars = 80;
+
+// `text` for an error message, cut after kQuoteChars characters.
+std::string quoted(std::string_view text) {
+  if (text.size() <= kQuoteChars) return std::string(text);
+  std::size_t cut = kQuoteChars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+  return fmt::format("{}… ({} characters)", text.substr(0, cut), text.size());
+}
 
 const AlgInfo* find_alg(std::string_view name) {
   for (const AlgInfo& a : kAlgorithms) {
@@ -81,31 +93,31 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   [[noreturn]] void fail(const std::string& reason) const {
-    throw InvalidInput(fmt::format("--spec '{}': {}", text_, reason));
+    throw InvalidInput(fmt::format("--spec '{}': {}", quoted(text_), reason));
   }
 
   AlgToken token(std::string_view tok) const {
     if (tok.empty()) fail("empty algorithm name");
     const std::size_t hash = tok.find('#');
     std::string_view name = tok.substr(0, hash);
-    if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", tok));
+    if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", quoted(tok)));
     if (name == "ring") name = "xring";
     const AlgInfo* info = find_alg(name);
     if (info == nullptr) {
-      fail(fmt::format("unknown algorithm '{}' (known: {})", tok.substr(0, hash), known_names()));
+      fail(fmt::format("unknown algorithm '{}' (known: {})", quoted(tok.substr(0, hash)), known_names()));
     }
     AlgToken out;
     out.name = info->name;
     if (hash == std::string_view::npos) return out;
     const std::string_view arg = tok.substr(hash + 1);
-    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", tok, info->name));
+    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", quoted(tok), info->name));
     if (arg.empty() || arg.size() > 9 ||
         !std::all_of(arg.begin(), arg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      fail(fmt::format("'{}': #n must be a positive whole number", tok));
+      fail(fmt::format("'{}': #n must be a positive whole number", quoted(tok)));
     }
     const long n = std::stol(std::string(arg));
-    if (n < 1) fail(fmt::format("'{}': #n must be ≥ 1", tok));
-    if (n > kMaxArg) fail(fmt::format("'{}': #n must be ≤ {}", tok, kMaxArg));
+    if (n < 1) fail(fmt::format("'{}': #n must be ≥ 1", quoted(tok)));
+    if (n > kMaxArg) fail(fmt::format("'{}': #n must be ≤ {}", quoted(tok), kMaxArg));
     out.arg = static_cast<int>(n);
     return out;
   }
@@ -119,18 +131,18 @@ class Parser {
       return r;
     }
     if (part.find('/', slash + 1) != std::string_view::npos) {
-      fail(fmt::format("'{}': at most two levels (intra/inter machine)", part));
+      fail(fmt::format("'{}': at most two levels (intra/inter machine)", quoted(part)));
     }
     const std::string_view lo = part.substr(0, slash);
     const std::string_view hi = part.substr(slash + 1);
-    if (lo.empty() || hi.empty()) fail(fmt::format("'{}': empty level around '/'", part));
+    if (lo.empty() || hi.empty()) fail(fmt::format("'{}': empty level around '/'", quoted(part)));
     r.intra = token(lo);
     r.inter = token(hi);
     const bool valid = std::any_of(kHybrids.begin(), kHybrids.end(), [&](const auto& h) {
       return r.intra.name == h.first && r.inter->name == h.second;
     });
     if (!valid) {
-      fail(fmt::format("'{}': {}/{} is not a supported hierarchy (supported: {})", part, r.intra.name,
+      fail(fmt::format("'{}': {}/{} is not a supported hierarchy (supported: {})", quoted(part), r.intra.name,
                        r.inter->name, known_hybrids()));
     }
     return r;
@@ -154,16 +166,17 @@ class Parser {
     if (scale != 1) digits.remove_suffix(1);
     if (digits.empty() || digits.size() > 15 ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      fail(fmt::format("limit '{}' is not a whole number of elements with optional K/M/G/T suffix", part));
+      fail(fmt::format("limit '{}' is not a whole number of elements with optional K/M/G/T suffix", quoted(part)));
     }
     const std::int64_t n = std::stoll(std::string(digits));
-    if (n < 1) fail(fmt::format("limit '{}' must be ≥ 1", part));
-    if (n > std::numeric_limits<std::int64_t>::max() / scale) fail(fmt::format("limit '{}' is too large", part));
+    if (n < 1) fail(fmt::format("limit '{}' must be ≥ 1", quoted(part)));
+    if (n > std::numeric_limits<std::int64_t>::max() / scale) fail(fmt::format("limit '{}' is too large", quoted(part)));
     return n * scale;
   }
 
   AllReduceSpec parse() const {
     if (text_.empty()) fail("empty spec (e.g. xring, nccl, nccl/xring, pscpu:64K:xring)");
+    if (text_.size() > kMaxSpecChars) fail(fmt::format("longer than the {} characters a spec may have", kMaxSpecChars));
     std::vector<std::string_view> parts;
     std::size_t start = 0;
     while (true) {

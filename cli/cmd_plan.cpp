@@ -43,31 +43,20 @@ struct PlanFlags {
   std::string op = "sum";
   std::string type = "float";
   bool json = false;
+  // Set when the flag was given at all, so that an explicitly empty value is an error, not the default.
+  bool has_gpu_perm = false;
+  bool has_gather = false;
+  bool has_participants = false;
 };
 
-// Comma-separated topology node ids (gpu3, cpu0, m1/gpu2, …).
-std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag) {
-  std::vector<int> out;
-  std::string_view rest = text;
-  while (true) {
-    const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    const int node = item.empty() ? -1 : topo.find_node(item);
-    if (node < 0) {
-      throw InvalidInput(fmt::format("{}: topology '{}' has no device '{}' (give node ids such as gpu0 or cpu0, "
-                                     "see `artune topo show`)", flag, topo.name(), item));
-    }
-    out.push_back(node);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
-std::int64_t parse_count(const std::string& text) {
+// Elements per rank; their bytes are held to kMaxMessageBytes like every message size.
+std::int64_t parse_count(const std::string& text, std::size_t esize, std::string_view type) {
   const std::uint64_t n = parse_size(text, "--count");
   if (n < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 element (got '{}')", text));
-  if (n > static_cast<std::uint64_t>(INT64_MAX)) throw InvalidInput(fmt::format("--count: '{}' is too large", text));
+  if (n > kMaxMessageBytes / esize) {
+    throw InvalidInput(fmt::format("--count: '{}' elements of {} is more than artune's limit of {} bytes (1P) per rank",
+                                   text, type, kMaxMessageBytes));
+  }
   return static_cast<std::int64_t>(n);
 }
 
@@ -189,12 +178,12 @@ void run_plan(const PlanFlags& f) {
   if (f.spec.empty()) throw InvalidInput("-s/--spec: missing (e.g. -s xring#2, -s nccl/xring, -s pscpu:64K:xring)");
   const AllReduceSpec spec = parse_spec(f.spec);
   BuildOptions options;
-  options.count = parse_count(f.count);
+  const DataType type = parse_data_type(f.type, "-d/--type");
+  options.count = parse_count(f.count, element_size(type), to_string(type));
   options.reduce_op = parse_reduce_op(f.op, "-o/--op");
-  parse_data_type(f.type, "-d/--type");
-  if (!f.gpu_perm.empty()) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
-  if (!f.gather.empty()) options.gather = parse_node_list(topo, f.gather, "--gather");
-  if (!f.participants.empty()) options.participants = parse_node_list(topo, f.participants, "--participants");
+  if (f.has_gpu_perm) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
+  if (f.has_gather) options.gather = parse_node_list(topo, f.gather, "--gather");
+  if (f.has_participants) options.participants = parse_node_list(topo, f.participants, "--participants");
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: must be ≥ 1 (got {})", f.segments));
   options.segments = f.segments;
   options.verify = false;  // verified below, so that a failure can be shown in full
@@ -231,16 +220,19 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, spec_help())->required();
   cmd->add_option("--count", flags->count,
-                  "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements); a range spec "
-                  "picks its range by this count")
+                  "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements; at most 1P bytes "
+                  "per rank); a range spec picks its range by this count")
       ->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm,
                   "order of the GPUs inside each machine, e.g. 0,3,2,1,5,6,7,4: the ring of xring and 2d, the pairing order of "
-                  "rechd, the rank order of tree (default identity)");
+                  "rechd, the rank order of tree (default identity)")
+      ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
   cmd->add_option("--gather", flags->gather,
-                  "gather devices for the shuffle families, comma-separated node ids such as cpu0,cpu1 or gpu2");
+                  "gather devices for the shuffle families, comma-separated node ids such as cpu0,cpu1 or gpu2")
+      ->each([flags](const std::string&) { flags->has_gather = true; });
   cmd->add_option("--participants", flags->participants,
-                  "ranks, comma-separated node ids in rank order (default: every GPU by global index)");
+                  "ranks, comma-separated node ids in rank order (default: every GPU by global index)")
+      ->each([flags](const std::string&) { flags->has_participants = true; });
   cmd->add_option("--segments", flags->segments, "pipeline depth: split every op into K segments (1 = none)")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "reduce op: sum, prod, min, max, avg (avg = sum then one scale)")

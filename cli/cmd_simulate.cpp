@@ -5,10 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
+#include "core/json_input.hpp"
 #include "core/sizes.hpp"
 #include "core/types.hpp"
 #include "simulator/cost_model.hpp"
@@ -40,31 +39,24 @@ struct SimulateFlags {
   std::string gather;
   bool links = false;
   bool json = false;
+  // Set when the flag was given at all, so that an explicitly empty value is an error, not the default.
+  bool has_backend = false;
+  bool has_calibration = false;
+  bool has_gpu_perm = false;
+  bool has_gather = false;
 };
-
-nlohmann::json read_overlay(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidInput(fmt::format("--calibration: cannot open '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InvalidInput(fmt::format("{}: not valid JSON ({})", path, e.what()));
-  }
-}
 
 // The cost model: the backend's defaults (from --backend, else the overlay's
 // profile, else nccl), then the calibration overlay.
 CostModel make_model(const SimulateFlags& f) {
   nlohmann::json overlay;
-  if (!f.calibration.empty()) overlay = read_overlay(f.calibration);
+  if (f.has_calibration) overlay = read_json_input(f.calibration, "--calibration");
   BackendProfile profile = BackendProfile::kNccl;
-  if (!f.backend.empty()) profile = parse_backend_profile(f.backend, "--backend");
+  if (f.has_backend) profile = parse_backend_profile(f.backend, "--backend");
   if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
     const BackendProfile file_profile =
         parse_backend_profile(overlay["profile"].get<std::string>(), f.calibration + ": profile");
-    if (f.backend.empty()) {
+    if (!f.has_backend) {
       profile = file_profile;
     } else if (file_profile != profile) {
       throw InvalidInput(fmt::format("--calibration: {} was fitted for backend '{}', not --backend {}", f.calibration,
@@ -72,25 +64,8 @@ CostModel make_model(const SimulateFlags& f) {
     }
   }
   CostModel model = CostModel::defaults(profile);
-  if (!f.calibration.empty()) model.apply_overlay(overlay, f.calibration);
+  if (f.has_calibration) model.apply_overlay(overlay, f.calibration);
   return model;
-}
-
-std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag) {
-  std::vector<int> out;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    const int node = topo.find_node(item);
-    if (node < 0) {
-      throw InvalidInput(fmt::format("{}: topology '{}' has no node '{}'", flag, topo.name(), item));
-    }
-    out.push_back(node);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return out;
 }
 
 std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
@@ -153,8 +128,8 @@ void run_simulate(const SimulateFlags& f) {
   BuildOptions options;
   options.reduce_op = op;
   options.segments = f.segments;
-  if (!f.gpu_perm.empty()) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
-  if (!f.gather.empty()) options.gather = parse_node_list(topo, f.gather, "--gather");
+  if (f.has_gpu_perm) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
+  if (f.has_gather) options.gather = parse_node_list(topo, f.gather, "--gather");
 
   std::vector<Row> rows;
   rows.reserve(sizes.size());
@@ -242,10 +217,14 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("-o,--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
   cmd->add_option("--segments", flags->segments, "pipeline segments per op (1 = no pipelining)")->capture_default_str();
   cmd->add_option("--backend", flags->backend,
-                  "executor whose costs to model: cuda, nccl, cpu, mpi (default nccl, or the calibration's)");
-  cmd->add_option("--calibration", flags->calibration, "JSON cost-model overlay (from artune calibrate)");
-  cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
-  cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)");
+                  "executor whose costs to model: cuda, nccl, cpu, mpi (default nccl, or the calibration's)")
+      ->each([flags](const std::string&) { flags->has_backend = true; });
+  cmd->add_option("--calibration", flags->calibration, "JSON cost-model overlay (from artune calibrate)")
+      ->each([flags](const std::string&) { flags->has_calibration = true; });
+  cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4")
+      ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
+  cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)")
+      ->each([flags](const std::string&) { flags->has_gather = true; });
   cmd->add_flag("--links", flags->links, "add the per-link utilisation table for the largest size");
   cmd->add_flag("--json", flags->json, "print the same data as JSON");
   cmd->callback([flags] { run_simulate(*flags); });

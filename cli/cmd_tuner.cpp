@@ -445,7 +445,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
       const auto& best = fr.result.options.at(fr.result.best);
       fmt::print("# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): {:.0f} us per step\n",
                  fr.list.model, fr.result.tensors, fr.result.total_bytes,
-                 best.bytes_per_pack == 0 ? std::string("one pack") : format_size(best.bytes_per_pack),
+                 pack_size_text(best.bytes_per_pack),
                  best.pack_bytes.size(), best.total_us);
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);

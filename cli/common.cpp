@@ -26,20 +26,50 @@ std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags) {
 
 void print_json(const nlohmann::json& doc) { std::cout << doc.dump(2) << '\n'; }
 
+namespace {
+
+// The items of a comma-separated list; InvalidInput naming `flag` when the list or an item is empty.
+std::vector<std::string_view> split_list(std::string_view text, const std::string& flag, std::string_view what) {
+  if (text.empty()) throw InvalidInput(fmt::format("{}: empty list (expected {})", flag, what));
+  std::vector<std::string_view> items;
+  while (true) {
+    const auto comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    if (item.empty()) {
+      throw InvalidInput(fmt::format("{}: empty item in the list (expected {}, no spaces or extra commas)", flag, what));
+    }
+    items.push_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return items;
+}
+
+}  // namespace
+
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
+  for (const std::string_view item : split_list(text, flag, "comma-separated integers such as 0,3,2,1")) {
     int value = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
-      throw InvalidInput(fmt::format("{}: '{}' is not a comma-separated list of integers", flag, text));
+    if (ec != std::errc() || end != item.data() + item.size()) {
+      throw InvalidInput(fmt::format("{}: '{}' is not a comma-separated list of integers ('{}' is not an integer)",
+                                     flag, text, item));
     }
     out.push_back(value);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  for (const std::string_view item : split_list(text, flag, "comma-separated node ids such as cpu0,cpu1 or gpu2")) {
+    const int node = topo.find_node(item);
+    if (node < 0) {
+      throw InvalidInput(fmt::format("{}: topology '{}' has no device '{}' (give node ids such as gpu0 or cpu0, "
+                                     "see `artune topo show`)", flag, topo.name(), item));
+    }
+    out.push_back(node);
   }
   return out;
 }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "topology/topology.hpp"
+
 namespace artune::cli {
 
 /// nccl-tests size sweep flags -b/-e/-f.
@@ -23,7 +25,11 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags);
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& doc);
-/// Splits "0,3,2,1" into integers; InvalidInput naming `flag` on bad items.
+/// Splits "0,3,2,1" into integers; InvalidInput naming `flag` on an empty list, empty items
+/// ("0,,1", a trailing comma) and items that are not integers.
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+/// Splits "cpu0,gpu2,m1/gpu3" into topology node indices; InvalidInput naming `flag` on an empty
+/// list, empty items and ids the topology does not have.
+std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag);
 
 }  // namespace artune::cli

@@ -78,6 +78,29 @@ double number_at(const nlohmann::json& v, std::string_view source, const std::st
   return x;
 }
 
+// Plausibility bounds of an overlay: beyond them no measurement lies, and the
+// simulator's times would overflow to inf (a latency of 1e308 µs, a bandwidth
+// of 1e-300 GB/s). Calibration fits stay far inside them.
+constexpr double kMaxLatencyUs = 1e6;        // one second per op or link crossing
+constexpr double kMinBandwidthGbps = 1e-6;   // 1 KB/s
+constexpr double kMinEfficiency = 1e-6;
+
+// A latency in µs: finite, ≥ 0, at most kMaxLatencyUs.
+double latency_at(const nlohmann::json& v, std::string_view source, const std::string& path) {
+  const double x = number_at(v, source, path, true);
+  if (x > kMaxLatencyUs) bad(source, path, fmt::format("must be at most {:g} µs (got {:g})", kMaxLatencyUs, x));
+  return x;
+}
+
+// A bandwidth in GB/s: finite, > 0 (or 0 where 0 means "none"), at least kMinBandwidthGbps.
+double bandwidth_at(const nlohmann::json& v, std::string_view source, const std::string& path, bool allow_zero) {
+  const double x = number_at(v, source, path, allow_zero);
+  if (x != 0 && x < kMinBandwidthGbps) {
+    bad(source, path, fmt::format("must be at least {:g} GB/s (got {:g})", kMinBandwidthGbps, x));
+  }
+  return x;
+}
+
 }  // namespace
 
 // Profiles (every constant above is cited where it is defined):
@@ -172,13 +195,13 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
       if (!value.is_string()) bad(source, key, "must be a string (cuda, nccl, cpu, mpi)");
       m.profile = parse_backend_profile(value.get<std::string>(), fmt::format("{}: {}", source, key));
     } else if (key == "op_overhead_us") {
-      m.op_overhead_us = number_at(value, source, key, true);
+      m.op_overhead_us = latency_at(value, source, key);
     } else if (key == "group_base_latency_us") {
-      m.group_base_latency_us = number_at(value, source, key, true);
+      m.group_base_latency_us = latency_at(value, source, key);
     } else if (key == "group_hop_latency_us") {
-      m.group_hop_latency_us = number_at(value, source, key, true);
+      m.group_hop_latency_us = latency_at(value, source, key);
     } else if (key == "transfer_cap_gbps") {
-      m.transfer_cap_gbps = number_at(value, source, key, true);
+      m.transfer_cap_gbps = bandwidth_at(value, source, key, true);
     } else if (key == "links") {
       if (!value.is_object()) bad(source, key, "must be an object of link kinds");
       for (const auto& [kind_name, fields] : value.items()) {
@@ -190,9 +213,12 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         for (const auto& [field, v] : fields.items()) {
           const std::string fpath = fmt::format("{}.{}", path, field);
           if (field == "alpha_us") {
-            cost.alpha_us = number_at(v, source, fpath, true);
+            cost.alpha_us = latency_at(v, source, fpath);
           } else if (field == "efficiency") {
             cost.efficiency = number_at(v, source, fpath, false, 1.0);
+            if (cost.efficiency < kMinEfficiency) {
+              bad(source, fpath, fmt::format("must be at least {:g} (got {:g})", kMinEfficiency, cost.efficiency));
+            }
           } else {
             bad(source, fpath, "unknown key (alpha_us, efficiency)");
           }
@@ -209,9 +235,9 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         for (const auto& [field, v] : fields.items()) {
           const std::string fpath = fmt::format("{}.{}", path, field);
           if (field == "reduce_gbps") {
-            m.reduce_gbps[*kind] = number_at(v, source, fpath, false);
+            m.reduce_gbps[*kind] = bandwidth_at(v, source, fpath, false);
           } else if (field == "memory_gbps") {
-            m.memory_gbps[*kind] = number_at(v, source, fpath, false);
+            m.memory_gbps[*kind] = bandwidth_at(v, source, fpath, false);
           } else {
             bad(source, fpath, "unknown key (reduce_gbps, memory_gbps)");
           }

@@ -482,6 +482,12 @@ SimResult Simulation::run() {
     if (last < 0 || state_[i].end >= state_[last].end) last = i;
   }
   result.time_us = last < 0 ? 0.0 : state_[last].end;
+  if (!std::isfinite(result.time_us)) {
+    // Only figures far outside real hardware get here (a link of 1e-300 GB/s): say so rather than print inf.
+    throw InvalidInput(fmt::format("topology '{}': the predicted time of plan {} is not finite; a link bandwidth or "
+                                   "latency (or a calibration figure) is far outside real hardware",
+                                   topo_.name(), plan_.spec));
+  }
   if (result.time_us > 0) {
     result.algbw_gbps = static_cast<double>(result.bytes) / (result.time_us * kBytesPerUsPerGbps);
     const int n = result.ranks;

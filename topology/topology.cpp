@@ -20,6 +20,10 @@ namespace artune {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+// Figures a link may carry. Outside them no hardware exists, and the simulator's times would
+// lose all meaning (1e-300 GB/s predicts 1e302 µs); the JSON loader caps figures at the same 1e9.
+constexpr double kMinLinkBandwidthGbps = 1e-6;  // 1 KB/s
+constexpr double kMaxLinkFigure = 1e9;          // GB/s and µs
 
 constexpr std::array<std::pair<NodeKind, std::string_view>, 6> kNodeKindNames = {{
     {NodeKind::kGpu, "gpu"},
@@ -144,6 +148,14 @@ int Topology::add_link(Link link) {
   if (!(link.bandwidth_gbps > 0) || link.bandwidth_gbps == kInfinity) throw InvalidInput(where() + ": bandwidth must be > 0");
   if (!(link.latency_us >= 0) || link.latency_us == kInfinity) throw InvalidInput(where() + ": latency must be >= 0");
   if (link.lanes < 1) throw InvalidInput(where() + ": lanes must be >= 1");
+  if (link.bandwidth_gbps < kMinLinkBandwidthGbps || link.bandwidth_gbps > kMaxLinkFigure) {
+    throw InvalidInput(fmt::format("{}: bandwidth must be between {:g} and {:g} GB/s (got {:g})", where(),
+                                   kMinLinkBandwidthGbps, kMaxLinkFigure, link.bandwidth_gbps));
+  }
+  if (link.latency_us > kMaxLinkFigure) {
+    throw InvalidInput(fmt::format("{}: latency must be at most {:g} us (got {:g})", where(), kMaxLinkFigure,
+                                   link.latency_us));
+  }
   const int index = static_cast<int>(links_.size());
   out_links_[link.src].push_back(index);
   links_.push_back(link);

@@ -372,6 +372,19 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
   const std::vector<Param> params = refine_params(start, backend, topo, runs);
   const auto np = static_cast<Eigen::Index>(params.size());
   const auto nr = static_cast<Eigen::Index>(runs.size());
+  // Each parameter stays within a factor 100 of where the microbenchmarks put it: a rate the runs cannot
+  // identify (e.g. a reduce rate hidden behind the copy rate) must not run off to infinity.
+  Eigen::VectorXd lo(np), hi(np);
+  for (Eigen::Index k = 0; k < np; ++k) {
+    const auto& p = params[static_cast<std::size_t>(k)];
+    const double v = std::max(p.get(start), 1e-9) + p.offset;
+    lo(k) = std::log(v / 100);
+    hi(k) = std::log(std::min(v * 100, p.max + p.offset));
+  }
+  auto clamp_theta = [&](Eigen::VectorXd t) {
+    for (Eigen::Index k = 0; k < np; ++k) t(k) = std::clamp(t(k), lo(k), std::max(lo(k), hi(k)));
+    return t;
+  };
   auto model_at = [&](const Eigen::VectorXd& theta) {
     CostModel m = start;
     for (Eigen::Index k = 0; k < np; ++k) {
@@ -404,8 +417,10 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
     Eigen::MatrixXd jac(nr, np);
     for (Eigen::Index k = 0; k < np; ++k) {
       Eigen::VectorXd t = theta;
-      t(k) += kStep;
-      jac.col(k) = (residuals(t) - r) / kStep;
+      // Step inwards at an upper bound so the difference still sees the parameter move.
+      const double h = t(k) + kStep > hi(k) ? -kStep : kStep;
+      t(k) += h;
+      jac.col(k) = (residuals(t) - r) / h;
     }
     const Eigen::MatrixXd a = jac.transpose() * jac;
     const Eigen::VectorXd g = jac.transpose() * r;
@@ -415,7 +430,7 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
       for (Eigen::Index k = 0; k < np; ++k) damped(k, k) += lambda * std::max(a(k, k), 1e-12);
       Eigen::VectorXd delta = damped.ldlt().solve(-g);
       for (Eigen::Index k = 0; k < np; ++k) delta(k) = std::clamp(delta(k), -1.0, 1.0);  // at most ×e per step
-      const Eigen::VectorXd trial = theta + delta;
+      const Eigen::VectorXd trial = clamp_theta(theta + delta);
       const Eigen::VectorXd rt = residuals(trial);
       const double c = rt.squaredNorm();
       if (c < cost) {

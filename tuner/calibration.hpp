@@ -76,7 +76,8 @@ struct RefineResult {
 /// Levenberg–Marquardt least squares on relative residuals (simulated − measured) / measured over whole-plan
 /// runs, in log space of the model's rate and overhead parameters (host backends: op overhead, transfer cap,
 /// reduce and copy rates; GPU backends: op overhead, reduce rate, efficiency per link kind the runs cross).
-/// Captures what microbenchmarks of one op cannot (several workers sharing cores and memory).
+/// Captures what microbenchmarks of one op cannot (several workers sharing cores and memory). Each parameter
+/// stays within a factor 100 of its start value (efficiencies ≤ 1).
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/sizes.hpp"
 #include "tuner/json_fields.hpp"
 
 namespace artune {
@@ -158,6 +159,12 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
     result.options.push_back(std::move(option));
   }
   return result;
+}
+
+std::string pack_size_text(std::uint64_t bytes_per_pack) {
+  if (bytes_per_pack == 0) return "one pack";
+  if (bytes_per_pack == 1) return "per tensor";
+  return format_size(bytes_per_pack);
 }
 
 nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& list) {

@@ -68,6 +68,9 @@ std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes);
 FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
                          const AllReduceTimeFn& allreduce_time, double copy_gbps);
 
+/// How a threshold reads in tables: "one pack" (0), "per tensor" (1, every tensor alone), else "64M".
+std::string pack_size_text(std::uint64_t bytes_per_pack);
+
 /// The result as JSON (for results.json).
 nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& list);
 

@@ -452,13 +452,11 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       const auto& best = f.result.options.at(f.result.best);
       md << fmt::format("### {} ({} tensors, {} bytes, {})\n\n", f.list.model.empty() ? f.list.source : f.list.model,
                         f.result.tensors, f.result.total_bytes, to_string(f.list.type));
-      md << fmt::format("Best pack size: {} ({} packs), {:.0f} us per step.\n\n",
-                        best.bytes_per_pack == 0 ? std::string("one pack") : format_size(best.bytes_per_pack),
+      md << fmt::format("Best pack size: {} ({} packs), {:.0f} us per step.\n\n", pack_size_text(best.bytes_per_pack),
                         best.pack_bytes.size(), best.total_us);
       md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | total (us) |\n|---:|---:|---:|---:|---:|\n";
       for (const auto& o : f.result.options) {
-        md << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} |\n",
-                          o.bytes_per_pack == 0 ? std::string("0 (one pack)") : format_size(o.bytes_per_pack),
+        md << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} |\n", pack_size_text(o.bytes_per_pack),
                           o.pack_bytes.size(), o.allreduce_us, o.packing_us, o.total_us);
       }
       md << "\n";

@@ -1,0 +1,80 @@
+// Cluster mode: `mpirun -np 4 artune autotune --measure mpi` measures with all
+// ranks, rank 0 alone prints and writes the table, and the table then runs
+// under mpirun with #wrong = 0. Every command runs under `timeout` as a safety net.
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "topology/io.hpp"
+#include "tuner/decision_table.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+Result shell(const std::string& cmd) {
+  Result r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string mpirun(int np, const std::string& args) {
+  const char* bin = std::getenv("ARTUNE_BIN");
+  REQUIRE(bin != nullptr);
+  return "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 180 "
+         "mpirun -np " + std::to_string(np) + " --oversubscribe " + std::string(bin) + " " + args;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("autotune.cluster_mode_mpi") {
+  const fs::path dir = fs::temp_directory_path() / ("artune-cluster-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string table = (dir / "table.json").string();
+  const Result tune = shell(mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
+                                      " --segments 1 --max-cycles 1 -q -o " + table));
+  INFO(tune.out);
+  REQUIRE(tune.status == 0);
+  CHECK(count_of(tune.out, "# decision table:") == 1);  // rank 0 alone prints
+  const artune::DecisionTable t = artune::load_decision_table(table, artune::load_topology("uniform:4"));
+  CHECK(t.measured_backend == "mpi");
+  int points = 0;
+  for (const auto& r : t.ranges) {
+    for (const auto& p : r.points) {
+      ++points;
+      REQUIRE(p.measured.has_value());
+      CHECK(p.measured->wrong == 0);
+    }
+  }
+  CHECK(points == 2);
+  const Result run = shell(mpirun(4, "run --backend mpi -t uniform:4 --table " + table + " -b 4K -e 16K -f 4 -n 2 -w 1"));
+  INFO(run.out);
+  CHECK(run.status == 0);
+  CHECK(count_of(run.out, "# Out of bounds values : 0 OK") == 1);
+  fs::remove_all(dir);
+}
