@@ -49,7 +49,7 @@ std::vector<std::string_view> split_list(std::string_view text, const std::strin
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
-  for (const std::string_view item : split_list(text, flag, "comma-separated integers such as 0,3,2,1")) {
+  for (const std::string_view item : split_list(text, flag, "comma-separated integers")) {
     int value = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (ec != std::errc() || end != item.data() + item.size()) {

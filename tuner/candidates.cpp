@@ -229,7 +229,12 @@ class Generator {
         if (library && !options_.include_nccl) continue;
         add_segmented("hybrid", spec, {}, {}, true);
       }
-      if (options_.include_nccl) add_segmented("2d", "2d", {}, {}, true);
+      // 2d is point-to-point rings only (no library collective): its in-machine
+      // reduce-scatter/all-gather ring follows each of the best ring orders.
+      for (std::size_t k = 0; k < orders.size(); ++k) {
+        if (k >= kExpandedOrders && orders[k] != identity) continue;
+        add_segmented("2d", "2d", is_identity(orders[k]) ? std::vector<int>{} : orders[k], {}, true);
+      }
       set_.cliques = nvlink_cliques(topo_, 0);
     }
     if (options_.include_nccl) add(Candidate{"nccl", "nccl", {}, {}, 1});

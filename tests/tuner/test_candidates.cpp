@@ -109,6 +109,12 @@ TEST_CASE("candidates.clusters") {
   CHECK(fam.at("hybrid") >= 4);
   CHECK(fam.count("2d") == 1);
   CHECK(fam.count("hiercopy") == 0);
+  // 2d's in-machine rings follow the NVLink orders too (the identity order crosses QPI on a DGX-1).
+  bool nvlink_2d = false;
+  for (const auto& c : set.candidates) {
+    if (c.family == "2d" && c.gpu_perm == std::vector<int>{0, 3, 2, 1, 5, 6, 7, 4}) nvlink_2d = true;
+  }
+  CHECK(nvlink_2d);
 }
 
 TEST_CASE("candidates.tf_choose_the_best") {
