@@ -170,7 +170,9 @@ class Parser {
     }
     const std::int64_t n = std::stoll(std::string(digits));
     if (n < 1) fail(fmt::format("limit '{}' must be ≥ 1", quoted(part)));
-    if (n > std::numeric_limits<std::int64_t>::max() / scale) fail(fmt::format("limit '{}' is too large", quoted(part)));
+    if (n > std::numeric_limits<std::int64_t>::max() / scale) {
+      fail(fmt::format("limit '{}' is too large", quoted(part)));
+    }
     return n * scale;
   }
 

@@ -243,7 +243,8 @@ void add_plan_command(CLI::App& app) {
   cmd->footer(
       "Ranks are the topology's GPUs in global index order (machine·G + local); with -t uniform:WxG the workers are "
       "the machines. Helper devices (gather shards such as a CPU socket) follow the ranks. Exit status: 0 when the "
-      "plan verifies, 1 when it does not, 2 on bad input.");
+      "plan verifies, 1 when it does not, 2 on bad input.\n"
+      + plan_limits_help());
   cmd->callback([flags] { run_plan(*flags); });
 }
 

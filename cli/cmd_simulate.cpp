@@ -207,7 +207,8 @@ void add_simulate_command(CLI::App& app) {
       "Prints one nccl-tests style row per size plus the link that limited it (saturated longest).\n"
       "busbw = algbw * 2(n-1)/n. The cost model's constants are those of --backend (default nccl),\n"
       "optionally overlaid by a calibration file (artune calibrate). Example:\n"
-      "  artune simulate -t dgx1-v100 -s xring --gpu-perm 0,3,2,1,5,6,7,4 -b 1M -e 1G --links");
+      "  artune simulate -t dgx1-v100 -s xring --gpu-perm 0,3,2,1,5,6,7,4 -b 1M -e 1G --links\n" +
+      plan_limits_help());
   cmd->add_option("-t,--topology", flags->topo, "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file")
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl, nccl/xring, ...)")->required();

@@ -4,12 +4,11 @@
 // one cluster topology.
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,16 +17,11 @@
 #include "artune_config.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/mpi_session.hpp"
 #include "core/error.hpp"
 #include "topology/discovery.hpp"
 #include "topology/io.hpp"
 #include "topology/topology.hpp"
-
-#if ARTUNE_HAVE_MPI
-#define OMPI_SKIP_MPICXX 1  // the C API is enough; the C++ bindings only add warnings
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
 
 namespace artune::cli {
 namespace {
@@ -43,52 +37,6 @@ struct DiscoverFlags {
   double net_latency = NetworkSpec{}.latency_us;
   double oversubscription = NetworkSpec{}.oversubscription;
 };
-
-// ---------------------------------------------------------------------------
-// Wire format between ranks: the exact nodes and links, nothing derived.
-
-[[maybe_unused]] nlohmann::json to_wire(const DiscoveryResult& r) {
-  nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
-  for (const Node& n : r.topology.nodes())
-    nodes.push_back({{"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"local_index", n.local_index},
-                     {"arch", n.arch}, {"bus_id", n.bus_id}});
-  for (const Link& l : r.topology.links())
-    links.push_back({{"src", l.src}, {"dst", l.dst}, {"kind", std::string(to_string(l.kind))},
-                     {"bandwidth", l.bandwidth_gbps}, {"latency", l.latency_us}, {"lanes", l.lanes}});
-  return {{"hostname", r.hostname}, {"gpu_count", r.gpu_count}, {"notes", r.notes},
-          {"name", r.topology.name()}, {"description", r.topology.description()},
-          {"nodes", nodes}, {"links", links}};
-}
-
-[[maybe_unused]] DiscoveryResult from_wire(const nlohmann::json& j) {
-  DiscoveryResult r;
-  r.hostname = j.at("hostname").get<std::string>();
-  r.gpu_count = j.at("gpu_count").get<int>();
-  r.notes = j.at("notes").get<std::vector<std::string>>();
-  r.topology.set_name(j.at("name").get<std::string>());
-  r.topology.set_description(j.at("description").get<std::string>());
-  for (const auto& n : j.at("nodes")) {
-    Node node;
-    node.id = n.at("id").get<std::string>();
-    node.kind = parse_node_kind(n.at("kind").get<std::string>()).value();
-    node.local_index = n.at("local_index").get<int>();
-    node.arch = n.at("arch").get<std::string>();
-    node.bus_id = n.at("bus_id").get<std::string>();
-    r.topology.add_node(node);
-  }
-  for (const auto& l : j.at("links")) {
-    Link link;
-    link.src = l.at("src").get<int>();
-    link.dst = l.at("dst").get<int>();
-    link.kind = parse_link_kind(l.at("kind").get<std::string>()).value();
-    link.bandwidth_gbps = l.at("bandwidth").get<double>();
-    link.latency_us = l.at("latency").get<double>();
-    link.lanes = l.at("lanes").get<int>();
-    r.topology.add_link(link);
-  }
-  r.topology.finalize();
-  return r;
-}
 
 // ---------------------------------------------------------------------------
 // Printing.
@@ -203,58 +151,22 @@ void finish_single(const DiscoverFlags& flags, const DiscoveryResult& r) {
 // ---------------------------------------------------------------------------
 // Under mpirun.
 
-std::optional<int> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end) return std::nullopt;
-  return static_cast<int>(x);
-}
-
-// World size the launcher announces (Open MPI, PMI/Hydra, MVAPICH), if any.
-std::optional<int> launcher_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"})
-    if (auto v = env_int(name)) return v;
-  return std::nullopt;
-}
-
-[[maybe_unused]] std::optional<int> launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"})
-    if (auto v = env_int(name)) return v;
-  return std::nullopt;
-}
-
-[[maybe_unused]] void finish_cluster(const DiscoverFlags& flags, const std::vector<DiscoveryResult>& per_rank) {
-  // Machines in order of their first rank; a host's first rank speaks for it.
+[[maybe_unused]] void finish_cluster(const DiscoverFlags& flags, const std::vector<ClusterMachine>& machines) {
   std::vector<std::string> hosts;
-  std::map<std::string, std::vector<int>> ranks_of;
-  std::vector<Topology> machines;
-  for (std::size_t k = 0; k < per_rank.size(); ++k) {
-    const auto& r = per_rank[k];
-    if (!ranks_of.count(r.hostname)) {
-      hosts.push_back(r.hostname);
-      machines.push_back(r.topology);
-    }
-    ranks_of[r.hostname].push_back(static_cast<int>(k));
-  }
   int gpus = 0;
-  bool any_without = false;
-  for (std::size_t m = 0; m < hosts.size(); ++m) {
-    const auto& first = per_rank[ranks_of[hosts[m]].front()];
-    std::string ranks;
-    for (int k : ranks_of[hosts[m]]) ranks += fmt::format("{}{}", ranks.empty() ? "" : ",", k);
+  std::string which;  // hosts without a GPU
+  for (std::size_t m = 0; m < machines.size(); ++m) {
+    const DiscoveryResult& first = machines[m].discovery;
+    hosts.push_back(first.hostname);
     if (!flags.json) {
-      fmt::print("Machine {} = host {} (ranks {}): {} GPU(s)\n", m, hosts[m], ranks, first.gpu_count);
+      fmt::print("Machine {} = host {} (ranks {}): {} GPU(s)\n", m, first.hostname, fmt::join(machines[m].ranks, ","),
+                 first.gpu_count);
       for (const auto& note : first.notes) fmt::print("    {}\n", note);
     }
     gpus += first.gpu_count;
-    any_without = any_without || first.gpu_count == 0;
+    if (first.gpu_count == 0) which += fmt::format("{}{}", which.empty() ? "" : ", ", first.hostname);
   }
-  if (any_without && wants_gpu_topology(flags)) {
-    std::string which;
-    for (std::size_t m = 0; m < hosts.size(); ++m)
-      if (per_rank[ranks_of[hosts[m]].front()].gpu_count == 0) which += fmt::format("{}{}", which.empty() ? "" : ", ", hosts[m]);
+  if (!which.empty() && wants_gpu_topology(flags)) {
     throw Unsupported(fmt::format("no GPU found on {}: cannot produce a GPU cluster topology (--allow-no-gpu writes it "
                                   "anyway)",
                                   which));
@@ -263,8 +175,7 @@ std::optional<int> launcher_world_size() {
   net.nic_bandwidth_gbps = flags.nic_bandwidth;
   net.latency_us = flags.net_latency;
   net.oversubscription = flags.oversubscription;
-  Topology cluster = machines.size() == 1 ? machines.front()
-                                          : join_machines(machines, net, fmt::format("{}-machine cluster", machines.size()));
+  const Topology cluster = join_cluster(machines, net, fmt::format("{}-machine cluster", machines.size()));
   if (flags.json) {
     print_json({{"machines", hosts}, {"gpu_count", gpus}, {"topology", topology_to_json(cluster)}});
   } else {
@@ -278,74 +189,11 @@ std::optional<int> launcher_world_size() {
 }
 
 #if ARTUNE_HAVE_MPI
-// Initialises MPI for this command unless someone already did; finalises on every exit path.
-class MpiSession {
- public:
-  MpiSession() {
-    int ready = 0;
-    MPI_Initialized(&ready);
-    if (!ready) {
-      if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw BackendFailure("MPI_Init failed");
-      owned_ = true;
-    }
-  }
-  ~MpiSession() {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (owned_ && !done) MPI_Finalize();
-  }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-
- private:
-  bool owned_ = false;
-};
-
-void check_mpi(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw BackendFailure(fmt::format("{} failed (error {})", call, rc));
-}
-
 void run_under_mpi(const DiscoverFlags& flags) {
-  MpiSession session;
-  int rank = 0, size = 1;
-  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  MpiSession mpi;
   // Discovery never throws for missing devices; a bad --hwloc-xml fails on every rank alike.
-  std::string mine;
-  std::string error;
-  try {
-    mine = to_wire(discover(flags)).dump();
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  if (!error.empty()) mine = nlohmann::json{{"error", error}}.dump();
-  int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(rank == 0 ? size : 0);
-  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
-  std::vector<int> offsets;
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int l : lengths) {
-      offsets.push_back(total);
-      total += l;
-    }
-    all.resize(total);
-  }
-  check_mpi(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
-                        MPI_COMM_WORLD),
-            "MPI_Gatherv");
-  if (rank != 0) {
-    if (!error.empty()) throw InvalidInput(error);
-    return;
-  }
-  std::vector<DiscoveryResult> per_rank;
-  for (int k = 0; k < size; ++k) {
-    auto doc = nlohmann::json::parse(all.substr(offsets[k], lengths[k]));
-    if (doc.contains("error")) throw InvalidInput(fmt::format("rank {}: {}", k, doc["error"].get<std::string>()));
-    per_rank.push_back(from_wire(doc));
-  }
-  finish_cluster(flags, per_rank);
+  const auto machines = gather_machines(mpi, [&flags] { return discover(flags); });
+  if (mpi.rank() == 0) finish_cluster(flags, machines);
 }
 #endif
 

@@ -21,6 +21,7 @@
 #include "artune_config.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/mpi_session.hpp"
 #include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "simulator/simulator.hpp"
@@ -31,10 +32,6 @@
 #include "tuner/fusion.hpp"
 #include "tuner/report.hpp"
 #include "tuner/search.hpp"
-
-#if ARTUNE_HAVE_MPI
-#include <mpi.h>
-#endif
 
 namespace artune::cli {
 namespace {
@@ -186,81 +183,9 @@ Resolved resolve_local(AutotuneFlags& f, Progress& progress) {
   return r;
 }
 
-/// The process count mpirun announced (nullopt outside a launcher).
-std::optional<int> launcher_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return std::nullopt;
-}
-
 void tune(AutotuneFlags& f, Resolved resolved, bool root);
 
 #if ARTUNE_HAVE_MPI
-/// MPI for this command unless someone already initialised it; finalised after every backend is gone.
-class MpiSession {
- public:
-  MpiSession() {
-    int ready = 0;
-    MPI_Initialized(&ready);
-    if (!ready) {
-      if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw BackendFailure("MPI_Init failed");
-      owned_ = true;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  ~MpiSession() {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (owned_ && !done) MPI_Finalize();
-  }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  bool owned_ = false;
-  int rank_ = 0, size_ = 1;
-};
-
-void check_mpi(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw BackendFailure(fmt::format("{} failed (error {})", call, rc));
-}
-
-/// Every rank's string, on rank 0 (empty elsewhere).
-std::vector<std::string> gather_strings(const MpiSession& mpi, const std::string& mine) {
-  int length = static_cast<int>(mine.size());
-  std::vector<int> lengths(static_cast<std::size_t>(mpi.rank() == 0 ? mpi.size() : 0));
-  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
-  std::vector<int> offsets;
-  std::string all;
-  if (mpi.rank() == 0) {
-    int total = 0;
-    for (int l : lengths) {
-      offsets.push_back(total);
-      total += l;
-    }
-    all.resize(static_cast<std::size_t>(total));
-  }
-  check_mpi(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
-                        MPI_COMM_WORLD),
-            "MPI_Gatherv");
-  std::vector<std::string> out;
-  for (std::size_t k = 0; k < lengths.size(); ++k) out.push_back(all.substr(static_cast<std::size_t>(offsets[k]), static_cast<std::size_t>(lengths[k])));
-  return out;
-}
-
-/// Rank 0's string on every rank.
-std::string broadcast_string(std::string text) {
-  int length = static_cast<int>(text.size());
-  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  text.resize(static_cast<std::size_t>(length));
-  check_mpi(MPI_Bcast(text.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  return text;
-}
-
 /// Cluster mode: without -t every rank discovers its machine, rank 0 joins them (ranks on one host form one
 /// machine) and sends the cluster to everyone; all ranks search (deterministically) and measure together.
 void run_cluster(AutotuneFlags& f) {
@@ -271,21 +196,14 @@ void run_cluster(AutotuneFlags& f) {
   if (!f.topo.empty()) {
     r.topo = load_topology(f.topo);
   } else {
-    DiscoveryResult d = discover_local_machine();
-    const nlohmann::json mine = {{"hostname", d.hostname}, {"gpus", d.gpu_count}, {"topology", topology_to_json(d.topology)}};
-    const auto all = gather_strings(mpi, mine.dump());
+    const auto machines = gather_machines(mpi, [] { return discover_local_machine(); });
     std::string cluster_text;
     if (root) {
       std::vector<std::string> hosts;
-      std::vector<Topology> machines;
       bool any_without_gpu = false;
-      for (std::size_t k = 0; k < all.size(); ++k) {
-        const auto doc = nlohmann::json::parse(all[k]);
-        const std::string host = doc["hostname"].get<std::string>();
-        if (std::find(hosts.begin(), hosts.end(), host) != hosts.end()) continue;  // one entry per machine
-        hosts.push_back(host);
-        if (doc["gpus"].get<int>() == 0) any_without_gpu = true;
-        machines.push_back(topology_from_json(doc["topology"], fmt::format("rank {} ({})", k, host)));
+      for (const auto& m : machines) {
+        hosts.push_back(m.discovery.hostname);
+        if (m.discovery.gpu_count == 0) any_without_gpu = true;
       }
       std::string name;
       if (any_without_gpu) {
@@ -296,9 +214,7 @@ void run_cluster(AutotuneFlags& f) {
         progress.note(line);
         cluster_text = nlohmann::json{{"builtin", name}, {"note", line}}.dump();
       } else {
-        Topology joined = machines.size() == 1
-                              ? std::move(machines.front())
-                              : join_machines(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
+        const Topology joined = join_cluster(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
         cluster_text = nlohmann::json{{"topology", topology_to_json(joined)},
                                       {"note", fmt::format("cluster discovered under mpirun: {} machine(s) ({})",
                                                            hosts.size(), fmt::join(hosts, ", "))}}
@@ -474,8 +390,7 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  Progress progress(f.quiet || (rank != nullptr && std::atoi(rank) != 0));
+  Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
   const Topology topo = load_topology(f.topo);
   CalibrationOptions co;
   co.backend = parse_backend_kind(f.backend, "--backend");

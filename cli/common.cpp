@@ -6,7 +6,9 @@
 #include <iostream>
 #include <string_view>
 
+#include "algorithms/plan.hpp"
 #include "core/error.hpp"
+#include "core/input.hpp"
 #include "core/sizes.hpp"
 
 namespace artune::cli {
@@ -24,6 +26,13 @@ std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags) {
                     flags.factor);
 }
 
+std::string plan_limits_help() {
+  return fmt::format(
+      "Limits (refused up front with exit status 2): at most {} ranks and {} ops per plan (after --segments, at most "
+      "{}), messages of at most {} bytes (1P) per rank, input files of at most {} MiB.",
+      kMaxPlanRanks, kMaxPlanOps, kMaxSegments, kMaxMessageBytes, kMaxInputFileBytes >> 20);
+}
+
 void print_json(const nlohmann::json& doc) { std::cout << doc.dump(2) << '\n'; }
 
 namespace {
@@ -36,7 +45,8 @@ std::vector<std::string_view> split_list(std::string_view text, const std::strin
     const auto comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
     if (item.empty()) {
-      throw InvalidInput(fmt::format("{}: empty item in the list (expected {}, no spaces or extra commas)", flag, what));
+      throw InvalidInput(
+          fmt::format("{}: empty item in the list (expected {}, no spaces or extra commas)", flag, what));
     }
     items.push_back(item);
     if (comma == std::string_view::npos) break;

@@ -23,6 +23,8 @@ struct SweepFlags {
 void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 /// The byte sizes of the sweep (InvalidInput naming the flag on bad values).
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags);
+/// The documented limits on plans and sizes, for --help footers.
+std::string plan_limits_help();
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& doc);
 /// Splits "0,3,2,1" into integers; InvalidInput naming `flag` on an empty list, empty items

@@ -2,14 +2,10 @@
 // checked against the library's own plan), exit codes and error messages.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +13,7 @@
 
 #include "algorithms/builders.hpp"
 #include "algorithms/plan.hpp"
+#include "tests/cli_runner.hpp"
 #include "topology/io.hpp"
 
 using json = nlohmann::json;
@@ -24,45 +21,8 @@ using namespace artune;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `artune ARGS`, capturing stdout and stderr separately.
-Result run_artune(const std::vector<std::string>& args) {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set");
-  char pattern[] = "/tmp/artune_cli_plan_XXXXXX";
-  const int fd = mkstemp(pattern);
-  REQUIRE(fd >= 0);
-  close(fd);
-  const std::string err_path = pattern;
-  std::string cmd = shell_quote(bin);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>" + shell_quote(err_path);
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(err_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  std::remove(err_path.c_str());
-  return r;
-}
+using Result = artune_test::CliResult;
+using artune_test::run_artune;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -2,14 +2,11 @@
 // library's own simulation), --links, calibration overlays, exit codes.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +14,7 @@
 
 #include "algorithms/builders.hpp"
 #include "simulator/simulator.hpp"
+#include "tests/cli_runner.hpp"
 #include "topology/io.hpp"
 
 using json = nlohmann::json;
@@ -24,17 +22,8 @@ using namespace artune;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = artune_test::CliResult;
+using artune_test::run_artune;
 
 std::string temp_path(const char* tag) {
   std::string pattern = std::string("/tmp/artune_cli_sim_") + tag + "_XXXXXX";
@@ -44,29 +33,6 @@ std::string temp_path(const char* tag) {
   REQUIRE(fd >= 0);
   close(fd);
   return buf.data();
-}
-
-Result run_artune(const std::vector<std::string>& args) {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set");
-  const std::string err_path = temp_path("err");
-  std::string cmd = quote(bin);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " 2>" + quote(err_path);
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(err_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  std::remove(err_path.c_str());
-  return r;
 }
 
 std::string write_file(const char* tag, const std::string& text) {

@@ -2,36 +2,25 @@
 // output layout, and `topo show --json` parsed back.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/cli_runner.hpp"
 #include "topology/io.hpp"
 
 using json = nlohmann::json;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = artune_test::CliResult;
+using artune_test::run_artune;
 
 std::string temp_path(const std::string& suffix) {
   char pattern[] = "/tmp/artune_cli_topo_XXXXXX";
@@ -40,34 +29,6 @@ std::string temp_path(const std::string& suffix) {
   close(fd);
   std::remove(pattern);
   return std::string(pattern) + suffix;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs `artune ARGS`, capturing stdout and stderr separately.
-Result run_artune(const std::vector<std::string>& args) {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set");
-  const std::string err_path = temp_path(".err");
-  std::string cmd = shell_quote(bin);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>" + shell_quote(err_path);
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = slurp(err_path);
-  std::remove(err_path.c_str());
-  return r;
 }
 
 std::string source_path(const std::string& rel) {

@@ -1,10 +1,36 @@
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "core/error.hpp"
+#include "core/input.hpp"
+#include "core/json_input.hpp"
 #include "core/sizes.hpp"
 #include "core/types.hpp"
 
 using namespace artune;
+
+namespace {
+
+// The message of the InvalidInput `f` throws ("" when it throws nothing).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
 
 TEST_CASE("core.parse_size") {
   CHECK(parse_size("64", "-b") == 64);
@@ -34,6 +60,46 @@ TEST_CASE("core.size_sweep") {
   CHECK_THROWS_AS(size_sweep(0, 8, 2), InvalidInput);
   CHECK_THROWS_AS(size_sweep(16, 8, 2), InvalidInput);
   CHECK_THROWS_AS(size_sweep(8, 16, 1.0), InvalidInput);
+  // Non-finite factors and sizes beyond the documented limit name their flag.
+  CHECK_THROWS_WITH(size_sweep(8, 16, INFINITY), doctest::Contains("-f/--stepfactor"));
+  CHECK_THROWS_WITH(size_sweep(8, 16, NAN), doctest::Contains("-f/--stepfactor"));
+  CHECK(size_sweep(kMaxMessageBytes, kMaxMessageBytes, 2).size() == 1);
+  CHECK_THROWS_WITH(size_sweep(8, kMaxMessageBytes + 1, 2), doctest::Contains("-e/--maxbytes"));
+  CHECK_THROWS_WITH(size_sweep(kMaxMessageBytes * 2, kMaxMessageBytes * 2, 2), doctest::Contains("-b/--minbytes"));
+}
+
+TEST_CASE("core.read_input_file") {
+  char pattern[] = "/tmp/artune_core_input_XXXXXX";
+  const int fd = mkstemp(pattern);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::string path = pattern;
+  {
+    std::ofstream out(path);
+    out << "0123456789";
+  }
+  CHECK(read_input_file(path, "--x") == "0123456789");
+  CHECK(starts_with(error_of([&] { read_input_file(path, "--x", 9); }), "--x: '" + path + "': 10 bytes is more"));
+  CHECK(starts_with(error_of([] { read_input_file("/nonexistent/a.json", "--x"); }), "--x: '/nonexistent/a.json': "));
+  CHECK(contains(error_of([] { read_input_file("/tmp", "--x"); }), "is a directory"));
+  CHECK(error_of([] { read_input_file("", "--x"); }) == "--x: empty file name");
+  // A device without an end stops at the limit instead of filling memory.
+  CHECK(starts_with(error_of([] { read_input_file("/dev/zero", "", 1 << 20); }), "/dev/zero: more than"));
+  CHECK(read_input_file("/dev/null", "--x").empty());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("core.parse_json_input") {
+  CHECK(parse_json_input(R"({"a": [1, 2]})", "x.json")["a"][1] == 2);
+  CHECK(starts_with(error_of([] { parse_json_input("{\n  \"a\": }", "x.json"); }),
+                    "x.json: line 2, column 8: malformed JSON: syntax error"));
+  CHECK(starts_with(error_of([] { parse_json_input("", "x.json"); }), "x.json: line 1, column 1: malformed JSON"));
+  // Numbers beyond a double are nlohmann out_of_range errors, not parse errors: still InvalidInput.
+  CHECK(error_of([] { parse_json_input(R"({"a": 1e400})", "x.json"); }) ==
+        "x.json: malformed JSON: number overflow parsing '1e400'");
+  CHECK(contains(error_of([] { parse_json_input(std::string(1000, '[') + std::string(1000, ']'), "x.json"); }),
+                 "nested deeper than"));
+  CHECK(parse_json_input(std::string(200, '[') + std::string(200, ']'), "x.json").is_array());
 }
 
 TEST_CASE("core.types") {

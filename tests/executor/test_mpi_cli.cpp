@@ -6,58 +6,32 @@
 // bounds that only a hang can exceed.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/cli_runner.hpp"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;
-  double seconds = 0;
-};
-
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  REQUIRE_MESSAGE(v != nullptr, name << " is not set (run through meson test)");
-  return v;
-}
-
-Result shell(const std::string& command) {
-  Result r;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
+using Result = artune_test::CliResult;
+using artune_test::require_env;
 
 // mpirun -np 8 [machine wrapper] artune run --backend mpi ARGS, with a hard 120 s cap.
 Result mpirun_artune(const std::string& env, const std::string& args, int gpus_per_machine = 0) {
-  const std::string bin = env_or_fail("ARTUNE_BIN");
+  const std::string bin = require_env("ARTUNE_BIN");
   const std::string wrapper =
-      gpus_per_machine > 0 ? "sh " + env_or_fail("ARTUNE_SOURCE_ROOT") + "/tests/executor/machine_index.sh " : "";
+      gpus_per_machine > 0 ? "sh " + require_env("ARTUNE_SOURCE_ROOT") + "/tests/executor/machine_index.sh " : "";
   const std::string per = gpus_per_machine > 0 ? "ARTUNE_TEST_GPUS_PER_MACHINE=" + std::to_string(gpus_per_machine) + " " : "";
-  return shell("env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + per + env +
-               " timeout -s KILL 120 mpirun -np 8 --oversubscribe " + wrapper + bin + " run --backend mpi " + args);
+  return artune_test::run_shell("env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                                per + env + " timeout -s KILL 120 mpirun -np 8 --oversubscribe " + wrapper + bin +
+                                " run --backend mpi " + args + " 2>&1");
 }
 
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (std::size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
+using artune_test::count_of;
 
 // Table rows (not comments) whose type and redop columns are `type` and `op` and whose #wrong is 0.
 int clean_rows(const std::string& text, const std::string& type, const std::string& op) {
@@ -76,75 +50,75 @@ int clean_rows(const std::string& text, const std::string& type, const std::stri
 
 TEST_CASE("mpi_cli.only_rank_0_prints") {
   const Result r = mpirun_artune("", "-t uniform:8 -s rechd -b 1K -e 64K -f 8 -n 2 -w 1 -d bfloat16 -o max");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 0);
-  CHECK(count_of(r.output, "# artune run:") == 1);
-  CHECK(clean_rows(r.output, "bfloat16", "max") == 3);
-  CHECK(count_of(r.output, "# Avg bus bandwidth :") == 1);
-  CHECK(count_of(r.output, "# Out of bounds values : 0 OK") == 1);
+  CHECK(count_of(r.out, "# artune run:") == 1);
+  CHECK(clean_rows(r.out, "bfloat16", "max") == 3);
+  CHECK(count_of(r.out, "# Avg bus bandwidth :") == 1);
+  CHECK(count_of(r.out, "# Out of bounds values : 0 OK") == 1);
 }
 
 TEST_CASE("mpi_cli.json") {
   const Result r = mpirun_artune("", "-t uniform:8 -s 2d -b 4K -e 4K -n 1 -w 0 --json");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 0);
-  CHECK(count_of(r.output, "\"backend\": \"mpi\"") == 1);
-  CHECK(count_of(r.output, "\"wrong\": 0") == 2);  // the row and the total
+  CHECK(count_of(r.out, "\"backend\": \"mpi\"") == 1);
+  CHECK(count_of(r.out, "\"wrong\": 0") == 2);  // the row and the total
 }
 
 TEST_CASE("mpi_cli.declared_machines_2x4_and_4x2") {
   Result r = mpirun_artune("", "-t uniform:2x4 -s 2d -b 1K -e 16K -f 4 -n 2 -w 1 -o avg -d half", 4);
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 0);
-  CHECK(clean_rows(r.output, "half", "avg") == 3);
+  CHECK(clean_rows(r.out, "half", "avg") == 3);
   r = mpirun_artune("", "-t uniform:4x2 -s nccl/xring -b 1K -e 1K -n 2 -w 1", 2);
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 0);
   r = mpirun_artune("", "-t uniform:4x2 -s pscpu/pscpu -b 3K -e 3K -n 2 -w 1 -d int64 -o prod", 2);
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 0);
 }
 
 TEST_CASE("mpi_cli.wrong_machine_index_is_bad_input") {
   const Result r = mpirun_artune("ARTUNE_MACHINE_INDEX=0", "-t uniform:2x4 -s 2d -b 1K -e 1K -n 1 -w 0");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 2);
-  CHECK(count_of(r.output, "rank 4: mpi backend: this rank declares machine 0") == 1);
-  CHECK(count_of(r.output, "on machine 1") == 1);
+  CHECK(count_of(r.out, "rank 4: mpi backend: this rank declares machine 0") == 1);
+  CHECK(count_of(r.out, "on machine 1") == 1);
 }
 
 TEST_CASE("mpi_cli.wrong_process_count_is_bad_input") {
   const Result r = mpirun_artune("", "-t uniform:4 -s xring -b 1K -e 1K");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 2);
-  CHECK(count_of(r.output, "artune: mpi backend: the plan has 4 ranks but mpirun started 8 processes") == 1);
+  CHECK(count_of(r.out, "artune: mpi backend: the plan has 4 ranks but mpirun started 8 processes") == 1);
 }
 
 TEST_CASE("mpi_cli.wrong_results_exit_1") {
   // Run 4 is the check run (-w 1 -n 2 -c 1): rank 5 corrupts one input element there.
   const Result r = mpirun_artune("ARTUNE_TEST_FAULT=flip:rank5:iter4", "-t uniform:8 -s xring -b 4K -e 4K -n 2 -w 1");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status == 1);
-  CHECK(count_of(r.output, "# Out of bounds values : 8 FAILED") == 1);  // that element on all 8 ranks
-  CHECK(count_of(r.output, "artune: run: 8 wrong elements") == 1);
+  CHECK(count_of(r.out, "# Out of bounds values : 8 FAILED") == 1);  // that element on all 8 ranks
+  CHECK(count_of(r.out, "artune: run: 8 wrong elements") == 1);
 }
 
 TEST_CASE("mpi_cli.stopped_rank_times_out") {
   const Result r = mpirun_artune("ARTUNE_TEST_FAULT=stop:rank3:iter2",
                                  "-t uniform:8 -s xring -b 64K -e 64K -n 5 -w 1 --timeout 3");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status != 0);
   CHECK(r.status != 137);  // ended by the backend's timeout, not by the safety net
-  CHECK(count_of(r.output, "mpi backend: no progress for 3 s (a peer stopped or died)") >= 1);
-  CHECK(count_of(r.output, "MPI_ABORT was invoked") >= 1);
+  CHECK(count_of(r.out, "mpi backend: no progress for 3 s (a peer stopped or died)") >= 1);
+  CHECK(count_of(r.out, "MPI_ABORT was invoked") >= 1);
   CHECK(r.seconds < 60);
 }
 
 TEST_CASE("mpi_cli.killed_rank_ends_the_job") {
   const Result r = mpirun_artune("ARTUNE_TEST_FAULT=kill:rank6:iter3",
                                  "-t uniform:8 -s rechd -b 64K -e 64K -n 5 -w 1 --timeout 3");
-  INFO(r.output);
+  INFO(r.out);
   CHECK(r.status != 0);
-  CHECK((count_of(r.output, "rank 6") >= 1 || count_of(r.output, "no progress") >= 1));
+  CHECK((count_of(r.out, "rank 6") >= 1 || count_of(r.out, "no progress") >= 1));
   CHECK(r.seconds < 60);
 }

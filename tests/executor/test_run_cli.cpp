@@ -2,9 +2,7 @@
 // the table, JSON, exit codes (0 ok, 1 wrong results, 2 bad input).
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -12,25 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "tests/cli_runner.hpp"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = artune_test::CliResult;
 
+// `artune run ARGS` with stdout and stderr together, under a hard 120 s cap.
 Result artune_run(const std::string& args, const std::string& env = "") {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set (run through meson test)");
-  const std::string command = "env " + env + " timeout -s KILL 120 " + bin + " run " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) r.out += buf.data();
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return artune_test::run_shell("env " + env + " timeout -s KILL 120 " + artune_test::artune_bin() + " run " + args +
+                                " 2>&1");
 }
 
 std::vector<std::vector<std::string>> rows(const std::string& text) {

@@ -3,10 +3,8 @@
 // cluster join under mpirun.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +18,7 @@
 #include "topology/discovery.hpp"
 #include "topology/io.hpp"
 #include "topology/topology.hpp"
+#include "tests/cli_runner.hpp"
 
 using namespace artune;
 namespace fs = std::filesystem;
@@ -40,25 +39,10 @@ bool has_note(const DiscoveryResult& r, const std::string& prefix) {
   return false;
 }
 
-struct Run {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Run = artune_test::CliResult;
 
-Run run(const std::string& args) {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE_MESSAGE(bin != nullptr, "ARTUNE_BIN is not set");
-  const std::string command = std::string(bin) + " " + args + " 2>&1";
-  Run r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `artune ARGS` with stdout and stderr together.
+Run run(const std::string& args) { return artune_test::run_shell(artune_test::artune_bin() + " " + args + " 2>&1"); }
 
 fs::path scratch(const std::string& name) {
   fs::path dir = fs::temp_directory_path() / ("artune_test_discovery_" + std::to_string(getpid()));
@@ -150,13 +134,13 @@ TEST_CASE("discovery.cli_without_gpu") {
   if (machine_has_nvidia_gpu()) return;  // the no-GPU behaviour needs a machine without one
   Run plain = run("topo discover");
   CHECK(plain.status == 0);
-  CHECK(contains(plain.output, "No GPU found"));
-  CHECK(contains(plain.output, "Sources:"));
-  CHECK(contains(plain.output, "NVML"));
+  CHECK(contains(plain.out, "No GPU found"));
+  CHECK(contains(plain.out, "Sources:"));
+  CHECK(contains(plain.out, "NVML"));
 
   Run required = run("topo discover --require-gpu");
   CHECK(required.status == 2);
-  CHECK(contains(required.output, "artune: no GPU found on"));
+  CHECK(contains(required.out, "artune: no GPU found on"));
 
   const fs::path out = scratch("none.json");
   fs::remove(out);
@@ -173,7 +157,7 @@ TEST_CASE("discovery.cli_without_gpu") {
 
   Run json = run("topo discover --json");
   CHECK(json.status == 0);
-  const auto doc = nlohmann::json::parse(json.output);
+  const auto doc = nlohmann::json::parse(json.out);
   CHECK(doc.at("gpu_count") == 0);
   CHECK(doc.at("notes").size() >= 3);
 }
@@ -182,7 +166,7 @@ TEST_CASE("discovery.cli_writes_a_gpu_topology_from_hwloc_xml") {
   const fs::path out = scratch("dgx1_like.json");
   Run r = run("topo discover --hwloc-xml " + data_path("dgx1_like_hwloc.xml") + " -o " + out.string());
   CHECK(r.status == 0);
-  CHECK(contains(r.output, "GPU gpu7: 0000:8a:00.0"));
+  CHECK(contains(r.out, "GPU gpu7: 0000:8a:00.0"));
   REQUIRE(fs::exists(out));
   const Topology t = load_topology_file(out.string());
   CHECK(t.gpus().size() == 8);
@@ -192,7 +176,7 @@ TEST_CASE("discovery.cli_writes_a_gpu_topology_from_hwloc_xml") {
   CHECK(missing.status == 2);
   Run help = run("topo discover --help");
   CHECK(help.status == 0);
-  CHECK(contains(help.output, "--require-gpu"));
+  CHECK(contains(help.out, "--require-gpu"));
 }
 
 TEST_CASE("discovery.cli_cluster_under_mpirun") {
@@ -201,27 +185,19 @@ TEST_CASE("discovery.cli_cluster_under_mpirun") {
     MESSAGE("mpirun not found: cluster discovery not exercised");
     return;
   }
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE(bin != nullptr);
+  const std::string bin = artune_test::artune_bin();
   const std::string xml = data_path("dgx1_like_hwloc.xml");
   const fs::path out = scratch("cluster.json");
   fs::remove(out);
   // Two "hosts" (MPMD contexts with different --hostname): rank 0 joins two machines.
-  const std::string discover = std::string(bin) + " topo discover --hwloc-xml " + xml + " -o " + out.string();
+  const std::string discover = bin + " topo discover --hwloc-xml " + xml + " -o " + out.string();
   const std::string command = mpirun + " --oversubscribe -np 1 " + discover + " --hostname host-a : -np 1 " + discover +
                               " --hostname host-b 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  INFO(output);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  CHECK(contains(output, "Machine 0 = host host-a (ranks 0): 8 GPU(s)"));
-  CHECK(contains(output, "Machine 1 = host host-b (ranks 1): 8 GPU(s)"));
+  const Run two = artune_test::run_shell(command);
+  INFO(two.out);
+  REQUIRE(two.status == 0);
+  CHECK(contains(two.out, "Machine 0 = host host-a (ranks 0): 8 GPU(s)"));
+  CHECK(contains(two.out, "Machine 1 = host host-b (ranks 1): 8 GPU(s)"));
   REQUIRE(fs::exists(out));
   const Topology cluster = load_topology_file(out.string());
   CHECK(cluster.machine_count() == 2);
@@ -234,15 +210,10 @@ TEST_CASE("discovery.cli_cluster_under_mpirun") {
   // Same host name on both ranks: one machine.
   fs::remove(out);
   const std::string same = mpirun + " --oversubscribe -np 2 " + discover + " 2>&1";
-  pipe = popen(same.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  output.clear();
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output.append(buf.data(), n);
-  const int status2 = pclose(pipe);
-  INFO(output);
-  REQUIRE(WIFEXITED(status2));
-  CHECK(WEXITSTATUS(status2) == 0);
-  CHECK(contains(output, "Machine 0 = host dgx1-like (ranks 0,1): 8 GPU(s)"));
+  const Run one = artune_test::run_shell(same);
+  INFO(one.out);
+  CHECK(one.status == 0);
+  CHECK(contains(one.out, "Machine 0 = host dgx1-like (ranks 0,1): 8 GPU(s)"));
   REQUIRE(fs::exists(out));
   CHECK(load_topology_file(out.string()).machine_count() == 1);
 }

@@ -11,9 +11,9 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/cli_runner.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
 
@@ -21,29 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-/// Runs a shell command, capturing stdout (stderr goes to `err_file` when given).
-Result sh(const std::string& cmd) {
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string bin() {
-  const char* b = std::getenv("ARTUNE_BIN");
-  REQUIRE(b != nullptr);
-  return b;
-}
+using Result = artune_test::CliResult;
+using artune_test::artune_bin;
+using artune_test::run_shell;  // stdout only; commands add 2>&1 where they want stderr too
 
 }  // namespace
 
@@ -54,7 +34,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   const std::string table = (dir / "table.json").string();
   const std::string report = (dir / "report").string();
 
-  const Result tune = sh(bin() + " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
+  const Result tune = run_shell(artune_bin() + " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
                                  " --segments 1,2 --max-cycles 2 -q -o " + table + " --report " + report + " 2>&1");
   INFO(tune.out);
   REQUIRE(tune.status == 0);
@@ -79,7 +59,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   CHECK(fs::exists(fs::path(report) / "results.json"));
 
   // The table's picks run for real, verified.
-  const Result run = sh(bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 64K -f 4 -n 3 -w 1 --json");
+  const Result run = run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 64K -f 4 -n 3 -w 1 --json");
   INFO(run.out);
   REQUIRE(run.status == 0);
   const nlohmann::json doc = nlohmann::json::parse(run.out);
@@ -87,7 +67,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   for (const auto& row : doc["rows"]) CHECK(row["wrong"] == 0);
 
   // A table tuned for uniform:4 is refused on uniform:8 with a one-line reason (exit 2).
-  const Result refused = sh(bin() + " run -t uniform:8 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
+  const Result refused = run_shell(artune_bin() + " run -t uniform:8 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
   CHECK(refused.status == 2);
   CHECK(refused.out.find("tuned for topology 'uniform:4'") != std::string::npos);
   // A corrupt table is refused too.
@@ -95,7 +75,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
     std::ofstream bad(table, std::ios::trunc);
     bad << "{\"schema\": \"artune.decision_table\", \"schema_version\": 1";
   }
-  const Result corrupt = sh(bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
+  const Result corrupt = run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
   CHECK(corrupt.status == 2);
   CHECK(corrupt.out.find("corrupt decision table") != std::string::npos);
   fs::remove_all(dir);

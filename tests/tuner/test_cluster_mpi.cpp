@@ -9,9 +9,9 @@
 #include <filesystem>
 #include <string>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/cli_runner.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
 
@@ -19,35 +19,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
+using Result = artune_test::CliResult;
 
-Result shell(const std::string& cmd) {
-  Result r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
+// `mpirun -np NP artune ARGS` with stdout and stderr together, under a hard 180 s cap.
+Result mpirun(int np, const std::string& args) {
+  return artune_test::run_shell(
+      "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 180 "
+      "mpirun -np " + std::to_string(np) + " --oversubscribe " + artune_test::artune_bin() + " " + args + " 2>&1");
 }
 
-std::string mpirun(int np, const std::string& args) {
-  const char* bin = std::getenv("ARTUNE_BIN");
-  REQUIRE(bin != nullptr);
-  return "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 180 "
-         "mpirun -np " + std::to_string(np) + " --oversubscribe " + std::string(bin) + " " + args;
-}
-
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
+using artune_test::count_of;
 
 }  // namespace
 
@@ -56,8 +37,8 @@ TEST_CASE("autotune.cluster_mode_mpi") {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string table = (dir / "table.json").string();
-  const Result tune = shell(mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
-                                      " --segments 1 --max-cycles 1 -q -o " + table));
+  const Result tune = mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
+                                      " --segments 1 --max-cycles 1 -q -o " + table);
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(count_of(tune.out, "# decision table:") == 1);  // rank 0 alone prints
@@ -72,7 +53,7 @@ TEST_CASE("autotune.cluster_mode_mpi") {
     }
   }
   CHECK(points == 2);
-  const Result run = shell(mpirun(4, "run --backend mpi -t uniform:4 --table " + table + " -b 4K -e 16K -f 4 -n 2 -w 1"));
+  const Result run = mpirun(4, "run --backend mpi -t uniform:4 --table " + table + " -b 4K -e 16K -f 4 -n 2 -w 1");
   INFO(run.out);
   CHECK(run.status == 0);
   CHECK(count_of(run.out, "# Out of bounds values : 0 OK") == 1);
