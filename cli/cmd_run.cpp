@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "algorithms/builders.hpp"
 #include "cli/commands.hpp"
@@ -15,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "executor/backend.hpp"
+#include "executor/cpu/cpu_backend.hpp"
 #include "executor/runner.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
@@ -35,6 +38,7 @@ struct RunFlags {
   int check = 1;
   double timeout_s = 60;
   int machine_index = -1;
+  bool machine_index_given = false;
   int segments = 1;
   std::string gpu_perm;
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
@@ -50,6 +54,18 @@ int launcher_rank() {
 }
 
 void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend);
+
+std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
+  if (size == sizes.front()) return "-b/--minbytes";
+  if (size == sizes.back()) return "-e/--maxbytes";
+  return "-b/-e/-f";
+}
+
+void check_count(int value, int min, const char* flag) {
+  if (value < min || value > kMaxIterations) {
+    throw InvalidInput(fmt::format("{}: {} must be between {} and {}", flag, value, min, kMaxIterations));
+  }
+}
 
 void run_command(const RunFlags& f) {
   const BackendKind kind = parse_backend_kind(f.backend, "--backend");
@@ -79,19 +95,57 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   config.iterations = f.iterations;
   config.warmup = f.warmup;
   config.check = f.check;
-  if (f.iterations < 0) throw InvalidInput("-n/--iters: must be ≥ 0");
-  if (f.warmup < 0) throw InvalidInput("-w/--warmup_iters: must be ≥ 0");
-  if (f.check < 0) throw InvalidInput("-c/--check: must be ≥ 0");
-  if (!(f.timeout_s > 0)) throw InvalidInput("--timeout: must be > 0 seconds");
+  check_count(f.iterations, 1, "-n/--iters");
+  check_count(f.warmup, 0, "-w/--warmup_iters");
+  check_count(f.check, 0, "-c/--check");
+  if (!(f.timeout_s > 0 && f.timeout_s <= kMaxTimeoutSeconds)) {
+    throw InvalidInput(fmt::format("--timeout: {} must be > 0 and ≤ {:.0f} seconds", f.timeout_s, kMaxTimeoutSeconds));
+  }
   if (f.segments < 1) throw InvalidInput("--segments: must be ≥ 1");
+  const std::size_t es = element_size(config.type);
+  for (const std::uint64_t size : config.sizes) {
+    if (size % es != 0) {
+      throw InvalidInput(fmt::format("{}: size {} is not a multiple of the {} element size ({} bytes)",
+                                     size_flag(size, config.sizes), size, to_string(config.type), es));
+    }
+  }
+  if (f.machine_index_given) {
+    if (f.machine_index < 0) throw InvalidInput(fmt::format("--machine-index: {} must be ≥ 0", f.machine_index));
+    if (kind != BackendKind::kMpi && kind != BackendKind::kNccl) {
+      throw InvalidInput(fmt::format("--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)",
+                                     to_string(kind)));
+    }
+  }
   topo = load_topology(f.topology);
   BuildOptions base;
   base.reduce_op = config.op;
   base.segments = f.segments;
   if (!f.gpu_perm.empty()) base.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
-  const PlanFactory make_plan = f.table.empty() ? spec_plan_factory(topo, f.spec, base)
-                                                : table_plan_factory(load_decision_table(f.table, topo), topo,
-                                                                     element_size(config.type), config.op);
+  if (kind == BackendKind::kCpu && topo.gpus().size() > static_cast<std::size_t>(kMaxCpuDevices)) {
+    // Refused before building a plan of that size (seconds for a thousand GPUs).
+    throw InvalidInput(fmt::format("-t/--topology: {} has {} GPUs; the cpu backend runs one thread per device and "
+                                   "takes at most {} (use a smaller topology or the mpi backend)",
+                                   f.topology, topo.gpus().size(), kMaxCpuDevices));
+  }
+  if (f.machine_index_given && f.machine_index >= topo.machine_count()) {
+    throw InvalidInput(fmt::format("--machine-index: {} but topology {} has {} machine(s)", f.machine_index,
+                                   f.topology, topo.machine_count()));
+  }
+  PlanFactory make_plan;
+  if (f.table.empty()) {
+    make_plan = spec_plan_factory(topo, f.spec, base);
+  } else {
+    DecisionTable table = load_decision_table(f.table, topo);
+    if (table.type != config.type) {
+      throw InvalidInput(fmt::format("-d/--datatype: {} but the table {} was tuned for {}", to_string(config.type),
+                                     f.table, to_string(table.type)));
+    }
+    if (table.op != config.op) {
+      throw InvalidInput(fmt::format("-o/--op: {} but the table {} was tuned for {}", to_string(config.op), f.table,
+                                     to_string(table.op)));
+    }
+    make_plan = table_plan_factory(std::move(table), topo, element_size(config.type), config.op);
+  }
 
   BackendOptions options;
   options.timeout_s = f.timeout_s;
@@ -143,19 +197,22 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "float, double, half, bfloat16, int32, int64, uint8")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "sum, prod, min, max, avg")->capture_default_str();
-  cmd->add_option("-n,--iters", flags->iterations, "timed iterations per size")->capture_default_str();
+  cmd->add_option("-n,--iters", flags->iterations, fmt::format("timed iterations per size (1 to {})", kMaxIterations))->capture_default_str();
   cmd->add_option("-w,--warmup_iters", flags->warmup, "warm-up iterations per size (not timed)")
       ->capture_default_str();
   cmd->add_option("-c,--check", flags->check, "checked iterations per size (0: no check, #wrong N/A)")
       ->capture_default_str();
-  cmd->add_option("--timeout", flags->timeout_s, "seconds without progress before a stuck peer ends the run")
+  cmd->add_option("--timeout", flags->timeout_s, fmt::format("seconds without progress before a stuck peer ends the run (at most {:.0f})", kMaxTimeoutSeconds))
       ->capture_default_str();
-  cmd->add_option("--machine-index", flags->machine_index,
+  CLI::Option* machine = cmd->add_option("--machine-index", flags->machine_index,
                   "mpi/nccl: this rank's machine in the topology (checked; default: ARTUNE_MACHINE_INDEX)");
   cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
   cmd->add_flag("--json", flags->json, "print the table as JSON");
-  cmd->callback([flags] { run_command(*flags); });
+  cmd->callback([flags, machine] {
+    flags->machine_index_given = machine->count() > 0;
+    run_command(*flags);
+  });
 }
 
 }  // namespace artune::cli

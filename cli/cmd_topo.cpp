@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
+#include "core/input.hpp"
 #include "topology/importers.hpp"
 #include "topology/io.hpp"
 
@@ -27,6 +28,10 @@ namespace {
 
 // Text matrices beyond this many GPUs are unreadable; --all prints them anyway.
 constexpr std::size_t kMaxMatrixGpus = 64;
+// Even --all prints no matrices beyond this many GPUs (GPUs² cells each; the
+// note says so), and --json, whose matrices are part of the model, refuses.
+constexpr std::size_t kMaxAllMatrixGpus = 1024;
+constexpr std::size_t kMaxJsonMatrixGpus = 1024;
 // Device and link lists beyond this many entries are summarised by kind.
 constexpr std::size_t kMaxListed = 128;
 
@@ -125,6 +130,10 @@ void print_matrices(const Topology& topo, bool all) {
                kMaxMatrixGpus);
     return;
   }
+  if (gpus.size() > kMaxAllMatrixGpus) {
+    fmt::print("\nMatrices omitted for {} GPUs: --all prints them up to {} GPUs.\n", gpus.size(), kMaxAllMatrixGpus);
+    return;
+  }
   const std::size_t n = gpus.size();
   // The DMA peer matrix in the layout of TF's cross_device_utils.py comment:
   // "DMA: 0 1 2 …" over "0:   Y Y …".
@@ -168,17 +177,21 @@ void print_matrices(const Topology& topo, bool all) {
   }
 }
 
+// Reads the import input with the shared checks (missing, directory, devices such
+// as /dev/zero, the size cap); standard input gets the same cap.
 std::string read_input(const std::string& path) {
-  if (path == "-") {
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (path != "-") return read_input_file(path, "");
+  std::string text;
+  char buffer[1 << 16];
+  while (std::cin.read(buffer, sizeof buffer) || std::cin.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(std::cin.gcount()));
+    if (text.size() > kMaxInputFileBytes) {
+      throw InvalidInput(fmt::format("<stdin>: more than the {} bytes artune reads from one input file",
+                                     kMaxInputFileBytes));
+    }
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: is a directory", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidInput(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (std::cin.bad()) throw InvalidInput("<stdin>: cannot read standard input");
+  return text;
 }
 
 struct ShowOptions {
@@ -192,10 +205,17 @@ struct ImportOptions {
   std::string input;
   std::string output;
   std::string name;
+  bool name_given = false;
 };
 
 void run_show(const ShowOptions& opts) {
   const Topology topo = load_topology(opts.topology);
+  // The matrices are GPUs² cells: 65536 GPUs would mean 4·10⁹ cells and minutes of work.
+  if (opts.json && topo.gpus().size() > kMaxJsonMatrixGpus) {
+    throw InvalidInput(fmt::format("--json: topology {} has {} GPUs; the JSON carries GPU x GPU matrices and is "
+                                   "limited to {} GPUs (plain `topo show` summarises larger topologies)",
+                                   topo.name(), topo.gpus().size(), kMaxJsonMatrixGpus));
+  }
   if (opts.json) {
     print_json(topology_to_json(topo));
     return;
@@ -216,10 +236,16 @@ void run_list() {
 }
 
 void run_import(const ImportOptions& opts) {
+  if (opts.name_given) {
+    if (opts.name.empty()) throw InvalidInput("--name: must not be empty");
+    for (unsigned char c : opts.name) {
+      if (c < 0x20 || c == 0x7f) throw InvalidInput("--name: must not contain control characters");
+    }
+  }
   const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
   const std::string text = read_input(opts.input);
   Topology topo = opts.from == "nvidia-smi" ? import_nvidia_smi(text, source) : import_nccl_xml(text, source);
-  if (!opts.name.empty()) {
+  if (opts.name_given) {
     topo.set_name(opts.name);
   } else if (topo.name().empty()) {
     const std::string stem = std::filesystem::path(opts.input).stem().string();
@@ -252,9 +278,13 @@ void add_topo_command(CLI::App& app) {
       "show", "Print a topology: devices, links, the DMA peer matrix, nvidia-smi path types and route bandwidths");
   show->add_option("-t,--topology", show_opts->topology, topology_flag_help())->capture_default_str();
   show->add_flag("--json", show_opts->json,
-                 "print the whole model as JSON, with peer_matrix, nvlink_matrix, path_matrix and bandwidth_matrix");
+                 fmt::format("print the whole model as JSON, with peer_matrix, nvlink_matrix, path_matrix and "
+                             "bandwidth_matrix (exit 2 beyond {} GPUs)",
+                             kMaxJsonMatrixGpus));
   show->add_flag("--all", show_opts->all,
-                 fmt::format("list every device and link and print matrices beyond {} GPUs", kMaxMatrixGpus));
+                 fmt::format("list every device and link and print matrices beyond {} GPUs (up to {} GPUs; larger "
+                             "topologies get a note instead)",
+                             kMaxMatrixGpus, kMaxAllMatrixGpus));
   show->callback([show_opts] { run_show(*show_opts); });
 
   CLI::App* list = topo->add_subcommand("list", "List the built-in topologies and the generators");
@@ -268,8 +298,12 @@ void add_topo_command(CLI::App& app) {
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
   import->add_option("-o,--output", import_opts->output, "output JSON file (default: standard output)");
-  import->add_option("--name", import_opts->name, "name of the imported topology (default: the input file's stem)");
-  import->callback([import_opts] { run_import(*import_opts); });
+  auto* name = import->add_option("--name", import_opts->name,
+                                   "name of the imported topology (default: the input file's stem)");
+  import->callback([import_opts, name] {
+    import_opts->name_given = name->count() > 0;
+    run_import(*import_opts);
+  });
 
   add_topo_discover_command(topo);
 }

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,11 @@
 namespace artune::cli {
 namespace {
 
+// Bounds of the cluster flags: the JSON loader's bounds for bandwidths and latencies.
+constexpr double kMinBandwidthGbps = 1e-6;
+constexpr double kMaxFigure = 1e9;
+constexpr double kMaxOversubscription = 1e6;
+
 struct DiscoverFlags {
   std::string output;
   bool require_gpu = false;
@@ -33,6 +39,7 @@ struct DiscoverFlags {
   bool json = false;
   std::string hwloc_xml;
   std::string hostname;
+  bool hostname_given = false;
   double nic_bandwidth = NetworkSpec{}.nic_bandwidth_gbps;
   double net_latency = NetworkSpec{}.latency_us;
   double oversubscription = NetworkSpec{}.oversubscription;
@@ -214,6 +221,23 @@ void run_discover(const DiscoverFlags& flags) {
   finish_single(flags, discover(flags));
 }
 
+// Own range checks: CLI11's number validators print bounds as 300-digit doubles
+// and let NaN through.
+void check_range(const char* flag, double value, double lo, double hi, bool lo_inclusive = true) {
+  const bool ok = std::isfinite(value) && (lo_inclusive ? value >= lo : value > lo) && value <= hi;
+  if (!ok) throw InvalidInput(fmt::format("{}: must be a number from {:g} to {:g} (got {:g})", flag, lo, hi, value));
+}
+
+void validate(const DiscoverFlags& f) {
+  check_range("--nic-bandwidth", f.nic_bandwidth, kMinBandwidthGbps, kMaxFigure);
+  check_range("--net-latency", f.net_latency, 0, kMaxFigure);
+  check_range("--oversubscription", f.oversubscription, 1, kMaxOversubscription);
+  if (f.hostname_given && f.hostname.empty()) throw InvalidInput("--hostname: must not be empty");
+  for (unsigned char c : f.hostname) {
+    if (c < 0x20 || c == 0x7f) throw InvalidInput("--hostname: must not contain control characters");
+  }
+}
+
 }  // namespace
 
 void add_topo_discover_command(CLI::App* topo) {
@@ -224,26 +248,33 @@ void add_topo_discover_command(CLI::App* topo) {
       "joins one cluster topology (ranks on the same host form one machine).");
   auto flags = std::make_shared<DiscoverFlags>();
   cmd->add_option("-o,--output", flags->output, "write the discovered topology as JSON (exit 2 if no GPU was found)");
-  cmd->add_flag("--require-gpu", flags->require_gpu, "exit with status 2 when no GPU is found");
-  cmd->add_flag("--allow-no-gpu", flags->allow_no_gpu,
-                "write the topology even without GPUs (CPU sockets, PCIe switches and NICs only)");
+  auto* require_gpu = cmd->add_flag("--require-gpu", flags->require_gpu, "exit with status 2 when no GPU is found");
+  auto* allow_no_gpu = cmd->add_flag("--allow-no-gpu", flags->allow_no_gpu,
+                                     "write the topology even without GPUs (CPU sockets, PCIe switches and NICs only); "
+                                     "excludes --require-gpu");
+  require_gpu->excludes(allow_no_gpu);
   cmd->add_flag("--json", flags->json, "print the findings and the topology as JSON instead of text");
   cmd->add_option("--hwloc-xml", flags->hwloc_xml,
                   "read an hwloc XML export (lstopo --of xml) instead of probing this machine; CUDA and NVML are "
                   "not consulted")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--hostname", flags->hostname,
+  auto* hostname = cmd->add_option("--hostname", flags->hostname,
                   "group MPI ranks by this name instead of the host name (containers that share a host name)");
-  cmd->add_option("--nic-bandwidth", flags->nic_bandwidth, "cluster: per-NIC bandwidth in GB/s per direction")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--net-latency", flags->net_latency, "cluster: NIC-to-switch latency in microseconds")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--oversubscription", flags->oversubscription, "cluster: network oversubscription factor (>= 1)")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e6));
-  cmd->callback([flags] { run_discover(*flags); });
+  cmd->add_option("--nic-bandwidth", flags->nic_bandwidth,
+                  fmt::format("cluster: per-NIC bandwidth in GB/s per direction ({:g} to {:g})", kMinBandwidthGbps,
+                              kMaxFigure))
+      ->capture_default_str();
+  cmd->add_option("--net-latency", flags->net_latency,
+                  fmt::format("cluster: NIC-to-switch latency in microseconds (0 to {:g})", kMaxFigure))
+      ->capture_default_str();
+  cmd->add_option("--oversubscription", flags->oversubscription,
+                  fmt::format("cluster: network oversubscription factor (1 to {:g})", kMaxOversubscription))
+      ->capture_default_str();
+  cmd->callback([flags, hostname] {
+    flags->hostname_given = hostname->count() > 0;
+    validate(*flags);
+    run_discover(*flags);
+  });
 }
 
 }  // namespace artune::cli

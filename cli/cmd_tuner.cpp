@@ -23,6 +23,7 @@
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/json_input.hpp"
 #include "core/sizes.hpp"
 #include "simulator/simulator.hpp"
 #include "topology/discovery.hpp"
@@ -116,6 +117,9 @@ struct AutotuneFlags {
   double timeout = 60;
   bool json = false;
   bool quiet = false;
+  bool measure_given = false;  ///< --measure on the command line (even as '')
+  bool output_given = false;
+  bool report_given = false;
 };
 
 std::string command_line(const AutotuneFlags& f, bool discovered) {
@@ -141,12 +145,60 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
-  std::ifstream in(path);
-  if (!in) throw InvalidInput(fmt::format("{} {}: cannot open", flag, path));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InvalidInput(fmt::format("{}: JSON parse error at byte {}", path, e.byte));
+  return read_json_input(path, flag);  // directories, devices, huge files and 1e400 all end as InvalidInput
+}
+
+/// The devices the cpu backend runs (one thread each): a documented cap so that a cluster topology
+/// ends in one line naming -t instead of a thread or memory failure part-way through measuring.
+constexpr std::size_t kCpuBackendMaxDevices = 256;
+
+/// The measurement flags both subcommands share, checked before anything runs.
+void check_measure_flags(int iters, int warmup, double timeout) {
+  if (iters < 1) throw InvalidInput(fmt::format("--iters: {} must be ≥ 1", iters));
+  if (warmup < 0) throw InvalidInput(fmt::format("--warmup: {} must be ≥ 0", warmup));
+  if (!std::isfinite(timeout) || !(timeout > 0) || timeout > 1e6) {
+    throw InvalidInput(fmt::format("--timeout: {} must be a finite number of seconds in (0, 1e6]", timeout));
+  }
+}
+
+/// -o: a file whose folder exists and is writable (written only at the end, after the work).
+void check_output_file(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: '{}' is a directory, not a file", flag, path));
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) {
+    throw InvalidInput(fmt::format("{}: '{}': folder '{}' does not exist", flag, path, dir.string()));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, dir.string()));
+  }
+}
+
+/// --report: a folder (created at the end) whose nearest existing ancestor is a writable folder.
+void check_report_folder(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p(path);
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec)) {
+    throw InvalidInput(fmt::format("{}: '{}' exists and is not a folder", flag, path));
+  }
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
+  if (p.empty()) p = ".";
+  if (!fs::is_directory(p, ec)) {
+    throw InvalidInput(fmt::format("{}: '{}': '{}' is not a folder", flag, path, p.string()));
+  }
+  if (::access(p.c_str(), W_OK) != 0) {
+    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, p.string()));
+  }
+}
+
+/// The backends that run every device of the topology in this process refuse topologies past their cap.
+void check_backend_devices(BackendKind kind, const Topology& topo, std::string_view backend_flag) {
+  if (kind == BackendKind::kCpu && topo.gpus().size() > kCpuBackendMaxDevices) {
+    throw InvalidInput(fmt::format("-t: topology '{}' has {} GPUs; the cpu backend ({}) runs at most {}", topo.name(),
+                                   topo.gpus().size(), backend_flag, kCpuBackendMaxDevices));
   }
 }
 
@@ -256,12 +308,27 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   std::vector<std::string> notes = resolved.notes;
   const Topology& topo = resolved.topo;
 
+  if (f.measure_given && f.measure.empty()) throw InvalidInput("--measure: empty backend name");
+  if (f.output_given && f.output.empty()) throw InvalidInput("-o/--output: empty file name");
+  if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
+  check_measure_flags(f.iters, f.warmup, f.timeout);
+  if (f.top < 1) throw InvalidInput(fmt::format("--top: {} must be ≥ 1", f.top));
+  {
+    const int g = static_cast<int>(topo.gpus_of_machine(0).size());
+    if (f.max_subchunks != -1 && (f.max_subchunks < 1 || f.max_subchunks > g)) {
+      throw InvalidInput(fmt::format("--max-subchunks: {} is not -1 (GPUs per machine) or in 1..{}", f.max_subchunks, g));
+    }
+  }
+  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
+  if (!f.report.empty()) check_report_folder(f.report, "--report");
+
   SearchOptions so;
   so.sizes = sweep_sizes(f.sweep);
   so.type = parse_data_type(f.type, "-d/--datatype");
   so.op = parse_reduce_op(f.op, "--op");
   std::optional<BackendKind> measure;
   if (!f.measure.empty()) measure = parse_backend_kind(f.measure, "--measure");
+  if (measure) check_backend_devices(*measure, topo, "--measure");
   BackendProfile profile = BackendProfile::kNccl;
   if (measure) profile = profile_for(*measure);
   if (!f.profile.empty()) profile = parse_backend_profile(f.profile, "--profile");
@@ -278,8 +345,6 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     if (s < 1 || s > 64) throw InvalidInput(fmt::format("--segments: {} is not in 1..64", s));
   }
   if (f.max_cycles < 1) throw InvalidInput("--max-cycles: must be ≥ 1");
-  if (f.top < 1) throw InvalidInput("--top: must be ≥ 1");
-  if (f.iters < 1) throw InvalidInput("--iters: must be ≥ 1");
   so.progress = progress.fn();
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
@@ -387,16 +452,32 @@ struct CalibrateFlags {
   double timeout = 60;
   bool json = false;
   bool quiet = false;
+  bool output_given = false;
+  bool report_given = false;
 };
 
 void run_calibrate(const CalibrateFlags& f) {
   Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
+  // Every flag is checked before the first measurement, so that no progress line precedes an error.
+  if (f.output_given && f.output.empty()) throw InvalidInput("-o/--output: empty file name");
+  if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
+  check_measure_flags(f.iters, f.warmup, f.timeout);
   const Topology topo = load_topology(f.topo);
   CalibrationOptions co;
   co.backend = parse_backend_kind(f.backend, "--backend");
+  check_backend_devices(co.backend, topo, "--backend cpu");
   co.type = parse_data_type(f.type, "-d/--datatype");
   co.sizes = sweep_sizes(f.sweep);
   if (co.sizes.size() < 2) throw InvalidInput("-b/-e/-f: calibration needs at least two sizes");
+  const std::uint64_t esize = element_size(co.type);
+  for (const auto bytes : co.sizes) {
+    if (bytes % esize != 0) {
+      throw InvalidInput(fmt::format("-b/-e/-f: size {} is not a multiple of the {}-byte element size of {}", bytes,
+                                     esize, f.type));
+    }
+  }
+  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
+  if (!f.report.empty()) check_report_folder(f.report, "--report");
   co.validation_sizes = co.sizes;
   co.validate = !f.no_validate;
   co.refine = !f.no_refine;
@@ -404,7 +485,6 @@ void run_calibrate(const CalibrateFlags& f) {
   co.warmup = f.warmup;
   co.timeout_s = f.timeout;
   co.progress = progress.fn();
-  if (f.iters < 1) throw InvalidInput("--iters: must be ≥ 1");
   const CalibrationResult r = calibrate(topo, co);
   progress.finish();
   if (!r.root) return;  // under mpirun rank 0 writes and prints
@@ -474,7 +554,12 @@ void add_tuner_commands(CLI::App& app) {
       ->capture_default_str();
   at->add_flag("--json", flags->json, "print the decision table as JSON");
   at->add_flag("-q,--quiet", flags->quiet, "no progress output");
-  at->callback([flags] { run_autotune(*flags); });
+  at->callback([flags, at] {
+    flags->measure_given = at->count("--measure") > 0;
+    flags->output_given = at->count("--output") > 0;
+    flags->report_given = at->count("--report") > 0;
+    run_autotune(*flags);
+  });
 
   auto cf = std::make_shared<CalibrateFlags>();
   CLI::App* cal = app.add_subcommand(
@@ -495,7 +580,11 @@ void add_tuner_commands(CLI::App& app) {
   cal->add_option("--report", cf->report, "also write CALIBRATION.md and calibration.json into this folder");
   cal->add_flag("--json", cf->json, "print the fits and validation as JSON");
   cal->add_flag("-q,--quiet", cf->quiet, "no progress output");
-  cal->callback([cf] { run_calibrate(*cf); });
+  cal->callback([cf, cal] {
+    cf->output_given = cal->count("--output") > 0;
+    cf->report_given = cal->count("--report") > 0;
+    run_calibrate(*cf);
+  });
 }
 
 }  // namespace artune::cli

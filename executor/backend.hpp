@@ -18,6 +18,10 @@ class Topology;
 /// Which backend executes a plan.
 enum class BackendKind { kCpu, kMpi, kCuda, kNccl };
 
+/// The longest --timeout a backend honours (about 11.6 days): longer values saturate to it, so deadline
+/// arithmetic (now + timeout) never overflows a clock.
+inline constexpr double kMaxTimeoutSeconds = 1e6;
+
 /// Settings shared by all backends.
 struct BackendOptions {
   double timeout_s = 60;     ///< a stuck peer ends in a Timeout error after this long
@@ -34,6 +38,13 @@ class Backend {
   virtual ~Backend() = default;
   /// Allocates buffers, builds per-device schedules and communicators for `plan` (already verified).
   virtual void prepare(const Plan& plan, DataType type, ReduceOp op) = 0;
+  /// Refuses (InvalidInput naming the flag) a plan this backend could not prepare on this machine, before
+  /// anything is allocated: too many devices, buffers beyond available memory. The runner calls it with the
+  /// sweep's largest plan up front; prepare() checks again. Default: nothing to refuse early.
+  virtual void check_plan(const Plan& plan, DataType type) const {
+    (void)plan;
+    (void)type;
+  }
   /// Fills every participant's buffer 0 of this process with the inputs of iteration `iteration`
   /// (values from verification.hpp's input_value).
   virtual void fill_inputs(int iteration) = 0;
@@ -56,6 +67,17 @@ class Backend {
 
 /// Creates a backend; Unsupported when this build or machine lacks it ("no CUDA device available").
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+/// The timeout a backend waits: `seconds` saturated to kMaxTimeoutSeconds; InvalidInput naming --timeout
+/// when it is not a number > 0.
+double effective_timeout_s(double seconds);
+/// Host memory this process can still get, in bytes: the least of /proc/meminfo's MemAvailable (physical
+/// memory when unreadable), the cgroup limit less its usage, and the address-space limit (ulimit -v).
+std::uint64_t available_host_memory();
+/// Refuses, before anything is allocated, host buffers of `needed` bytes for a `count`-element message
+/// of `type` that would not fit in 90% of available_host_memory(): InvalidInput naming -e/--maxbytes
+/// (the largest message size) and the amount needed, instead of an allocation failure or the OOM killer.
+/// `who` names the backend and what it holds ("cpu backend, 8 devices").
+void check_host_memory(double needed, std::int64_t count, DataType type, std::string_view who);
 /// Parses "cpu", "mpi", "cuda", "nccl"; InvalidInput naming `what`.
 BackendKind parse_backend_kind(std::string_view text, std::string_view what = "--backend");
 /// Name of a backend kind.

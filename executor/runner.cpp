@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "algorithms/verifier.hpp"
@@ -31,6 +33,15 @@ double allreduce_bus_factor(int ranks) noexcept {
 RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   if (config.iterations < 0 || config.warmup < 0 || config.check < 0) {
     throw InvalidInput("run: iterations, warm-up and check counts must be ≥ 0");
+  }
+  if (config.iterations > kMaxIterations) {
+    throw InvalidInput(fmt::format("-n/--iters: {} exceeds the maximum of {}", config.iterations, kMaxIterations));
+  }
+  if (config.warmup > kMaxIterations) {
+    throw InvalidInput(fmt::format("-w/--warmup_iters: {} exceeds the maximum of {}", config.warmup, kMaxIterations));
+  }
+  if (config.check > kMaxIterations) {
+    throw InvalidInput(fmt::format("-c/--check: {} exceeds the maximum of {}", config.check, kMaxIterations));
   }
   RunRow row;
   row.count = plan.count;
@@ -80,12 +91,24 @@ std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, co
                               const std::function<void(const RunRow&)>& on_row) {
   std::vector<RunRow> rows;
   const auto elem = static_cast<std::uint64_t>(element_size(config.type));
+  // The largest plan first, checked but not run: a sweep the machine cannot hold is refused before
+  // anything is measured (or allocated), not when it reaches its last size.
+  std::int64_t largest = 0;
+  for (std::uint64_t bytes : config.sizes) {
+    largest = std::max(largest, static_cast<std::int64_t>(std::max<std::uint64_t>(bytes / elem, 1)));
+  }
+  std::optional<Plan> largest_plan;
+  if (largest > 0) {
+    largest_plan = make_plan(largest);
+    backend.check_plan(*largest_plan, config.type);
+  }
   std::int64_t previous = -1;
   for (std::uint64_t bytes : config.sizes) {
     const auto count = static_cast<std::int64_t>(std::max<std::uint64_t>(bytes / elem, 1));
     if (count == previous) continue;
     previous = count;
-    const Plan plan = make_plan(count);
+    const Plan plan = count == largest && largest_plan ? std::move(*largest_plan) : make_plan(count);
+    if (count == largest) largest_plan.reset();
     rows.push_back(run_plan(backend, plan, config));
     if (on_row) on_row(rows.back());
   }

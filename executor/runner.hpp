@@ -20,6 +20,10 @@
 
 namespace artune {
 
+/// The most timed, warm-up or checked iterations per size (-n, -w, -c): a million runs of even the
+/// smallest plan take minutes, and the timed ones keep a time each for the median.
+inline constexpr int kMaxIterations = 1'000'000;
+
 /// Makes the plan for a message of `count` elements (already verified).
 using PlanFactory = std::function<Plan(std::int64_t count)>;
 

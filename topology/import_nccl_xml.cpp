@@ -515,6 +515,7 @@ class XmlImporter {
     std::map<std::pair<int, int>, std::pair<int, int>> pair_count;  // (lo, hi) → (count, line)
     std::vector<int> switch_lanes(gpus_.size(), 0);
     int ignored = 0;
+    std::set<std::string> ignored_targets;
     auto lane_bw = [&](int a, int b) {
       int sa = gpus_[a].sm, sb = b >= 0 ? gpus_[b].sm : 0;
       double ba = nvlink_lane_bandwidth_gbps(sa), bb = nvlink_lane_bandwidth_gbps(sb);
@@ -536,8 +537,14 @@ class XmlImporter {
         }
         auto it = gpu_by_bus.find(l.target);
         if (it == gpu_by_bus.end()) {
-          // NCCL skips NVLinks to GPUs the file does not list; so do we.
+          // A GPU-class NVLink to a device the file lists as a NIC is a broken file, not a GPU left out.
+          for (const XNic& nic : nics_) {
+            if (!nic.bus_id.empty() && nic.bus_id == l.target)
+              fail(l.line, fmt::format("<nvlink target=\"{}\"> names a NIC, not a GPU", l.target));
+          }
+          // NCCL skips NVLinks to GPUs the file does not list; so do we, and the description says which.
           ++ignored;
+          ignored_targets.insert(l.target);
           continue;
         }
         const int t = it->second;
@@ -591,7 +598,18 @@ class XmlImporter {
                              detail::kSmpLatencyUs);
 
     std::string extra;
-    if (ignored) extra += fmt::format("; {} NVLink target(s) not in the file ignored", ignored);
+    if (ignored) {
+      std::string which;
+      int listed = 0;
+      for (const auto& t : ignored_targets) {
+        if (listed++ == 4) {
+          which += ", …";
+          break;
+        }
+        which += (which.empty() ? "" : ", ") + t;
+      }
+      extra += fmt::format("; {} NVLink target(s) not in the file ignored ({}; NCCL skips them too)", ignored, which);
+    }
     if (skipped_pci_) extra += fmt::format("; {} other PCI device(s) skipped", skipped_pci_);
     if (skipped_c2c_) extra += fmt::format("; {} C2C link(s) not modelled", skipped_c2c_);
     topo.set_name(detail::source_stem(source_, "nccl-xml"));

@@ -35,6 +35,11 @@ using detail::parse_long;
 using detail::split_blanks;
 using detail::trim;
 
+// A machine has at most this many GPUs (as the JSON loader's compact form); the
+// matrix is columns² cells, so the caps also bound the work.
+constexpr int kMaxGpus = 1024;
+constexpr std::size_t kMaxColumns = 2048;
+
 enum class Cls { kSelf, kNv, kPix, kPxb, kPhb, kNode, kSys };
 
 struct Cell {
@@ -166,6 +171,7 @@ class SmiImporter {
     header_line_ = static_cast<int>(i) + 1;
     auto words = header_words(lines[i]);
     bool in_affinity = false;
+    int gpu_columns = 0;
     for (const auto& w : words) {
       if (is_affinity_column(w)) {
         if (std::find(affinity_columns_.begin(), affinity_columns_.end(), w) != affinity_columns_.end())
@@ -182,11 +188,16 @@ class SmiImporter {
       if (auto n = gpu_number(w)) {
         col.gpu = true;
         col.number = *n;
+        if (++gpu_columns > kMaxGpus)
+          fail(header_line_, fmt::format("more than {} GPU columns: artune supports at most {} GPUs per machine",
+                                         kMaxGpus, kMaxGpus));
       } else if (w.size() >= 3 && w.substr(0, 3) == "GPU") {
         fail(header_line_, fmt::format("bad GPU column name '{}'", detail::printable(w)));
       }
       column_index_[w] = static_cast<int>(columns_.size());
       columns_.push_back(col);
+      if (columns_.size() > kMaxColumns)
+        fail(header_line_, fmt::format("more than {} device columns (GPUs and NICs) in the header row", kMaxColumns));
     }
     if (columns_.empty()) fail(header_line_, "header row names no devices (expected GPU0 GPU1 …)");
     const int n = static_cast<int>(columns_.size());

@@ -26,6 +26,8 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/input.hpp"
+#include "core/json_input.hpp"
 #include "topology/io_embedded.hpp"
 
 namespace artune {
@@ -62,6 +64,9 @@ constexpr long long kMaxTotalGpus = 65536;
 constexpr long long kMaxTotalLinks = 4'000'000;
 constexpr int kMaxLanes = 1024;
 constexpr double kMaxFigure = 1e9;
+// Bandwidths below 1 KB/s (1e-6 GB/s) are typos too, and near-zero values such as 1e-300
+// would turn transfer times into infinities in the simulator.
+constexpr double kMinBandwidth = 1e-6;
 constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 
 // Output keys that topology_to_json derives from the model; readers ignore
@@ -186,15 +191,16 @@ class Reader {
   // also keeps lanes × lane bandwidth finite.
   double positive(const json& value, const std::string& path) const {
     const double x = number(value, path);
-    if (!(x > 0)) fail(path, fmt::format("must be > 0 (got {})", x));
-    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {})", kMaxFigure, x));
+    if (!(x > 0)) fail(path, fmt::format("must be > 0 (got {:g})", x));
+    if (x < kMinBandwidth) fail(path, fmt::format("must be at least {:g} (got {:g})", kMinBandwidth, x));
+    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {:g})", kMaxFigure, x));
     return x;
   }
 
   double non_negative(const json& value, const std::string& path) const {
     const double x = number(value, path);
-    if (x < 0) fail(path, fmt::format("must be >= 0 (got {})", x));
-    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {})", kMaxFigure, x));
+    if (x < 0) fail(path, fmt::format("must be >= 0 (got {:g})", x));
+    if (x > kMaxFigure) fail(path, fmt::format("must be at most {:g} (got {:g})", kMaxFigure, x));
     return x;
   }
 
@@ -715,43 +721,13 @@ std::string builtin_source(std::string_view name) { return fmt::format("configs/
 
 std::string builtin_list() { return join_list(builtin_topology_names()); }
 
-json parse_json_text(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    // Line and column of the byte where parsing stopped (e.byte is 1-based).
-    const std::size_t stop = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    std::size_t line = 1;
-    std::size_t line_start = 0;
-    for (std::size_t i = 0; i < stop; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    std::string reason = e.what();
-    if (const auto bracket = reason.find("] "); bracket != std::string::npos) reason = reason.substr(bracket + 2);
-    if (reason.rfind("parse error at line", 0) == 0) {
-      if (const auto colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
-    } else if (reason.rfind("parse error", 0) == 0) {
-      if (const auto colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
-    }
-    throw InvalidInput(one_line(fmt::format("{}: line {}, column {}: malformed JSON: {}", source, line, stop - line_start + 1, reason)));
-  }
-}
+// Every nlohmann exception (syntax, numbers that overflow a double such as 1e400,
+// invalid UTF-8, excessive nesting) becomes one InvalidInput naming the source.
+json parse_json_text(std::string_view text, const std::string& source) { return parse_json_input(text, source); }
 
-std::string read_file_text(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: is a directory, not a JSON file", path));
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > kMaxFileBytes) throw InvalidInput(fmt::format("{}: file is too large ({} bytes) for a topology", path, size));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidInput(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InvalidInput(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
-  return text.str();
-}
+// Missing files, directories, devices such as /dev/zero and endless pipes end in
+// one InvalidInput at the size limit instead of exhausting memory.
+std::string read_file_text(const std::string& path) { return read_input_file(path, "", kMaxFileBytes); }
 
 std::string default_name_for(std::string_view source) {
   const std::string stem = fs::path(std::string(source)).stem().string();

@@ -162,7 +162,11 @@ class Generator {
 
     // Ring orders: NVLink Hamiltonian cycles of machine 0, best first by static score, plus identity.
     std::vector<std::vector<int>> cycles;
-    if (g >= 3) cycles = nvlink_hamiltonian_cycles(topo_, 0, kCycleSearchLimit);
+    // Machines beyond kExhaustiveGpus GPUs skip the exhaustive searches (Hamiltonian cycles,
+    // ring packing, rechd hill-climbing): their cost grows far faster than the GPU count, and
+    // every candidate there also costs a plan build and verification with many operations.
+    const bool large = g > kExhaustiveGpus;
+    if (g >= 3 && !large) cycles = nvlink_hamiltonian_cycles(topo_, 0, kCycleSearchLimit);
     set_.hamiltonian_cycles = static_cast<int>(cycles.size());
     std::stable_sort(cycles.begin(), cycles.end(), [&](const auto& a, const auto& b) {
       const auto sa = ring_score(a, bw), sb = ring_score(b, bw);
@@ -176,7 +180,10 @@ class Generator {
     for (const auto& c : cycles) orders.push_back(c);
     if (std::find(orders.begin(), orders.end(), identity) == orders.end()) orders.push_back(identity);
 
-    const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : g;
+    // Building and verifying one plan costs ~GPUs² operations: past kHugeGpus only unsegmented
+    // plans and at most 2 subchunks by default, so that a 256-GPU machine tunes in seconds.
+    huge_ = g > kHugeGpus;
+    const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : huge_ ? 2 : large ? kLargeSubchunks : g;
     const auto subs = subchunk_counts(g, max_sub);
     // Full expansion (subchunks × segments) for the best few orders; the rest once each.
     for (std::size_t k = 0; k < orders.size(); ++k) {
@@ -190,7 +197,7 @@ class Generator {
 
     if (machines == 1) {
       if (g >= 3) {
-        const auto rings = link_disjoint_rings(topo_, 0, g);
+        const auto rings = link_disjoint_rings(topo_, 0, large ? kLargeRings : g);
         set_.disjoint_rings = static_cast<int>(rings.size());
         for (int k = 2; k <= static_cast<int>(rings.size()); ++k) {
           add_segmented("mring", fmt::format("mring#{}", k), {}, {}, true);
@@ -200,7 +207,7 @@ class Generator {
       std::set<std::vector<int>> rechd_orders;
       rechd_orders.insert(identity);
       if (!cycles.empty()) rechd_orders.insert(cycles.front());
-      if ((g & (g - 1)) == 0) rechd_orders.insert(improve_rechd_order(identity, bw));
+      if ((g & (g - 1)) == 0 && !large) rechd_orders.insert(improve_rechd_order(identity, bw));
       for (const auto& o : rechd_orders) add_segmented("rechd", "rechd", is_identity(o) ? std::vector<int>{} : o, {}, true);
       // Shuffle: each CPU socket alone, all sockets, GPU 0 alone, every GPU (psgpu).
       const auto cpus = topo_.nodes_of_kind(NodeKind::kCpu, 0);
@@ -218,7 +225,7 @@ class Generator {
       set_.cliques = nvlink_cliques(topo_, 0);
       const bool joined = std::any_of(set_.cliques.begin(), set_.cliques.end(), [](const auto& c) { return c.size() > 1; });
       if (set_.cliques.size() >= 2 && joined) {
-        for (int packs = 1; packs <= 2 * g; packs *= 2) add_segmented("hiercopy", fmt::format("hiercopy#{}", packs), {}, {}, false);
+        for (int packs = 1; packs <= 2 * std::min(g, kExhaustiveGpus); packs *= 2) add_segmented("hiercopy", fmt::format("hiercopy#{}", packs), {}, {}, false);
       }
       add_segmented("tree", "tree", {}, {}, true);
     } else {
@@ -243,12 +250,18 @@ class Generator {
 
  private:
   static constexpr int kCycleSearchLimit = 4096;
+  static constexpr int kExhaustiveGpus = 16;   ///< GPUs per machine up to which the searches are exhaustive
+  static constexpr int kLargeSubchunks = 8;    ///< default subchunk cap beyond kExhaustiveGpus
+  static constexpr int kLargeRings = 4;
+  static constexpr int kHugeGpus = 64;         ///< GPUs per machine beyond which plans are not segmented
+  bool huge_ = false;        ///< link-disjoint rings sought beyond kExhaustiveGpus
   static constexpr std::size_t kExpandedOrders = 2;
 
   void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
                      const std::vector<std::string>& gather, bool segmented) {
     for (int seg : options_.segments) {
       if (seg < 1) continue;
+      if (huge_ && seg > 1) continue;
       if (seg > 1 && !segmented) continue;
       add(Candidate{family, spec, perm, gather, seg});
     }
@@ -258,12 +271,8 @@ class Generator {
     const std::string label = c.label();
     if (!labels_.insert(label).second) return;
     try {
-      const Plan plan = build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
-      const VerifyResult v = verify(plan);
-      if (!v.ok) {
-        set_.rejected.push_back(fmt::format("{}: {}", label, v.problems.empty() ? "verifier failed" : v.problems.front()));
-        return;
-      }
+      // build_plan verifies the plan (verify_or_throw) and throws on a problem: caught below.
+      (void)build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
     } catch (const Error& e) {
       const std::string why = e.what();
       set_.rejected.push_back(why.rfind(label + ":", 0) == 0 ? why : fmt::format("{}: {}", label, why));

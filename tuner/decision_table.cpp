@@ -17,6 +17,8 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "core/input.hpp"
+#include "core/json_input.hpp"
 #include "tuner/json_fields.hpp"
 
 namespace artune {
@@ -251,16 +253,9 @@ void write_decision_table(const std::string& path, const DecisionTable& table) {
 }
 
 DecisionTable read_decision_table(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidInput(fmt::format("{}: cannot open decision table: {}", path, std::strerror(errno)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InvalidInput(fmt::format("{}: corrupt decision table: JSON parse error at byte {}", path, e.byte));
-  }
+  // The shared readers refuse directories, devices such as /dev/zero, oversized files and
+  // numbers nlohmann cannot hold (1e400), each as one InvalidInput line naming the file.
+  const nlohmann::json doc = parse_json_input(read_input_file(path, "decision table"), path);
   return table_from_json(doc, path);
 }
 

@@ -60,7 +60,12 @@ AlphaBetaFit fit_alpha_beta(const std::vector<TimingSample>& samples) {
     alpha = 0;
     beta = col.dot(b) / col.dot(col);
   }
-  if (!(beta > 0)) throw InvalidInput("fit: the time does not grow with size (no bandwidth can be fitted)");
+  // The samples come from timing a backend: flat times are a measurement failure, not bad input.
+  if (!(beta > 0)) {
+    throw BackendFailure(
+        "fit: the measured time does not grow with the message size, so no bandwidth can be fitted (timer too "
+        "coarse or the backend too noisy; try larger sizes with -b/-e or more --iters)");
+  }
   fit.alpha_us = alpha;
   fit.gbps = 1.0 / (beta * 1e3);
   fill_residuals(fit, samples);

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/input.hpp"
+#include "core/json_input.hpp"
 #include "core/sizes.hpp"
 #include "tuner/json_fields.hpp"
 
@@ -67,6 +69,10 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
   const std::size_t n = tensors.array_size();
   if (n == 0) tensors.fail("must list at least one tensor");
   const std::uint64_t esize = element_size(list.type);
+  const auto too_big = [] {
+    return fmt::format("larger than the {} bytes (1 PiB) artune all-reduces", kMaxMessageBytes);
+  };
+  std::uint64_t total_bytes = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const Field t = tensors[i];
     std::string name;
@@ -86,6 +92,8 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
         for (std::size_t d = 0; d < shape.array_size(); ++d) {
           const std::uint64_t dim = shape[d].unsigned_integer();
           if (dim == 0) shape[d].fail("dimensions must be ≥ 1");
+          // Checked per step so that the product cannot wrap around 64 bits.
+          if (dim > kMaxMessageBytes / elements) t.fail(too_big());
           elements *= dim;
         }
         if (t.has("elements") && t.at("elements").unsigned_integer() != elements) {
@@ -100,6 +108,12 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
       }
     }
     if (elements == 0) t.fail("a tensor must have at least one element");
+    if (elements > kMaxMessageBytes / esize) t.fail(too_big());
+    total_bytes += elements * esize;  // ≤ n · 2^50: no wrap for any list that fits in memory
+    if (total_bytes > kMaxMessageBytes) {
+      t.fail(fmt::format("the tensors up to here add up to more than the {} bytes (1 PiB) artune all-reduces",
+                         kMaxMessageBytes));
+    }
     list.names.push_back(std::move(name));
     list.elements.push_back(elements);
   }
@@ -107,14 +121,7 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
 }
 
 GradientList load_gradient_list(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InvalidInput(fmt::format("{}: cannot open gradient list: {}", path, std::strerror(errno)));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InvalidInput(fmt::format("{}: JSON parse error at byte {}", path, e.byte));
-  }
+  const nlohmann::json doc = parse_json_input(read_input_file(path, "--fusion"), path);
   return gradient_list_from_json(doc, path);
 }
 

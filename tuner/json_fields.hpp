@@ -16,7 +16,8 @@ namespace artune::tuner_detail {
 /// A JSON value and the path that names it in messages.
 struct Field {
   const nlohmann::json& value;
-  std::string path;  ///< "source: a.b[2]"
+  std::string path;  ///< "source: a.b[2]" (just "source" for the document itself)
+  bool root = true;  ///< the document itself: its members read "source: key", not "source.key"
 
   /// Throws InvalidInput "path: reason".
   [[noreturn]] void fail(std::string_view reason) const {
@@ -26,13 +27,22 @@ struct Field {
   Field at(std::string_view key) const {
     if (!value.is_object()) fail("expected an object");
     const auto it = value.find(std::string(key));
-    if (it == value.end()) throw InvalidInput(fmt::format("{}.{}: missing", path, key));
-    return Field{*it, fmt::format("{}.{}", path, key)};
+    if (it == value.end()) throw InvalidInput(fmt::format("{}: missing", child(key)));
+    return Field{*it, child(key), false};
   }
   /// True when the object has `key`.
   bool has(std::string_view key) const { return value.is_object() && value.contains(std::string(key)); }
   /// Element `i` of an array.
-  Field operator[](std::size_t i) const { return Field{value.at(i), fmt::format("{}[{}]", path, i)}; }
+  Field operator[](std::size_t i) const {
+    return Field{value.at(i), top() ? fmt::format("{}: [{}]", path, i) : fmt::format("{}[{}]", path, i), false};
+  }
+  /// The path of member `key` in messages.
+  std::string child(std::string_view key) const {
+    return top() ? fmt::format("{}: {}", path, key) : fmt::format("{}.{}", path, key);
+  }
+  /// A document's top level: a root whose source is a bare file name, not already "file: a.b"
+  /// (sub-documents such as a table's plan are read with the path that names them as source).
+  bool top() const { return root && path.find(": ") == std::string::npos; }
   /// The array's size (fails when not an array).
   std::size_t array_size() const {
     if (!value.is_array()) fail("expected an array");

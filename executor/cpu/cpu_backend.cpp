@@ -56,6 +56,8 @@ struct CpuBackend::Task {
 };
 
 CpuBackend::CpuBackend(const BackendOptions& options) : options_(options) {
+  // Saturate: a huge timeout must not overflow the clock arithmetic of wait_for.
+  if (!(options_.timeout_s <= kMaxTimeoutSeconds)) options_.timeout_s = kMaxTimeoutSeconds;
   const TestFault fault = read_test_fault();
   if (fault.kind == "flip") {
     flip_rank_ = fault.rank;
@@ -86,9 +88,28 @@ void* CpuBackend::buffer_data(int device, int buffer) {
   return buffers_.at(static_cast<std::size_t>(device)).at(static_cast<std::size_t>(buffer)).data;
 }
 
+void CpuBackend::check_plan(const Plan& plan, DataType type) const {
+  if (plan.devices.size() > static_cast<std::size_t>(kMaxCpuDevices)) {
+    throw InvalidInput(fmt::format("-t/--topology: the plan has {} devices; the cpu backend runs one thread per device "
+                                   "and takes at most {} (use a smaller topology or the mpi backend)",
+                                   plan.devices.size(), kMaxCpuDevices));
+  }
+  // Refuse before allocating anything: every device's buffers live in this process.
+  {
+    double needed = 0;
+    for (const auto& device_buffers : plan.buffers) {
+      for (std::int64_t elements : device_buffers) {
+        needed += static_cast<double>(std::max<std::int64_t>(elements, 1)) * static_cast<double>(element_size(type)) + 64;
+      }
+    }
+    check_host_memory(needed, plan.count, type, fmt::format("cpu backend, {} devices", plan.devices.size()));
+  }
+}
+
 void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
   if (broken_) throw BackendFailure("cpu backend: a previous run timed out; create a new backend");
   prepared_ = false;
+  check_plan(plan, type);
   const auto schedules = split_by_device(plan);  // validates the plan's shape
   plan_ = plan;
   type_ = type;

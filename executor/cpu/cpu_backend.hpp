@@ -34,6 +34,10 @@
 
 namespace artune {
 
+/// The most plan devices the cpu backend runs: it starts one thread per device, and beyond a few hundred
+/// threads the OS refuses more (or the run only measures the scheduler). Larger plans: the mpi backend.
+inline constexpr int kMaxCpuDevices = 256;
+
 /// The cpu backend (exposed so tests can reach buffers to plant faults).
 class CpuBackend final : public Backend {
  public:
@@ -45,6 +49,8 @@ class CpuBackend final : public Backend {
 
   /// Checks the plan's shape, allocates buffers and starts one worker per device.
   void prepare(const Plan& plan, DataType type, ReduceOp op) override;
+  /// Refuses plans over kMaxCpuDevices devices (naming -t) or whose buffers exceed host memory (naming -e).
+  void check_plan(const Plan& plan, DataType type) const override;
   /// Writes every participant's inputs for `iteration` (in parallel).
   void fill_inputs(int iteration) override;
   /// Runs the plan once; Timeout when no op completes for options.timeout_s.

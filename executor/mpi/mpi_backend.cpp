@@ -75,6 +75,8 @@ ErrorCode decode(int v) { return static_cast<ErrorCode>(v - 1); }
 class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const BackendOptions& options) : options_(options) {
+    // Saturate: a huge timeout must not overflow `now + timeout` deadline arithmetic.
+    if (!(options_.timeout_s <= kMaxTimeoutSeconds)) options_.timeout_s = kMaxTimeoutSeconds;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -329,6 +331,14 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
   host_ = host_processes(plan, machines);
   const ProcessSchedule schedule = split_for_process(plan, host_, rank_);
 
+  {
+    // Refuse before allocating: this process holds its own devices' buffers.
+    double needed = 0;
+    for (int d : schedule.devices) {
+      for (std::int64_t n : plan.buffers[static_cast<std::size_t>(d)]) needed += static_cast<double>(n) * static_cast<double>(elem_);
+    }
+    check_host_memory(needed, plan.count, type, fmt::format("mpi backend, rank {}", rank_));
+  }
   buffers_.assign(plan.devices.size(), {});
   for (int d : schedule.devices) {
     for (std::int64_t n : plan.buffers[static_cast<std::size_t>(d)]) {

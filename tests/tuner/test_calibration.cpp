@@ -56,8 +56,8 @@ TEST_CASE("calibration.fit_clamps_negative_alpha") {
   CHECK(fit.gbps > 9.0);
   CHECK(fit.gbps < 11.0);
   CHECK_THROWS_AS(fit_alpha_beta({{100, 5}, {100, 6}}), InvalidInput);
-  CHECK_THROWS_AS(fit_alpha_beta({{100, 5}, {200, 0}}), InvalidInput);
-  CHECK_THROWS_AS(fit_alpha_beta({{100, 10}, {200, 5}}), InvalidInput);
+  CHECK_THROWS_AS(fit_alpha_beta({{100, 5}, {200, 0}}), InvalidInput);  // a non-positive sample is bad input
+  CHECK_THROWS_AS(fit_alpha_beta({{100, 10}, {200, 5}}), BackendFailure);
 }
 
 TEST_CASE("calibration.recovers_simulated_copies") {
