@@ -100,7 +100,14 @@ RingView view_of(const std::vector<Slot>& slots, const RingParams& p) {
 
 }  // namespace
 
-void emit_ring_reduce_scatter(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p) {
+namespace {
+
+// Visits TF's ring schedule: for every tick, device and subchunk, the chunk a
+// device receives from its predecessor. `first_lag` is 2 for the reduction
+// pass (_build_ring_gather) and 1 for the scatter pass (_build_ring_scatter).
+template <typename Step>
+void for_each_ring_step(const std::vector<Slot>& slots, std::int64_t count, const RingParams& p, int first_lag,
+                        Step&& step) {
   const RingView v = view_of(slots, p);
   const int n = v.n;
   const RingChunks chunks{count, n, v.subchunks};
@@ -108,32 +115,25 @@ void emit_ring_reduce_scatter(Emitter& e, const std::vector<Slot>& slots, std::i
     for (int d = 0; d < n; ++d) {
       for (int s = 0; s < v.subchunks; ++s) {
         const int rank = v.rank[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
-        const int seg = (rank + n - (2 + tick)) % n;
+        const int seg = (rank + n - (first_lag + tick)) % n;
         const int pred = v.pred[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
         const auto [off, len] = chunks.chunk(seg * v.subchunks + s);
-        // The predecessor updated this chunk in the previous tick and does not touch it in this
-        // one, so reducing straight out of its buffer equals TF's "last tick's value".
-        e.reduce(at(slots[static_cast<std::size_t>(pred)], off, len), at(slots[static_cast<std::size_t>(d)], off, len));
+        step(at(slots[static_cast<std::size_t>(pred)], off, len), at(slots[static_cast<std::size_t>(d)], off, len));
       }
     }
   }
 }
 
+}  // namespace
+
+void emit_ring_reduce_scatter(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p) {
+  // The predecessor updated this chunk in the previous tick and does not touch it in this
+  // one, so reducing straight out of its buffer equals TF's "last tick's value".
+  for_each_ring_step(slots, count, p, 2, [&](const Location& src, const Location& dst) { e.reduce(src, dst); });
+}
+
 void emit_ring_all_gather(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p) {
-  const RingView v = view_of(slots, p);
-  const int n = v.n;
-  const RingChunks chunks{count, n, v.subchunks};
-  for (int tick = 0; tick + 1 < n; ++tick) {
-    for (int d = 0; d < n; ++d) {
-      for (int s = 0; s < v.subchunks; ++s) {
-        const int rank = v.rank[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
-        const int seg = (rank + n - (1 + tick)) % n;
-        const int pred = v.pred[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)];
-        const auto [off, len] = chunks.chunk(seg * v.subchunks + s);
-        e.copy(at(slots[static_cast<std::size_t>(pred)], off, len), at(slots[static_cast<std::size_t>(d)], off, len));
-      }
-    }
-  }
+  for_each_ring_step(slots, count, p, 1, [&](const Location& src, const Location& dst) { e.copy(src, dst); });
 }
 
 void emit_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const RingParams& p, int scale_by) {

@@ -490,19 +490,11 @@ class XmlImporter {
     }
     std::vector<int> cpu_node(cpus_.size());
     for (std::size_t k = 0; k < cpus_.size(); ++k) {
-      Node node;
-      node.id = fmt::format("cpu{}", cpus_[k].numaid);
-      node.kind = NodeKind::kCpu;
-      node.local_index = static_cast<int>(k);
-      cpu_node[k] = topo.add_node(node);
+      cpu_node[k] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", cpus_[k].numaid), static_cast<int>(k));
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {
-      Node node;
-      node.id = fmt::format("pcisw{}", k);
-      node.kind = NodeKind::kPcieSwitch;
-      node.local_index = static_cast<int>(k);
-      switch_node[k] = topo.add_node(node);
+      switch_node[k] = detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
     }
     auto up = [&](Parent p) { return p.is_switch ? switch_node[p.index] : cpu_node[p.index]; };
     for (std::size_t k = 0; k < switches_.size(); ++k)

@@ -459,27 +459,15 @@ class SmiImporter {
               [&](int x, int y) { return columns_[x].number < columns_[y].number; });
     const std::size_t gpu_count = gpu_cols.size();
     for (int d : gpu_cols) {
-      Node node;
-      node.id = fmt::format("gpu{}", columns_[d].number);
-      node.kind = NodeKind::kGpu;
-      node.local_index = columns_[d].number;
-      node_of[d] = topo.add_node(node);
+      node_of[d] = detail::add_local_node(topo, NodeKind::kGpu, fmt::format("gpu{}", columns_[d].number), columns_[d].number);
     }
     std::vector<int> cpu_node(socket_count_);
     for (int s = 0; s < socket_count_; ++s) {
-      Node node;
-      node.id = fmt::format("cpu{}", s);
-      node.kind = NodeKind::kCpu;
-      node.local_index = s;
-      cpu_node[s] = topo.add_node(node);
+      cpu_node[s] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", s), s);
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {
-      Node node;
-      node.id = fmt::format("pcisw{}", k);
-      node.kind = NodeKind::kPcieSwitch;
-      node.local_index = static_cast<int>(k);
-      switch_node[k] = topo.add_node(node);
+      switch_node[k] = detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
     }
     int nic_count = 0;
     for (int d = 0; d < n; ++d) {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "topology/topology.hpp"
+
 namespace artune::detail {
 
 /// Per-hop latencies (µs) of imported links; the values of the shipped configs.
@@ -43,5 +45,8 @@ std::optional<long> parse_long(std::string_view text);
 std::optional<long> parse_hex(std::string_view text);
 /// Parses a whole decimal floating-point number; nullopt unless exact.
 std::optional<double> parse_double(std::string_view text);
+
+/// Adds a machine-0 node of `kind` named `id` with the given local index; returns its index.
+int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_index);
 
 }  // namespace artune::detail
