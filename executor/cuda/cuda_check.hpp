@@ -40,6 +40,17 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+/// Runs `release` with `device` current, then restores the previous device; never throws
+/// (for destructors: a failure while releasing is ignored).
+template <typename Release>
+void release_on_device(int device, Release&& release) noexcept {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  cudaSetDevice(device);
+  release();
+  cudaSetDevice(previous);
+}
+
 /// A non-blocking stream owned on one device.
 class Stream {
  public:
@@ -67,11 +78,7 @@ class Stream {
  private:
   void reset() noexcept {
     if (stream_ != nullptr) {
-      int previous = 0;
-      cudaGetDevice(&previous);
-      cudaSetDevice(device_);
-      cudaStreamDestroy(stream_);
-      cudaSetDevice(previous);
+      release_on_device(device_, [this] { cudaStreamDestroy(stream_); });
       stream_ = nullptr;
     }
   }
@@ -142,11 +149,7 @@ class DeviceBuffer {
  private:
   void reset() noexcept {
     if (ptr_ != nullptr) {
-      int previous = 0;
-      cudaGetDevice(&previous);
-      cudaSetDevice(device_);
-      cudaFree(ptr_);
-      cudaSetDevice(previous);
+      release_on_device(device_, [this] { cudaFree(ptr_); });
       ptr_ = nullptr;
     }
   }

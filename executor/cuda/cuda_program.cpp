@@ -297,16 +297,20 @@ class Lowering {
   static Ref ref(const Location& loc) { return Ref{loc.device, loc.buffer, loc.offset}; }
   static Ref ref(int device, int buffer, std::int64_t offset) { return Ref{device, buffer, offset}; }
 
-  void emit_copy(int op, int stream, Ref dst, Ref src, std::int64_t count) {
-    if (count <= 0) return;
+  void push_step(StepKind kind, int op, int stream, Ref dst, Ref src, std::int64_t count) {
     Step s;
-    s.kind = StepKind::kCopy;
+    s.kind = kind;
     s.stream = stream;
     s.dst = dst;
     s.src = src;
     s.count = count;
     s.op = op;
     prog_.steps.push_back(s);
+  }
+
+  void emit_copy(int op, int stream, Ref dst, Ref src, std::int64_t count) {
+    if (count <= 0) return;
+    push_step(StepKind::kCopy, op, stream, dst, src, count);
   }
 
   void emit_reduce(int op, int stream, Ref dst, Ref src, std::int64_t count) {
@@ -317,14 +321,7 @@ class Lowering {
       prog_.staging[stream] = std::max(prog_.staging[stream], count);
       src = staging;
     }
-    Step s;
-    s.kind = StepKind::kReduce;
-    s.stream = stream;
-    s.dst = dst;
-    s.src = src;
-    s.count = count;
-    s.op = op;
-    prog_.steps.push_back(s);
+    push_step(StepKind::kReduce, op, stream, dst, src, count);
   }
 
   void lower_plain(const Op& op) {

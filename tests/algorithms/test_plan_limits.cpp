@@ -8,6 +8,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/plan.hpp"
 #include "core/error.hpp"
+#include "tests/test_support.hpp"
 #include "core/sizes.hpp"
 #include "topology/io.hpp"
 
@@ -15,16 +16,7 @@ using namespace artune;
 
 namespace {
 
-// The message of the InvalidInput `f` throws ("" when it throws nothing).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "";
-}
+using artune_test::error_of;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "tests/test_support.hpp"
 #include "core/input.hpp"
 #include "core/json_input.hpp"
 #include "core/sizes.hpp"
@@ -16,16 +17,7 @@ using namespace artune;
 
 namespace {
 
-// The message of the InvalidInput `f` throws ("" when it throws nothing).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "";
-}
+using artune_test::error_of;
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

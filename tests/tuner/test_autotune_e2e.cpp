@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tests/cli_runner.hpp"
+#include "tests/test_support.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
 
@@ -28,9 +29,8 @@ using artune_test::run_shell;  // stdout only; commands add 2>&1 where they want
 }  // namespace
 
 TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
-  const fs::path dir = fs::temp_directory_path() / ("artune-e2e-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const artune_test::ScratchDir scratch("artune-e2e");
+  const fs::path& dir = scratch.path();
   const std::string table = (dir / "table.json").string();
   const std::string report = (dir / "report").string();
 
@@ -79,5 +79,4 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   CHECK(corrupt.status == 2);
   CHECK(corrupt.out.find(table + ": line 1, column") != std::string::npos);
   CHECK(corrupt.out.find("malformed JSON") != std::string::npos);
-  fs::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/cli_runner.hpp"
+#include "tests/test_support.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
 
@@ -33,9 +34,8 @@ using artune_test::count_of;
 }  // namespace
 
 TEST_CASE("autotune.cluster_mode_mpi") {
-  const fs::path dir = fs::temp_directory_path() / ("artune-cluster-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const artune_test::ScratchDir scratch("artune-cluster");
+  const fs::path& dir = scratch.path();
   const std::string table = (dir / "table.json").string();
   const Result tune = mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
                                       " --segments 1 --max-cycles 1 -q -o " + table);
@@ -57,5 +57,4 @@ TEST_CASE("autotune.cluster_mode_mpi") {
   INFO(run.out);
   CHECK(run.status == 0);
   CHECK(count_of(run.out, "# Out of bounds values : 0 OK") == 1);
-  fs::remove_all(dir);
 }

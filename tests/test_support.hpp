@@ -1,0 +1,52 @@
+// Small helpers shared by the doctest suites of every module.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace artune_test {
+
+/// The message of the artune::InvalidInput that `f` throws ("" when it throws nothing).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const artune::InvalidInput& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// A fresh, empty folder under the system temp dir, removed with everything in it
+/// when the test ends (also when a REQUIRE fails).
+class ScratchDir {
+ public:
+  /// Creates "<tmp>/<prefix>-<pid>-<n>".
+  explicit ScratchDir(const std::string& prefix) {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  /// The folder.
+  const std::filesystem::path& path() const { return path_; }
+  /// A path inside the folder, as a string.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace artune_test
