@@ -79,8 +79,13 @@ inline void reduce3_loop(typename Tag::T* __restrict out, const typename Tag::T*
 template <typename Tag>
 inline void scale_loop(typename Tag::T* __restrict dst, std::int64_t n, int divisor) noexcept {
   using C = typename Compute<Tag>::type;
-  const C d = static_cast<C>(divisor);
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = store<Tag>(static_cast<C>(load<Tag>(dst[i]) / d));
+  if constexpr (std::is_integral_v<C> && sizeof(C) < sizeof(int)) {
+    // Divide in int: a uint8 divisor of 256 ranks must not wrap to 0 (a division by zero).
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = static_cast<C>(static_cast<int>(dst[i]) / divisor);
+  } else {
+    const C d = static_cast<C>(divisor);
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = store<Tag>(static_cast<C>(load<Tag>(dst[i]) / d));
+  }
 }
 
 }  // namespace kernels

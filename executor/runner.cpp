@@ -10,6 +10,7 @@
 
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "executor/verification.hpp"
 
 namespace artune {
 
@@ -43,6 +44,7 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   if (config.check > kMaxIterations) {
     throw InvalidInput(fmt::format("-c/--check: {} exceeds the maximum of {}", config.check, kMaxIterations));
   }
+  if (config.check > 0) require_verifiable(config.type, config.op, plan.ranks());
   RunRow row;
   row.count = plan.count;
   row.bytes = static_cast<std::uint64_t>(plan.count) * element_size(config.type);

@@ -1,9 +1,13 @@
 #include "executor/verification.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+
+#include "core/error.hpp"
 
 namespace artune {
 
@@ -173,6 +177,29 @@ void fill_expected(void* data, DataType type, ReduceOp op, int ranks, std::int64
       store_integer<T>(data, type, i, expected_value(op, ranks, first + i, iteration));
     }
   });
+}
+
+int max_verifiable_ranks(DataType type, ReduceOp op) noexcept {
+  constexpr int kUnlimited = std::numeric_limits<int>::max();
+  // Largest R whose partial sums (≤ 256 for sum once m = 1, ≤ 4R for avg) stay exact.
+  if (op == ReduceOp::kSum) {
+    if (type == DataType::kBFloat16) return 256;
+    if (type == DataType::kFloat16) return 2048;
+  } else if (op == ReduceOp::kAvg) {
+    if (type == DataType::kBFloat16) return 64;
+    if (type == DataType::kFloat16) return 512;
+    if (type == DataType::kUInt8) return 85;  // the sum (≤ 3R) is divided after the fact: it must not wrap
+  }
+  return kUnlimited;
+}
+
+void require_verifiable(DataType type, ReduceOp op, int ranks) {
+  const int most = max_verifiable_ranks(type, op);
+  if (ranks <= most) return;
+  throw InvalidInput(fmt::format(
+      "-d/--datatype {} with -o/--op {}: results over {} ranks cannot be checked exactly (at most {} ranks: "
+      "the reduction's partial sums are not exact in {}); use a wider type, or -c 0 to time without checking",
+      to_string(type), to_string(op), ranks, most, to_string(type)));
 }
 
 int avg_tolerance_ulps(DataType type, ReduceOp op) noexcept {

@@ -109,6 +109,13 @@ std::int64_t count_mismatches(const void* data, const void* expected, DataType t
                               std::int64_t count);
 /// Units in the last place an avg result may be off on a floating type (see above); 0 otherwise.
 int avg_tolerance_ulps(DataType type, ReduceOp op) noexcept;
+/// The most ranks for which `op` on `type` has an exact expected result under the value choices
+/// above (sum: bfloat16 256, float16 2048; avg: bfloat16 64, float16 512, uint8 85 — its sum of
+/// 3·R must not wrap; prod, min, max and the wider types: no limit below the plan limits).
+int max_verifiable_ranks(DataType type, ReduceOp op) noexcept;
+/// InvalidInput naming -d/--datatype and -o/--op when `ranks` exceed max_verifiable_ranks (a check
+/// would report correct results as wrong); callers skip it when nothing is checked.
+void require_verifiable(DataType type, ReduceOp op, int ranks);
 
 /// Reads element `index` of a buffer of `type` as a double (tests and diagnostics).
 double load_as_double(const void* data, DataType type, std::int64_t index) noexcept;

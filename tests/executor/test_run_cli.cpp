@@ -120,6 +120,21 @@ TEST_CASE("run_cli.bad_input_exit_2") {
   }
 }
 
+TEST_CASE("run_cli.unverifiable_type_op_rank_counts") {
+  // uint8 avg over 86 ranks: the sum (up to 3·86) wraps before the division, so a check could only
+  // report correct results as wrong: refused up front, naming the flags. Without a check it runs,
+  // and the uint8 average over 256 ranks divides by 256 without wrapping the divisor to 0.
+  const Result refused = artune_run("-t uniform:86 -s xring -d uint8 -o avg -b 1K -e 1K -n 1 -w 0");
+  INFO(refused.out);
+  CHECK(refused.status == 2);
+  CHECK(contains(refused.out, "-d/--datatype uint8 with -o/--op avg"));
+  CHECK(contains(refused.out, "at most 85 ranks"));
+  CHECK(artune_run("-t uniform:85 -s xring -d uint8 -o avg -b 1K -e 1K -n 1 -w 0").status == 0);
+  const Result unchecked = artune_run("-t uniform:256 -s xring -d uint8 -o avg -b 1K -e 1K -n 1 -w 0 -c 0");
+  INFO(unchecked.out);
+  CHECK(unchecked.status == 0);
+}
+
 TEST_CASE("run_cli.gpu_backends_without_gpu") {
   // Either not built here or built without a usable GPU: a clear message, exit 2, never a crash.
   for (const char* backend : {"cuda"}) {

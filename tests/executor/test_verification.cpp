@@ -4,9 +4,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/types.hpp"
 #include "executor/verification.hpp"
 
@@ -190,6 +193,54 @@ TEST_CASE("verification.sums_exact_in_any_order_in_16_bit_floats") {
       REQUIRE(half_to_float(h) == static_cast<float>(e));
       REQUIRE(bfloat16_to_float(b) == static_cast<float>(e));
     }
+  }
+}
+
+TEST_CASE("verification.verifiable_rank_limits") {
+  // At the limit, a sum or avg of every type is exact whichever order the ranks are reduced in
+  // (integers wrap like the backends do); at twice the limit some element is not, which is why the
+  // runner refuses to check such runs instead of reporting correct results as wrong.
+  std::mt19937 rng(5);
+  const auto reduce_in_order = [&](DataType type, ReduceOp op, int ranks, std::int64_t i) {
+    std::vector<int> order(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) order[static_cast<std::size_t>(r)] = r;
+    std::shuffle(order.begin(), order.end(), rng);
+    double acc = 0;
+    std::vector<unsigned char> cell(8);
+    for (int r : order) {
+      acc += static_cast<double>(input_value(op, ranks, r, i, 0));
+      store_from_double(cell.data(), type, 0, acc);  // round (or wrap) every partial sum to the type
+      acc = load_as_double(cell.data(), type, 0);
+    }
+    if (op == ReduceOp::kAvg) {
+      const double avg = acc / ranks;
+      store_from_double(cell.data(), type, 0, type == DataType::kUInt8 ? std::trunc(avg) : avg);
+    }
+    return count_wrong(cell.data(), type, op, ranks, i, 1, 0);
+  };
+  for (DataType type : {DataType::kBFloat16, DataType::kFloat16, DataType::kUInt8}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      const int most = max_verifiable_ranks(type, op);
+      CAPTURE(to_string(type));
+      CAPTURE(to_string(op));
+      if (type == DataType::kUInt8 && op == ReduceOp::kSum) {
+        CHECK(most == std::numeric_limits<int>::max());  // wraps modulo 256 like the expected value
+        continue;
+      }
+      std::int64_t wrong_at_limit = 0, wrong_above = 0;
+      for (std::int64_t i = 0; i < 64; ++i) {
+        wrong_at_limit += reduce_in_order(type, op, most, i);
+        wrong_above += reduce_in_order(type, op, 2 * most, i);
+      }
+      CHECK(wrong_at_limit == 0);
+      CHECK(wrong_above > 0);
+      CHECK_NOTHROW(require_verifiable(type, op, most));
+      const std::string flags = "-d/--datatype " + std::string(to_string(type));
+      CHECK_THROWS_WITH_AS(require_verifiable(type, op, most + 1), doctest::Contains(flags.c_str()), InvalidInput);
+    }
+  }
+  for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64}) {
+    for (ReduceOp op : all_reduce_ops()) CHECK(max_verifiable_ranks(type, op) >= 8192);
   }
 }
 
