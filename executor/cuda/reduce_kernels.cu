@@ -22,24 +22,24 @@ namespace {
 template <typename T>
 struct Arith {  // integers and native floating point
   using Wide = T;
-  __device__ static Wide load(T v) { return v; }
-  __device__ static T store(Wide v) { return v; }
+  __host__ __device__ static Wide load(T v) { return v; }
+  __host__ __device__ static T store(Wide v) { return v; }
 };
 template <>
 struct Arith<__half> {
   using Wide = float;
-  __device__ static float load(__half v) { return __half2float(v); }
-  __device__ static __half store(float v) { return __float2half_rn(v); }
+  __host__ __device__ static float load(__half v) { return __half2float(v); }
+  __host__ __device__ static __half store(float v) { return __float2half_rn(v); }
 };
 template <>
 struct Arith<__nv_bfloat16> {
   using Wide = float;
-  __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+  __host__ __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __host__ __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
 
 template <typename W>
-__device__ W wrap_add(W a, W b) {
+__host__ __device__ W wrap_add(W a, W b) {
   if constexpr (std::is_integral_v<W>) {
     using U = std::make_unsigned_t<W>;
     return static_cast<W>(static_cast<U>(a) + static_cast<U>(b));
@@ -48,7 +48,7 @@ __device__ W wrap_add(W a, W b) {
   }
 }
 template <typename W>
-__device__ W wrap_mul(W a, W b) {
+__host__ __device__ W wrap_mul(W a, W b) {
   if constexpr (std::is_integral_v<W>) {
     // uint8 promotes to int before multiplying; widen to unsigned of at least 32 bits.
     using U = std::conditional_t<(sizeof(W) < 4), unsigned int, std::make_unsigned_t<W>>;
@@ -59,7 +59,7 @@ __device__ W wrap_mul(W a, W b) {
 }
 
 template <KernelOp Op, typename W>
-__device__ W combine(W a, W b) {
+__host__ __device__ W combine(W a, W b) {
   if constexpr (Op == KernelOp::kSum) return wrap_add(a, b);
   else if constexpr (Op == KernelOp::kProd) return wrap_mul(a, b);
   else if constexpr (Op == KernelOp::kMin) return b < a ? b : a;
@@ -72,12 +72,13 @@ struct alignas(kVectorBytes) Vec {
   T v[kWidth];
 };
 
+// One lane of the reduce kernel: lane `first` of `stride` takes every stride-th vector access,
+// then every stride-th tail element. The kernel runs it per thread; run_reduce_on_host runs it per
+// lane on the host, so the arithmetic and the split are the same code on both sides.
 template <typename T, KernelOp Op>
-__global__ void reduce_kernel(T* dst, const T* src, std::int64_t vector_count, std::int64_t tail_begin,
-                              std::int64_t count) {
+__host__ __device__ void reduce_lane(T* dst, const T* src, std::int64_t vector_count, std::int64_t tail_begin,
+                                     std::int64_t count, std::int64_t first, std::int64_t stride) {
   using A = Arith<T>;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   auto* dv = reinterpret_cast<Vec<T>*>(dst);
   const auto* sv = reinterpret_cast<const Vec<T>*>(src);
   for (std::int64_t k = first; k < vector_count; k += stride) {
@@ -94,8 +95,16 @@ __global__ void reduce_kernel(T* dst, const T* src, std::int64_t vector_count, s
   }
 }
 
+template <typename T, KernelOp Op>
+__global__ void reduce_kernel(T* dst, const T* src, std::int64_t vector_count, std::int64_t tail_begin,
+                              std::int64_t count) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  reduce_lane<T, Op>(dst, src, vector_count, tail_begin, count, first, stride);
+}
+
 template <typename T>
-__device__ T divide(T x, std::int64_t divisor) {
+__host__ __device__ T divide(T x, std::int64_t divisor) {
   using A = Arith<T>;
   using W = typename A::Wide;
   if constexpr (std::is_integral_v<W>) {
@@ -106,11 +115,10 @@ __device__ T divide(T x, std::int64_t divisor) {
   }
 }
 
+// One lane of the scale kernel (see reduce_lane).
 template <typename T>
-__global__ void scale_kernel(T* dst, std::int64_t divisor, std::int64_t vector_count, std::int64_t tail_begin,
-                             std::int64_t count) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+__host__ __device__ void scale_lane(T* dst, std::int64_t divisor, std::int64_t vector_count, std::int64_t tail_begin,
+                                    std::int64_t count, std::int64_t first, std::int64_t stride) {
   auto* dv = reinterpret_cast<Vec<T>*>(dst);
   for (std::int64_t k = first; k < vector_count; k += stride) {
     Vec<T> a = dv[k];
@@ -119,6 +127,14 @@ __global__ void scale_kernel(T* dst, std::int64_t divisor, std::int64_t vector_c
     dv[k] = a;
   }
   for (std::int64_t i = tail_begin + first; i < count; i += stride) dst[i] = divide(dst[i], divisor);
+}
+
+template <typename T>
+__global__ void scale_kernel(T* dst, std::int64_t divisor, std::int64_t vector_count, std::int64_t tail_begin,
+                             std::int64_t count) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  scale_lane<T>(dst, divisor, vector_count, tail_begin, count, first, stride);
 }
 
 using ReduceLauncher = cudaError_t (*)(void*, const void*, const LaunchGeometry&, cudaStream_t);
@@ -138,6 +154,27 @@ cudaError_t launch_scale_as(void* dst, std::int64_t divisor, const LaunchGeometr
   return cudaGetLastError();
 }
 
+// Host twins of the launchers: every lane of the grid, one after the other.
+using HostReduce = void (*)(void*, const void*, const LaunchGeometry&);
+using HostScale = void (*)(void*, std::int64_t, const LaunchGeometry&);
+
+template <typename T, KernelOp Op>
+void reduce_on_host_as(void* dst, const void* src, const LaunchGeometry& g) {
+  const std::int64_t lanes = static_cast<std::int64_t>(g.blocks) * g.threads;
+  for (std::int64_t lane = 0; lane < lanes; ++lane) {
+    reduce_lane<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), g.vector_count, g.tail_begin, g.count, lane,
+                       lanes);
+  }
+}
+
+template <typename T>
+void scale_on_host_as(void* dst, std::int64_t divisor, const LaunchGeometry& g) {
+  const std::int64_t lanes = static_cast<std::int64_t>(g.blocks) * g.threads;
+  for (std::int64_t lane = 0; lane < lanes; ++lane) {
+    scale_lane<T>(static_cast<T*>(dst), divisor, g.vector_count, g.tail_begin, g.count, lane, lanes);
+  }
+}
+
 template <typename T>
 constexpr DataType kTypeOf = DataType::kFloat32;
 template <> constexpr DataType kTypeOf<double> = DataType::kFloat64;
@@ -147,27 +184,35 @@ template <> constexpr DataType kTypeOf<std::int32_t> = DataType::kInt32;
 template <> constexpr DataType kTypeOf<std::int64_t> = DataType::kInt64;
 template <> constexpr DataType kTypeOf<std::uint8_t> = DataType::kUInt8;
 
-template <typename T>
-void register_type(std::array<ReduceLauncher, kReduceKernelCount>& reduce,
-                   std::array<ScaleLauncher, kKernelTypes>& scale) {
-  reduce[reduce_kernel_id(kTypeOf<T>, KernelOp::kSum)] = &launch_reduce_as<T, KernelOp::kSum>;
-  reduce[reduce_kernel_id(kTypeOf<T>, KernelOp::kProd)] = &launch_reduce_as<T, KernelOp::kProd>;
-  reduce[reduce_kernel_id(kTypeOf<T>, KernelOp::kMin)] = &launch_reduce_as<T, KernelOp::kMin>;
-  reduce[reduce_kernel_id(kTypeOf<T>, KernelOp::kMax)] = &launch_reduce_as<T, KernelOp::kMax>;
-  scale[scale_kernel_id(kTypeOf<T>)] = &launch_scale_as<T>;
-}
-
 struct Tables {
   std::array<ReduceLauncher, kReduceKernelCount> reduce{};
   std::array<ScaleLauncher, kKernelTypes> scale{};
+  std::array<HostReduce, kReduceKernelCount> host_reduce{};
+  std::array<HostScale, kKernelTypes> host_scale{};
+
+  template <typename T, KernelOp Op>
+  void add_combine() {
+    const int id = reduce_kernel_id(kTypeOf<T>, Op);
+    reduce[id] = &launch_reduce_as<T, Op>;
+    host_reduce[id] = &reduce_on_host_as<T, Op>;
+  }
+  template <typename T>
+  void add_type() {
+    add_combine<T, KernelOp::kSum>();
+    add_combine<T, KernelOp::kProd>();
+    add_combine<T, KernelOp::kMin>();
+    add_combine<T, KernelOp::kMax>();
+    scale[scale_kernel_id(kTypeOf<T>)] = &launch_scale_as<T>;
+    host_scale[scale_kernel_id(kTypeOf<T>)] = &scale_on_host_as<T>;
+  }
   Tables() {
-    register_type<float>(reduce, scale);
-    register_type<double>(reduce, scale);
-    register_type<__half>(reduce, scale);
-    register_type<__nv_bfloat16>(reduce, scale);
-    register_type<std::int32_t>(reduce, scale);
-    register_type<std::int64_t>(reduce, scale);
-    register_type<std::uint8_t>(reduce, scale);
+    add_type<float>();
+    add_type<double>();
+    add_type<__half>();
+    add_type<__nv_bfloat16>();
+    add_type<std::int32_t>();
+    add_type<std::int64_t>();
+    add_type<std::uint8_t>();
   }
 };
 
@@ -194,6 +239,22 @@ cudaError_t launch_scale(int kernel_id, void* dst, std::int64_t divisor, const L
   }
   if (geometry.blocks == 0) return cudaSuccess;
   return tables().scale[kernel_id](dst, divisor, geometry, stream);
+}
+
+cudaError_t run_reduce_on_host(int kernel_id, void* dst, const void* src, const LaunchGeometry& geometry) {
+  if (kernel_id < 0 || kernel_id >= kReduceKernelCount || tables().host_reduce[kernel_id] == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  tables().host_reduce[kernel_id](dst, src, geometry);
+  return cudaSuccess;
+}
+
+cudaError_t run_scale_on_host(int kernel_id, void* dst, std::int64_t divisor, const LaunchGeometry& geometry) {
+  if (kernel_id < 0 || kernel_id >= kKernelTypes || tables().host_scale[kernel_id] == nullptr || divisor == 0) {
+    return cudaErrorInvalidValue;
+  }
+  tables().host_scale[kernel_id](dst, divisor, geometry);
+  return cudaSuccess;
 }
 
 int device_reduce_kernel_count() noexcept {

@@ -18,6 +18,12 @@ cudaError_t launch_reduce(int kernel_id, void* dst, const void* src, const Launc
 /// dst[i] = dst[i] / divisor in the type's arithmetic (integers truncate) with scale kernel `kernel_id`.
 cudaError_t launch_scale(int kernel_id, void* dst, std::int64_t divisor, const LaunchGeometry& geometry,
                          cudaStream_t stream);
+/// Runs reduce kernel `kernel_id` on the host over host memory: the kernel's own lane body for each of the
+/// geometry's blocks × threads lanes in turn (same vector/tail split and grid-stride walk as on the GPU), so
+/// its arithmetic and coverage are tested on machines without a GPU. cudaErrorInvalidValue for a bad id.
+cudaError_t run_reduce_on_host(int kernel_id, void* dst, const void* src, const LaunchGeometry& geometry);
+/// The scale kernel's body on the host, as run_reduce_on_host.
+cudaError_t run_scale_on_host(int kernel_id, void* dst, std::int64_t divisor, const LaunchGeometry& geometry);
 /// Number of reduce kernels the device code instantiated (= kReduceKernelCount).
 int device_reduce_kernel_count() noexcept;
 /// Number of scale kernels the device code instantiated (= kKernelTypes).
