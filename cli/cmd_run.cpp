@@ -182,6 +182,8 @@ void add_run_command(CLI::App& app) {
       "Run an all-reduce plan for real and print an nccl-tests style table.\n"
       "Inputs are small integers per (rank, index, iteration), exact in every type; #wrong counts\n"
       "mismatching elements over all ranks and any wrong element makes the command exit 1.\n"
+      "Checks are refused where a narrow type cannot hold the exact result (sum: bfloat16 > 256,\n"
+      "half > 2048 ranks; avg: bfloat16 > 64, half > 512, uint8 > 85); -c 0 times them unchecked.\n"
       "time(us) is the median of -n iterations after -w warm-ups (the slowest rank per iteration);\n"
       "algbw = size/time, busbw = algbw*2(n-1)/n as nccl-tests. Backends: cpu (threads, one per\n"
       "device), mpi (`mpirun -np RANKS artune run --backend mpi ...`, one rank per participant;\n"
