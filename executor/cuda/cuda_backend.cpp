@@ -2,6 +2,8 @@
 // prepare() does every allocation, stream/event creation, peer enabling and
 // pointer resolution once; run() only issues the precomputed calls and waits
 // for the streams (polling, so a wedged device ends in Timeout, not a hang).
+// After a Timeout the device state is abandoned, not freed: cudaFree would wait
+// for the wedged device and turn the Timeout back into a hang.
 
 #include "executor/cuda/cuda_backend.hpp"
 
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,10 +58,8 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
-    // Let queued work finish before buffers are freed under it.
-    for (const Stream& s : streams_) {
-      if (s.get() != nullptr) cudaStreamSynchronize(s.get());
-    }
+    // Let queued work finish before buffers are freed under it (bounded: see release()).
+    release();
   }
 
   void prepare(const Plan& plan, DataType type, ReduceOp op) override {
@@ -192,10 +193,10 @@ class CudaBackend final : public Backend {
     if (!prepared_) throw InvalidInput("cuda backend: run before prepare");
   }
 
-  void release() {
-    for (const Stream& s : streams_) {
-      if (s.get() != nullptr) cudaStreamSynchronize(s.get());
-    }
+  // Frees everything prepare() made once the streams have drained; a stream still busy after the
+  // timeout (an exception left work queued on a wedged device) gets its state abandoned instead.
+  void release() noexcept {
+    if (!drain()) abandon();
     calls_.clear();
     events_.clear();
     staging_.clear();
@@ -203,7 +204,57 @@ class CudaBackend final : public Backend {
     buffers_.clear();
     host_buffers_.clear();
     pointers_.clear();
+    host_io_ = PinnedBuffer();
     prepared_ = false;
+  }
+
+  // True when every stream is idle within options_.timeout_s; never throws.
+  bool drain() const noexcept {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
+    for (const Stream& s : streams_) {
+      if (s.get() == nullptr) continue;
+      for (;;) {
+        const cudaError_t status = cudaStreamQuery(s.get());
+        if (status != cudaErrorNotReady) break;  // done, or failed (nothing left to wait for)
+        if (Clock::now() > deadline) {
+          clear_last_error();
+          return false;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    clear_last_error();
+    return true;
+  }
+
+  // Hands every device resource to a holder that is never destroyed. Work still queued on a device
+  // that does not finish would make cudaFree / cudaFreeHost (which synchronise) hang, and freeing
+  // memory that queued copies and kernels still use would corrupt it; the process is about to
+  // report the Timeout and exit, so leaking is the safe choice.
+  void abandon() noexcept {
+    struct Abandoned {
+      std::vector<std::vector<DeviceBuffer>> buffers;
+      std::vector<PinnedBuffer> host_buffers;
+      std::vector<DeviceBuffer> staging;
+      std::vector<Event> events;
+      std::vector<Stream> streams;
+      PinnedBuffer host_io;
+    };
+    try {
+      static auto* const graveyard = new std::vector<std::unique_ptr<Abandoned>>();
+      graveyard->push_back(std::make_unique<Abandoned>(Abandoned{std::move(buffers_), std::move(host_buffers_),
+                                                                 std::move(staging_), std::move(events_),
+                                                                 std::move(streams_), std::move(host_io_)}));
+    } catch (...) {
+      // Out of host memory while leaking: the members are freed normally (may block).
+    }
+    buffers_.clear();
+    host_buffers_.clear();
+    staging_.clear();
+    events_.clear();
+    streams_.clear();
   }
 
   void log_placement(const Plan& plan) const {
@@ -234,12 +285,17 @@ class CudaBackend final : public Backend {
         if (!can) continue;
         DeviceGuard guard(a);
         const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
-        if (status == cudaErrorPeerAccessAlreadyEnabled) {
-          cudaGetLastError();
+        // Both outcomes below are recorded as the thread's last error, which the next kernel
+        // launch would report as its own: clear it.
+        clear_last_error();
+        if (status == cudaSuccess || status == cudaErrorPeerAccessAlreadyEnabled) {
+          peer[a][b] = true;
         } else {
-          check(status, "cudaDeviceEnablePeerAccess(peer, 0)");
+          // Advertised but refused (a VM, an IOMMU, too many peers): kernels on `a` then read b's
+          // data from a staged copy, which works without P2P.
+          fmt::print(stderr, "artune: cuda: peer access cuda:{} -> cuda:{} unavailable ({}); staging copies instead\n", a,
+                     b, cudaGetErrorString(status));
         }
-        peer[a][b] = true;
       }
     }
     return peer;
@@ -298,12 +354,13 @@ class CudaBackend final : public Backend {
                                       std::chrono::duration<double>(options_.timeout_s));
     for (std::size_t d = 0; d < streams_.size(); ++d) {
       for (int spins = 0;; ++spins) {
-        const cudaError_t status = cudaStreamQuery(streams_[d].get());
-        if (status == cudaSuccess) break;
-        if (status != cudaErrorNotReady) check(status, "cudaStreamQuery(stream)");
+        if (finished(cudaStreamQuery(streams_[d].get()), "cudaStreamQuery(stream)")) break;
         if (Clock::now() > deadline) {
-          throw Timeout(fmt::format("cuda backend: plan device {} did not finish within {} s", d,
-                                    options_.timeout_s));
+          const std::string what = fmt::format("cuda backend: plan device {} did not finish within {} s", d,
+                                               options_.timeout_s);
+          prepared_ = false;
+          abandon();
+          throw Timeout(what);
         }
         // Spin briefly (short runs finish in microseconds), then back off.
         if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -24,6 +24,25 @@ inline void check(cudaError_t status, const char* call) {
 /// Checks a CUDA runtime call, naming it in the error.
 #define ARTUNE_CUDA_CHECK(call) ::artune::cuda::check((call), #call)
 
+/// Reads a cudaStreamQuery / cudaEventQuery result: true when the work is done, false while it
+/// runs (cudaErrorNotReady); throws BackendFailure on any other status. The runtime also records
+/// cudaErrorNotReady as the thread's last error, where the next kernel launch's
+/// cudaGetLastError() would report it as a launch failure: it is cleared here.
+inline bool finished(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return true;
+  if (status == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(status, call);
+  return false;
+}
+
+/// Clears the thread's last-error slot before a kernel launch, whose status is read with
+/// cudaGetLastError(): a status some earlier call already returned (and was handled) must not be
+/// reported as this launch's. Sticky errors are returned again by the launch itself.
+inline void clear_last_error() noexcept { (void)cudaGetLastError(); }
+
 /// Makes `device` current for the guard's lifetime and restores the previous one.
 class DeviceGuard {
  public:
@@ -111,7 +130,7 @@ class Event {
  private:
   void reset() noexcept {
     if (event_ != nullptr) {
-      cudaEventDestroy(event_);
+      release_on_device(device_, [this] { cudaEventDestroy(event_); });
       event_ = nullptr;
     }
   }

@@ -308,8 +308,21 @@ class Lowering {
     prog_.steps.push_back(s);
   }
 
+  bool in_host_memory(const Ref& r) const { return r.buffer != Ref::kStaging && placement_[r.device].host; }
+
   void emit_copy(int op, int stream, Ref dst, Ref src, std::int64_t count) {
     if (count <= 0) return;
+    if (in_host_memory(dst) && in_host_memory(src)) {
+      // cudaMemcpyAsync between two host buffers is "fully synchronous with respect to the host"
+      // (CUDA's API synchronisation rules), not queued work: the issuing thread would block on it
+      // or copy before the stream's earlier work and event waits have produced its source. Two
+      // pinned DMA copies through staging are ordinary stream work.
+      const Ref staging{stream, Ref::kStaging, 0};
+      push_step(StepKind::kCopy, op, stream, staging, src, count);
+      push_step(StepKind::kCopy, op, stream, dst, staging, count);
+      prog_.staging[stream] = std::max(prog_.staging[stream], count);
+      return;
+    }
     push_step(StepKind::kCopy, op, stream, dst, src, count);
   }
 

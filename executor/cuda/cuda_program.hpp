@@ -13,9 +13,11 @@
 // is host memory, writing it through the mapping). A reduce whose source the
 // executing GPU cannot load (another GPU without peer access, or host memory,
 // which a DMA copy reads faster than a kernel) is staged first into that
-// stream's staging buffer; the stream runs in order, so one staging buffer per
-// stream suffices. An op records an event when a dependent runs on another
-// stream; dependents wait on it (cudaStreamWaitEvent), never on the device.
+// stream's staging buffer; so is a copy between two host buffers (a host-to-host
+// cudaMemcpyAsync is synchronous with respect to the host, not queued in stream
+// order). The stream runs in order, so one staging buffer per stream suffices.
+// An op records an event when a dependent runs on another stream; dependents
+// wait on it (cudaStreamWaitEvent), never on the device.
 // Group ops are lowered to direct pulls: broadcast (every member copies from
 // the root), reduce (the root reduces every member in), reduce-scatter (member
 // k reduces shard k of every other member), all-gather (every member copies

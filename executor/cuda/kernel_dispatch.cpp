@@ -43,12 +43,18 @@ LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t
                                int sm_count) noexcept {
   LaunchGeometry g;
   g.count = std::max<std::int64_t>(count, 0);
-  const bool aligned = dst % kVectorBytes == 0 && src % kVectorBytes == 0;
-  g.vector_width = aligned ? vector_width(type) : 1;
-  g.vector_count = aligned ? g.count / g.vector_width : 0;
-  g.tail_begin = g.vector_count * g.vector_width;
-  // Each thread takes one vector access (or one tail element) per pass.
-  const std::int64_t items = g.vector_count + (g.count - g.tail_begin);
+  const auto es = static_cast<std::uintptr_t>(element_size(type));
+  const std::uintptr_t phase = dst % kVectorBytes;
+  // Same phase and element-aligned: peeling the head aligns both pointers at once.
+  const bool vectorise = phase == src % kVectorBytes && phase % es == 0;
+  if (vectorise) {
+    g.vector_width = vector_width(type);
+    g.head = std::min<std::int64_t>(g.count, static_cast<std::int64_t>((kVectorBytes - phase) % kVectorBytes / es));
+    g.vector_count = (g.count - g.head) / g.vector_width;
+  }
+  g.tail_begin = g.head + g.vector_count * g.vector_width;
+  // Each thread takes one head element, one vector access or one tail element per pass.
+  const std::int64_t items = g.head + g.vector_count + (g.count - g.tail_begin);
   if (items == 0) {
     g.blocks = 0;
     return g;

@@ -57,19 +57,24 @@ int vector_width(DataType type) noexcept;
 /// Name of a combine ("sum", "prod", "min", "max").
 const char* to_string(KernelOp op) noexcept;
 
-/// How one elementwise kernel is launched over `count` elements.
+/// How one elementwise kernel is launched over `count` elements: a scalar head [0, head), a
+/// 128-bit body [head, tail_begin) of vector_count accesses, a scalar tail [tail_begin, count).
 struct LaunchGeometry {
   std::int64_t count = 0;         ///< elements in all
   int vector_width = 1;           ///< elements per access in the vector body (1 = scalar only)
-  std::int64_t vector_count = 0;  ///< accesses in the vector body (count / vector_width when vectorised)
-  std::int64_t tail_begin = 0;    ///< first element handled one at a time (= vector_count·vector_width)
+  std::int64_t head = 0;          ///< elements before the body, one at a time (to a 16-byte boundary)
+  std::int64_t vector_count = 0;  ///< accesses in the vector body
+  std::int64_t tail_begin = 0;    ///< first element after the body (= head + vector_count·vector_width)
   int blocks = 0;                 ///< grid size (0 = nothing to launch)
   int threads = kThreadsPerBlock; ///< block size
 };
 
-/// Grid for `count` elements of `type`. The 128-bit body is used only when every pointer
-/// (dst, src; pass src = dst for single-operand kernels) is 16-byte aligned; the grid covers
-/// the work once up to sm_count·kBlocksPerSm blocks and loops grid-stride beyond that.
+/// Grid for `count` elements of `type`. The 128-bit body is used when every pointer (dst, src;
+/// pass src = dst for single-operand kernels) sits at the same offset from a 16-byte boundary:
+/// a scalar head of up to 15 bytes' worth of elements brings both to the boundary (plan regions
+/// at odd element offsets of aligned buffers, e.g. ring shards, still vectorise); pointers at
+/// different offsets run scalar. The grid covers the work once up to sm_count·kBlocksPerSm
+/// blocks and loops grid-stride beyond that.
 LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src,
                                int sm_count) noexcept;
 

@@ -1,6 +1,7 @@
 // Elementwise reduction and scale kernels for every DataType × combine.
-// Memory bound: the body moves 128 bits per access when both pointers are
-// 16-byte aligned (launch_geometry decides), a scalar tail takes the rest, and
+// Memory bound: the body moves 128 bits per access once a scalar head has
+// brought both pointers to a 16-byte boundary (launch_geometry decides whether
+// they can get there together), a scalar tail takes the rest, and
 // the grid loops grid-stride so a capped grid covers any count. Half and
 // bfloat16 combine in float and round once, which gives the correctly rounded
 // result (float carries more than 2·p+2 bits of either format). Integer sum and
@@ -72,15 +73,19 @@ struct alignas(kVectorBytes) Vec {
   T v[kWidth];
 };
 
-// One lane of the reduce kernel: lane `first` of `stride` takes every stride-th vector access,
-// then every stride-th tail element. The kernel runs it per thread; run_reduce_on_host runs it per
+// One lane of the reduce kernel: lane `first` of `stride` takes every stride-th head element,
+// vector access and tail element (see LaunchGeometry). The kernel runs it per thread; run_reduce_on_host runs it per
 // lane on the host, so the arithmetic and the split are the same code on both sides.
 template <typename T, KernelOp Op>
-__host__ __device__ void reduce_lane(T* dst, const T* src, std::int64_t vector_count, std::int64_t tail_begin,
-                                     std::int64_t count, std::int64_t first, std::int64_t stride) {
+__host__ __device__ void reduce_lane(T* dst, const T* src, std::int64_t head, std::int64_t vector_count,
+                                     std::int64_t tail_begin, std::int64_t count, std::int64_t first,
+                                     std::int64_t stride) {
   using A = Arith<T>;
-  auto* dv = reinterpret_cast<Vec<T>*>(dst);
-  const auto* sv = reinterpret_cast<const Vec<T>*>(src);
+  for (std::int64_t i = first; i < head; i += stride) {
+    dst[i] = A::store(combine<Op>(A::load(dst[i]), A::load(src[i])));
+  }
+  auto* dv = reinterpret_cast<Vec<T>*>(dst + head);
+  const auto* sv = reinterpret_cast<const Vec<T>*>(src + head);
   for (std::int64_t k = first; k < vector_count; k += stride) {
     Vec<T> a = dv[k];
     const Vec<T> b = sv[k];
@@ -96,11 +101,11 @@ __host__ __device__ void reduce_lane(T* dst, const T* src, std::int64_t vector_c
 }
 
 template <typename T, KernelOp Op>
-__global__ void reduce_kernel(T* dst, const T* src, std::int64_t vector_count, std::int64_t tail_begin,
-                              std::int64_t count) {
+__global__ void reduce_kernel(T* dst, const T* src, std::int64_t head, std::int64_t vector_count,
+                              std::int64_t tail_begin, std::int64_t count) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  reduce_lane<T, Op>(dst, src, vector_count, tail_begin, count, first, stride);
+  reduce_lane<T, Op>(dst, src, head, vector_count, tail_begin, count, first, stride);
 }
 
 template <typename T>
@@ -117,9 +122,11 @@ __host__ __device__ T divide(T x, std::int64_t divisor) {
 
 // One lane of the scale kernel (see reduce_lane).
 template <typename T>
-__host__ __device__ void scale_lane(T* dst, std::int64_t divisor, std::int64_t vector_count, std::int64_t tail_begin,
-                                    std::int64_t count, std::int64_t first, std::int64_t stride) {
-  auto* dv = reinterpret_cast<Vec<T>*>(dst);
+__host__ __device__ void scale_lane(T* dst, std::int64_t divisor, std::int64_t head, std::int64_t vector_count,
+                                    std::int64_t tail_begin, std::int64_t count, std::int64_t first,
+                                    std::int64_t stride) {
+  for (std::int64_t i = first; i < head; i += stride) dst[i] = divide(dst[i], divisor);
+  auto* dv = reinterpret_cast<Vec<T>*>(dst + head);
   for (std::int64_t k = first; k < vector_count; k += stride) {
     Vec<T> a = dv[k];
 #pragma unroll
@@ -130,11 +137,11 @@ __host__ __device__ void scale_lane(T* dst, std::int64_t divisor, std::int64_t v
 }
 
 template <typename T>
-__global__ void scale_kernel(T* dst, std::int64_t divisor, std::int64_t vector_count, std::int64_t tail_begin,
-                             std::int64_t count) {
+__global__ void scale_kernel(T* dst, std::int64_t divisor, std::int64_t head, std::int64_t vector_count,
+                             std::int64_t tail_begin, std::int64_t count) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  scale_lane<T>(dst, divisor, vector_count, tail_begin, count, first, stride);
+  scale_lane<T>(dst, divisor, head, vector_count, tail_begin, count, first, stride);
 }
 
 using ReduceLauncher = cudaError_t (*)(void*, const void*, const LaunchGeometry&, cudaStream_t);
@@ -142,14 +149,14 @@ using ScaleLauncher = cudaError_t (*)(void*, std::int64_t, const LaunchGeometry&
 
 template <typename T, KernelOp Op>
 cudaError_t launch_reduce_as(void* dst, const void* src, const LaunchGeometry& g, cudaStream_t stream) {
-  reduce_kernel<T, Op><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src),
+  reduce_kernel<T, Op><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src), g.head,
                                                             g.vector_count, g.tail_begin, g.count);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_scale_as(void* dst, std::int64_t divisor, const LaunchGeometry& g, cudaStream_t stream) {
-  scale_kernel<T><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), divisor, g.vector_count,
+  scale_kernel<T><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), divisor, g.head, g.vector_count,
                                                        g.tail_begin, g.count);
   return cudaGetLastError();
 }
@@ -162,8 +169,8 @@ template <typename T, KernelOp Op>
 void reduce_on_host_as(void* dst, const void* src, const LaunchGeometry& g) {
   const std::int64_t lanes = static_cast<std::int64_t>(g.blocks) * g.threads;
   for (std::int64_t lane = 0; lane < lanes; ++lane) {
-    reduce_lane<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), g.vector_count, g.tail_begin, g.count, lane,
-                       lanes);
+    reduce_lane<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), g.head, g.vector_count, g.tail_begin,
+                       g.count, lane, lanes);
   }
 }
 
@@ -171,7 +178,7 @@ template <typename T>
 void scale_on_host_as(void* dst, std::int64_t divisor, const LaunchGeometry& g) {
   const std::int64_t lanes = static_cast<std::int64_t>(g.blocks) * g.threads;
   for (std::int64_t lane = 0; lane < lanes; ++lane) {
-    scale_lane<T>(static_cast<T*>(dst), divisor, g.vector_count, g.tail_begin, g.count, lane, lanes);
+    scale_lane<T>(static_cast<T*>(dst), divisor, g.head, g.vector_count, g.tail_begin, g.count, lane, lanes);
   }
 }
 
@@ -229,6 +236,10 @@ cudaError_t launch_reduce(int kernel_id, void* dst, const void* src, const Launc
     return cudaErrorInvalidValue;
   }
   if (geometry.blocks == 0) return cudaSuccess;
+  // The launch's status is read with cudaGetLastError(): first clear whatever an earlier call left
+  // there (a polled cudaErrorNotReady, an already-enabled peer), which its caller handled already.
+  // Sticky errors (a faulted context) are reported by the launch itself again.
+  (void)cudaGetLastError();
   return tables().reduce[kernel_id](dst, src, geometry, stream);
 }
 
@@ -238,6 +249,7 @@ cudaError_t launch_scale(int kernel_id, void* dst, std::int64_t divisor, const L
     return cudaErrorInvalidValue;
   }
   if (geometry.blocks == 0) return cudaSuccess;
+  (void)cudaGetLastError();  // as in launch_reduce
   return tables().scale[kernel_id](dst, divisor, geometry, stream);
 }
 

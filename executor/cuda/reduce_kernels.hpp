@@ -11,7 +11,8 @@
 
 namespace artune::cuda {
 
-/// dst[i] = dst[i] ⊕ src[i] for i < geometry.count with reduce kernel `kernel_id`; returns the launch status.
+/// dst[i] = dst[i] ⊕ src[i] for i < geometry.count with reduce kernel `kernel_id`; returns the launch status
+/// (the thread's last-error slot is cleared first, so an earlier call's handled status is not reported).
 /// Pointers may be device, peer (P2P enabled) or mapped pinned host memory of the current device.
 cudaError_t launch_reduce(int kernel_id, void* dst, const void* src, const LaunchGeometry& geometry,
                           cudaStream_t stream);

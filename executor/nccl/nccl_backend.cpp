@@ -7,7 +7,9 @@
 // ncclCommGetAsyncError under a deadline of options.timeout_s. A stuck or dead
 // peer ends in Timeout after ncclCommAbort on every communicator; an NCCL
 // error (asynchronous ones included) ends in BackendFailure with
-// ncclGetErrorString and NCCL's last-error text.
+// ncclGetErrorString and NCCL's last-error text. Any error during a run aborts
+// the communicators too, so neither this rank nor its peers wait on work that
+// can no longer complete.
 
 #include "executor/nccl/nccl_backend.hpp"
 
@@ -135,7 +137,12 @@ class NcclBackend final : public Backend {
   }
 
   ~NcclBackend() override {
-    if (stream_.get() != nullptr && !aborted_) cudaStreamSynchronize(stream_.get());
+    if (aborted_) return;  // communicators gone; nothing queued waits on a peer any more
+    // Bounded: queued NCCL kernels whose peers stopped would never drain; abort them instead.
+    if (!drain_stream()) {
+      abort_comms();
+      return;
+    }
     destroy_comm_list(groups_);
     if (world_ != nullptr) destroy_comm(world_);
   }
@@ -197,7 +204,10 @@ class NcclBackend final : public Backend {
     // One communicator per distinct group; every rank takes part in every split (NOCOLOR if not a member).
     destroy_comm_list(groups_);
     const auto groups = distinct_groups(plan);
+    // Sized once: a non-blocking split writes &groups_[g] later, from NCCL's own thread.
     groups_.assign(groups.size(), nullptr);
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const auto& members = groups[g];
       int key = -1;
@@ -206,11 +216,15 @@ class NcclBackend final : public Backend {
       }
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
-      ARTUNE_NCCL_CHECK(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),
-                        world_);
-      std::vector<ncclComm_t> pending{world_};
-      if (groups_[g] != nullptr) pending.push_back(groups_[g]);
-      wait_ready(pending, "ncclCommSplit");
+      // Non-blocking: the new communicator stays NULL until the split completes in NCCL's thread,
+      // which the parent reports (ncclInProgress until then); only then is groups_[g] read.
+      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),
+            "ncclCommSplit", {world_}, deadline);
+      if ((groups_[g] != nullptr) != (key >= 0)) {
+        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for group {} returned {} communicator",
+                                             rank_, g, key >= 0 ? "no" : "an unexpected")));
+      }
+      if (groups_[g] != nullptr) wait_ready({groups_[g]}, "ncclCommSplit (new communicator)", deadline);
     }
 
     buffers_.clear();
@@ -259,50 +273,17 @@ class NcclBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(options_.timeout_s));
-    cudaStream_t s = stream_.get();
-    for (const nccl::Step& step : program_.steps) {
-      switch (step.kind) {
-        case StepKind::kGroupStart:
-          ARTUNE_NCCL_CHECK(ncclGroupStart(), world_);
-          break;
-        case StepKind::kGroupEnd:
-          guard(ncclGroupEnd(), "ncclGroupEnd()", {world_}, deadline);
-          break;
-        case StepKind::kSend:
-          ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, world_, s), world_);
-          break;
-        case StepKind::kRecv:
-          ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, world_, s), world_);
-          break;
-        case StepKind::kCopy:
-          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
-                                            static_cast<std::size_t>(step.count) * esize_, cudaMemcpyDefault, s));
-          break;
-        case StepKind::kReduce: {
-          void* dst = pointer(step.dst);
-          const void* src = pointer(step.src);
-          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(src), sms_);
-          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
-          break;
-        }
-        case StepKind::kScale: {
-          void* dst = pointer(step.dst);
-          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(dst), sms_);
-          cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
-                      "launch_scale(kernel, dst, divisor, geometry, stream)");
-          break;
-        }
-        case StepKind::kCollective:
-          collective(step, deadline);
-          break;
-      }
+    try {
+      issue_all(deadline);
+      wait_stream(deadline);
+    } catch (const Error& e) {
+      // Whatever failed, this rank cannot finish the run: abort so that no queued NCCL kernel (here
+      // or on a peer) keeps waiting for its counterpart. abort_all's own exceptions pass through.
+      if (!aborted_) abort_all(e);
+      throw;
     }
-    wait_stream(deadline);
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -367,14 +348,85 @@ class NcclBackend final : public Backend {
     return out;
   }
 
-  [[noreturn]] void abort_all(const Error& error) {
+  // Aborts every communicator; never throws. NCCL kernels waiting on a peer exit, and nothing
+  // afterwards (destructor included) waits for them.
+  void abort_comms() noexcept {
+    if (group_open_) {
+      // An error between ncclGroupStart and ncclGroupEnd: close the group (NCCL discards it).
+      group_open_ = false;
+      (void)ncclGroupEnd();
+    }
     aborted_ = true;
-    for (ncclComm_t c : all_comms()) ncclCommAbort(c);
-    world_ = nullptr;
-    for (ncclComm_t& c : groups_) c = nullptr;
     prepared_ = false;
+    // The parent first: aborting it also ends a split still running in NCCL's thread, which
+    // writes its new communicator into groups_; the children are read after that.
+    if (world_ != nullptr) ncclCommAbort(world_);
+    world_ = nullptr;
+    for (ncclComm_t& c : groups_) {
+      if (c != nullptr) ncclCommAbort(c);
+      c = nullptr;
+    }
+  }
+
+  [[noreturn]] void abort_all(const Error& error) {
+    abort_comms();
     if (error.code() == ErrorCode::kTimeout) throw Timeout(error.what());
     throw BackendFailure(error.what());
+  }
+
+  void group_start(ncclComm_t comm) {
+    ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+    group_open_ = true;
+  }
+
+  void group_end(const char* call, ncclComm_t comm, Clock::time_point deadline) {
+    group_open_ = false;
+    guard(ncclGroupEnd(), call, {comm}, deadline);
+  }
+
+  // Issues the rank's program on its stream (in order; group ends wait until NCCL has enqueued).
+  void issue_all(Clock::time_point deadline) {
+    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
+    cudaStream_t s = stream_.get();
+    for (const nccl::Step& step : program_.steps) {
+      switch (step.kind) {
+        case StepKind::kGroupStart:
+          group_start(world_);
+          break;
+        case StepKind::kGroupEnd:
+          group_end("ncclGroupEnd()", world_, deadline);
+          break;
+        case StepKind::kSend:
+          ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, world_, s), world_);
+          break;
+        case StepKind::kRecv:
+          ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, world_, s), world_);
+          break;
+        case StepKind::kCopy:
+          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
+                                            static_cast<std::size_t>(step.count) * esize_, cudaMemcpyDefault, s));
+          break;
+        case StepKind::kReduce: {
+          void* dst = pointer(step.dst);
+          const void* src = pointer(step.src);
+          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                               reinterpret_cast<std::uintptr_t>(src), sms_);
+          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
+          break;
+        }
+        case StepKind::kScale: {
+          void* dst = pointer(step.dst);
+          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                               reinterpret_cast<std::uintptr_t>(dst), sms_);
+          cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
+                      "launch_scale(kernel, dst, divisor, geometry, stream)");
+          break;
+        }
+        case StepKind::kCollective:
+          collective(step, deadline);
+          break;
+      }
+    }
   }
 
   // Polls until no communicator in `comms` is in progress; errors and the deadline abort.
@@ -439,13 +491,13 @@ class NcclBackend final : public Backend {
                 "ncclReduceScatter", {comm}, deadline);
         } else {
           // Uneven shards (even_piece): one reduce per shard, rooted at its owner.
-          ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+          group_start(comm);
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclReduce(p, p, cnt, nccl_type_, nccl_op_, k, comm, s), comm);
           }
-          guard(ncclGroupEnd(), "ncclGroupEnd() of a reduce-scatter", {comm}, deadline);
+          group_end("ncclGroupEnd() of a reduce-scatter", comm, deadline);
         }
         break;
       case Collective::kAllGather:
@@ -455,13 +507,13 @@ class NcclBackend final : public Backend {
                               nccl_type_, comm, s),
                 "ncclAllGather", {comm}, deadline);
         } else {
-          ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+          group_start(comm);
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclBroadcast(p, p, cnt, nccl_type_, k, comm, s), comm);
           }
-          guard(ncclGroupEnd(), "ncclGroupEnd() of an all-gather", {comm}, deadline);
+          group_end("ncclGroupEnd() of an all-gather", comm, deadline);
         }
         break;
     }
@@ -471,9 +523,7 @@ class NcclBackend final : public Backend {
   void wait_stream(Clock::time_point deadline) {
     const auto comms = all_comms();
     for (int spins = 0;; ++spins) {
-      const cudaError_t status = cudaStreamQuery(stream_.get());
-      if (status == cudaSuccess) return;
-      if (status != cudaErrorNotReady) cuda::check(status, "cudaStreamQuery(stream)");
+      if (cuda::finished(cudaStreamQuery(stream_.get()), "cudaStreamQuery(stream)")) return;
       for (ncclComm_t c : comms) {
         ncclResult_t state = ncclSuccess;
         ncclCommGetAsyncError(c, &state);
@@ -489,6 +539,23 @@ class NcclBackend final : public Backend {
       }
       if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+  }
+
+  // True when the stream is idle within options_.timeout_s; never throws.
+  bool drain_stream() const noexcept {
+    if (stream_.get() == nullptr) return true;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
+    bool done = true;
+    while (cudaStreamQuery(stream_.get()) == cudaErrorNotReady) {
+      if (Clock::now() > deadline) {
+        done = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    cuda::clear_last_error();
+    return done;
   }
 
   void destroy_comm(ncclComm_t comm) {
@@ -527,6 +594,7 @@ class NcclBackend final : public Backend {
   int size_ = 1;
   bool prepared_ = false;
   bool aborted_ = false;
+  bool group_open_ = false;  // between ncclGroupStart and ncclGroupEnd (an error there must close it)
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;

@@ -47,7 +47,22 @@ class RankLowering {
           s.dst = ref(a.local);
           s.src = ref(a.remote);
           s.count = a.local.count;
-          if (s.count > 0) prog_.steps.push_back(s);
+          if (s.count <= 0) break;
+          if (s.kind == StepKind::kCopy && on_host(a.local.device) && on_host(a.remote.device)) {
+            // A host-to-host cudaMemcpyAsync is synchronous with respect to the host instead of
+            // queued behind the stream's earlier work (which produces its source): go through
+            // staging with two pinned DMA copies, which are ordinary stream work.
+            const Ref staged{-1, Ref::kStaging, 0};
+            Step in = s;
+            in.dst = staged;
+            Step out = s;
+            out.src = staged;
+            prog_.steps.push_back(in);
+            prog_.steps.push_back(out);
+            prog_.staging = std::max(prog_.staging, s.count);
+            break;
+          }
+          prog_.steps.push_back(s);
           break;
         }
         case ActionKind::kScale: {

@@ -16,8 +16,10 @@
 //
 // NCCL moves device memory only, so a send from a host-memory helper is first
 // copied into the staging buffer, and a receive that reduces (or lands in host
-// memory) arrives in staging and is combined after the group ends. Staging is
-// one device buffer per rank, carved per group (a bump allocator).
+// memory) arrives in staging and is combined after the group ends; a local copy
+// between two host-memory devices also passes through staging (a host-to-host
+// cudaMemcpyAsync is not stream-ordered). Staging is one device buffer per rank,
+// carved per group (a bump allocator).
 
 #include <cstdint>
 #include <string>

@@ -21,6 +21,7 @@
 #include "executor/cuda/kernel_dispatch.hpp"
 #if ARTUNE_HAVE_CUDA_BACKEND
 #include "executor/cuda/cuda_backend.hpp"
+#include "executor/cuda/cuda_check.hpp"
 #endif
 
 #if defined(ARTUNE_HAVE_NCCL)
@@ -91,7 +92,14 @@ TEST_CASE("cuda_dispatch.geometry_shapes") {
     CHECK(g.blocks == 1);  // 250 + 3 items fit one block of 512
     CHECK(g.threads == kThreadsPerBlock);
   }
-  SUBCASE("a misaligned operand falls back to scalar") {
+  SUBCASE("operands at the same offset from a 16-byte boundary peel a scalar head") {
+    const LaunchGeometry g = launch_geometry(1003, DataType::kFloat32, 0x1004, 0x2004, 132);
+    CHECK(g.vector_width == 4);
+    CHECK(g.head == 3);           // 0x1004 + 3·4 = 0x1010
+    CHECK(g.vector_count == 250);
+    CHECK(g.tail_begin == 1003);  // 3 + 1000: no tail
+  }
+  SUBCASE("operands at different offsets fall back to scalar") {
     const LaunchGeometry g = launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2004, 132);
     CHECK(g.vector_width == 1);
     CHECK(g.vector_count == 0);
@@ -109,17 +117,23 @@ TEST_CASE("cuda_dispatch.geometry_shapes") {
   }
 }
 
-// Replays the kernels' index arithmetic (grid-stride vector body, then grid-stride tail) and
-// checks that every element is touched exactly once.
+// Replays the kernels' index arithmetic (grid-stride head, vector body, then tail) and checks
+// that every element is touched exactly once and every vector access is 16-byte aligned.
 static void check_coverage(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src, int sms) {
   const LaunchGeometry g = launch_geometry(count, type, dst, src, sms);
   std::vector<int> touched(static_cast<std::size_t>(count), 0);
   const std::int64_t stride = static_cast<std::int64_t>(g.blocks) * g.threads;
   for (std::int64_t thread = 0; thread < stride; ++thread) {
+    for (std::int64_t i = thread; i < g.head; i += stride) ++touched[static_cast<std::size_t>(i)];
     for (std::int64_t k = thread; k < g.vector_count; k += stride) {
-      for (int j = 0; j < g.vector_width; ++j) ++touched[static_cast<std::size_t>(k * g.vector_width + j)];
+      for (int j = 0; j < g.vector_width; ++j) ++touched[static_cast<std::size_t>(g.head + k * g.vector_width + j)];
     }
     for (std::int64_t i = g.tail_begin + thread; i < g.count; i += stride) ++touched[static_cast<std::size_t>(i)];
+  }
+  const auto es = static_cast<std::uintptr_t>(element_size(type));
+  if (g.vector_count > 0) {
+    CHECK((dst + static_cast<std::uintptr_t>(g.head) * es) % kVectorBytes == 0);
+    CHECK((src + static_cast<std::uintptr_t>(g.head) * es) % kVectorBytes == 0);
   }
   for (std::int64_t i = 0; i < count; ++i) {
     if (touched[static_cast<std::size_t>(i)] != 1) {
@@ -139,6 +153,49 @@ TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
       check_coverage(count, t, 0x10000, 0x20000, 200);   // uncapped grid
     }
   }
+}
+
+TEST_CASE("cuda_dispatch.geometry_on_sub_buffer_offsets") {
+  // Plan regions start at element offsets inside 256-byte aligned allocations (cudaMalloc) or
+  // page-aligned pinned memory: the 128-bit body is legal only on 16-byte aligned addresses, which a
+  // common head reaches when both regions start at the same element offset; every element is still
+  // covered once when they do not.
+  const std::uintptr_t dst_base = 0x7f0000000000;  // like a cudaMalloc pointer
+  const std::uintptr_t src_base = 0x7f0000100000;
+  for (DataType t : all_data_types()) {
+    CAPTURE(to_string(t));
+    const auto es = static_cast<std::uintptr_t>(element_size(t));
+    const int width = vector_width(t);
+    for (int dst_off = 0; dst_off <= width; ++dst_off) {
+      for (int src_off = 0; src_off <= width; ++src_off) {
+        CAPTURE(dst_off);
+        CAPTURE(src_off);
+        const std::uintptr_t dst = dst_base + static_cast<std::uintptr_t>(dst_off) * es;
+        const std::uintptr_t src = src_base + static_cast<std::uintptr_t>(src_off) * es;
+        // Vectorised when both sit at the same offset from a 16-byte boundary (the head aligns both).
+        const bool same_phase = dst % kVectorBytes == src % kVectorBytes;
+        const std::int64_t head = same_phase ? (width - dst_off % width) % width : 0;
+        const LaunchGeometry g = launch_geometry(1001, t, dst, src, 132);
+        CHECK(g.vector_width == (same_phase ? width : 1));
+        CHECK(g.head == head);
+        CHECK(g.tail_begin == (same_phase ? head + (1001 - head) / width * width : 0));
+        check_coverage(1001, t, dst, src, 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda_dispatch.geometry_of_huge_counts") {
+  // 2^40 bytes of uint8 (more than any GPU holds): 64-bit counts, the grid capped, nothing wraps.
+  const std::int64_t count = std::int64_t{1} << 40;
+  const LaunchGeometry g = launch_geometry(count, DataType::kUInt8, 0x1000, 0x2000, 132);
+  CHECK(g.vector_count == count / 16);
+  CHECK(g.tail_begin == count);
+  CHECK(g.blocks == 132 * kBlocksPerSm);
+  const LaunchGeometry odd = launch_geometry(count + 7, DataType::kFloat64, 0x1000, 0x2008, 132);
+  CHECK(odd.vector_width == 1);
+  CHECK(odd.vector_count == 0);
+  CHECK(odd.blocks == 132 * kBlocksPerSm);
 }
 
 TEST_CASE("cuda_dispatch.nccl_enum_values") {
@@ -186,6 +243,16 @@ TEST_CASE("cuda_dispatch.backends_refuse_cleanly_without_a_gpu") {
 }
 
 #if ARTUNE_HAVE_CUDA_BACKEND
+TEST_CASE("cuda_dispatch.stream_query_results") {
+  // Polling: done, still running (not an error), or a real failure named after the call.
+  CHECK(finished(cudaSuccess, "cudaStreamQuery(stream)"));
+  CHECK_FALSE(finished(cudaErrorNotReady, "cudaStreamQuery(stream)"));
+  CHECK_THROWS_WITH_AS(finished(cudaErrorIllegalAddress, "cudaStreamQuery(stream)"),
+                       doctest::Contains("cudaStreamQuery(stream): "), BackendFailure);
+  CHECK_THROWS_WITH_AS(finished(cudaErrorIllegalAddress, "q"), doctest::Contains("(cudaErrorIllegalAddress)"),
+                       BackendFailure);
+}
+
 TEST_CASE("cuda_dispatch.cli_exits_2_without_a_gpu") {
   const char* bin = std::getenv("ARTUNE_BIN");
   if (bin == nullptr || cuda_device_count() > 0) {

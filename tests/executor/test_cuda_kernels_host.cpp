@@ -1,8 +1,8 @@
 // The CUDA reduction and scale kernels' own bodies (reduce_lane / scale_lane in
 // reduce_kernels.cu, compiled by nvcc), run lane by lane on the host over the
 // grid launch_geometry picks, against the host reference loops bit for bit:
-// every type × combine, aligned and misaligned pointers (vector body + tail or
-// tail only), grids that cover the work once and capped grids that loop
+// every type × combine, aligned and misaligned pointers (head + vector body +
+// tail, or scalar only), grids that cover the work once and capped grids that loop
 // grid-stride, and guard elements around the range that must stay untouched.
 // Built wherever CUDA is found; needs no GPU, so it runs in CI.
 
@@ -56,7 +56,8 @@ ReduceOp reduce_op_of(KernelOp op) {
   return ReduceOp::kSum;
 }
 
-// Element offsets into 16-byte aligned storage: 0 keeps a pointer aligned (vector body), 1 does not.
+// Element offsets into 16-byte aligned storage: equal offsets vectorise (after a head when non-zero),
+// different ones run scalar.
 struct Shape {
   std::int64_t count;
   std::int64_t dst_shift;
@@ -67,8 +68,8 @@ struct Shape {
 std::vector<Shape> shapes() {
   std::vector<Shape> out;
   for (std::int64_t count : {0, 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 257, 1000, 4099, 70001}) {
-    for (std::int64_t dst_shift : {0, 1}) {
-      for (std::int64_t src_shift : {0, 1}) {
+    for (std::int64_t dst_shift : {0, 1, 3}) {
+      for (std::int64_t src_shift : {0, 1, 3}) {
         // One SM caps the grid at kBlocksPerSm blocks, so large counts loop grid-stride; 132 (H100) does not.
         for (int sms : {1, 132}) out.push_back({count, dst_shift, src_shift, sms});
       }
@@ -100,7 +101,7 @@ Region make_region(DataType type, std::int64_t count, std::int64_t shift, std::m
 
 TEST_CASE("cuda_kernels_host.reduce_bodies_match_the_host_reference") {
   std::mt19937_64 rng(2026);
-  int runs = 0, vectorised = 0, grid_stride = 0;
+  int runs = 0, vectorised = 0, peeled = 0, grid_stride = 0;
   for (DataType type : all_data_types()) {
     for (KernelOp op : {KernelOp::kSum, KernelOp::kProd, KernelOp::kMin, KernelOp::kMax}) {
       for (const Shape& s : shapes()) {
@@ -125,13 +126,15 @@ TEST_CASE("cuda_kernels_host.reduce_bodies_match_the_host_reference") {
         REQUIRE(src.storage == src_before);
         ++runs;
         vectorised += g.vector_count > 0;
-        grid_stride += static_cast<std::int64_t>(g.blocks) * g.threads < g.vector_count + (g.count - g.tail_begin);
+        peeled += g.vector_count > 0 && g.head > 0;
+        grid_stride += static_cast<std::int64_t>(g.blocks) * g.threads < g.head + g.vector_count + (g.count - g.tail_begin);
       }
     }
   }
-  // The shapes reached every path: vector body, tail-only, and grids that loop.
-  CHECK(runs == 7 * 4 * 15 * 8);
+  // The shapes reached every path: vector body with and without a head, scalar only, grids that loop.
+  CHECK(runs == 7 * 4 * 15 * 18);
   CHECK(vectorised > 0);
+  CHECK(peeled > 0);
   CHECK(grid_stride > 0);
 }
 

@@ -35,6 +35,7 @@
 #include "executor/reduce_kernels.hpp"
 #include "executor/schedule.hpp"
 #include "executor/verification.hpp"
+#include "hand_plans.hpp"
 #include "topology/io.hpp"
 #include "topology/topology.hpp"
 
@@ -655,6 +656,12 @@ TEST_CASE("nccl_program.every_family_matches_and_is_exact") {
           CAPTURE(segments);
           const Plan plan = build(c, count, op, segments);
           const auto progs = lower_all(plan, (count % 2) ? &topo : none);
+          // Transfers between devices of one rank are local copies: NCCL never sees a self send.
+          for (const nccl::Program& p : progs) {
+            for (const nccl::Step& st : p.steps) {
+              if (st.kind == nccl::StepKind::kSend || st.kind == nccl::StepKind::kRecv) CHECK(st.peer != p.rank);
+            }
+          }
           NcclReplay replay(plan, progs, op, static_cast<unsigned>(count * 31 + segments));
           const std::int64_t wrong = replay.run(1);
           for (const auto& p : replay.problems()) FAIL_CHECK(p);
@@ -752,4 +759,90 @@ TEST_CASE("nccl_program.host_group_member_is_rejected") {
   g.dst = Location{-1, 0, 0, 4};
   plan.add(g);
   CHECK_THROWS_AS(nccl::lower_rank(plan, {0, 1}, {false, true}, 0), InvalidInput);
+}
+
+namespace {
+
+// True when a copy step reads and writes host memory directly (a host-to-host cudaMemcpyAsync,
+// which is synchronous with respect to the host instead of stream-ordered).
+bool host_to_host(const cuda::Step& s, const std::vector<cuda::Placement>& placement) {
+  auto host = [&](const cuda::Ref& r) {
+    return r.buffer != cuda::Ref::kStaging && placement[static_cast<std::size_t>(r.device)].host;
+  };
+  return s.kind == cuda::StepKind::kCopy && host(s.dst) && host(s.src);
+}
+
+// Two GPUs and two CPU helpers of one machine: the helpers gather, combine and exchange through a
+// host-to-host copy, then hand the sum back (sum only: no scale).
+Plan two_helper_plan(std::int64_t count) {
+  Plan p = test::empty_plan(2, count, ReduceOp::kSum, 2);
+  const int a = p.add_buffer(2, count);
+  const int b = p.add_buffer(3, count);
+  const Location g0{0, 0, 0, count}, g1{1, 0, 0, count}, h0{2, a, 0, count}, h1{3, b, 0, count};
+  test::add_auto(p, test::copy_op(g0, h0));    // gpu0 -> cpu0
+  test::add_auto(p, test::copy_op(g1, h1));    // gpu1 -> cpu1
+  test::add_auto(p, test::reduce_op(h1, h0));  // cpu0 += cpu1
+  test::add_auto(p, test::copy_op(h0, h1));    // cpu1 := cpu0 (host to host)
+  test::add_auto(p, test::copy_op(h1, g0));    // cpu1 -> gpu0
+  test::add_auto(p, test::copy_op(h0, g1));    // cpu0 -> gpu1
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("cuda_program.host_to_host_copies_are_staged") {
+  // pscpu/pscpu over two machines exchanges between the machines' CPU helpers; the hand plan
+  // copies from one helper to the other directly.
+  const Plan hier = build({"uniform:2x4", "pscpu/pscpu"}, 101, ReduceOp::kSum);
+  const Plan hand = two_helper_plan(37);
+  verify_or_throw(hand);
+  for (const Plan* plan : {&hier, &hand}) {
+    int host_copies = 0;
+    for (const Op& op : plan->ops) {
+      host_copies += op.kind == OpKind::kCopy && cuda::parse_device_name(plan->devices[op.src.device].name).host &&
+                     cuda::parse_device_name(plan->devices[op.dst.device].name).host;
+    }
+    REQUIRE(host_copies > 0);  // the case this test is about
+    for (int gpus : {1, 2}) {
+      CAPTURE(gpus);
+      const auto placement = cuda::place_devices(*plan, gpus);
+      const cuda::Program prog = cuda::lower_plan(*plan, placement, peers(gpus, 1));
+      int staged_in = 0;
+      for (const cuda::Step& s : prog.steps) {
+        CHECK_FALSE(host_to_host(s, placement));
+        staged_in += s.kind == cuda::StepKind::kCopy && s.dst.buffer == cuda::Ref::kStaging &&
+                     placement[static_cast<std::size_t>(s.src.device)].host;
+      }
+      CHECK(staged_in >= host_copies);
+      for (const auto& p : replay_cuda(*plan, ReduceOp::kSum, gpus, peers(gpus, 1), nullptr)) FAIL_CHECK(p);
+    }
+  }
+}
+
+TEST_CASE("nccl_program.host_to_host_copies_are_staged") {
+  // Both helpers live on rank 0 (the machine's lowest participant): cpu1 := cpu0 is a local copy
+  // between two host buffers, lowered to host -> staging -> host.
+  const Plan plan = two_helper_plan(37);
+  verify_or_throw(plan);
+  const auto progs = lower_all(plan, nullptr);
+  REQUIRE(progs.size() == 2);
+  const nccl::Program& p0 = progs[0];
+  CAPTURE(nccl::describe(p0));
+  int staged_pairs = 0;
+  for (std::size_t i = 0; i < p0.steps.size(); ++i) {
+    const nccl::Step& s = p0.steps[i];
+    if (s.kind != nccl::StepKind::kCopy) continue;
+    const bool src_host = s.src.buffer != nccl::Ref::kStaging && p0.host_device[static_cast<std::size_t>(s.src.device)];
+    const bool dst_host = s.dst.buffer != nccl::Ref::kStaging && p0.host_device[static_cast<std::size_t>(s.dst.device)];
+    CHECK_FALSE((src_host && dst_host));
+    if (src_host && s.dst.buffer == nccl::Ref::kStaging && i + 1 < p0.steps.size() &&
+        p0.steps[i + 1].kind == nccl::StepKind::kCopy && p0.steps[i + 1].src.buffer == nccl::Ref::kStaging) {
+      ++staged_pairs;
+    }
+  }
+  CHECK(staged_pairs == 1);
+  CHECK(p0.staging >= 37);
+  NcclReplay replay(plan, progs, ReduceOp::kSum, 5);
+  CHECK(replay.run(2) == 0);
+  for (const auto& problem : replay.problems()) FAIL_CHECK(problem);
 }

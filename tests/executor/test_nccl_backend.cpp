@@ -36,6 +36,15 @@ void fail(int rank, const std::string& what) {
   std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
 }
 
+// An exception leaves this rank at a different MPI call than its peers (which would wait for it
+// forever): report it and end the whole job at once.
+[[noreturn]] void abort_job(int rank, const std::string& what) {
+  std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
 struct Case {
   std::string topo;
   const char* spec;
@@ -99,7 +108,7 @@ int worker() {
       }
     }
   } catch (const std::exception& e) {
-    fail(rank, std::string("exception: ") + e.what());
+    abort_job(rank, std::string("exception: ") + e.what());
   }
 
   // A stuck peer: rank 0 runs, the others never join; rank 0 must see Timeout, not hang.
@@ -124,7 +133,7 @@ int worker() {
       }
       MPI_Barrier(MPI_COMM_WORLD);
     } catch (const std::exception& e) {
-      fail(rank, std::string("timeout check: ") + e.what());
+      abort_job(rank, std::string("timeout check: ") + e.what());
     }
   }
 
@@ -145,7 +154,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   const int ranks = std::min(gpus, 4);
-  const std::string cmd = "mpirun --oversubscribe -np " + std::to_string(ranks) + " '" + argv[0] + "' --worker";
+  // Open MPI refuses to start as root (containers, CI machines) unless both variables say so.
+  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+                          std::to_string(ranks) + " '" + argv[0] + "' --worker";
   std::printf("running: %s\n", cmd.c_str());
   std::fflush(stdout);
   const int status = std::system(cmd.c_str());
