@@ -62,9 +62,39 @@ class CudaBackend final : public Backend {
     release();
   }
 
-  void prepare(const Plan& plan, DataType type, ReduceOp op) override {
+  // Refuses, before allocating, a plan whose buffers and staging do not fit the free memory of
+  // the GPUs it lands on (or of the host, for pinned CPU-helper buffers).
+  void check_plan(const Plan& plan, DataType type) const override {
     check_plan_shape(plan);
-    release();
+    const auto placement = place_devices(plan, gpus_, options_.topology);
+    const MemoryNeed need = memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_,
+                                        element_size(type));
+    const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
+    for (int g = 0; g < gpus_; ++g) {
+      const double needed = static_cast<double>(need.gpu_bytes[g]);
+      if (needed == 0) continue;
+      std::size_t free = 0, total = 0;
+      {
+        DeviceGuard guard(g);
+        ARTUNE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+      }
+      // Allocation granularity and the CUDA context's own use: keep 5 % in hand.
+      if (needed > 0.95 * static_cast<double>(free)) {
+        throw InvalidInput(fmt::format(
+            "-e/--maxbytes: a {}-byte message ({} {}) needs {} on cuda:{} ({} plan device(s) placed there), more "
+            "than the {} free of {}; use a smaller size",
+            static_cast<std::uint64_t>(plan.count) * element_size(type), plan.count, to_string(type), gib(needed), g,
+            need.devices_on_gpu[g], gib(static_cast<double>(free)), gib(static_cast<double>(total))));
+      }
+    }
+    if (need.host_bytes > 0) {
+      check_host_memory(static_cast<double>(need.host_bytes), plan.count, type, "cuda backend, pinned CPU-helper buffers");
+    }
+  }
+
+  void prepare(const Plan& plan, DataType type, ReduceOp op) override {
+    release();  // frees the previous plan's memory before checking this one's
+    check_plan(plan, type);
     type_ = type;
     op_ = op;
     ranks_ = plan.ranks();
@@ -83,9 +113,7 @@ class CudaBackend final : public Backend {
     for (int d = 0; d < n; ++d) {
       const auto& sizes = plan.buffers[d];
       for (std::size_t b = 0; b < sizes.size(); ++b) {
-        std::int64_t elems = sizes[b];
-        if (b == 0 && plan.devices[d].participant) elems = std::max(elems, count_);
-        const std::size_t bytes = static_cast<std::size_t>(elems) * esize_;
+        const std::size_t bytes = static_cast<std::size_t>(buffer_elements(plan, d, static_cast<int>(b))) * esize_;
         if (placement_[d].host) {
           host_buffers_.emplace_back(bytes);
           pointers_[d].push_back(host_buffers_.back().get());
@@ -269,20 +297,31 @@ class CudaBackend final : public Backend {
                gpus_, map);
   }
 
-  // Enables peer access between every pair of used GPUs that supports it; peer[a][b] says whether
-  // kernels on a may load b's memory.
-  std::vector<std::vector<bool>> enable_peers() {
+  // Which used GPUs report peer access to each other (cudaDeviceCanAccessPeer), without enabling it.
+  std::vector<std::vector<bool>> peer_capability(const std::vector<Placement>& placement) const {
     std::vector<bool> used(gpus_, false);
-    for (const Placement& p : placement_) used[p.cuda_device] = true;
+    for (const Placement& p : placement) used[p.cuda_device] = true;
     std::vector<std::vector<bool>> peer(gpus_, std::vector<bool>(gpus_, false));
     for (int a = 0; a < gpus_; ++a) {
       peer[a][a] = true;
-      if (!used[a]) continue;
       for (int b = 0; b < gpus_; ++b) {
-        if (a == b || !used[b]) continue;
+        if (a == b || !used[a] || !used[b]) continue;
         int can = 0;
         ARTUNE_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
-        if (!can) continue;
+        peer[a][b] = can != 0;
+      }
+    }
+    return peer;
+  }
+
+  // Enables peer access between every pair of used GPUs that supports it; peer[a][b] says whether
+  // kernels on a may load b's memory.
+  std::vector<std::vector<bool>> enable_peers() {
+    std::vector<std::vector<bool>> peer = peer_capability(placement_);
+    for (int a = 0; a < gpus_; ++a) {
+      for (int b = 0; b < gpus_; ++b) {
+        if (a == b || !peer[a][b]) continue;
+        peer[a][b] = false;  // until enabled
         DeviceGuard guard(a);
         const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
         // Both outcomes below are recorded as the thread's last error, which the next kernel

@@ -466,6 +466,32 @@ Program lower_plan(const Plan& plan, const std::vector<Placement>& placement,
   return Lowering(plan, placement, peer).run();
 }
 
+std::int64_t buffer_elements(const Plan& plan, int device, int buffer) {
+  const auto d = static_cast<std::size_t>(device);
+  const std::int64_t elements = plan.buffers[d][static_cast<std::size_t>(buffer)];
+  return buffer == 0 && plan.devices[d].participant ? std::max(elements, plan.count) : elements;
+}
+
+MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_devices, std::size_t element_bytes) {
+  MemoryNeed need;
+  need.gpu_bytes.assign(static_cast<std::size_t>(std::max(cuda_devices, 0)), 0);
+  need.devices_on_gpu.assign(need.gpu_bytes.size(), 0);
+  const auto bytes = [&](std::int64_t elements) { return static_cast<std::uint64_t>(elements) * element_bytes; };
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    const Placement& p = program.placement[d];
+    std::uint64_t own = 0;
+    for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
+      own += bytes(buffer_elements(plan, static_cast<int>(d), static_cast<int>(b)));
+    }
+    const auto gpu = static_cast<std::size_t>(p.cuda_device);
+    if (gpu >= need.gpu_bytes.size()) throw Unsupported(fmt::format("plan device {} placed on cuda:{} of {}", d, gpu, cuda_devices));
+    (p.host ? need.host_bytes : need.gpu_bytes[gpu]) += own;
+    need.gpu_bytes[gpu] += bytes(program.staging[d]);  // a stream's staging is always on its GPU
+    if (!p.host) ++need.devices_on_gpu[gpu];
+  }
+  return need;
+}
+
 std::string describe(const Program& program) {
   std::string out;
   for (const Step& s : program.steps) {

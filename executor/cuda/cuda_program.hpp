@@ -104,6 +104,19 @@ struct Program {
 Program lower_plan(const Plan& plan, const std::vector<Placement>& placement,
                    const std::vector<std::vector<bool>>& peer);
 
+/// Elements the backend allocates for buffer `buffer` of plan device `device` (a participant's
+/// buffer 0 holds at least the whole message).
+std::int64_t buffer_elements(const Plan& plan, int device, int buffer);
+
+/// Memory a lowered plan needs, in bytes.
+struct MemoryNeed {
+  std::vector<std::uint64_t> gpu_bytes;  ///< per CUDA device: buffers of the plan devices on it + staging
+  std::uint64_t host_bytes = 0;          ///< pinned host memory (CPU helpers' buffers)
+  std::vector<int> devices_on_gpu;       ///< per CUDA device: how many plan devices share it
+};
+/// What prepare() will allocate for `program` (lowered from `plan`) on `cuda_devices` GPUs.
+MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_devices, std::size_t element_bytes);
+
 /// Stream that issues a plain (non-group) op under the rules above.
 int executing_stream(const Op& op, const std::vector<Placement>& placement);
 

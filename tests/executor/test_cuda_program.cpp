@@ -846,3 +846,43 @@ TEST_CASE("nccl_program.host_to_host_copies_are_staged") {
   CHECK(replay.run(2) == 0);
   for (const auto& problem : replay.problems()) FAIL_CHECK(problem);
 }
+
+TEST_CASE("cuda_program.memory_need") {
+  // What prepare() allocates, per GPU and in pinned host memory, summed by hand from the plan:
+  // the cuda backend's check_plan compares it with cudaMemGetInfo before allocating anything.
+  const std::size_t es = 4;
+  for (const Case& c : std::vector<Case>{{"uniform:8", "xring"}, {"uniform:8", "pscpu"}, {"uniform:2x4", "pscpu/pscpu"}}) {
+    CAPTURE(c.spec);
+    const Plan plan = build(c, 1001, ReduceOp::kSum);
+    for (int gpus : {1, 2, 8}) {
+      CAPTURE(gpus);
+      const auto placement = cuda::place_devices(plan, gpus);
+      const cuda::Program prog = cuda::lower_plan(plan, placement, peers(gpus, 0));
+      const cuda::MemoryNeed need = cuda::memory_need(plan, prog, gpus, es);
+      std::vector<std::uint64_t> gpu(static_cast<std::size_t>(gpus), 0);
+      std::vector<int> sharing(static_cast<std::size_t>(gpus), 0);
+      std::uint64_t host = 0;
+      for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+        std::uint64_t own = 0;
+        for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
+          std::int64_t elements = plan.buffers[d][b];
+          if (b == 0 && plan.devices[d].participant) {
+            CHECK(elements >= plan.count);  // the user's buffer holds the whole message
+            elements = std::max(elements, plan.count);
+          }
+          own += static_cast<std::uint64_t>(elements) * es;
+        }
+        const auto g = static_cast<std::size_t>(placement[d].cuda_device);
+        (placement[d].host ? host : gpu[g]) += own;
+        gpu[g] += static_cast<std::uint64_t>(prog.staging[d]) * es;
+        sharing[g] += placement[d].host ? 0 : 1;
+      }
+      CHECK(need.gpu_bytes == gpu);
+      CHECK(need.host_bytes == host);
+      CHECK(need.devices_on_gpu == sharing);
+      // One GPU holds every GPU-placed device's buffers; helpers' buffers are host memory.
+      if (gpus == 1) CHECK(need.devices_on_gpu[0] == gpu_devices(plan));
+      CHECK((need.host_bytes > 0) == (std::string(c.spec).find("pscpu") != std::string::npos));
+    }
+  }
+}
