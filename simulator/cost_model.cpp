@@ -84,6 +84,9 @@ double number_at(const nlohmann::json& v, std::string_view source, const std::st
 constexpr double kMaxLatencyUs = 1e6;        // one second per op or link crossing
 constexpr double kMinBandwidthGbps = 1e-6;   // 1 KB/s
 constexpr double kMinEfficiency = 1e-6;
+constexpr double kMinHostCores = 0.01;       // an effective share of one core on a crowded host
+constexpr double kMaxHostCores = 1e6;
+constexpr double kMaxCacheBytes = 1e15;      // 1 PB
 
 // A latency in µs: finite, ≥ 0, at most kMaxLatencyUs.
 double latency_at(const nlohmann::json& v, std::string_view source, const std::string& path) {
@@ -122,6 +125,13 @@ double bandwidth_at(const nlohmann::json& v, std::string_view source, const std:
 //        in shared memory, +1.5 µs over InfiniBand verbs, +0.5 µs across
 //        sockets; one rank copies at ≤ 10 GB/s. Groups are MPI collectives on
 //        split communicators: base 5 µs, hop 2 µs.
+// The host (HostModel): the cpu backend runs each plan device's ops on one
+// thread in plan order (executor/cpu/cpu_backend.cpp), so serial_devices is
+// on for cpu; mpi ranks post sends and receives without blocking, so it is
+// off there. Run overhead, cores, cache size and the aggregate memory rates
+// belong to the machine, not the backend: they stay 0 (not modelled) until
+// `artune calibrate` measures them (tuner/calibration.cpp), because no
+// default would fit both a 2-core VM and a 64-core server.
 CostModel CostModel::defaults(BackendProfile profile) {
   CostModel m;
   m.profile = profile;
@@ -147,6 +157,7 @@ CostModel CostModel::defaults(BackendProfile profile) {
       m.group_base_latency_us = 2.0;
       m.group_hop_latency_us = 1.0;
       m.transfer_cap_gbps = kHostThreadMemoryGbps;
+      m.host.serial_devices = true;
       break;
     case BackendProfile::kMpi:
       m = base_links(m, 1.0, 0.0, 0.0, 0.5, 1.5);
@@ -243,10 +254,38 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
           }
         }
       }
+    } else if (key == "host") {
+      if (!value.is_object()) bad(source, key, "must be an object");
+      for (const auto& [field, v] : value.items()) {
+        const std::string fpath = fmt::format("host.{}", field);
+        if (field == "run_overhead_us") {
+          m.host.run_overhead_us = latency_at(v, source, fpath);
+        } else if (field == "serial_devices") {
+          if (!v.is_boolean()) bad(source, fpath, "must be true or false");
+          m.host.serial_devices = v.get<bool>();
+        } else if (field == "cores") {
+          const double x = number_at(v, source, fpath, true);
+          if (x != 0 && (x < kMinHostCores || x > kMaxHostCores)) {
+            bad(source, fpath, fmt::format("must be 0 (no limit) or in [{:g}, {:g}] (got {:g})", kMinHostCores,
+                                           kMaxHostCores, x));
+          }
+          m.host.cores = x;
+        } else if (field == "cache_bytes") {
+          const double x = number_at(v, source, fpath, true);
+          if (x > kMaxCacheBytes) bad(source, fpath, fmt::format("must be at most {:g} (got {:g})", kMaxCacheBytes, x));
+          m.host.cache_bytes = x;
+        } else if (field == "cache_gbps") {
+          m.host.cache_gbps = bandwidth_at(v, source, fpath, true);
+        } else if (field == "dram_gbps") {
+          m.host.dram_gbps = bandwidth_at(v, source, fpath, true);
+        } else {
+          bad(source, fpath, "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
+        }
+      }
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices)");
+          "transfer_cap_gbps, links, devices, host)");
     }
   }
   *this = std::move(m);
@@ -274,6 +313,11 @@ nlohmann::json CostModel::to_json() const {
     if (!d.empty()) devices[std::string(to_string(kind))] = std::move(d);
   }
   doc["devices"] = std::move(devices);
+  doc["host"] = {{"run_overhead_us", host.run_overhead_us}, {"serial_devices", host.serial_devices},
+                 {"cores", host.cores},
+                 {"cache_bytes", host.cache_bytes},
+                 {"cache_gbps", host.cache_gbps},
+                 {"dram_gbps", host.dram_gbps}};
   return doc;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace artune::detail {
@@ -13,7 +14,7 @@ namespace {
 constexpr double kSaturationSlack = 1e-9;
 }  // namespace
 
-FlowEngine::FlowEngine(std::vector<double> capacities) {
+FlowEngine::FlowEngine(std::vector<double> capacities, bool weighted) : weighted_(weighted) {
   res_.resize(capacities.size());
   for (std::size_t i = 0; i < capacities.size(); ++i) {
     if (!(capacities[i] > 0) || !std::isfinite(capacities[i])) {
@@ -30,9 +31,17 @@ void FlowEngine::mark_dirty(int r) {
   }
 }
 
-int FlowEngine::start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag) {
+int FlowEngine::start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag,
+                      std::span<const double> weights) {
   if (!(work > 0)) throw std::invalid_argument("FlowEngine::start: work must be > 0");
   if (resources.empty() && !(cap > 0)) throw std::invalid_argument("FlowEngine::start: a flow needs a resource or a cap");
+  if (!weights.empty()) {
+    if (!weighted_) throw std::invalid_argument("FlowEngine::start: weights on an engine made without them");
+    if (weights.size() != resources.size()) throw std::invalid_argument("FlowEngine::start: one weight per resource");
+    for (const double w : weights) {
+      if (!(w > 0) || !std::isfinite(w)) throw std::invalid_argument("FlowEngine::start: weights must be finite and > 0");
+    }
+  }
   int id;
   if (!free_flows_.empty()) {
     id = free_flows_.back();
@@ -44,6 +53,10 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   Flow& f = flows_[id];
   f.res.assign(resources.begin(), resources.end());
   f.pos.resize(f.res.size());
+  if (weighted_) {
+    if (weights_.size() < flows_.size()) weights_.resize(flows_.size());
+    weights_[static_cast<std::size_t>(id)].assign(weights.begin(), weights.end());
+  }
   f.limiters.clear();
   f.work_left = work;
   f.last_t = now;
@@ -60,7 +73,13 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
     if (R.flows.empty()) R.busy_since = now;
     f.pos[k] = static_cast<int>(R.flows.size());
     R.flows.push_back(id);
-    R.stats.work += work;
+    if (weighted_) {
+      const double w = weights.empty() ? 1.0 : weights[k];
+      R.weight_sum += w;
+      R.stats.work += work * w;
+    } else {
+      R.stats.work += work;
+    }
     mark_dirty(r);
   }
   if (f.res.empty()) {
@@ -104,6 +123,11 @@ FlowEnd FlowEngine::finish(int flow, double now) {
     const int last = R.flows.back();
     R.flows[p] = last;
     R.flows.pop_back();
+    // An empty resource restarts its sum from exactly 0 (weighted sums drift by rounding).
+    if (weighted_) {
+      const std::vector<double>& w = weights_[static_cast<std::size_t>(flow)];
+      R.weight_sum = R.flows.empty() ? 0.0 : R.weight_sum - (w.empty() ? 1.0 : w[k]);
+    }
     if (last != flow) {
       Flow& g = flows_[last];
       for (std::size_t j = 0; j < g.res.size(); ++j) {
@@ -123,26 +147,57 @@ FlowEnd FlowEngine::finish(int flow, double now) {
   return end;
 }
 
+template <bool kWeighted>
 void FlowEngine::freeze(int flow, double rate, int limiter) {
   Flow& f = flows_[flow];
   f.frozen = true;
   f.new_rate = rate;
   f.new_limiter = limiter;
-  for (const int r : f.res) {
+  if constexpr (!kWeighted) {
+    for (const int r : f.res) {
+      if (r == limiter) continue;
+      Resource& R = res_[r];
+      // Every weight 1: the weight left on a resource is its count of unfrozen flows.
+      R.remaining -= rate;
+      if (--R.unfrozen > 0) {
+        // Exact arithmetic never lowers a share below the current level; rounding could.
+        if (R.remaining < rate * R.unfrozen) R.remaining = rate * R.unfrozen;
+        shares_.push_back({R.remaining / R.unfrozen, r});
+        std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+      }
+    }
+    return;
+  }
+  const std::vector<double>& weights = weights_[static_cast<std::size_t>(flow)];
+  for (std::size_t k = 0; k < f.res.size(); ++k) {
+    const int r = f.res[k];
     if (r == limiter) continue;
     Resource& R = res_[r];
-    R.remaining -= rate;
-    if (--R.unfrozen > 0) {
-      // Exact arithmetic never lowers a share below the current level; rounding could.
-      if (R.remaining < rate * R.unfrozen) R.remaining = rate * R.unfrozen;
-      shares_.push_back({R.remaining / R.unfrozen, r});
-      std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+    {
+      const double w = weights.empty() ? 1.0 : weights[k];
+      R.remaining -= rate * w;
+      R.unfrozen_weight -= w;
+      if (--R.unfrozen > 0) {
+        if (!(R.unfrozen_weight > 0)) R.unfrozen_weight = std::numeric_limits<double>::min();
+        if (R.remaining < rate * R.unfrozen_weight) R.remaining = rate * R.unfrozen_weight;
+        shares_.push_back({R.remaining / R.unfrozen_weight, r});
+        std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+      }
     }
   }
 }
 
 void FlowEngine::settle(double now) {
   if (dirty_.empty()) return;
+  if (weighted_) {
+    settle_impl<true>(now);
+  } else {
+    settle_impl<false>(now);
+  }
+}
+
+template <bool kWeighted>
+void FlowEngine::settle_impl(double now) {
   ++epoch_;
   // The connected component(s) of the dirty resources, breadth first.
   comp_res_.clear();
@@ -179,7 +234,12 @@ void FlowEngine::settle(double now) {
     Resource& R = res_[r];
     R.remaining = R.capacity;
     R.unfrozen = static_cast<int>(R.flows.size());
-    if (R.unfrozen > 0) shares_.push_back({R.remaining / R.unfrozen, r});
+    if constexpr (kWeighted) {
+      R.unfrozen_weight = R.weight_sum;
+      if (R.unfrozen > 0) shares_.push_back({R.remaining / R.unfrozen_weight, r});
+    } else {
+      if (R.unfrozen > 0) shares_.push_back({R.remaining / R.unfrozen, r});
+    }
   }
   for (const int fl : comp_flows_) {
     Flow& f = flows_[fl];
@@ -193,15 +253,21 @@ void FlowEngine::settle(double now) {
     shares_.pop_back();
     if (s.id < 0) {
       const int fl = -s.id - 1;
-      if (!flows_[fl].frozen) freeze(fl, s.value, -1);
+      if (!flows_[fl].frozen) freeze<kWeighted>(fl, s.value, -1);
       continue;
     }
     Resource& R = res_[s.id];
-    if (R.unfrozen == 0 || R.remaining / R.unfrozen != s.value) continue;  // stale
+    if (R.unfrozen == 0) continue;
+    if constexpr (kWeighted) {
+      if (R.remaining / R.unfrozen_weight != s.value) continue;  // stale
+    } else {
+      if (R.remaining / R.unfrozen != s.value) continue;  // stale
+    }
     for (const int fl : R.flows) {
-      if (!flows_[fl].frozen) freeze(fl, s.value, s.id);
+      if (!flows_[fl].frozen) freeze<kWeighted>(fl, s.value, s.id);
     }
     R.unfrozen = 0;
+    if constexpr (kWeighted) R.unfrozen_weight = 0;
     R.remaining = 0;
   }
 

@@ -1,7 +1,13 @@
 #pragma once
 // Max-min fair sharing of resources among concurrent flows (private to the
-// simulator). A resource is a directed link (capacity in bytes/µs) or a
-// device's compute engine (capacity 1: work is measured in idle-device µs).
+// simulator). A resource is a directed link (capacity in bytes/µs), a
+// device's compute engine (capacity 1: work is measured in idle-device µs) or
+// a host resource shared by every host thread (cores, memory bandwidth). A
+// flow at rate x uses w·x of each resource it crosses: w is 1 unless the
+// flow gives weights (a host op measured in thread-µs uses its one-thread
+// rate in bytes of each link and of memory bandwidth per thread-µs), and the
+// weighted max-min share of a resource is its capacity over the weights of
+// the flows it still has to fix.
 // Rates are found by progressive filling, recomputed at settle() only over
 // the resources and flows connected (through shared resources) to a flow that
 // started or ended since the previous settle(). Everything is deterministic:
@@ -30,14 +36,17 @@ struct FlowEnd {
 /// Flows over shared resources with max-min fair rates.
 class FlowEngine {
  public:
-  /// One resource per capacity (units per µs; each > 0).
-  explicit FlowEngine(std::vector<double> capacities);
+  /// One resource per capacity (units per µs; each > 0). Only a `weighted` engine takes flows with weights
+  /// (the others skip the bookkeeping).
+  explicit FlowEngine(std::vector<double> capacities, bool weighted = false);
 
   /// Number of resources.
   int resource_count() const { return static_cast<int>(res_.size()); }
   /// Starts a flow of `work` (> 0) units over distinct `resources`, at most `cap` units/µs (0 = no cap; a
-  /// flow with no resources needs a cap). Rates take effect at the next settle(). Returns the flow id.
-  int start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag);
+  /// flow with no resources needs a cap). `weights` is empty (1 on every resource) or, on a weighted engine,
+  /// one finite weight > 0 per resource. Rates take effect at the next settle(). Returns the flow id.
+  int start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag,
+            std::span<const double> weights = {});
   /// Ends a flow at `now` (its completion time, as next_completion() reported it).
   FlowEnd finish(int flow, double now);
   /// Recomputes rates of the flows connected to those started or finished since the last call.
@@ -61,8 +70,10 @@ class FlowEngine {
     bool saturated = false;
     bool dirty = false;
     std::uint32_t epoch = 0;
+    double weight_sum = 0;    // weighted engines: Σ weights of its active flows
     // progressive-filling scratch
     double remaining = 0;
+    double unfrozen_weight = 0;
     int unfrozen = 0;
   };
   struct Flow {
@@ -96,7 +107,10 @@ class FlowEngine {
 
   void mark_dirty(int r);
   void credit_limiter(Flow& f, double moved);
+  template <bool kWeighted>
   void freeze(int flow, double rate, int limiter);
+  template <bool kWeighted>
+  void settle_impl(double now);
   // Indexed min-heap of active flows by (completion, id): one entry per flow, updated in place.
   bool earlier(int a, int b) const;
   void heap_set(int pos, int flow);
@@ -108,6 +122,7 @@ class FlowEngine {
   std::vector<Resource> res_;
   std::vector<Flow> flows_;
   std::vector<int> free_flows_;
+  std::vector<std::vector<double>> weights_;  // weighted engines: per flow id, a weight per resource (empty = 1)
   std::vector<int> dirty_;
   std::vector<int> completions_;         // indexed heap of flow ids
   std::vector<Share> shares_;            // heap scratch
@@ -115,6 +130,7 @@ class FlowEngine {
   std::vector<int> comp_flows_;          // scratch
   std::uint32_t epoch_ = 0;
   int active_ = 0;
+  bool weighted_ = false;                // flows may have weights: shares divide by weight sums
 };
 
 }  // namespace artune::detail

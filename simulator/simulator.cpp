@@ -28,8 +28,9 @@ constexpr int kExhaustiveRingMax = 9;
 struct FlowSpec {
   int res_begin = 0;
   int res_count = 0;
-  double work = 0;   // bytes (links) or idle-device µs (compute)
+  double work = 0;   // bytes (links), idle-device µs (compute) or thread-µs (host flows)
   double cap = 0;    // units/µs, 0 = none
+  bool weighted = false;  // host flows: weights in w_pool[res_begin, +res_count); else 1 on every resource
 };
 
 // A phase waits `delay` µs, then runs its flows concurrently; it ends when all have.
@@ -99,6 +100,23 @@ class Simulation {
     }
     cap_ = model.transfer_cap_gbps > 0 ? model.transfer_cap_gbps * kBytesPerUsPerGbps : 0;
     std::vector<double> capacities(static_cast<std::size_t>(links_ + nodes_), 1.0);
+    // Host resources after the links and devices: cores, then memory bandwidth.
+    host_ = model.host.shares_resources();
+    if (host_) {
+      double working_set = 0;
+      for (const auto& device_buffers : plan.buffers) {
+        for (const std::int64_t elements : device_buffers) working_set += static_cast<double>(elements) * es_;
+      }
+      if (model.host.cores > 0) {
+        cores_res_ = static_cast<int>(capacities.size());
+        capacities.push_back(model.host.cores);
+      }
+      const double memory = model.host.memory_gbps(working_set);
+      if (memory > 0) {
+        memory_res_ = static_cast<int>(capacities.size());
+        capacities.push_back(memory * kBytesPerUsPerGbps);
+      }
+    }
     link_capacity_.resize(links_);
     for (int l = 0; l < links_; ++l) {
       const Link& link = topo.links()[l];
@@ -111,7 +129,7 @@ class Simulation {
       }
       link_capacity_[l] = capacities[l] = link.bandwidth_gbps * eff * kBytesPerUsPerGbps;
     }
-    engine_.emplace(std::move(capacities));
+    engine_.emplace(std::move(capacities), host_);
   }
 
   SimResult run();
@@ -128,6 +146,13 @@ class Simulation {
   void compile();
   void compile_group(const Op& op);
   void add_local(double delay, int node, double work);
+  double thread_copy_rate(int node) const;
+  [[gnu::noinline]] void add_host_flow(int res_begin, int res_count, int device_res, double bytes, double rate);
+  // Host paths out of line: the GPU profiles' compile() stays as small as it was.
+  [[gnu::noinline]] void add_host_transfer(const RouteInfo& r, int dst_node, double bytes, bool reduce);
+  [[gnu::noinline]] void add_host_local(double delay, int node, double bytes, double rate);
+  std::vector<int> threads_of(const Op& op) const;
+  [[gnu::noinline]] std::vector<std::pair<int, int>> serial_deps(std::vector<int>& succ_count) const;
   std::vector<int> op_links(const Op& op);
 
   void start_task(int task, double now);
@@ -144,10 +169,14 @@ class Simulation {
   int links_ = 0;
   int nodes_ = 0;
   double cap_ = 0;
+  bool host_ = false;    // ops share the host resources (HostModel::shares_resources)
+  int cores_res_ = -1;   // engine resource of the host's cores, -1 = none
+  int memory_res_ = -1;  // engine resource of the host's memory bandwidth, -1 = none
   std::vector<double> link_capacity_;
   std::optional<detail::FlowEngine> engine_;
 
   std::vector<int> res_pool_;
+  std::vector<double> w_pool_;  // weights of host flows, at the same index as their resources in res_pool_
   std::unordered_map<std::uint64_t, RouteInfo> routes_;
   std::map<std::vector<int>, RingInfo> rings_;
   std::vector<FlowSpec> flows_;
@@ -155,6 +184,7 @@ class Simulation {
   std::vector<Program> programs_;
   std::vector<int> succ_begin_;
   std::vector<int> succ_;
+  std::vector<int> deps_count_;  // plan deps plus the implicit ones of serial devices
 
   std::vector<TaskState> state_;
   std::priority_queue<Timer, std::vector<Timer>, TimerLater> timers_;
@@ -219,6 +249,103 @@ void Simulation::add_local(double delay, int node, double work) {
   programs_.push_back(prog);
 }
 
+// One host thread's rate (bytes/µs) copying into `node`: the per-transfer cap, else the device's copy rate.
+double Simulation::thread_copy_rate(int node) const {
+  return cap_ > 0 ? cap_ : model_.memory_for(topo_.nodes()[node].kind) * kBytesPerUsPerGbps;
+}
+
+// A host op as one flow whose work is the µs one thread needs for `bytes` at `rate` (its one-thread rate,
+// B/µs), at most one thread, over the network links among res_pool[res_begin, +res_count) (`rate` bytes per
+// thread-µs; links inside a machine stand for GPUs the host backend does not use),
+// the executing device's engine when device_res ≥ 0, and the host resources: one core per thread, `rate`
+// bytes of memory bandwidth per thread-µs. Fair shares are then equal shares of a core, as a scheduler
+// time-slices threads, whatever each thread's own rate.
+void Simulation::add_host_flow(int res_begin, int res_count, int device_res, double bytes, double rate) {
+  FlowSpec f;
+  f.res_begin = static_cast<int>(res_pool_.size());
+  f.weighted = true;
+  w_pool_.resize(res_pool_.size());  // weights run parallel to the resources they weigh
+  f.work = bytes / rate;
+  f.cap = 1.0;
+  for (int i = 0; i < res_count; ++i) {
+    // Host threads share host memory: only a network between machines is a real link for them.
+    const int l = res_pool_[res_begin + i];
+    if (topo_.links()[l].kind != LinkKind::kNetwork) continue;
+    res_pool_.push_back(l);
+    w_pool_.push_back(rate);
+  }
+  if (device_res >= 0) {
+    res_pool_.push_back(device_res);
+    w_pool_.push_back(1.0);
+  }
+  if (cores_res_ >= 0) {
+    res_pool_.push_back(cores_res_);
+    w_pool_.push_back(1.0);
+  }
+  if (memory_res_ >= 0) {
+    res_pool_.push_back(memory_res_);
+    w_pool_.push_back(rate);
+  }
+  f.res_count = static_cast<int>(res_pool_.size()) - f.res_begin;
+  flows_.push_back(f);
+}
+
+// A transfer on a host: one pass on the destination's thread. A reducing pull is the reduce kernel reading
+// the source where it lies (host memory), a plain pull a memcpy.
+void Simulation::add_host_transfer(const RouteInfo& r, int dst_node, double bytes, bool reduce) {
+  const double rate =
+      reduce ? model_.reduce_for(topo_.nodes()[dst_node].kind) * kBytesPerUsPerGbps : thread_copy_rate(dst_node);
+  Program prog;
+  prog.phase_begin = static_cast<int>(phases_.size());
+  prog.phase_count = 1;
+  Phase move{model_.op_overhead_us + r.latency_us, static_cast<int>(flows_.size()), 0};
+  if (bytes > 0) {
+    add_host_flow(r.res_begin, r.res_count, -1, bytes, rate);
+    move.flow_count = 1;
+  }
+  phases_.push_back(move);
+  programs_.push_back(prog);
+}
+
+void Simulation::add_host_local(double delay, int node, double bytes, double rate) {
+  Program prog;
+  prog.phase_begin = static_cast<int>(phases_.size());
+  prog.phase_count = 1;
+  Phase ph;
+  ph.delay = delay;
+  ph.flow_begin = static_cast<int>(flows_.size());
+  if (bytes > 0) {
+    add_host_flow(0, 0, links_ + node, bytes, rate);
+    ph.flow_count = 1;
+  }
+  phases_.push_back(ph);
+  programs_.push_back(prog);
+}
+
+// Pairs (earlier, later) of ops that one device's thread runs in plan order, each counted in succ_count.
+std::vector<std::pair<int, int>> Simulation::serial_deps(std::vector<int>& succ_count) const {
+  std::vector<std::pair<int, int>> serial;
+  std::vector<int> last(plan_.devices.size(), -1);
+  for (int i = 0; i < static_cast<int>(plan_.ops.size()); ++i) {
+    for (const int d : threads_of(plan_.ops[i])) {
+      int& prev = last.at(static_cast<std::size_t>(d));
+      if (prev >= 0 && (serial.empty() || serial.back() != std::make_pair(prev, i))) {
+        serial.emplace_back(prev, i);
+        ++succ_count[prev];
+      }
+      prev = i;
+    }
+  }
+  return serial;
+}
+
+// The plan devices whose thread executes `op` on the cpu backend: the destination of a copy, reduce or
+// scale (the receiver pulls), every member of a group.
+std::vector<int> Simulation::threads_of(const Op& op) const {
+  if (op.kind == OpKind::kGroup) return op.group;
+  return {op.dst.device};
+}
+
 // A library collective as NCCL runs it (Ring algorithm, Simple protocol):
 // all-reduce is 2(k−1) lockstep steps in which every member sends a chunk of
 // count/k elements to its ring successor; reduce-scatter and all-gather are
@@ -263,7 +390,11 @@ void Simulation::compile_group(const Op& op) {
     for (int e = 0; e < k - 1; ++e) {
       const RouteInfo& edge = ring.edges[(first_edge + e) % k];
       latency += model_.group_hop_latency_us + edge.latency_us;
-      if (bytes > 0 && edge.res_count > 0) flows_.push_back({edge.res_begin, edge.res_count, bytes, cap_});
+      if (host_ && bytes > 0) {
+        add_host_flow(edge.res_begin, edge.res_count, -1, bytes, thread_copy_rate(ring.order[(first_edge + e + 1) % k]));
+      } else if (bytes > 0 && edge.res_count > 0) {
+        flows_.push_back({.res_begin = edge.res_begin, .res_count = edge.res_count, .work = bytes, .cap = cap_});
+      }
     }
     phases_.push_back({latency, flow_begin, static_cast<int>(flows_.size()) - flow_begin});
     prog.phase_count = 1;
@@ -272,8 +403,13 @@ void Simulation::compile_group(const Op& op) {
   }
   const int steps = op.collective == Collective::kAllReduce ? 2 * (k - 1) : k - 1;
   const double chunk = static_cast<double>(max_piece(op.dst.count, k)) * es_;
-  for (const RouteInfo& edge : ring.edges) {
-    if (chunk > 0 && edge.res_count > 0) flows_.push_back({edge.res_begin, edge.res_count, chunk, cap_});
+  for (int e = 0; e < k; ++e) {
+    const RouteInfo& edge = ring.edges[e];
+    if (host_ && chunk > 0) {
+      add_host_flow(edge.res_begin, edge.res_count, -1, chunk, thread_copy_rate(ring.order[(e + 1) % k]));
+    } else if (chunk > 0 && edge.res_count > 0) {
+      flows_.push_back({.res_begin = edge.res_begin, .res_count = edge.res_count, .work = chunk, .cap = cap_});
+    }
   }
   const int n = static_cast<int>(flows_.size()) - flow_begin;
   phases_.push_back({model_.group_base_latency_us + hop, flow_begin, n});
@@ -309,15 +445,23 @@ void Simulation::compile() {
         const NodeKind dst_kind = topo_.nodes()[dn].kind;
         if (sn == dn) {
           const double gbps = reduce ? model_.reduce_for(dst_kind) : model_.memory_for(dst_kind);
-          add_local(model_.op_overhead_us, dn, bytes / (gbps * kBytesPerUsPerGbps));
+          if (host_) {
+            add_host_local(model_.op_overhead_us, dn, bytes, gbps * kBytesPerUsPerGbps);
+          } else {
+            add_local(model_.op_overhead_us, dn, bytes / (gbps * kBytesPerUsPerGbps));
+          }
           break;
         }
         const RouteInfo& r = route_info(sn, dn);
+        if (host_) {
+          add_host_transfer(r, dn, bytes, reduce);
+          break;
+        }
         Program prog;
         prog.phase_begin = static_cast<int>(phases_.size());
         Phase move{model_.op_overhead_us + r.latency_us, static_cast<int>(flows_.size()), 0};
         if (bytes > 0) {
-          flows_.push_back({r.res_begin, r.res_count, bytes, cap_});
+          flows_.push_back({.res_begin = r.res_begin, .res_count = r.res_count, .work = bytes, .cap = cap_});
           move.flow_count = 1;
         }
         phases_.push_back(move);
@@ -326,7 +470,7 @@ void Simulation::compile() {
           const double work = bytes / (model_.reduce_for(dst_kind) * kBytesPerUsPerGbps);
           Phase compute{0.0, static_cast<int>(flows_.size()), 0};
           if (work > 0) {
-            flows_.push_back({static_cast<int>(res_pool_.size()), 1, work, 0.0});
+            flows_.push_back({.res_begin = static_cast<int>(res_pool_.size()), .res_count = 1, .work = work, .cap = 0.0});
             res_pool_.push_back(links_ + dn);
             compute.flow_count = 1;
           }
@@ -339,20 +483,33 @@ void Simulation::compile() {
       case OpKind::kScale: {
         const int dn = node_of(op.dst.device, i, "destination");
         const double bytes = static_cast<double>(op.dst.count) * es_;
-        add_local(model_.op_overhead_us, dn,
-                  bytes / (model_.memory_for(topo_.nodes()[dn].kind) * kBytesPerUsPerGbps));
+        const double gbps = model_.memory_for(topo_.nodes()[dn].kind);
+        if (host_) {
+          add_host_local(model_.op_overhead_us, dn, bytes, gbps * kBytesPerUsPerGbps);
+        } else {
+          add_local(model_.op_overhead_us, dn, bytes / (gbps * kBytesPerUsPerGbps));
+        }
         break;
       }
       case OpKind::kGroup: compile_group(op); break;
     }
   }
+  // Serial devices: each op also waits for the previous op its thread (any of them, for a group) executes.
+  std::vector<std::pair<int, int>> serial;  // (earlier, later)
+  if (model_.host.serial_devices) serial = serial_deps(succ_count);
   // Successor lists (CSR), in op order.
   succ_begin_.assign(n_ops + 1, 0);
   for (int i = 0; i < n_ops; ++i) succ_begin_[i + 1] = succ_begin_[i] + succ_count[i];
   succ_.resize(succ_begin_[n_ops]);
+  deps_count_.assign(n_ops, 0);
   std::vector<int> fill(succ_begin_.begin(), succ_begin_.end() - 1);
   for (int i = 0; i < n_ops; ++i) {
     for (const int d : plan_.ops[i].deps) succ_[fill[d]++] = i;
+    deps_count_[i] = static_cast<int>(plan_.ops[i].deps.size());
+  }
+  for (const auto& [prev, next] : serial) {
+    succ_[fill[prev]++] = next;
+    ++deps_count_[next];
   }
 }
 
@@ -381,7 +538,9 @@ void Simulation::on_timer(int task, double now) {
   for (int f = ph.flow_begin; f < ph.flow_begin + ph.flow_count; ++f) {
     const FlowSpec& spec = flows_[f];
     engine_->start(now, spec.work, std::span<const int>(res_pool_.data() + spec.res_begin, spec.res_count), spec.cap,
-                   task);
+                   task,
+                   spec.weighted ? std::span<const double>(w_pool_.data() + spec.res_begin, spec.res_count)
+                                 : std::span<const double>());
   }
 }
 
@@ -441,9 +600,11 @@ SimResult Simulation::run() {
   compile();
   const int n_ops = static_cast<int>(plan_.ops.size());
   state_.assign(n_ops, TaskState{});
-  for (int i = 0; i < n_ops; ++i) state_[i].deps_left = static_cast<int>(plan_.ops[i].deps.size());
+  for (int i = 0; i < n_ops; ++i) state_[i].deps_left = deps_count_[i];
+  // The host backend's run starts (its threads wake) before the first op can.
+  const double t0 = model_.host.run_overhead_us;
   for (int i = 0; i < n_ops; ++i) {
-    if (state_[i].deps_left == 0) start_task(i, 0.0);
+    if (state_[i].deps_left == 0) start_task(i, t0);
   }
   detail::FlowEngine& engine = *engine_;
   for (;;) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/sizes.hpp"
@@ -107,6 +108,15 @@ std::vector<ClassFit> pair_classes(const Topology& topo) {
   return out;
 }
 
+// The host memory probe: working sets kHostProbeMinBytes · 2^(k/2), k < kHostProbePoints (4 MiB … 256 MiB).
+constexpr double kHostProbeMinBytes = 4.0 * (1 << 20);
+constexpr int kHostProbePoints = 13;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Refinement lets an overhead (µs) reach at least this, however small its start value.
+constexpr double kMinOverheadCeilingUs = 100.0;
+
 bool host_backend(BackendKind kind) { return kind == BackendKind::kCpu || kind == BackendKind::kMpi; }
 
 double mape(const std::vector<ValidationRow>& rows, std::uint64_t min_bytes, bool defaults) {
@@ -131,6 +141,71 @@ BackendProfile profile_for(BackendKind kind) {
     case BackendKind::kNccl: return BackendProfile::kNccl;
   }
   return BackendProfile::kCpu;
+}
+
+void fit_cache_cliff(const std::vector<double>& working_set_bytes, const std::vector<double>& gbps, HostFit& fit) {
+  if (working_set_bytes.size() != gbps.size()) throw InvalidInput("calibrate: cache probe: one rate per working set");
+  std::vector<std::pair<double, double>> points;  // (working set, rate), increasing working sets
+  for (std::size_t i = 0; i < gbps.size(); ++i) {
+    if (gbps[i] > 0 && std::isfinite(gbps[i]) && working_set_bytes[i] > 0) points.emplace_back(working_set_bytes[i], gbps[i]);
+  }
+  std::sort(points.begin(), points.end());
+  fit.cache_bytes = 0;
+  fit.cache_gbps = fit.dram_gbps = 0;
+  if (points.empty()) return;
+  // For a cache size c: minimise Σ (g·(h/cache + (1−h)/dram) − 1)² over a = 1/cache, b = 1/dram ≥ 0.
+  struct Level {
+    double sse = INFINITY, a = 0, b = 0;
+  };
+  auto solve = [&](double c) {
+    double uu = 0, uv = 0, vv = 0, u1 = 0, v1 = 0;
+    for (const auto& [w, g] : points) {
+      const double h = w <= c ? 1.0 : c / w;
+      const double u = g * h, v = g * (1 - h);
+      uu += u * u;
+      uv += u * v;
+      vv += v * v;
+      u1 += u;
+      v1 += v;
+    }
+    Level best;
+    auto consider = [&](double a, double b) {
+      if (a < 0 || b < 0) return;
+      double sse = 0;
+      for (const auto& [w, g] : points) {
+        const double h = w <= c ? 1.0 : c / w;
+        const double e = g * (h * a + (1 - h) * b) - 1;
+        sse += e * e;
+      }
+      if (sse < best.sse) best = {sse, a, b};
+    };
+    const double det = uu * vv - uv * uv;
+    if (det > 1e-12 * uu * vv) consider((u1 * vv - v1 * uv) / det, (v1 * uu - u1 * uv) / det);
+    if (uu > 0) consider(u1 / uu, 0);
+    if (vv > 0) consider(0, v1 / vv);
+    return best;
+  };
+  const Level flat = solve(0);  // no cache: one rate
+  fit.dram_gbps = fit.cache_gbps = flat.b > 0 ? 1 / flat.b : 0;
+  Level best;
+  double best_c = 0;
+  // Cache sizes from a quarter of the smallest working set to the second largest (the largest must miss).
+  const double top = points.size() >= 2 ? points[points.size() - 2].first : 0;
+  for (int k = 0;; ++k) {
+    const double c = points.front().first / 4 * std::exp2(k / 8.0);
+    if (c > top) break;
+    const Level l = solve(c);
+    if (l.sse < best.sse) {
+      best = l;
+      best_c = c;
+    }
+  }
+  if (!(best.a > 0) || !(best.b > 0)) return;
+  const double cache = 1 / best.a, dram = 1 / best.b;
+  if (!(cache >= 1.25 * dram)) return;
+  fit.cache_bytes = best_c;
+  fit.cache_gbps = cache;
+  fit.dram_gbps = dram;
 }
 
 namespace {
@@ -234,13 +309,25 @@ nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, 
   nlohmann::json overlay;
   overlay["profile"] = std::string(to_string(profile_for(backend)));
   overlay["op_overhead_us"] = fits.op_overhead_us;
-  const double local_copy = fits.local_copy.fit.gbps;
+  double local_copy = fits.local_copy.fit.gbps;
   double reduce = 0;
   for (const auto& r : fits.reduce) {
     if (r.type == type) reduce = r.fit.gbps;
   }
   nlohmann::json links = nlohmann::json::object();
-  if (host_backend(backend)) {
+  if (host_backend(backend) && fits.host) {
+    // One thread's rates, and the host they share: cores and memory bandwidth by working set.
+    const HostFit& h = *fits.host;
+    overlay["transfer_cap_gbps"] = h.thread_copy_gbps;
+    local_copy = h.thread_copy_gbps;
+    reduce = h.thread_reduce_gbps;
+    overlay["host"] = {{"run_overhead_us", h.run_overhead_us}, {"cores", h.cores},
+                       {"cache_bytes", h.cache_bytes},     {"cache_gbps", h.cache_gbps},
+                       {"dram_gbps", h.dram_gbps}};
+    for (const LinkKind k : {LinkKind::kNvLink, LinkKind::kPcie, LinkKind::kSmp, LinkKind::kLoopback}) {
+      links[std::string(to_string(k))] = {{"alpha_us", 0.0}, {"efficiency", 1.0}};
+    }
+  } else if (host_backend(backend)) {
     // Host memory: every transfer is one thread's memcpy while the others copy too; no link is the limit.
     const double cap = fits.concurrent.fit.gbps;
     overlay["transfer_cap_gbps"] = cap;
@@ -342,6 +429,18 @@ std::vector<Param> refine_params(const CostModel& start, BackendKind backend, co
                  both(&CostModel::reduce_gbps), 0});
     p.push_back({"memory_gbps", [](const CostModel& m) { return m.memory_for(NodeKind::kGpu); },
                  both(&CostModel::memory_gbps), 0});
+    if (start.host.shares_resources()) {
+      p.push_back({"host.run_overhead_us", [](const CostModel& m) { return m.host.run_overhead_us; },
+                   [](CostModel& m, double v) { m.host.run_overhead_us = v; }, 0.05});
+      if (start.host.cache_gbps > 0) {
+        p.push_back({"host.cache_gbps", [](const CostModel& m) { return m.host.cache_gbps; },
+                     [](CostModel& m, double v) { m.host.cache_gbps = v; }, 0});
+      }
+      if (start.host.dram_gbps > 0) {
+        p.push_back({"host.dram_gbps", [](const CostModel& m) { return m.host.dram_gbps; },
+                     [](CostModel& m, double v) { m.host.dram_gbps = v; }, 0});
+      }
+    }
   } else {
     p.push_back({"reduce_gbps", [](const CostModel& m) { return m.reduce_for(NodeKind::kGpu); },
                  [](CostModel& m, double v) { m.reduce_gbps[NodeKind::kGpu] = v; }, 0});
@@ -379,7 +478,9 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
     const auto& p = params[static_cast<std::size_t>(k)];
     const double v = std::max(p.get(start), 1e-9) + p.offset;
     lo(k) = std::log(v / 100);
-    hi(k) = std::log(std::min(v * 100, p.max + p.offset));
+    // An overhead the microbenchmarks put near 0 (a noisy slope) may still be tens of µs.
+    const double up = p.offset > 0 ? std::max(v * 100, kMinOverheadCeilingUs + p.offset) : v * 100;
+    hi(k) = std::log(std::min(up, p.max + p.offset));
   }
   auto clamp_theta = [&](Eigen::VectorXd t) {
     for (Eigen::Index k = 0; k < np; ++k) t(k) = std::clamp(t(k), lo(k), std::max(lo(k), hi(k)));
@@ -474,7 +575,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   }
   const std::size_t esize = element_size(options.type);
   result.copies = pair_classes(topo);
-  const std::size_t steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2;
+  const std::size_t steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2 +
+                            (host_backend(options.backend) ? kHostProbePoints : 0);
   std::size_t done = 0;
   auto progress = [&](const std::string& what) {
     if (options.progress) options.progress(done, steps, what);
@@ -552,6 +654,49 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     result.op_time_us = std::max(0.0, (t_long - t_short) / (long_chain - short_chain));
     const double latency = 0.5 * (topo.route(a, b).latency_us + topo.route(b, a).latency_us);
     result.op_overhead_us = std::max(0.0, result.op_time_us - latency);
+    if (host_backend(options.backend)) {
+      result.host.emplace();
+      result.host->run_overhead_us = std::max(0.0, t_short - short_chain * result.op_time_us);
+    }
+  }
+  if (result.host) {
+    HostFit& h = *result.host;
+    const int n = static_cast<int>(gpus.size());
+    h.threads = n;
+    h.cores = std::max(1u, std::thread::hardware_concurrency());
+    // Working sets from 4 MiB to 256 MiB, ×√2: the last-level caches of today's hosts (per socket or per
+    // core complex) lie inside. Measured rather than read: what the OS reports (sysconf, a VM's cpuid) is
+    // the nominal size, not the share the threads get.
+    std::vector<double> ws;
+    for (int k = 0; k < kHostProbePoints; ++k) ws.push_back(kHostProbeMinBytes * std::pow(2.0, 0.5 * k));
+    // The fixed part of a ring step (run, op, latency) from its α-β fit over the microbenchmark sizes.
+    const double alpha = result.concurrent.fit.alpha_us;
+    std::vector<double> probe_ws;
+    for (const double w : ws) {
+      // A ring step: every participant holds its buffer and a scratch of `count` elements.
+      const auto count = std::max<std::int64_t>(1024, static_cast<std::int64_t>(w / (2.0 * n * esize)));
+      const double working_set = 2.0 * n * static_cast<double>(count * esize);
+      progress(fmt::format("host memory, working set {}", format_size(static_cast<std::uint64_t>(working_set))));
+      const double t = median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup,
+                                      options.iterations);
+      h.probe.push_back({working_set, t});
+      const double moving = t - alpha;
+      h.probe_gbps.push_back(moving > 0 ? n * static_cast<double>(count * esize) / (moving * 1e3) : 0.0);
+      probe_ws.push_back(working_set);
+    }
+    fit_cache_cliff(probe_ws, h.probe_gbps, h);
+    // One thread's memcpy: single copies whose working set (every participant's two buffers) stays in cache.
+    auto in_cache = [&](const std::vector<TimingSample>& samples) {
+      std::vector<TimingSample> out;
+      for (const auto& x : samples) {
+        if (h.cache_bytes <= 0 || 2.0 * n * x.bytes <= h.cache_bytes) out.push_back(x);
+      }
+      return out.size() >= 2 ? out : samples;
+    };
+    h.thread_copy_gbps = result.copies.empty() ? result.concurrent.fit.gbps : fit_alpha_beta(in_cache(result.copies.front().samples)).gbps;
+    // One thread's reduce kernel: the reducing ring step in cache ran min(threads, cores) of them at a time.
+    const double running = std::min<double>(n, h.cores);
+    h.thread_reduce_gbps = fit_alpha_beta(in_cache(result.concurrent_reduce.samples)).gbps * n / running;
   }
   for (const auto& c : result.copies) {
     result.link_alpha_us.push_back(c.fit.alpha_us - result.op_overhead_us - c.route_latency_us);
@@ -589,8 +734,9 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     return std::make_pair(std::move(plan), m);
   };
   std::int64_t training_wrong = 0;
+  std::vector<std::uint64_t> tsizes;
   if (options.refine) {
-    std::vector<std::uint64_t> tsizes = options.training_sizes;
+    tsizes = options.training_sizes;
     if (tsizes.empty()) {
       // Geometric midpoints of the validation sizes: the fit never sees a validated size.
       const auto v = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
@@ -599,42 +745,68 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
         if (mid / esize * esize > v[i]) tsizes.push_back(mid / esize * esize);
       }
     }
-    std::vector<TrainingRun> runs;
-    for (const auto& cand : picks) {
-      for (auto bytes : tsizes) {
-        auto r = run_family(cand, bytes, "training");
-        if (!r) continue;
-        training_wrong += r->second.wrong;
-        if (r->second.figures.time_us > 0) runs.push_back({std::move(r->first), cand.label(), r->second.figures.time_us});
-      }
+  }
+  const auto vsizes = options.validate ? (options.validation_sizes.empty() ? default_sizes() : options.validation_sizes)
+                                       : std::vector<std::uint64_t>{};
+  // Training and validation runs of a family interleaved by size: a host whose speed drifts while calibrate
+  // runs (other tenants, frequency) then shifts the runs the fit sees and the runs it is judged on alike.
+  struct WholeRun {
+    const Candidate* cand;
+    std::uint64_t bytes;
+    bool training;
+    std::optional<std::pair<Plan, Measurement>> result;
+  };
+  std::vector<WholeRun> whole;
+  for (const auto& cand : picks) {
+    std::vector<std::pair<std::uint64_t, bool>> order;
+    for (auto bytes : tsizes) order.emplace_back(bytes, true);
+    for (auto bytes : vsizes) order.emplace_back(bytes, false);
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [bytes, training] : order) {
+      whole.push_back({&cand, bytes, training, run_family(cand, bytes, training ? "training" : "validating")});
     }
-    if (!runs.empty()) {
-      result.refined = refine_model(topo, result.model, runs, options.backend, esize);
-      result.model = result.refined->model;
-      result.overlay = result.model.to_json();
+  }
+  std::vector<TrainingRun> runs;
+  for (auto& w : whole) {
+    if (!w.training || !w.result) continue;
+    training_wrong += w.result->second.wrong;
+    if (w.result->second.figures.time_us > 0) {
+      runs.push_back({std::move(w.result->first), w.cand->label(), w.result->second.figures.time_us});
     }
+  }
+  if (!runs.empty() && result.host) {
+    // On a host the ring steps (every thread copying, or reducing, at once) pin down what one thread does
+    // against what the threads do together, which the whole-plan runs alone leave loose.
+    for (const auto& x : result.concurrent.samples) {
+      runs.push_back({ring_step_plan(topo, gpus, count_of(static_cast<std::uint64_t>(x.bytes), esize)), "ring step", x.time_us});
+    }
+    for (const auto& x : result.concurrent_reduce.samples) {
+      runs.push_back({ring_step_plan(topo, gpus, count_of(static_cast<std::uint64_t>(x.bytes), esize), true),
+                      "reducing ring step", x.time_us});
+    }
+  }
+  if (!runs.empty()) {
+    result.refined = refine_model(topo, result.model, runs, options.backend, esize);
+    result.model = result.refined->model;
+    result.overlay = result.model.to_json();
   }
 
   if (options.validate) {
-    const auto vsizes = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
     const CostModel defaults = CostModel::defaults(profile_for(options.backend));
-    for (const auto& cand : picks) {
-      for (auto bytes : vsizes) {
-        auto r = run_family(cand, bytes, "validating");
-        if (!r) continue;
-        const Plan& plan = r->first;
-        ValidationRow row;
-        row.label = cand.label();
-        row.family = cand.family;
-        row.bytes = static_cast<std::uint64_t>(plan.count) * esize;
-        row.default_us = simulate(plan, topo, defaults, esize).time_us;
-        row.micro_us = simulate(plan, topo, micro, esize).time_us;
-        row.predicted_us = simulate(plan, topo, result.model, esize).time_us;
-        row.measured_us = r->second.figures.time_us;
-        row.wrong = r->second.wrong;
-        row.error_pct = row.measured_us > 0 ? 100.0 * (row.predicted_us - row.measured_us) / row.measured_us : 0.0;
-        result.validation.push_back(std::move(row));
-      }
+    for (const auto& w : whole) {
+      if (w.training || !w.result) continue;
+      const Plan& plan = w.result->first;
+      ValidationRow row;
+      row.label = w.cand->label();
+      row.family = w.cand->family;
+      row.bytes = static_cast<std::uint64_t>(plan.count) * esize;
+      row.default_us = simulate(plan, topo, defaults, esize).time_us;
+      row.micro_us = simulate(plan, topo, micro, esize).time_us;
+      row.predicted_us = simulate(plan, topo, result.model, esize).time_us;
+      row.measured_us = w.result->second.figures.time_us;
+      row.wrong = w.result->second.wrong;
+      row.error_pct = row.measured_us > 0 ? 100.0 * (row.predicted_us - row.measured_us) / row.measured_us : 0.0;
+      result.validation.push_back(std::move(row));
     }
     result.mape_all = mape(result.validation, 0, false);
     result.mape_64k = mape(result.validation, 64 * 1024, false);
@@ -679,11 +851,29 @@ std::string CalibrationResult::summary() const {
   for (const auto& r : reduce) fit_lines(std::string(to_string(r.type)), r.samples, r.fit, "");
   out << fmt::format("## per-op cost: {:.2f} us per dependent op, overhead {:.2f} us after route latency\n", op_time_us,
                      op_overhead_us);
+  if (host) {
+    out << fmt::format("## host: run overhead {:.2f} us, {:g} cores; {} participants copying at once, by working set\n",
+                       host->run_overhead_us, host->cores, host->threads);
+    out << "    working set  measured(us)  aggregate(GB/s)\n";
+    for (std::size_t i = 0; i < host->probe.size(); ++i) {
+      out << fmt::format("    {:>7.1f} MiB  {:>12.2f}  {:>15.2f}\n", host->probe[i].bytes / kMiB, host->probe[i].time_us,
+                         host->probe_gbps.at(i));
+    }
+    if (host->cache_bytes > 0) {
+      out << fmt::format("cache {:.1f} MiB: {:.2f} GB/s while the working set fits, {:.2f} GB/s for the part beyond",
+                         host->cache_bytes / kMiB, host->cache_gbps, host->dram_gbps);
+    } else {
+      out << fmt::format("no cache step: {:.2f} GB/s at every working set", host->dram_gbps);
+    }
+    out << fmt::format("; one thread (cache-resident): copy {:.2f} GB/s, reduce {:.2f} GB/s\n", host->thread_copy_gbps,
+                       host->thread_reduce_gbps);
+  }
   out << "## overlay from the microbenchmark fits\n" << micro_overlay.dump() << "\n";
   if (refined) {
-    out << fmt::format("## refined against whole-plan runs (Levenberg-Marquardt, {} iterations): RMS relative error "
+    out << fmt::format("## refined against whole-plan runs{} (Levenberg-Marquardt, {} iterations): RMS relative error "
                        "{:.1f}% -> {:.1f}%\n",
-                       refined->iterations, 100 * refined->rms_rel_before, 100 * refined->rms_rel_after);
+                       host ? " and the ring steps" : "", refined->iterations, 100 * refined->rms_rel_before,
+                       100 * refined->rms_rel_after);
     for (const auto& p : refined->parameters) out << "    " << p << "\n";
   }
   if (!validation.empty()) {
@@ -712,6 +902,13 @@ nlohmann::json CalibrationResult::to_json() const {
   for (const auto& r : reduce) {
     reduces.push_back({{"type", std::string(to_string(r.type))}, {"alpha_us", r.fit.alpha_us}, {"gbps", r.fit.gbps}});
   }
+  std::vector<double> probe_ws, probe_us;
+  if (host) {
+    for (const auto& x : host->probe) {
+      probe_ws.push_back(x.bytes);
+      probe_us.push_back(x.time_us);
+    }
+  }
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : validation) {
     rows.push_back({{"plan", r.label}, {"family", r.family}, {"bytes", r.bytes}, {"default_us", r.default_us},
@@ -728,6 +925,18 @@ nlohmann::json CalibrationResult::to_json() const {
           {"reduce", reduces},
           {"op_time_us", op_time_us},
           {"op_overhead_us", op_overhead_us},
+          {"host", host ? nlohmann::json{{"run_overhead_us", host->run_overhead_us},
+                                         {"cores", host->cores},
+                                         {"threads", host->threads},
+                                         {"probe_working_set_bytes", probe_ws},
+                                         {"probe_us", probe_us},
+                                         {"probe_gbps", host->probe_gbps},
+                                         {"cache_bytes", host->cache_bytes},
+                                         {"cache_gbps", host->cache_gbps},
+                                         {"dram_gbps", host->dram_gbps},
+                                         {"thread_copy_gbps", host->thread_copy_gbps},
+                                         {"thread_reduce_gbps", host->thread_reduce_gbps}}
+                        : nlohmann::json()},
           {"overlay", overlay},
           {"micro_overlay", micro_overlay},
           {"refined", refined ? nlohmann::json{{"rms_rel_before", refined->rms_rel_before},

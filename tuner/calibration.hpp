@@ -1,8 +1,10 @@
 #pragma once
 // Calibration: microbenchmarks through an executor backend (copies per device
-// pair class, concurrent copies, reductions per type, per-op overhead), a
-// least-squares fit of α and bandwidth per class, a CostModel overlay, and a
-// validation set (each family at several sizes, predicted vs measured).
+// pair class, concurrent copies, reductions per type, per-op overhead; on host
+// backends also the host: run overhead, cores, and the aggregate copy rate by
+// working set, which locates the cache cliff), a least-squares fit of α and
+// bandwidth per class, a CostModel overlay, and a validation set (each family
+// at several sizes, predicted vs measured).
 
 #include <cstdint>
 #include <optional>
@@ -57,6 +59,27 @@ struct ReduceFit {
   AlphaBetaFit fit;
 };
 
+/// The host under a host backend (cpu, mpi), measured for the cost model's HostModel.
+struct HostFit {
+  std::vector<TimingSample> probe;     ///< every participant copying to its ring neighbour; bytes = working set
+  std::vector<double> probe_gbps;      ///< aggregate copy rate of each probe point (all threads together)
+  int threads = 0;                     ///< participants copying at once in the probe
+  double run_overhead_us = 0;          ///< chain time extrapolated to zero ops
+  double cores = 0;                    ///< hardware threads of the host
+  double cache_bytes = 0;              ///< working sets up to here copy at cache_gbps (0: no cliff found)
+  double cache_gbps = 0;               ///< aggregate copy rate below the cliff
+  double dram_gbps = 0;                ///< aggregate copy rate above it
+  double thread_copy_gbps = 0;         ///< one thread's memcpy, cache-resident (single copies)
+  double thread_reduce_gbps = 0;       ///< one thread's reduce kernel, cache-resident (reducing ring step)
+};
+
+/// Fits the host memory of HostModel to aggregate rates measured at several working sets: cache_bytes C,
+/// cache_gbps and dram_gbps such that 1/rate(W) = h/cache_gbps + (1 − h)/dram_gbps with h = min(1, C/W), by
+/// least squares on relative errors (C on a grid of 2^(1/8) steps, the two rates linear for each C). When the
+/// best cache rate is under 1.25 × the DRAM rate there is no cliff worth modelling: cache_bytes is 0 and both
+/// rates are the single-level fit. Exposed for tests.
+void fit_cache_cliff(const std::vector<double>& working_set_bytes, const std::vector<double>& gbps, HostFit& fit);
+
 /// One whole-plan run used to refine the model: the plan and its measured time.
 struct TrainingRun {
   Plan plan;
@@ -75,9 +98,11 @@ struct RefineResult {
 
 /// Levenberg–Marquardt least squares on relative residuals (simulated − measured) / measured over whole-plan
 /// runs, in log space of the model's rate and overhead parameters (host backends: op overhead, transfer cap,
-/// reduce and copy rates; GPU backends: op overhead, reduce rate, efficiency per link kind the runs cross).
+/// reduce and copy rates, and with host resources in the start model the run overhead and the aggregate cache
+/// and DRAM rates; GPU backends: op overhead, reduce rate, efficiency per link kind the runs cross).
 /// Captures what microbenchmarks of one op cannot (several workers sharing cores and memory). Each parameter
-/// stays within a factor 100 of its start value (efficiencies ≤ 1).
+/// stays within a factor 100 of its start value (efficiencies ≤ 1; overheads may reach 100 µs from any start).
+/// `calibrate` on a host backend adds the ring-step microbenchmarks to the runs.
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 
@@ -103,6 +128,7 @@ struct CalibrationResult {
   ClassFit concurrent;                 ///< every participant copying to its ring neighbour at once
   ClassFit concurrent_reduce;          ///< the same ring step reducing into the neighbour
   ReduceFit local_copy;                ///< local copies, every participant at once
+  std::optional<HostFit> host;         ///< host backends: the host (run overhead, cores, cache cliff)
   std::vector<ReduceFit> reduce;       ///< local reduces per type, every participant at once
   double op_time_us = 0;               ///< per dependent op (chain of one-element copies)
   double op_overhead_us = 0;           ///< op_time_us − route latency
@@ -127,10 +153,12 @@ struct CalibrationResult {
 /// The cost-model profile that models a backend.
 BackendProfile profile_for(BackendKind kind);
 
-/// Builds the overlay from fits: host backends (cpu, mpi) get a per-transfer cap from the concurrent copy
-/// bandwidth, efficiency 1, and the reduce rate that makes a reducing transfer (flow at the cap, then the
-/// reduce) take what the concurrent reducing ring step took; GPU backends get per-link-kind efficiency (fitted / nominal, ≤ 1) and α per
-/// link kind by least squares over the classes (clamped ≥ 0). Exposed for tests.
+/// Builds the overlay from fits: host backends (cpu, mpi) with a host fit get its HostModel ("host") and
+/// one thread's rates (transfer cap and copy rate: its memcpy; reduce rate: its reduce kernel), efficiency 1;
+/// without one, a per-transfer cap from the concurrent copy bandwidth and the reduce rate that makes a reducing
+/// transfer (flow at the cap, then the reduce) take what the concurrent reducing ring step took. GPU backends
+/// get per-link-kind efficiency (fitted / nominal, ≤ 1) and α per link kind by least squares over the classes
+/// (clamped ≥ 0). Exposed for tests.
 nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, DataType type);
 
 /// Microbenchmark plans (not all-reduces; they bypass the verifier). Every plan has the same participants

@@ -95,3 +95,46 @@ TEST_CASE("cost_model.overlay_errors_name_source_and_path") {
   CHECK_THROWS_AS(m.apply_overlay(nlohmann::json::parse(R"({"op_overhead_us": 9, "bogus": 1})"), "x"), InvalidInput);
   CHECK(m == CostModel::defaults());
 }
+
+TEST_CASE("cost_model.host_overlay_round_trip") {
+  CostModel m = CostModel::defaults(BackendProfile::kCpu);
+  m.apply_overlay(nlohmann::json::parse(R"({"host": {"run_overhead_us": 12.5, "cores": 2, "cache_bytes": 16777216,
+      "cache_gbps": 40, "dram_gbps": 9.5}})"),
+                  "calib.json");
+  CHECK(m.host == HostModel{12.5, true, 2.0, 16777216.0, 40.0, 9.5});  // serial_devices kept from the cpu profile
+  const nlohmann::json j = m.to_json();
+  CHECK(j["host"]["cache_bytes"] == 16777216.0);
+  CHECK(j["host"]["serial_devices"] == true);
+  CostModel other = CostModel::defaults(BackendProfile::kNccl);
+  other.apply_overlay(j, "roundtrip");
+  CHECK(other == m);
+  // A GPU profile writes the host model off, and reading it back turns a host overlay off again.
+  const CostModel nccl = CostModel::defaults(BackendProfile::kNccl);
+  CHECK(nccl.to_json()["host"] == nlohmann::json::parse(R"({"run_overhead_us": 0.0, "serial_devices": false,
+      "cores": 0.0, "cache_bytes": 0.0, "cache_gbps": 0.0, "dram_gbps": 0.0})"));
+  m.apply_overlay(nccl.to_json(), "roundtrip");
+  CHECK(m == nccl);
+}
+
+TEST_CASE("cost_model.host_overlay_errors_name_the_field") {
+  CHECK(overlay_error(R"({"host": 3})") == "calib.json: host: must be an object");
+  CHECK(overlay_error(R"({"host": {"cores": -1}})") == "calib.json: host.cores: must be a finite number ≥ 0");
+  CHECK(overlay_error(R"({"host": {"cores": 0.001}})") ==
+        "calib.json: host.cores: must be 0 (no limit) or in [0.01, 1e+06] (got 0.001)");
+  CHECK(overlay_error(R"({"host": {"cores": "two"}})") == "calib.json: host.cores: must be a number");
+  CHECK(overlay_error(R"({"host": {"run_overhead_us": 2e6}})") ==
+        "calib.json: host.run_overhead_us: must be at most 1e+06 µs (got 2e+06)");
+  CHECK(overlay_error(R"({"host": {"cache_bytes": 1e16}})") ==
+        "calib.json: host.cache_bytes: must be at most 1e+15 (got 1e+16)");
+  CHECK(overlay_error(R"({"host": {"cache_gbps": -3}})") == "calib.json: host.cache_gbps: must be a finite number ≥ 0");
+  CHECK(overlay_error(R"({"host": {"dram_gbps": 1e-9}})") ==
+        "calib.json: host.dram_gbps: must be at least 1e-06 GB/s (got 1e-09)");
+  CHECK(overlay_error(R"({"host": {"serial_devices": 1}})") == "calib.json: host.serial_devices: must be true or false");
+  CHECK(overlay_error(R"({"host": {"threads": 4}})").rfind("calib.json: host.threads: unknown key (run_overhead_us", 0) == 0);
+  // One line, and a bad field leaves the model as it was.
+  CHECK(overlay_error(R"({"host": {"cores": -1}})").find('\n') == std::string::npos);
+  CostModel m = CostModel::defaults(BackendProfile::kCpu);
+  CHECK_THROWS_AS(m.apply_overlay(nlohmann::json::parse(R"({"host": {"cores": 2, "dram_gbps": -1}})"), "x"),
+                  InvalidInput);
+  CHECK(m == CostModel::defaults(BackendProfile::kCpu));
+}

@@ -119,3 +119,55 @@ TEST_CASE("flow_engine.rejects_bad_input") {
   CHECK_THROWS(e.start(0.0, 0.0, r, 0, 0));
   CHECK_THROWS(e.start(0.0, 1.0, {}, 0, 0));
 }
+
+TEST_CASE("flow_engine.weighted_shares") {
+  // r0 (capacity 12) is used 1 unit per unit of A's rate and 3 per unit of B's: the fair level s
+  // solves s + 3s = 12, so both run at 3 and r0 is full.
+  FlowEngine e({12.0, 100.0}, true);
+  const int r0[] = {0};
+  const int r01[] = {0, 1};
+  const double wa[] = {1.0};
+  const double wb[] = {3.0, 2.0};
+  const int a = e.start(0.0, 30.0, r0, 0, 0, wa);
+  const int b = e.start(0.0, 6.0, r01, 0, 1, wb);
+  e.settle(0.0);
+  CHECK(e.rate(a) == 3.0);
+  CHECK(e.rate(b) == 3.0);
+  const auto end = drain(e, 2);
+  // B ends at 2; A then has r0 alone: 24 left at 12/µs.
+  CHECK(end[1] == 2.0);
+  CHECK(end[0] == doctest::Approx(4.0));
+  CHECK(e.stats(0).work == 30.0 + 3 * 6.0);  // weighted units
+  CHECK(e.stats(1).work == 2 * 6.0);
+  CHECK(e.stats(0).saturated_us == doctest::Approx(4.0));
+}
+
+TEST_CASE("flow_engine.unit_weights_equal_no_weights") {
+  FlowEngine plain({10.0, 4.0});
+  FlowEngine unit({10.0, 4.0}, true);
+  const int ab[] = {0, 1};
+  const int b0[] = {0};
+  const double w2[] = {1.0, 1.0};
+  const double w1[] = {1.0};
+  plain.start(0.0, 40.0, ab, 0, 0);
+  plain.start(0.0, 25.0, b0, 0, 1);
+  unit.start(0.0, 40.0, ab, 0, 0, w2);
+  unit.start(0.0, 25.0, b0, 0, 1, w1);
+  plain.settle(0.0);
+  unit.settle(0.0);
+  CHECK(drain(plain, 2) == drain(unit, 2));
+}
+
+TEST_CASE("flow_engine.rejects_bad_weights") {
+  FlowEngine e({1.0, 1.0}, true);
+  const int r[] = {0, 1};
+  const double one[] = {1.0};
+  const double zero[] = {1.0, 0.0};
+  const double two[] = {1.0, 2.0};
+  CHECK_THROWS(e.start(0.0, 1.0, r, 0, 0, one));   // one weight per resource
+  CHECK_THROWS(e.start(0.0, 1.0, r, 0, 0, zero));  // weights > 0
+  CHECK(e.active_flows() == 0);
+  FlowEngine plain({1.0, 1.0});
+  CHECK_THROWS(plain.start(0.0, 1.0, r, 0, 0, two));  // an engine made without weights refuses them
+  CHECK(plain.active_flows() == 0);
+}

@@ -191,3 +191,101 @@ TEST_CASE("calibration.refine_recovers_whole_plan_model") {
   CHECK(r.model.reduce_for(NodeKind::kGpu) == doctest::Approx(9.0).epsilon(0.01));
   CHECK(r.parameters.size() == 4);
 }
+
+TEST_CASE("calibration.fit_cache_cliff_recovers_the_blend") {
+  // Aggregate rates of HostModel's blend: 16 MiB of cache at 60 GB/s, DRAM at 12 GB/s, probed at 4 MiB … 256 MiB.
+  HostModel truth;
+  truth.cache_bytes = 16.0 * (1 << 20);
+  truth.cache_gbps = 60;
+  truth.dram_gbps = 12;
+  std::vector<double> ws, gbps;
+  for (int k = 0; k < 13; ++k) {
+    ws.push_back(4.0 * (1 << 20) * std::exp2(k / 2.0));
+    gbps.push_back(truth.memory_gbps(ws.back()));
+  }
+  HostFit fit;
+  fit_cache_cliff(ws, gbps, fit);
+  CHECK(fit.cache_bytes == doctest::Approx(truth.cache_bytes).epsilon(1e-9));
+  CHECK(fit.cache_gbps == doctest::Approx(60.0).epsilon(1e-9));
+  CHECK(fit.dram_gbps == doctest::Approx(12.0).epsilon(1e-9));
+  // One level (no cliff): no cache size, both rates the level.
+  HostFit flat;
+  fit_cache_cliff(ws, std::vector<double>(ws.size(), 20.0), flat);
+  CHECK(flat.cache_bytes == 0.0);
+  CHECK(flat.dram_gbps == doctest::Approx(20.0).epsilon(1e-12));
+  CHECK(flat.cache_gbps == flat.dram_gbps);
+  // A 10 % step is noise, not a cliff.
+  std::vector<double> step(ws.size(), 20.0);
+  for (std::size_t i = 0; i < 4; ++i) step[i] = 22.0;
+  HostFit small;
+  fit_cache_cliff(ws, step, small);
+  CHECK(small.cache_bytes == 0.0);
+  CHECK_THROWS_AS(fit_cache_cliff({1.0, 2.0}, {3.0}, small), InvalidInput);
+}
+
+TEST_CASE("calibration.overlay_host_fit") {
+  // With a host fit, a host backend's overlay carries the HostModel and one thread's rates.
+  CalibrationResult r;
+  r.concurrent.fit.gbps = 4.5;
+  r.local_copy.fit.gbps = 9.0;
+  r.op_overhead_us = 2.5;
+  HostFit h;
+  h.run_overhead_us = 12.0;
+  h.cores = 2;
+  h.cache_bytes = 8e6;
+  h.cache_gbps = 40;
+  h.dram_gbps = 10;
+  h.thread_copy_gbps = 20;
+  h.thread_reduce_gbps = 15;
+  r.host = h;
+  const nlohmann::json o = make_overlay(r, BackendKind::kCpu, DataType::kFloat32);
+  CHECK(o["transfer_cap_gbps"] == 20.0);
+  CHECK(o["devices"]["gpu"]["memory_gbps"] == 20.0);
+  CHECK(o["devices"]["cpu"]["reduce_gbps"] == 15.0);
+  CHECK(o["links"]["pcie"]["efficiency"] == 1.0);
+  CostModel m = CostModel::defaults(BackendProfile::kCpu);
+  m.apply_overlay(o, "overlay");
+  CHECK(m.host == HostModel{12.0, true, 2.0, 8e6, 40.0, 10.0});  // serial devices: the cpu profile's
+  CHECK(m.op_overhead_us == 2.5);
+}
+
+TEST_CASE("calibration.refine_recovers_the_host_model") {
+  // Whole-plan "measurements" simulated with a known host (2 cores, 4 MB cache at 15 GB/s, DRAM at 6 GB/s,
+  // 10 µs per run) on both sides of the cache; refinement from a perturbed start recovers it.
+  const Topology topo = load_topology("uniform:4");
+  CostModel truth = CostModel::defaults(BackendProfile::kCpu);
+  truth.op_overhead_us = 2.0;
+  truth.transfer_cap_gbps = 10.0;
+  truth.reduce_gbps[NodeKind::kGpu] = truth.reduce_gbps[NodeKind::kCpu] = 8.0;
+  truth.memory_gbps[NodeKind::kGpu] = truth.memory_gbps[NodeKind::kCpu] = 10.0;
+  truth.host = {10.0, true, 2.0, 4e6, 15.0, 6.0};
+  std::vector<TrainingRun> runs;
+  for (const char* spec : {"xring", "rechd", "tree"}) {
+    for (std::int64_t count : {1024, 32768, 131072, 1 << 20, 4 << 20}) {
+      TrainingRun run;
+      run.plan = build_candidate(topo, Candidate{"x", spec, {}, {}, 1}, count, ReduceOp::kSum);
+      run.label = spec;
+      run.measured_us = simulate(run.plan, topo, truth, 4).time_us;
+      runs.push_back(std::move(run));
+    }
+  }
+  CostModel start = truth;
+  start.op_overhead_us = 1.0;
+  start.transfer_cap_gbps = 14.0;
+  start.reduce_gbps[NodeKind::kGpu] = start.reduce_gbps[NodeKind::kCpu] = 5.0;
+  start.host.run_overhead_us = 20.0;
+  start.host.cache_gbps = 25.0;
+  start.host.dram_gbps = 4.0;
+  const RefineResult r = refine_model(topo, start, runs, BackendKind::kCpu, 4);
+  CHECK(r.rms_rel_before > 0.1);
+  CHECK(r.rms_rel_after < 1e-3);
+  CHECK(r.model.host.run_overhead_us == doctest::Approx(10.0).epsilon(0.01));
+  CHECK(r.model.host.cache_gbps == doctest::Approx(15.0).epsilon(0.01));
+  CHECK(r.model.host.dram_gbps == doctest::Approx(6.0).epsilon(0.01));
+  CHECK(r.model.op_overhead_us == doctest::Approx(2.0).epsilon(0.01));
+  // (One thread's copy rate barely shows: four threads on two cores are held by the memory rates.)
+  CHECK(r.model.host.cores == 2.0);  // measured, not refined
+  CHECK(r.model.host.cache_bytes == 4e6);
+  REQUIRE(r.parameters.size() == 7);
+  CHECK(r.parameters[4].rfind("host.run_overhead_us", 0) == 0);
+}
