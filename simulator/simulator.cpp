@@ -145,6 +145,7 @@ class Simulation {
   const RingInfo& ring_info(const std::vector<int>& members);
   void compile();
   void compile_group(const Op& op);
+  void push_one_phase_op(double delay, int flow_begin);
   void add_local(double delay, int node, double work);
   double thread_copy_rate(int node) const;
   [[gnu::noinline]] void add_host_flow(int res_begin, int res_count, int device_res, double bytes, double rate);
@@ -229,13 +230,17 @@ const RingInfo& Simulation::ring_info(const std::vector<int>& members) {
   return rings_.emplace(members, std::move(info)).first->second;
 }
 
-void Simulation::add_local(double delay, int node, double work) {
+// Ends an op of one phase that starts after `delay` and moves the flows added since `flow_begin`.
+void Simulation::push_one_phase_op(double delay, int flow_begin) {
   Program prog;
   prog.phase_begin = static_cast<int>(phases_.size());
   prog.phase_count = 1;
-  Phase ph;
-  ph.delay = delay;
-  ph.flow_begin = static_cast<int>(flows_.size());
+  phases_.push_back(Phase{delay, flow_begin, static_cast<int>(flows_.size()) - flow_begin});
+  programs_.push_back(prog);
+}
+
+void Simulation::add_local(double delay, int node, double work) {
+  const int first = static_cast<int>(flows_.size());
   if (work > 0) {
     FlowSpec f;
     f.res_begin = static_cast<int>(res_pool_.size());
@@ -243,10 +248,8 @@ void Simulation::add_local(double delay, int node, double work) {
     f.work = work;
     res_pool_.push_back(links_ + node);
     flows_.push_back(f);
-    ph.flow_count = 1;
   }
-  phases_.push_back(ph);
-  programs_.push_back(prog);
+  push_one_phase_op(delay, first);
 }
 
 // One host thread's rate (bytes/µs) copying into `node`: the per-transfer cap, else the device's copy rate.
@@ -295,31 +298,15 @@ void Simulation::add_host_flow(int res_begin, int res_count, int device_res, dou
 void Simulation::add_host_transfer(const RouteInfo& r, int dst_node, double bytes, bool reduce) {
   const double rate =
       reduce ? model_.reduce_for(topo_.nodes()[dst_node].kind) * kBytesPerUsPerGbps : thread_copy_rate(dst_node);
-  Program prog;
-  prog.phase_begin = static_cast<int>(phases_.size());
-  prog.phase_count = 1;
-  Phase move{model_.op_overhead_us + r.latency_us, static_cast<int>(flows_.size()), 0};
-  if (bytes > 0) {
-    add_host_flow(r.res_begin, r.res_count, -1, bytes, rate);
-    move.flow_count = 1;
-  }
-  phases_.push_back(move);
-  programs_.push_back(prog);
+  const int first = static_cast<int>(flows_.size());
+  if (bytes > 0) add_host_flow(r.res_begin, r.res_count, -1, bytes, rate);
+  push_one_phase_op(model_.op_overhead_us + r.latency_us, first);
 }
 
 void Simulation::add_host_local(double delay, int node, double bytes, double rate) {
-  Program prog;
-  prog.phase_begin = static_cast<int>(phases_.size());
-  prog.phase_count = 1;
-  Phase ph;
-  ph.delay = delay;
-  ph.flow_begin = static_cast<int>(flows_.size());
-  if (bytes > 0) {
-    add_host_flow(0, 0, links_ + node, bytes, rate);
-    ph.flow_count = 1;
-  }
-  phases_.push_back(ph);
-  programs_.push_back(prog);
+  const int first = static_cast<int>(flows_.size());
+  if (bytes > 0) add_host_flow(0, 0, links_ + node, bytes, rate);
+  push_one_phase_op(delay, first);
 }
 
 // Pairs (earlier, later) of ops that one device's thread runs in plan order, each counted in succ_count.

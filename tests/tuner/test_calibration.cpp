@@ -28,6 +28,23 @@ std::vector<TimingSample> line(double alpha_us, double gbps, const std::vector<d
   return out;
 }
 
+// Whole-plan "measurements" of each spec × count, simulated with the model `truth` (sum: an avg's final
+// scale would trade its copy rate against the reduce rate, which is not identifiable).
+std::vector<TrainingRun> simulated_runs(const Topology& topo, const CostModel& truth, std::vector<const char*> specs,
+                                        std::vector<std::int64_t> counts) {
+  std::vector<TrainingRun> runs;
+  for (const char* spec : specs) {
+    for (std::int64_t count : counts) {
+      TrainingRun run;
+      run.plan = build_candidate(topo, Candidate{"x", spec, {}, {}, 1}, count, ReduceOp::kSum);
+      run.label = spec;
+      run.measured_us = simulate(run.plan, topo, truth, 4).time_us;
+      runs.push_back(std::move(run));
+    }
+  }
+  return runs;
+}
+
 }  // namespace
 
 TEST_CASE("calibration.fit_exact") {
@@ -167,17 +184,7 @@ TEST_CASE("calibration.refine_recovers_whole_plan_model") {
   truth.transfer_cap_gbps = 6.0;
   truth.reduce_gbps[NodeKind::kGpu] = truth.reduce_gbps[NodeKind::kCpu] = 9.0;
   truth.memory_gbps[NodeKind::kGpu] = truth.memory_gbps[NodeKind::kCpu] = 12.0;
-  std::vector<TrainingRun> runs;
-  for (const char* spec : {"xring", "rechd", "mring#2", "tree"}) {
-    for (std::int64_t count : {2048, 65536, 1 << 20}) {
-      TrainingRun run;
-      // sum: an avg's final scale would trade its copy rate against the reduce rate (not identifiable).
-      run.plan = build_candidate(topo, Candidate{"x", spec, {}, {}, 1}, count, ReduceOp::kSum);
-      run.label = spec;
-      run.measured_us = simulate(run.plan, topo, truth, 4).time_us;
-      runs.push_back(std::move(run));
-    }
-  }
+  const std::vector<TrainingRun> runs = simulated_runs(topo, truth, {"xring", "rechd", "mring#2", "tree"}, {2048, 65536, 1 << 20});
   CostModel start = truth;
   start.op_overhead_us = 1.0;
   start.transfer_cap_gbps = 10.0;
@@ -259,16 +266,8 @@ TEST_CASE("calibration.refine_recovers_the_host_model") {
   truth.reduce_gbps[NodeKind::kGpu] = truth.reduce_gbps[NodeKind::kCpu] = 8.0;
   truth.memory_gbps[NodeKind::kGpu] = truth.memory_gbps[NodeKind::kCpu] = 10.0;
   truth.host = {10.0, true, 2.0, 4e6, 15.0, 6.0};
-  std::vector<TrainingRun> runs;
-  for (const char* spec : {"xring", "rechd", "tree"}) {
-    for (std::int64_t count : {1024, 32768, 131072, 1 << 20, 4 << 20}) {
-      TrainingRun run;
-      run.plan = build_candidate(topo, Candidate{"x", spec, {}, {}, 1}, count, ReduceOp::kSum);
-      run.label = spec;
-      run.measured_us = simulate(run.plan, topo, truth, 4).time_us;
-      runs.push_back(std::move(run));
-    }
-  }
+  const std::vector<TrainingRun> runs =
+      simulated_runs(topo, truth, {"xring", "rechd", "tree"}, {1024, 32768, 131072, 1 << 20, 4 << 20});
   CostModel start = truth;
   start.op_overhead_us = 1.0;
   start.transfer_cap_gbps = 14.0;
