@@ -28,6 +28,7 @@
 
 #include "core/error.hpp"
 #include "executor/cuda/cuda_check.hpp"
+#include "executor/cuda/cuda_program.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
 #include "executor/nccl/nccl_program.hpp"
@@ -175,6 +176,11 @@ class NcclBackend final : public Backend {
       machines = nccl::machines_from_names(plan);
       host = nccl::host_devices_from_names(plan);
     }
+    // The previous plan's memory goes first, so the check below sees what this plan can have.
+    buffers_.clear();
+    host_buffers_.clear();
+    staging_ = DeviceBuffer();
+    host_io_ = PinnedBuffer();
     // Local checks first, then agreement: a rank that rejects the plan must not leave the others
     // waiting in a communicator split.
     std::vector<int> host_of;
@@ -189,6 +195,7 @@ class NcclBackend final : public Backend {
       }
       host_of = host_processes(plan, machines);
       program_ = nccl::lower_rank(plan, host_of, host, rank_);
+      check_memory(plan, nccl::rank_memory(plan, program_, esize_));
     } catch (const Error& e) {
       local_error = e.what();
       local_code = e.code();
@@ -227,14 +234,10 @@ class NcclBackend final : public Backend {
       if (groups_[g] != nullptr) wait_ready({groups_[g]}, "ncclCommSplit (new communicator)", deadline);
     }
 
-    buffers_.clear();
-    host_buffers_.clear();
     pointers_.assign(n, {});
     for (int d : program_.devices) {
       for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
-        std::int64_t elems = plan.buffers[d][b];
-        if (b == 0 && plan.devices[d].participant) elems = std::max(elems, count_);
-        const std::size_t bytes = static_cast<std::size_t>(elems) * esize_;
+        const std::size_t bytes = static_cast<std::size_t>(cuda::buffer_elements(plan, d, static_cast<int>(b))) * esize_;
         if (host[d]) {
           host_buffers_.emplace_back(bytes);
           pointers_[d].push_back(host_buffers_.back().get());
@@ -346,6 +349,26 @@ class NcclBackend final : public Backend {
       if (c != nullptr) out.push_back(c);
     }
     return out;
+  }
+
+  // InvalidInput (naming -e/--maxbytes) when this rank's buffers and staging exceed its GPU's free memory
+  // (5 % kept for NCCL's own buffers and allocation granularity) or the host's memory.
+  void check_memory(const Plan& plan, const nccl::RankMemory& need) const {
+    const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
+    std::size_t free = 0, total = 0;
+    {
+      cuda::DeviceGuard guard(gpu_);
+      ARTUNE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    }
+    if (static_cast<double>(need.gpu_bytes) > 0.95 * static_cast<double>(free)) {
+      throw InvalidInput(fmt::format(
+          "-e/--maxbytes: a {}-byte message ({} {}) needs {} on rank {}'s GPU (cuda:{}), more than the {} free of "
+          "{}; use a smaller size",
+          static_cast<std::uint64_t>(plan.count) * esize_, plan.count, to_string(type_), gib(static_cast<double>(need.gpu_bytes)),
+          rank_, gpu_, gib(static_cast<double>(free)), gib(static_cast<double>(total))));
+    }
+    check_host_memory(static_cast<double>(need.host_bytes), plan.count, type_,
+                      fmt::format("nccl backend, rank {}: pinned buffers", rank_));
   }
 
   // Aborts every communicator; never throws. NCCL kernels waiting on a peer exit, and nothing

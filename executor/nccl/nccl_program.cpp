@@ -273,4 +273,18 @@ std::string describe(const Program& program) {
   return out;
 }
 
+RankMemory rank_memory(const Plan& plan, const Program& program, std::size_t element_bytes) {
+  RankMemory need;
+  const auto bytes = [&](std::int64_t elements) { return static_cast<std::uint64_t>(elements) * element_bytes; };
+  for (int d : program.devices) {
+    for (std::size_t b = 0; b < plan.buffers[static_cast<std::size_t>(d)].size(); ++b) {
+      const std::uint64_t own = bytes(cuda::buffer_elements(plan, d, static_cast<int>(b)));
+      (program.host_device[static_cast<std::size_t>(d)] ? need.host_bytes : need.gpu_bytes) += own;
+    }
+  }
+  need.gpu_bytes += bytes(program.staging);
+  need.host_bytes += bytes(plan.count);
+  return need;
+}
+
 }  // namespace artune::nccl

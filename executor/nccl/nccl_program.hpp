@@ -83,6 +83,14 @@ struct Program {
 Program lower_rank(const Plan& plan, const std::vector<int>& host_of_device, const std::vector<bool>& host_device,
                    int rank);
 
+/// What the nccl backend allocates for one rank, in bytes.
+struct RankMemory {
+  std::uint64_t gpu_bytes = 0;   ///< on the rank's GPU: buffers of its GPU-placed devices + staging
+  std::uint64_t host_bytes = 0;  ///< pinned: its CPU helpers' buffers + the message-sized copy the check reads
+};
+/// The memory prepare() allocates for `program` (lowered from `plan`) with elements of `element_bytes`.
+RankMemory rank_memory(const Plan& plan, const Program& program, std::size_t element_bytes);
+
 /// Plan-device machine indices read from device names ("m2/gpu1" → 2; no prefix → 0).
 std::vector<int> machines_from_names(const Plan& plan);
 /// Devices whose name marks a CPU helper ("cpu0", "m1/cpu0", "socket1").

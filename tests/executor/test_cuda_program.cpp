@@ -886,3 +886,45 @@ TEST_CASE("cuda_program.memory_need") {
     }
   }
 }
+
+TEST_CASE("nccl_program.rank_memory") {
+  // Per rank: its GPU devices' buffers and its staging on the GPU, its CPU helpers' buffers and the
+  // message-sized check copy in pinned memory. Over all ranks the buffers add up to the plan's.
+  const std::size_t es = 2;
+  for (const Case& c : std::vector<Case>{{"uniform:8", "xring"}, {"uniform:2x4", "nccl/xring"}, {"uniform:2x4", "pscpu/pscpu"}}) {
+    CAPTURE(c.spec);
+    const Plan plan = build(c, 777, ReduceOp::kSum);
+    const std::vector<int> machines = nccl::machines_from_names(plan);
+    const std::vector<bool> host = nccl::host_devices_from_names(plan);
+    const std::vector<int> host_of = host_processes(plan, machines);
+    std::uint64_t gpu_total = 0, host_total = 0;
+    for (int r = 0; r < plan.ranks(); ++r) {
+      const nccl::Program prog = nccl::lower_rank(plan, host_of, host, r);
+      const nccl::RankMemory need = nccl::rank_memory(plan, prog, es);
+      std::uint64_t gpu = 0, pinned = 0;
+      for (int d : prog.devices) {
+        for (std::size_t b = 0; b < plan.buffers[static_cast<std::size_t>(d)].size(); ++b) {
+          const std::int64_t elements = plan.buffers[static_cast<std::size_t>(d)][b];
+          const std::int64_t held = b == 0 && plan.devices[static_cast<std::size_t>(d)].participant
+                                        ? std::max(elements, plan.count)
+                                        : elements;
+          (host[static_cast<std::size_t>(d)] ? pinned : gpu) += static_cast<std::uint64_t>(held) * es;
+        }
+      }
+      CHECK(need.gpu_bytes == gpu + static_cast<std::uint64_t>(prog.staging) * es);
+      CHECK(need.host_bytes == pinned + static_cast<std::uint64_t>(plan.count) * es);
+      gpu_total += gpu;
+      host_total += pinned;
+    }
+    std::uint64_t plan_gpu = 0, plan_host = 0;
+    for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+      for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
+        (host[d] ? plan_host : plan_gpu) +=
+            static_cast<std::uint64_t>(cuda::buffer_elements(plan, static_cast<int>(d), static_cast<int>(b))) * es;
+      }
+    }
+    CHECK(gpu_total == plan_gpu);   // every device is hosted by exactly one rank
+    CHECK(host_total == plan_host);
+    CHECK((plan_host > 0) == (std::string(c.spec).find("pscpu") != std::string::npos));
+  }
+}
