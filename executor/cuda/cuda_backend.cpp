@@ -29,6 +29,22 @@ namespace artune {
 
 int cuda_device_count() noexcept { return cuda::usable_device_count(); }
 
+void cuda::require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t count, DataType type,
+                                   std::string_view where) {
+  std::size_t free = 0, total = 0;
+  {
+    DeviceGuard guard(gpu);
+    ARTUNE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  }
+  if (static_cast<double>(needed) <= 0.95 * static_cast<double>(free)) return;
+  const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
+  throw InvalidInput(fmt::format("-e/--maxbytes: a {}-byte message ({} {}) needs {} {}, more than the {} free of {}; "
+                                 "use a smaller size",
+                                 static_cast<std::uint64_t>(count) * element_size(type), count, to_string(type),
+                                 gib(static_cast<double>(needed)), where, gib(static_cast<double>(free)),
+                                 gib(static_cast<double>(total))));
+}
+
 namespace {
 
 using namespace artune::cuda;
@@ -69,23 +85,10 @@ class CudaBackend final : public Backend {
     const auto placement = place_devices(plan, gpus_, options_.topology);
     const MemoryNeed need = memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_,
                                         element_size(type));
-    const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
     for (int g = 0; g < gpus_; ++g) {
-      const double needed = static_cast<double>(need.gpu_bytes[g]);
-      if (needed == 0) continue;
-      std::size_t free = 0, total = 0;
-      {
-        DeviceGuard guard(g);
-        ARTUNE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-      }
-      // Allocation granularity and the CUDA context's own use: keep 5 % in hand.
-      if (needed > 0.95 * static_cast<double>(free)) {
-        throw InvalidInput(fmt::format(
-            "-e/--maxbytes: a {}-byte message ({} {}) needs {} on cuda:{} ({} plan device(s) placed there), more "
-            "than the {} free of {}; use a smaller size",
-            static_cast<std::uint64_t>(plan.count) * element_size(type), plan.count, to_string(type), gib(needed), g,
-            need.devices_on_gpu[g], gib(static_cast<double>(free)), gib(static_cast<double>(total))));
-      }
+      if (need.gpu_bytes[g] == 0) continue;
+      require_free_gpu_memory(g, need.gpu_bytes[g], plan.count, type,
+                              fmt::format("on cuda:{} ({} plan device(s) placed there)", g, need.devices_on_gpu[g]));
     }
     if (need.host_bytes > 0) {
       check_host_memory(static_cast<double>(need.host_bytes), plan.count, type, "cuda backend, pinned CPU-helper buffers");

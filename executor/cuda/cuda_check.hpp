@@ -5,12 +5,16 @@
 // failure while releasing is ignored (the process is usually unwinding already).
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/types.hpp"
 
 namespace artune::cuda {
 
@@ -42,6 +46,12 @@ inline bool finished(cudaError_t status, const char* call) {
 /// cudaGetLastError(): a status some earlier call already returned (and was handled) must not be
 /// reported as this launch's. Sticky errors are returned again by the launch itself.
 inline void clear_last_error() noexcept { (void)cudaGetLastError(); }
+
+/// InvalidInput naming -e/--maxbytes when `needed` bytes exceed 95 % of the free memory of CUDA device
+/// `gpu` (the rest is kept for the CUDA context, NCCL's own buffers and allocation granularity);
+/// `where` says whose buffers they are ("on cuda:0 (8 plan devices placed there)"). The caller makes
+/// sure no allocation of its own is still held.
+void require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t count, DataType type, std::string_view where);
 
 /// Makes `device` current for the guard's lifetime and restores the previous one.
 class DeviceGuard {

@@ -352,21 +352,10 @@ class NcclBackend final : public Backend {
   }
 
   // InvalidInput (naming -e/--maxbytes) when this rank's buffers and staging exceed its GPU's free memory
-  // (5 % kept for NCCL's own buffers and allocation granularity) or the host's memory.
+  // or the host's memory.
   void check_memory(const Plan& plan, const nccl::RankMemory& need) const {
-    const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
-    std::size_t free = 0, total = 0;
-    {
-      cuda::DeviceGuard guard(gpu_);
-      ARTUNE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    }
-    if (static_cast<double>(need.gpu_bytes) > 0.95 * static_cast<double>(free)) {
-      throw InvalidInput(fmt::format(
-          "-e/--maxbytes: a {}-byte message ({} {}) needs {} on rank {}'s GPU (cuda:{}), more than the {} free of "
-          "{}; use a smaller size",
-          static_cast<std::uint64_t>(plan.count) * esize_, plan.count, to_string(type_), gib(static_cast<double>(need.gpu_bytes)),
-          rank_, gpu_, gib(static_cast<double>(free)), gib(static_cast<double>(total))));
-    }
+    cuda::require_free_gpu_memory(gpu_, need.gpu_bytes, plan.count, type_,
+                                  fmt::format("on rank {}'s GPU (cuda:{})", rank_, gpu_));
     check_host_memory(static_cast<double>(need.host_bytes), plan.count, type_,
                       fmt::format("nccl backend, rank {}: pinned buffers", rank_));
   }
