@@ -135,7 +135,13 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   if (f.table.empty()) {
     make_plan = spec_plan_factory(topo, f.spec, base);
   } else {
-    DecisionTable table = load_decision_table(f.table, topo);
+    DecisionTable table = [&] {
+      try {
+        return load_decision_table(f.table, topo);
+      } catch (const InvalidInput& e) {
+        throw InvalidInput(fmt::format("--table: {}", e.what()));  // the flag, then the file's own message
+      }
+    }();
     if (table.type != config.type) {
       throw InvalidInput(fmt::format("-d/--datatype: {} but the table {} was tuned for {}", to_string(config.type),
                                      f.table, to_string(table.type)));

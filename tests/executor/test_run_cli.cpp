@@ -111,6 +111,7 @@ TEST_CASE("run_cli.bad_input_exit_2") {
       {"--timeout 0", "--timeout"},
       {"--segments 0", "--segments"},
       {"--gpu-perm 0,x", "--gpu-perm"},
+      {"--table /nonexistent/table.json", "--table: decision table: '/nonexistent/table.json'"},
   };
   for (const auto& [args, mention] : cases) {
     const Result r = artune_run((contains(args, "-t ") ? "" : "-t uniform:4 ") + args);
