@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "core/error.hpp"
@@ -80,39 +82,36 @@ void release_on_device(int device, Release&& release) noexcept {
   cudaSetDevice(previous);
 }
 
+/// unique_ptr deleter that releases a CUDA handle with the device it belongs to current.
+template <typename Handle, cudaError_t (*Release)(Handle)>
+struct ReleaseOnDevice {
+  int device = -1;
+  void operator()(Handle handle) const noexcept {
+    release_on_device(device, [handle] { Release(handle); });
+  }
+};
+
+/// unique_ptr deleter for pinned host memory (no device to switch to).
+struct FreePinned {
+  void operator()(void* ptr) const noexcept { cudaFreeHost(ptr); }
+};
+
 /// A non-blocking stream owned on one device.
 class Stream {
  public:
   Stream() = default;
   /// Creates a stream on `device` that does not synchronise with the legacy default stream.
-  explicit Stream(int device) : device_(device) {
+  explicit Stream(int device) : stream_(nullptr, {device}) {
     DeviceGuard guard(device);
-    ARTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  ~Stream() { reset(); }
-  Stream(Stream&& o) noexcept : device_(o.device_), stream_(std::exchange(o.stream_, nullptr)) {}
-  Stream& operator=(Stream&& o) noexcept {
-    if (this != &o) {
-      reset();
-      device_ = o.device_;
-      stream_ = std::exchange(o.stream_, nullptr);
-    }
-    return *this;
+    cudaStream_t s = nullptr;
+    ARTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_.reset(s);
   }
   /// The raw handle.
-  cudaStream_t get() const noexcept { return stream_; }
-  /// The device the stream belongs to.
-  int device() const noexcept { return device_; }
+  cudaStream_t get() const noexcept { return stream_.get(); }
 
  private:
-  void reset() noexcept {
-    if (stream_ != nullptr) {
-      release_on_device(device_, [this] { cudaStreamDestroy(stream_); });
-      stream_ = nullptr;
-    }
-  }
-  int device_ = -1;
-  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, ReleaseOnDevice<cudaStream_t, cudaStreamDestroy>> stream_;
 };
 
 /// An event without timing (cheapest to record and wait on), owned on one device.
@@ -120,32 +119,17 @@ class Event {
  public:
   Event() = default;
   /// Creates the event on `device`; `timing` enables cudaEventElapsedTime.
-  explicit Event(int device, bool timing = false) : device_(device) {
+  explicit Event(int device, bool timing = false) : event_(nullptr, {device}) {
     DeviceGuard guard(device);
-    ARTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
-  }
-  ~Event() { reset(); }
-  Event(Event&& o) noexcept : device_(o.device_), event_(std::exchange(o.event_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept {
-    if (this != &o) {
-      reset();
-      device_ = o.device_;
-      event_ = std::exchange(o.event_, nullptr);
-    }
-    return *this;
+    cudaEvent_t e = nullptr;
+    ARTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    event_.reset(e);
   }
   /// The raw handle.
-  cudaEvent_t get() const noexcept { return event_; }
+  cudaEvent_t get() const noexcept { return event_.get(); }
 
  private:
-  void reset() noexcept {
-    if (event_ != nullptr) {
-      release_on_device(device_, [this] { cudaEventDestroy(event_); });
-      event_ = nullptr;
-    }
-  }
-  int device_ = -1;
-  cudaEvent_t event_ = nullptr;
+  std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, ReleaseOnDevice<cudaEvent_t, cudaEventDestroy>> event_;
 };
 
 /// Device memory on one GPU (cudaMalloc), freed on destruction.
@@ -153,38 +137,18 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   /// Allocates `bytes` on `device` (nothing for 0 bytes).
-  DeviceBuffer(int device, std::size_t bytes) : device_(device), bytes_(bytes) {
+  DeviceBuffer(int device, std::size_t bytes) : ptr_(nullptr, {device}) {
     if (bytes == 0) return;
     DeviceGuard guard(device);
-    ARTUNE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
-  }
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : device_(o.device_), bytes_(std::exchange(o.bytes_, 0)), ptr_(std::exchange(o.ptr_, nullptr)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      device_ = o.device_;
-      bytes_ = std::exchange(o.bytes_, 0);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-    }
-    return *this;
+    void* p = nullptr;
+    ARTUNE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    ptr_.reset(p);
   }
   /// Start of the allocation (nullptr when empty).
-  void* get() const noexcept { return ptr_; }
-  /// Size in bytes.
-  std::size_t bytes() const noexcept { return bytes_; }
+  void* get() const noexcept { return ptr_.get(); }
 
  private:
-  void reset() noexcept {
-    if (ptr_ != nullptr) {
-      release_on_device(device_, [this] { cudaFree(ptr_); });
-      ptr_ = nullptr;
-    }
-  }
-  int device_ = -1;
-  std::size_t bytes_ = 0;
-  void* ptr_ = nullptr;
+  std::unique_ptr<void, ReleaseOnDevice<void*, cudaFree>> ptr_;
 };
 
 /// Pinned host memory mapped into every device's address space (portable, mapped); with
@@ -193,30 +157,17 @@ class PinnedBuffer {
  public:
   PinnedBuffer() = default;
   /// Allocates `bytes` of pinned, portable, mapped host memory.
-  explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+  explicit PinnedBuffer(std::size_t bytes) {
     if (bytes == 0) return;
-    ARTUNE_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
-  }
-  ~PinnedBuffer() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : bytes_(std::exchange(o.bytes_, 0)), ptr_(std::exchange(o.ptr_, nullptr)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      if (ptr_ != nullptr) cudaFreeHost(ptr_);
-      bytes_ = std::exchange(o.bytes_, 0);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-    }
-    return *this;
+    void* p = nullptr;
+    ARTUNE_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+    ptr_.reset(p);
   }
   /// Start of the allocation.
-  void* get() const noexcept { return ptr_; }
-  /// Size in bytes.
-  std::size_t bytes() const noexcept { return bytes_; }
+  void* get() const noexcept { return ptr_.get(); }
 
  private:
-  std::size_t bytes_ = 0;
-  void* ptr_ = nullptr;
+  std::unique_ptr<void, FreePinned> ptr_;
 };
 
 /// Usable CUDA devices; 0 when there is no GPU, no driver or an insufficient one. Never throws.
