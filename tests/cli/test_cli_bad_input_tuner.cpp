@@ -63,16 +63,20 @@ void check_cases(const std::vector<Case>& cases) {
   }
 }
 
+// A command line: `base` followed by `extra`.
+std::vector<std::string> joined(const std::vector<std::string>& base, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = base;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+const std::vector<std::string> kAutotune = {"autotune", "-t", "uniform:4", "-b", "1K", "-e", "1K", "-q"};
+const std::vector<std::string> kCalibrate = {"calibrate", "-t", "uniform:2", "-b", "4K", "-e", "16K"};
+
 }  // namespace
 
 TEST_CASE("cli_bad_input_tuner.files") {
   const Folder f;
-  const std::vector<std::string> at = {"autotune", "-t", "uniform:4", "-b", "1K", "-e", "1K", "-q"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = at;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  const auto with = [](std::vector<std::string> extra) { return joined(kAutotune, extra); };
   check_cases({
       {{"run", "-t", "uniform:4", "--table", "/dev/zero"}, {"/dev/zero"}},
       {{"run", "-t", "uniform:4", "--table", f("big.json")}, {"big.json", "1e400"}},
@@ -91,12 +95,7 @@ TEST_CASE("cli_bad_input_tuner.files") {
 
 TEST_CASE("cli_bad_input_tuner.autotune_flags") {
   const Folder f;
-  const std::vector<std::string> at = {"autotune", "-t", "uniform:4", "-b", "1K", "-e", "1K", "-q"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = at;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  const auto with = [](std::vector<std::string> extra) { return joined(kAutotune, extra); };
   check_cases({
       {with({"--max-subchunks", "0"}), {"--max-subchunks"}},
       {with({"--max-subchunks", "-5"}), {"--max-subchunks"}},
@@ -120,12 +119,7 @@ TEST_CASE("cli_bad_input_tuner.autotune_flags") {
 
 TEST_CASE("cli_bad_input_tuner.calibrate_flags_before_measuring") {
   const Folder f;
-  const std::vector<std::string> cal = {"calibrate", "-t", "uniform:2", "-b", "4K", "-e", "16K"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = cal;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
+  const auto with = [](std::vector<std::string> extra) { return joined(kCalibrate, extra); };
   // Without -q: a progress line before the error would make the line count 2 and fail the case.
   check_cases({
       {with({"--warmup", "-1"}), {"--warmup"}},
