@@ -95,6 +95,9 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
+// More threads than this only add memory: the search has a few thousand (size, candidate) items.
+constexpr int kMaxJobs = 1024;
+
 struct AutotuneFlags {
   std::string topo;
   SweepFlags sweep;
@@ -102,6 +105,7 @@ struct AutotuneFlags {
   std::string op = "sum";
   std::string measure;
   int top = 3;
+  int jobs = 0;
   std::string calibration;
   std::string profile;
   std::vector<std::string> fusion;
@@ -313,6 +317,9 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
   check_measure_flags(f.iters, f.warmup, f.timeout);
   if (f.top < 1) throw InvalidInput(fmt::format("--top: {} must be ≥ 1", f.top));
+  if (f.jobs < 0 || f.jobs > kMaxJobs) {
+    throw InvalidInput(fmt::format("-j/--jobs: {} is not in 0..{} (0 = every core)", f.jobs, kMaxJobs));
+  }
   {
     const int g = static_cast<int>(topo.gpus_of_machine(0).size());
     if (f.max_subchunks != -1 && (f.max_subchunks < 1 || f.max_subchunks > g)) {
@@ -346,6 +353,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   }
   if (f.max_cycles < 1) throw InvalidInput("--max-cycles: must be ≥ 1");
   so.progress = progress.fn();
+  so.jobs = f.jobs;
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
 
@@ -533,6 +541,9 @@ void add_tuner_commands(CLI::App& app) {
       ->capture_default_str();
   at->add_option("--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
   at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
+  at->add_option("-j,--jobs", flags->jobs,
+                 "threads simulating candidates (0 = every core); the table is the same for every value")
+      ->capture_default_str();
   at->add_option("--top", flags->top, "candidates per size to measure")->capture_default_str();
   at->add_option("--iters", flags->iters, "timed iterations per measurement")->capture_default_str();
   at->add_option("--warmup", flags->warmup, "warm-up iterations per measurement")->capture_default_str();

@@ -33,7 +33,8 @@ struct SearchOptions {
   /// Keep the previous size's pick while it is within this fraction of the fastest (fewer, longer ranges
   /// instead of flips between near-equal variants); 0 = always the fastest.
   double keep_within = 0.01;
-  ProgressFn progress;                  ///< optional
+  ProgressFn progress;                  ///< optional; called from one thread at a time
+  int jobs = 0;                         ///< threads simulating candidates (0 = every core); never changes the result
 };
 
 /// The simulated scores of all candidates at one size.
