@@ -64,8 +64,11 @@ Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where)
   return c;
 }
 
-Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op) {
-  return build_plan(topo, std::string_view(candidate.spec), candidate.build_options(topo, count, op));
+Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op,
+                     bool verify) {
+  BuildOptions options = candidate.build_options(topo, count, op);
+  options.verify = verify;
+  return build_plan(topo, std::string_view(candidate.spec), options);
 }
 
 namespace {

@@ -36,8 +36,10 @@ struct Candidate {
 nlohmann::json candidate_to_json(const Candidate& candidate);
 /// Reads candidate_to_json's output; InvalidInput naming `where` (e.g. "t.json: ranges[2].plan").
 Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where);
-/// Builds the candidate's plan for `count` elements (with the pipeline transform applied).
-Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op);
+/// Builds the candidate's plan for `count` elements (with the pipeline transform applied), proven by the static
+/// verifier unless `verify` is false (for callers that only simulate it and verify the plans they keep).
+Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op,
+                     bool verify = true);
 
 /// Knobs of candidate generation.
 struct CandidateOptions {

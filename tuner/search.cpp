@@ -85,7 +85,9 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     const std::uint64_t bytes = options.sizes[item / n];
     const Candidate& cand = result.set.candidates[item % n];
     try {
-      const Plan plan = build_candidate(topo, cand, count_for(bytes, esize), options.op);
+      // Unverified here: the verifier costs about as much as the simulation on large machines, and only the
+      // plans a size keeps need its proof (below).
+      const Plan plan = build_candidate(topo, cand, count_for(bytes, esize), options.op, /*verify=*/false);
       predicted[item] = figures_of(simulate(plan, topo, options.model, esize));
     } catch (const InvalidInput&) {
       // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
@@ -107,16 +109,29 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     std::stable_sort(scores.ranking.begin(), scores.ranking.end(), [&](std::size_t a, std::size_t b) {
       return scores.predicted[a]->time_us < scores.predicted[b]->time_us;
     });
-    if (scores.ranking.empty()) {
-      throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo.name()));
-    }
-    std::size_t pick = scores.ranking.front();
-    if (!result.pick.empty()) {
-      const std::size_t previous = result.pick.back();
-      if (scores.predicted[previous] &&
-          scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options.keep_within)) {
-        pick = previous;
+    // The pick must pass the verifier at this size; a candidate that fails it leaves the ranking (as a plan
+    // that does not build here would have) and the next one is tried.
+    std::size_t pick = 0;
+    for (;;) {
+      if (scores.ranking.empty()) {
+        throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo.name()));
       }
+      pick = scores.ranking.front();
+      if (!result.pick.empty()) {
+        const std::size_t previous = result.pick.back();
+        if (scores.predicted[previous] &&
+            scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options.keep_within)) {
+          pick = previous;
+        }
+      }
+      try {
+        (void)build_candidate(topo, result.set.candidates[pick], scores.count, options.op, /*verify=*/true);
+        break;
+      } catch (const InvalidInput&) {
+      } catch (const Unsupported&) {
+      }
+      scores.predicted[pick].reset();
+      scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
     }
     result.pick.push_back(pick);
     result.sizes.push_back(std::move(scores));
