@@ -50,18 +50,18 @@ std::string data_dir() {
 
 struct Row {
   std::string id;
-  std::string regime;       // large_single | large_multi | small
+  std::string regime;        // large_single | large_multi | small
   std::string source;
   std::string hardware;
   int machines = 0;
   int gpus_per_machine = 0;
-  std::string nics;         // "" on one machine
-  std::string nccl_version; // "" when the source does not say
-  std::string forced;       // NCCL_ALGO / NCCL_PROTO as set by the source, "" for NCCL's own choice
+  std::string nics;          // "" on one machine
+  std::string nccl_version;  // "" when the source does not say
+  std::string forced;        // NCCL_ALGO / NCCL_PROTO as set by the source, "" for NCCL's own choice
   std::string spec;
-  std::string topology;     // built-in name, generator, or "data/FILE.json" (this folder)
+  std::string topology;      // built-in name, generator, or "data/FILE.json" (this folder)
   std::uint64_t size = 0;
-  std::string metric;       // busbw_gbps | time_us
+  std::string metric;        // busbw_gbps | time_us
   double published = 0;
   std::string column;
 };
