@@ -56,6 +56,8 @@ struct Row {
   int machines = 0;
   int gpus_per_machine = 0;
   std::string nics;          // "" on one machine
+  int nics_per_machine = 0;  // multi-machine rows: NICs per machine the run used
+  double nic_gbit = 0;       // and their port speed in Gb/s
   std::string nccl_version;  // "" when the source does not say
   std::string forced;        // NCCL_ALGO / NCCL_PROTO as set by the source, "" for NCCL's own choice
   std::string spec;
@@ -106,6 +108,14 @@ std::vector<Row> load_rows() {
                     ".gpus_per_machine: integer");
     REQUIRE_MESSAGE((j.contains("size") && j["size"].is_number_unsigned()), where, ".size: unsigned integer");
     REQUIRE_MESSAGE((j.contains("published") && j["published"].is_number()), where, ".published: number");
+    if (j.contains("nics_per_machine") && !j["nics_per_machine"].is_null()) {
+      REQUIRE_MESSAGE(j["nics_per_machine"].is_number_integer(), where, ".nics_per_machine: integer or null");
+      r.nics_per_machine = j["nics_per_machine"].get<int>();
+    }
+    if (j.contains("nic_gbit") && !j["nic_gbit"].is_null()) {
+      REQUIRE_MESSAGE(j["nic_gbit"].is_number(), where, ".nic_gbit: number or null");
+      r.nic_gbit = j["nic_gbit"].get<double>();
+    }
     r.machines = j["machines"].get<int>();
     r.gpus_per_machine = j["gpus_per_machine"].get<int>();
     r.size = j["size"].get<std::uint64_t>();
@@ -213,6 +223,27 @@ TEST_CASE("nccl_validation.data_is_well_formed") {
     const Topology topo = load_topology(topology_arg(r));
     CHECK(topo.machine_count() == r.machines);
     CHECK(static_cast<int>(topo.gpus().size()) == r.machines * r.gpus_per_machine);
+    // Across machines, the NICs decide the bandwidth: the topology must have the row's NIC count per
+    // machine, each joined to the network at the row's port speed.
+    if (multi) {
+      CHECK(r.nics_per_machine >= 1);
+      CHECK(r.nic_gbit > 0);
+      std::map<int, int> nics_per_machine;
+      for (const Node& n : topo.nodes()) {
+        if (n.kind == NodeKind::kNic) ++nics_per_machine[n.machine];
+      }
+      CHECK(static_cast<int>(nics_per_machine.size()) == r.machines);
+      for (const auto& [machine, count] : nics_per_machine) CHECK(count == r.nics_per_machine);
+      int network_links = 0;
+      for (const Link& l : topo.links()) {
+        if (l.kind != LinkKind::kNetwork || topo.nodes()[l.src].kind != NodeKind::kNic) continue;
+        ++network_links;
+        CHECK(l.bandwidth_gbps == doctest::Approx(r.nic_gbit / 8.0));
+      }
+      CHECK(network_links == r.machines * r.nics_per_machine);
+    } else {
+      CHECK(r.nics_per_machine == 0);
+    }
   }
   for (const auto& [regime, target] : kTargetPercent) {
     INFO("regime ", regime);
