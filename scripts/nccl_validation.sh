@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Holds the simulator's NCCL model to published nccl-tests all_reduce_perf figures
+# (tests/simulator/data/nccl_published.json) and writes reports/nccl-validation/REPORT.md:
+# every row with its source, predicted vs published and the error, then the MAPE per regime
+# against issue 12's targets. The numbers come from the doctest test `sim_nccl_validation`
+# (tests/simulator/test_nccl_validation.cpp), which prints the table this script keeps.
+#
+# Usage: scripts/nccl_validation.sh [--strict] [TEST_BINARY]
+#   TEST_BINARY  default build/tests/test_sim_nccl_validation (run from anywhere)
+#   --strict     exit 1 when a regime misses its target (default: exit 0 once the report is written)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+strict=0
+if [ "${1:-}" = "--strict" ]; then
+  strict=1
+  shift
+fi
+bin="${1:-build/tests/test_sim_nccl_validation}"
+if [ ! -x "$bin" ]; then
+  echo "nccl_validation.sh: no test binary at '$bin' (build first: ninja -C build, or pass its path)" >&2
+  exit 2
+fi
+out="reports/nccl-validation"
+dest="$out/REPORT.md"
+mkdir -p "$out"
+if [ -L "$dest" ] || { [ -e "$dest" ] && [ ! -f "$dest" ]; }; then
+  echo "nccl_validation.sh: $dest exists and is not a regular file; not replacing it" >&2
+  exit 2
+fi
+
+status=0
+log="$(ARTUNE_SOURCE_ROOT="$root" "$bin" 2>&1)" || status=$?
+table="$(printf '%s\n' "$log" | sed -n '/^<!-- nccl-validation:begin -->$/,/^<!-- nccl-validation:end -->$/p' | sed '1d;$d')"
+if [ -z "$table" ]; then
+  printf '%s\n' "$log" >&2
+  echo "nccl_validation.sh: $bin printed no validation table (exit status $status)" >&2
+  exit 2
+fi
+skipped="$(printf '%s\n' "$log" | sed -n 's/^# skipped \(.*\)$/- \1/p')"
+if [ "$status" -eq 0 ]; then
+  verdict="All regimes meet their targets (the test passes)."
+else
+  verdict="At least one regime misses its target: the test \`sim_nccl_validation\` fails (exit status $status)."
+fi
+
+tmp="$(mktemp "$out/.REPORT.md.XXXXXX")"
+trap 'rm -f "$tmp"' EXIT
+{
+  echo "# The NCCL model against published nccl-tests figures"
+  echo
+  echo "Regenerate with \`scripts/nccl_validation.sh\` after \`ninja -C build\`; it runs"
+  echo "\`build/tests/test_sim_nccl_validation\` (the doctest test \`sim_nccl_validation\`)."
+  echo "Data, sources and the meaning of every column: \`tests/simulator/data/nccl_published.json\`"
+  echo "and \`tests/simulator/data/README.md\`."
+  echo
+  echo "Each row is an \`all_reduce_perf\` float sum as its source printed it (out-of-place"
+  echo "column) or stated it in words (\`column\` in the data file says which). The simulator"
+  echo "rebuilds the row's plan from its spec (\`nccl\` = NCCL's own choice, \`nccl.<algo>[.<proto>]\`"
+  echo "where the source forced \`NCCL_ALGO\`/\`NCCL_PROTO\`) on its topology and simulates it with"
+  echo "the default NCCL cost model. Error = (predicted − published) / published; MAPE = mean |error|."
+  echo "Targets (issue 12): large single-machine busbw ≤ 10 %, multi-machine busbw ≤ 25 %,"
+  echo "small-message (8 B – 64 KiB) time ≤ 40 %."
+  echo
+  echo "$verdict"
+  echo
+  printf '%s\n' "$table"
+  if [ -n "$skipped" ]; then
+    echo
+    echo "Rows this build could not evaluate:"
+    echo
+    printf '%s\n' "$skipped"
+  fi
+} > "$tmp"
+chmod 644 "$tmp"
+mv -f "$tmp" "$dest"
+trap - EXIT
+echo "wrote $root/$dest" >&2
+if [ "$strict" -eq 1 ] && [ "$status" -ne 0 ]; then
+  exit 1
+fi
