@@ -75,12 +75,6 @@ std::string xtics_for(const std::vector<std::uint64_t>& sizes) {
   return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
 }
 
-/// "1.23x" or "-".
-std::string ratio_text(double num, double den) {
-  if (!(num > 0) || !(den > 0)) return "-";
-  return fmt::format("{:.2f}x", num / den);
-}
-
 /// The margin cell: the runner-up's margin, marked with * when the pick is kept although not the fastest.
 std::string margin_text(const SizePoint& p) {
   if (p.runner_up.empty()) return "-";

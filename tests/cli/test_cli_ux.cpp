@@ -227,8 +227,9 @@ TEST_CASE("cli_ux.import_nvlink_lane_rate") {
 TEST_CASE("cli_ux.calibrate_progress_covers_validation") {
   // Without a terminal, progress prints a line per phase change and 10 % step: the whole-plan training and
   // validation runs must move the percentage instead of sitting near 100 %.
-  const CliResult r = run_artune({"calibrate", "-t", "uniform:2", "--backend", "cpu", "-b", "4K", "-e", "64K", "-f",
-                                  "4", "--iters", "2", "--warmup", "0"});
+  // Sizes far enough apart for the copy fits to see bandwidth on a noisy host.
+  const CliResult r = run_artune({"calibrate", "-t", "uniform:2", "--backend", "cpu", "-b", "64K", "-e", "16M", "-f",
+                                  "16", "--iters", "3", "--warmup", "1"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   std::istringstream lines(r.err);

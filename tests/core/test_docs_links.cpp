@@ -1,6 +1,7 @@
 // Every document link in the repository resolves: relative Markdown links in
 // every *.md, backticked repository paths in Markdown, and repository paths
-// cited in source comments (`tuner/WORKFLOW.md` once pointed nowhere).
+// cited in source comments (the decision table's header once cited a
+// workflow document that did not exist).
 // Scans the source tree named by ARTUNE_SOURCE_ROOT (set by meson test).
 
 #include <doctest/doctest.h>
@@ -79,7 +80,7 @@ std::vector<std::string> cited_paths(const std::string& text, const std::set<std
 
 /// Illustrative names in messages and docs that are not meant to exist.
 bool is_example(const std::string& path) {
-  static const std::set<std::string> examples = {"configs/x.json"};
+  static const std::set<std::string> examples = {"configs/x.json", "configs/NAME.json"};
   return examples.count(path) > 0;
 }
 
@@ -115,6 +116,7 @@ TEST_CASE("docs.cited_repository_files_exist") {
   int checked = 0;
   // Markdown anywhere, and the comments of sources, headers, build files and scripts.
   for (const fs::path& f : files_with(root, {".md", ".hpp", ".cpp", ".h", ".cu", ".build", ".sh", ".py"})) {
+    if (f.filename() == "test_docs_links.cpp") continue;  // this file cites a missing path on purpose
     std::istringstream lines(slurp(f));
     std::string line;
     const bool markdown = f.extension() == ".md";

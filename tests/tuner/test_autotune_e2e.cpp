@@ -35,7 +35,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   const std::string report = (dir / "report").string();
 
   const Result tune = run_shell(artune_bin() + " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
-                                 " --segments 1,2 --max-cycles 2 -q -o " + table + " --report " + report + " 2>&1");
+                                 " --segments 1,2 --max-cycles 2 -q --out " + table + " --report " + report + " 2>&1");
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(tune.out.find("TF choose_the_best") != std::string::npos);
