@@ -302,7 +302,6 @@ std::string host_ranks_generator(const std::vector<ClusterMachine>& machines) {
 
 void run_cluster_in(AutotuneFlags& f, MpiSession& mpi) {
   const bool root = mpi.rank() == 0;
-  Progress progress(f.quiet || !root);
   Resolved r;
   if (!f.topo.empty()) {
     r.topo = load_topology(f.topo);
