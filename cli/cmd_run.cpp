@@ -255,7 +255,9 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   CLI::Option* spec = cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl/xring, 2d, ...)")
       ->capture_default_str();
-  cmd->add_option("--table", flags->table, "run, for each size, the plan an `artune autotune -o` decision table picks")
+  cmd->add_option("--table", flags->table,
+                  "run, for each size, the plan an `artune autotune --out` decision table picks (the table for -d "
+                  "and -o when it holds several)")
       ->excludes(spec);
   cmd->add_option("--backend", flags->backend, "cpu | mpi | cuda | nccl")->capture_default_str();
   add_sweep_flags(cmd, flags->sweep);
