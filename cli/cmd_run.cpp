@@ -214,16 +214,17 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   report.config = config;
   report.plan_column = !f.table.empty();
   const bool print_table = backend->is_root() && !f.json;
-  // The header goes out with the first row: a sweep the backend refuses up front (e.g. mpirun -np 3 for a 4-rank
-  // plan, checked by check_plan on every rank before anything runs) prints its one-line error and nothing else.
-  bool header_printed = false;
-  report.rows = run_sweep(*backend, make_plan, config, [&](const RunRow& row) {
-    if (!print_table) return;
-    if (!header_printed) print_run_header(stdout, report);
-    header_printed = true;
-    print_run_row(stdout, row, report.plan_column);
-  });
-  if (print_table && !header_printed) print_run_header(stdout, report);
+  // The header goes out once the sweep passed the backend's up-front checks: a sweep refused there (e.g. mpirun
+  // -np 3 for a 4-rank plan, checked by check_plan on every rank before anything runs) prints its one-line error
+  // and nothing else.
+  report.rows = run_sweep(
+      *backend, make_plan, config,
+      [&](const RunRow& row) {
+        if (print_table) print_run_row(stdout, row, report.plan_column);
+      },
+      [&] {
+        if (print_table) print_run_header(stdout, report);
+      });
   if (backend->is_root()) {
     if (f.json) print_json(run_report_to_json(report));
     else print_run_footer(stdout, report);

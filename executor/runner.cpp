@@ -97,7 +97,8 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
 }
 
 std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, const SweepConfig& config,
-                              const std::function<void(const RunRow&)>& on_row) {
+                              const std::function<void(const RunRow&)>& on_row,
+                              const std::function<void()>& on_checked) {
   std::vector<RunRow> rows;
   const auto elem = static_cast<std::uint64_t>(element_size(config.type));
   // The largest plan first, checked but not run: a sweep the machine cannot hold is refused before
@@ -111,6 +112,7 @@ std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, co
     largest_plan = make_plan(largest);
     backend.check_plan(*largest_plan, config.type);
   }
+  if (on_checked) on_checked();
   std::int64_t previous = -1;
   for (std::uint64_t bytes : config.sizes) {
     const auto count = static_cast<std::int64_t>(std::max<std::uint64_t>(bytes / elem, 1));

@@ -72,10 +72,13 @@ double allreduce_bus_factor(int ranks) noexcept;
 /// Prepares, warms up, times and checks one plan on `backend`.
 RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config);
 
-/// Runs every size of `config`; `on_row` (optional) sees each row as soon as it is measured.
+/// Runs every size of `config`; `on_row` (optional) sees each row as soon as it is measured, and `on_checked`
+/// (optional) is called once the sweep's largest plan passed the backend's up-front checks, before anything runs
+/// (`artune run` prints its header there, so a refused sweep prints only its error).
 /// Sizes that round to the element count of the previous size are skipped.
 std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, const SweepConfig& config,
-                              const std::function<void(const RunRow&)>& on_row = {});
+                              const std::function<void(const RunRow&)>& on_row = {},
+                              const std::function<void()>& on_checked = {});
 
 /// Plans from a spec on a topology: build_plan with `base` (count and reduce op filled in per call)
 /// followed by the static verifier (InvalidInput with its first problem).
