@@ -154,3 +154,43 @@ TEST_CASE("report.plots_use_log_axes_and_show_time") {
   CHECK(time.find("using 1:5 with linespoints title 'tree'") != std::string::npos);
   CHECK(time.find("set ylabel 'time (us)'") != std::string::npos);
 }
+
+TEST_CASE("report.spread_ties_marked_in_generated_report") {
+  // Two sizes measured by hand: at the second, the fastest candidate beats the previous pick by less than the
+  // runs' spread, so the previous pick stays, marked "spread", and the report shows the spread.
+  const Topology topo = load_topology("uniform:4");
+  SearchOptions so;
+  so.sizes = {4096, 8192};
+  so.candidates.max_cycles = 1;
+  so.candidates.segments = {1};
+  SearchResult r = search(topo, so);
+  REQUIRE(r.sizes[0].ranking.size() >= 2);
+  const std::size_t a = r.sizes[0].ranking[0];
+  const std::size_t b = r.sizes[0].ranking[1];
+  r.sizes[0].measured = {{a, timed(100, 1)}, {b, timed(150, 1)}};
+  r.sizes[1].measured = {{a, timed(104, 6)}, {b, timed(100, 2)}};
+  for (std::size_t s = 0; s < 2; ++s) {
+    r.pick[s] = *measured_choice(r.sizes[s].measured, s > 0 ? std::optional<std::size_t>(r.pick[s - 1]) : std::nullopt);
+    for (const auto& [c, m] : r.sizes[s].measured) {
+      if (c == r.pick[s]) r.sizes[s].measured_pick = m;
+    }
+  }
+  CHECK(r.pick[0] == a);
+  CHECK(r.pick[1] == a);  // 4% slower than b, within a's 6% spread: kept
+  rebuild_table(r, topo, so);
+  REQUIRE(r.table.ranges.size() == 1);  // one range, not a flip
+  const SizePoint& p = r.table.ranges[0].points[1];
+  CHECK(p.kept == "spread");
+  CHECK(p.fastest == r.set.candidates[b].label());
+  CHECK(p.behind_fastest_pct == doctest::Approx(4.0));
+  CHECK(p.measured->spread_pct == doctest::Approx(6.0));
+  const std::string text = format_decision_table(r.table);
+  CHECK(text.find("kept by spread (4.0% behind the fastest") != std::string::npos);
+  CHECK(text.find("within the measured run-to-run spread") != std::string::npos);
+  const artune_test::ScratchDir scratch("artune-report");
+  ReportInput in;
+  in.command = "artune autotune -t uniform:4 --measure cpu";
+  write_report(scratch.path().string(), topo, r, in);
+  const std::string md = slurp(scratch.path() / "REPORT.md");
+  CHECK(md.find("| 6.0% | spread: 4.0% behind `" + r.set.candidates[b].label() + "` |") != std::string::npos);
+}
