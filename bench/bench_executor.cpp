@@ -11,7 +11,7 @@
 //
 // Sizes 64 KiB, 4 MiB, 64 MiB; busbw = bytes/time · 2(n−1)/n as nccl-tests. After the
 // benchmarks a summary prints busbw per size and the cpu/MPI ratio (goal: ≥ 1.5× at 64 MiB).
-// Run: build-X/bench/bench_executor   (or scripts/bench_executor.sh BUILD_DIR)
+// Run: build/bench/bench_executor
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>

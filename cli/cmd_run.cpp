@@ -3,8 +3,11 @@
 // Under mpirun (mpi, nccl backends) every rank runs the sweep and only rank 0 prints.
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -43,6 +46,7 @@ struct RunFlags {
   std::string gpu_perm;
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
   bool json = false;
+  bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
 // The rank mpirun gave this process before MPI is up (-1 when not launched by an MPI launcher).
@@ -116,7 +120,42 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
                                      to_string(kind)));
     }
   }
-  topo = load_topology(f.topology);
+  // With --table and no -t, the table names its topology: built-in names and generators load by name, a file
+  // by the absolute path autotune recorded; a discovered topology has no name to load, so -t is required then.
+  std::vector<DecisionTable> tables;
+  std::string topology_arg = f.topology;
+  if (!f.table.empty()) {
+    try {
+      tables = read_decision_tables(f.table);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(fmt::format("--table: {}", e.what()));  // the flag, then the file's own message
+    }
+    if (!f.topology_given) {
+      std::string source = tables.front().topology_source;
+      if (source.empty()) {
+        // Tables written before "source" existed: their name loads when it is a built-in or a generator
+        // (the fingerprint check below still has the last word).
+        try {
+          if (load_topology(tables.front().topology_name).fingerprint() == tables.front().fingerprint) {
+            source = tables.front().topology_name;
+          }
+        } catch (const Error&) {
+        }
+      }
+      if (source.empty()) {
+        throw InvalidInput(fmt::format("--table: {} was tuned on a discovered topology ('{}') that has no name to "
+                                       "load; give that topology with -t (e.g. the file of `artune topo discover --out`)",
+                                       f.table, tables.front().topology_name));
+      }
+      if (source.front() == '/' && !std::filesystem::exists(source)) {
+        throw InvalidInput(fmt::format("--table: {} was tuned on the topology file {}, which does not exist here; give "
+                                       "the topology with -t",
+                                       f.table, source));
+      }
+      topology_arg = source;
+    }
+  }
+  topo = load_topology(topology_arg);
   BuildOptions base;
   base.reduce_op = config.op;
   base.segments = f.segments;
@@ -125,30 +164,39 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     // Refused before building a plan of that size (seconds for a thousand GPUs).
     throw InvalidInput(fmt::format("-t/--topology: {} has {} GPUs; the cpu backend runs one thread per device and "
                                    "takes at most {} (use a smaller topology or the mpi backend)",
-                                   f.topology, topo.gpus().size(), kMaxCpuDevices));
+                                   topology_arg, topo.gpus().size(), kMaxCpuDevices));
   }
   if (f.machine_index_given && f.machine_index >= topo.machine_count()) {
     throw InvalidInput(fmt::format("--machine-index: {} but topology {} has {} machine(s)", f.machine_index,
-                                   f.topology, topo.machine_count()));
+                                   topology_arg, topo.machine_count()));
   }
   PlanFactory make_plan;
   if (f.table.empty()) {
     make_plan = spec_plan_factory(topo, f.spec, base);
   } else {
-    DecisionTable table = [&] {
-      try {
-        return load_decision_table(f.table, topo);
-      } catch (const InvalidInput& e) {
-        throw InvalidInput(fmt::format("--table: {}", e.what()));  // the flag, then the file's own message
+    // A table file may hold one table per (type, op): pick by -d and -o.
+    const auto has = [&](auto pred) { return std::any_of(tables.begin(), tables.end(), pred); };
+    if (!has([&](const DecisionTable& t) { return t.type == config.type; })) {
+      std::vector<std::string> types;
+      for (const auto& t : tables) {
+        if (std::find(types.begin(), types.end(), to_string(t.type)) == types.end()) types.emplace_back(to_string(t.type));
       }
-    }();
-    if (table.type != config.type) {
       throw InvalidInput(fmt::format("-d/--datatype: {} but the table {} was tuned for {}", to_string(config.type),
-                                     f.table, to_string(table.type)));
+                                     f.table, fmt::join(types, ", ")));
     }
-    if (table.op != config.op) {
+    if (!has([&](const DecisionTable& t) { return t.type == config.type && t.op == config.op; })) {
+      std::vector<std::string> ops;
+      for (const auto& t : tables) {
+        if (t.type == config.type) ops.emplace_back(to_string(t.op));
+      }
       throw InvalidInput(fmt::format("-o/--op: {} but the table {} was tuned for {}", to_string(config.op), f.table,
-                                     to_string(table.op)));
+                                     fmt::join(ops, ", ")));
+    }
+    DecisionTable table = select_table(tables, config.type, config.op, f.table);
+    try {
+      check_table_topology(table, topo, f.table);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(fmt::format("--table: {}", e.what()));
     }
     make_plan = table_plan_factory(std::move(table), topo, element_size(config.type), config.op);
   }
@@ -160,15 +208,23 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   backend = make_backend(kind, options);
 
   RunReport report;
-  report.topology = topo.name().empty() ? f.topology : topo.name();
+  report.topology = topo.name().empty() ? topology_arg : topo.name();
   report.spec = f.table.empty() ? f.spec : "table:" + f.table;
   report.backend = std::string(to_string(kind));
   report.config = config;
+  report.plan_column = !f.table.empty();
   const bool print_table = backend->is_root() && !f.json;
-  if (print_table) print_run_header(stdout, report);
-  report.rows = run_sweep(*backend, make_plan, config, [&](const RunRow& row) {
-    if (print_table) print_run_row(stdout, row);
-  });
+  // The header goes out once the sweep passed the backend's up-front checks: a sweep refused there (e.g. mpirun
+  // -np 3 for a 4-rank plan, checked by check_plan on every rank before anything runs) prints its one-line error
+  // and nothing else.
+  report.rows = run_sweep(
+      *backend, make_plan, config,
+      [&](const RunRow& row) {
+        if (print_table) print_run_row(stdout, row, report.plan_column);
+      },
+      [&] {
+        if (print_table) print_run_header(stdout, report);
+      });
   if (backend->is_root()) {
     if (f.json) print_json(run_report_to_json(report));
     else print_run_footer(stdout, report);
@@ -194,11 +250,15 @@ void add_run_command(CLI::App& app) {
       "algbw = size/time, busbw = algbw*2(n-1)/n as nccl-tests. Backends: cpu (threads, one per\n"
       "device), mpi (`mpirun -np RANKS artune run --backend mpi ...`, one rank per participant;\n"
       "only rank 0 prints), cuda, nccl (when built, on GPUs).");
-  cmd->add_option("-t,--topology", flags->topology, "topology: built-in name, generator (uniform:8, uniform:2x8) or JSON file")
+  CLI::Option* topology = cmd->add_option("-t,--topology", flags->topology,
+                  "topology: built-in name, generator (uniform:8, uniform:2x8) or JSON file (with --table: default "
+                  "the table's own topology)")
       ->capture_default_str();
   CLI::Option* spec = cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl/xring, 2d, ...)")
       ->capture_default_str();
-  cmd->add_option("--table", flags->table, "run, for each size, the plan an `artune autotune -o` decision table picks")
+  cmd->add_option("--table", flags->table,
+                  "run, for each size, the plan an `artune autotune --out` decision table picks (the table for -d "
+                  "and -o when it holds several)")
       ->excludes(spec);
   cmd->add_option("--backend", flags->backend, "cpu | mpi | cuda | nccl")->capture_default_str();
   add_sweep_flags(cmd, flags->sweep);
@@ -217,8 +277,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
   cmd->add_flag("--json", flags->json, "print the table as JSON");
-  cmd->callback([flags, machine] {
+  cmd->callback([flags, machine, topology] {
     flags->machine_index_given = machine->count() > 0;
+    flags->topology_given = topology->count() > 0;
     run_command(*flags);
   });
 }

@@ -206,7 +206,49 @@ struct ImportOptions {
   std::string output;
   std::string name;
   bool name_given = false;
+  std::string gpu;            // --gpu: the GPU generation, for the NVLink lane and PCIe rates of nvidia-smi text
+  double lane_gbps = 0;       // --nvlink-lane-gbps (0: from --gpu, else NVLink 2's 25)
+  bool lane_given = false;
 };
+
+/// Per-generation rates for `nvidia-smi topo -m` text, which names link classes (NV4, PIX) but not speeds:
+/// NVLink per lane and direction, and the GPU's PCIe generation at x16 as NCCL counts it (width·speed/80).
+/// Sources: configs/HARDWARE.md (NVIDIA P100/V100/A100/H100 whitepapers; B200: NVIDIA Blackwell technical
+/// brief, NVLink 5 at 1.8 TB/s over 18 links both ways = 50 GB/s per lane and direction).
+struct GpuGeneration {
+  std::string_view name;
+  double lane_gbps;
+  double pcie_gbps;
+};
+constexpr GpuGeneration kGpuGenerations[] = {
+    {"p100", 20.0, 12.0}, {"v100", 25.0, 12.0}, {"a100", 25.0, 24.0}, {"h100", 25.0, 48.0}, {"b200", 50.0, 48.0}};
+
+/// The largest NVLink lane rate accepted (GB/s per direction): far above any NVLink generation so far.
+constexpr double kMaxLaneGbps = 1000.0;
+
+NvidiaSmiImportOptions nvidia_smi_rates(const ImportOptions& opts) {
+  NvidiaSmiImportOptions rates;
+  if (!opts.gpu.empty()) {
+    const GpuGeneration* found = nullptr;
+    std::vector<std::string> names;
+    for (const auto& g : kGpuGenerations) {
+      names.emplace_back(g.name);
+      if (g.name == opts.gpu) found = &g;
+    }
+    if (found == nullptr) {
+      throw InvalidInput(fmt::format("--gpu: '{}' is not one of {}", opts.gpu, fmt::join(names, ", ")));
+    }
+    rates.nvlink_lane_gbps = found->lane_gbps;
+    rates.pcie_gbps = found->pcie_gbps;
+  }
+  if (opts.lane_given) {
+    if (!(opts.lane_gbps > 0 && opts.lane_gbps <= kMaxLaneGbps)) {
+      throw InvalidInput(fmt::format("--nvlink-lane-gbps: {} must be > 0 and ≤ {:g}", opts.lane_gbps, kMaxLaneGbps));
+    }
+    rates.nvlink_lane_gbps = opts.lane_gbps;
+  }
+  return rates;
+}
 
 void run_show(const ShowOptions& opts) {
   const Topology topo = load_topology(opts.topology);
@@ -242,9 +284,16 @@ void run_import(const ImportOptions& opts) {
       if (c < 0x20 || c == 0x7f) throw InvalidInput("--name: must not contain control characters");
     }
   }
+  if (opts.from == "nccl-xml" && (!opts.gpu.empty() || opts.lane_given)) {
+    throw InvalidInput(fmt::format("{}: only for --from nvidia-smi (an NCCL topology XML names each GPU's generation "
+                                   "in its sm attribute)",
+                                   opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
+  }
+  const NvidiaSmiImportOptions rates = nvidia_smi_rates(opts);
   const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
   const std::string text = read_input(opts.input);
-  Topology topo = opts.from == "nvidia-smi" ? import_nvidia_smi(text, source) : import_nccl_xml(text, source);
+  Topology topo =
+      opts.from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
   if (opts.name_given) {
     topo.set_name(opts.name);
   } else if (topo.name().empty()) {
@@ -259,7 +308,7 @@ void run_import(const ImportOptions& opts) {
     return;
   }
   std::ofstream out(opts.output, std::ios::binary | std::ios::trunc);
-  if (!out) throw InvalidInput(fmt::format("-o/--output: cannot write {} ({})", opts.output, std::strerror(errno)));
+  if (!out) throw InvalidInput(fmt::format("--out: cannot write {} ({})", opts.output, std::strerror(errno)));
   out << model.dump(2) << '\n';
   out.close();
   if (!out) throw BackendFailure(fmt::format("{}: write failed ({})", opts.output, std::strerror(errno)));
@@ -297,10 +346,18 @@ void add_topo_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
-  import->add_option("-o,--output", import_opts->output, "output JSON file (default: standard output)");
+  add_out_option(import, import_opts->output, "output JSON file (default: standard output)");
   auto* name = import->add_option("--name", import_opts->name,
                                    "name of the imported topology (default: the input file's stem)");
-  import->callback([import_opts, name] {
+  import->add_option("--gpu", import_opts->gpu,
+                     "nvidia-smi: the GPUs' generation, for the rate of an NV# cell (# lanes x the lane rate) and "
+                     "of PCIe: p100 (20 GB/s per lane, PCIe Gen3), v100 (25, Gen3), a100 (25, Gen4), h100 (25, "
+                     "Gen5), b200 (50, Gen5); default v100");
+  auto* lane = import->add_option("--nvlink-lane-gbps", import_opts->lane_gbps,
+                                  "nvidia-smi: GB/s per NVLink lane and direction (overrides --gpu's)");
+  import->callback([import_opts, name, import, lane] {
+    warn_deprecated_output(import);
+    import_opts->lane_given = lane->count() > 0;
     import_opts->name_given = name->count() > 0;
     run_import(*import_opts);
   });

@@ -116,9 +116,9 @@ constexpr std::string_view kNoGpuMessage =
 
 void write_json_file(const std::string& path, const nlohmann::json& doc) {
   std::ofstream out(path);
-  if (!out) throw InvalidInput(fmt::format("-o {}: cannot open for writing", path));
+  if (!out) throw InvalidInput(fmt::format("--out {}: cannot open for writing", path));
   out << doc.dump(2) << '\n';
-  if (!out) throw InvalidInput(fmt::format("-o {}: write failed", path));
+  if (!out) throw InvalidInput(fmt::format("--out {}: write failed", path));
 }
 
 DiscoveryResult discover(const DiscoverFlags& flags) {
@@ -145,13 +145,13 @@ void finish_single(const DiscoverFlags& flags, const DiscoveryResult& r) {
     if (wants_gpu_topology(flags))
       throw Unsupported(fmt::format("no GPU found on {}: cannot produce a GPU topology{} (--allow-no-gpu writes the "
                                     "CPU/NIC topology anyway)",
-                                    r.hostname, flags.output.empty() ? "" : " for -o " + flags.output));
+                                    r.hostname, flags.output.empty() ? "" : " for --out " + flags.output));
   }
   if (!flags.output.empty()) {
     write_json_file(flags.output, topology_to_json(r.topology));
     if (!flags.json) fmt::print("Wrote {} ({} GPU(s))\n", flags.output, r.gpu_count);
   } else if (r.gpu_count > 0 && !flags.json) {
-    fmt::print("Write it with: artune topo discover -o FILE.json\n");
+    fmt::print("Write it with: artune topo discover --out FILE.json\n");
   }
 }
 
@@ -247,7 +247,7 @@ void add_topo_discover_command(CLI::App* topo) {
       "peer access (CUDA runtime) and NVLinks (NVML). Under mpirun, every rank discovers its machine and rank 0 "
       "joins one cluster topology (ranks on the same host form one machine).");
   auto flags = std::make_shared<DiscoverFlags>();
-  cmd->add_option("-o,--output", flags->output, "write the discovered topology as JSON (exit 2 if no GPU was found)");
+  add_out_option(cmd, flags->output, "write the discovered topology as JSON (exit 2 if no GPU was found)");
   auto* require_gpu = cmd->add_flag("--require-gpu", flags->require_gpu, "exit with status 2 when no GPU is found");
   auto* allow_no_gpu = cmd->add_flag("--allow-no-gpu", flags->allow_no_gpu,
                                      "write the topology even without GPUs (CPU sockets, PCIe switches and NICs only); "
@@ -270,7 +270,8 @@ void add_topo_discover_command(CLI::App* topo) {
   cmd->add_option("--oversubscription", flags->oversubscription,
                   fmt::format("cluster: network oversubscription factor (1 to {:g})", kMaxOversubscription))
       ->capture_default_str();
-  cmd->callback([flags, hostname] {
+  cmd->callback([flags, hostname, cmd] {
+    warn_deprecated_output(cmd);
     flags->hostname_given = hostname->count() > 0;
     validate(*flags);
     run_discover(*flags);

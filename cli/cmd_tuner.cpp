@@ -142,10 +142,27 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   if (f.segments != "1,2,4") cmd += " --segments " + f.segments;
   if (f.max_subchunks != -1) cmd += fmt::format(" --max-subchunks {}", f.max_subchunks);
   for (const auto& x : f.fusion) cmd += " --fusion " + x;
-  if (!f.output.empty()) cmd += " -o " + f.output;
+  if (!f.output.empty()) cmd += " --out " + f.output;
   if (!f.report.empty()) cmd += " --report " + f.report;
   for (const auto& n : f.report_notes) cmd += " --note '" + n + "'";
   return cmd;
+}
+
+/// "float,half" → each item, in order, without duplicates; InvalidInput naming `flag` on empty items.
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::string& text, const std::string& flag, Parse parse) {
+  std::vector<T> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw InvalidInput(fmt::format("{}: '{}' has an empty item", flag, text));
+    const T value = parse(item);
+    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
@@ -206,6 +223,19 @@ void check_backend_devices(BackendKind kind, const Topology& topo, std::string_v
   }
 }
 
+/// Under mpirun the cpu backend would run every device as a thread in each process and ignore the ranks:
+/// refused (rank 0 says why, the other ranks leave quietly with the same status; MPI is not started yet).
+void refuse_cpu_under_mpirun(const std::string& backend, std::string_view flag, int world) {
+  if (backend != "cpu") return;
+  if (launcher_rank().value_or(0) != 0) {
+    std::fflush(stdout);
+    std::exit(exit_status(ErrorCode::kInvalidInput));
+  }
+  throw InvalidInput(fmt::format("{} cpu: the cpu backend runs every device as a thread of one process and ignores "
+                                 "the {} MPI ranks; under mpirun use {} mpi (or run without mpirun)",
+                                 flag, world, flag));
+}
+
 /// The topology to tune and how it was found.
 struct Resolved {
   Topology topo;
@@ -244,10 +274,38 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root);
 #if ARTUNE_HAVE_MPI
 /// Cluster mode: without -t every rank discovers its machine, rank 0 joins them (ranks on one host form one
 /// machine) and sends the cluster to everyone; all ranks search (deterministically) and measure together.
+void run_cluster_in(AutotuneFlags& f, MpiSession& mpi);
+
 void run_cluster(AutotuneFlags& f) {
-  MpiSession mpi;
+  // Errors every rank reaches alike (bad flags, a refused topology) are printed once, by rank 0; the others
+  // leave with the same status after MPI is finalised, so the job ends without an abort banner.
+  std::optional<int> quiet_status;
+  {
+    MpiSession mpi;
+    try {
+      run_cluster_in(f, mpi);
+    } catch (const Error& e) {
+      if (mpi.rank() == 0) throw;
+      quiet_status = exit_status(e.code());
+    }
+  }
+  if (quiet_status) {
+    std::fflush(stdout);
+    std::exit(*quiet_status);
+  }
+}
+
+/// The topology to suggest for GPU-less hosts: every rank a participant, grouped by host.
+std::string host_ranks_generator(const std::vector<ClusterMachine>& machines) {
+  const std::size_t per = machines.front().ranks.size();
+  for (const auto& m : machines) {
+    if (m.ranks.size() != per) return "a topology file with one GPU node per rank";
+  }
+  return machines.size() == 1 ? fmt::format("-t uniform:{}", per) : fmt::format("-t uniform:{}x{}", machines.size(), per);
+}
+
+void run_cluster_in(AutotuneFlags& f, MpiSession& mpi) {
   const bool root = mpi.rank() == 0;
-  Progress progress(f.quiet || !root);
   Resolved r;
   if (!f.topo.empty()) {
     r.topo = load_topology(f.topo);
@@ -261,14 +319,19 @@ void run_cluster(AutotuneFlags& f) {
         hosts.push_back(m.discovery.hostname);
         if (m.discovery.gpu_count == 0) any_without_gpu = true;
       }
-      std::string name;
       if (any_without_gpu) {
-        name = machines.size() == 1 ? std::string(kDefaultTopology) : fmt::format("{}x{}", machines.size(), kDefaultTopology);
-        const std::string line =
-            fmt::format("no GPU found on at least one of {} machine(s); tuning the default topology {}",
-                        machines.size(), name);
-        progress.note(line);
-        cluster_text = nlohmann::json{{"builtin", name}, {"note", line}}.dump();
+        // Never tune a machine other than the one the ranks run on (a default 8-GPU table cannot run with these
+        // ranks): refuse and say how to describe the hosts' ranks.
+        std::vector<std::string> without;
+        for (const auto& m : machines) {
+          if (m.discovery.gpu_count == 0) without.push_back(m.discovery.hostname);
+        }
+        cluster_text = nlohmann::json{{"error", fmt::format("cluster mode: no GPU found on {} ({} of {} host(s), {} "
+                                                            "MPI ranks); give the topology to tune with -t, e.g. {} "
+                                                            "for these ranks as they are, with --measure mpi",
+                                                            fmt::join(without, ", "), without.size(), machines.size(),
+                                                            mpi.size(), host_ranks_generator(machines))}}
+                           .dump();
       } else {
         const Topology joined = join_cluster(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
         cluster_text = nlohmann::json{{"topology", topology_to_json(joined)},
@@ -278,14 +341,10 @@ void run_cluster(AutotuneFlags& f) {
       }
     }
     const auto doc = nlohmann::json::parse(broadcast_string(cluster_text));
+    if (doc.contains("error")) throw InvalidInput(doc["error"].get<std::string>());
     r.notes.push_back(doc["note"].get<std::string>());
-    if (doc.contains("builtin")) {
-      f.topo = doc["builtin"].get<std::string>();
-      r.topo = load_topology(f.topo);
-    } else {
-      r.topo = topology_from_json(doc["topology"], "cluster");
-      r.discovered = true;
-    }
+    r.topo = topology_from_json(doc["topology"], "cluster");
+    r.discovered = true;
   }
   r.notes.push_back(fmt::format("cluster mode: {} MPI ranks; rank 0 wrote the results", mpi.size()));
   r.launcher = fmt::format("mpirun -np {} ", mpi.size());
@@ -295,6 +354,7 @@ void run_cluster(AutotuneFlags& f) {
 
 void run_autotune(AutotuneFlags& f) {
   if (const auto world = launcher_world_size(); world && *world > 1) {
+    refuse_cpu_under_mpirun(f.measure, "--measure", *world);
 #if ARTUNE_HAVE_MPI
     run_cluster(f);
     return;
@@ -313,7 +373,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   const Topology& topo = resolved.topo;
 
   if (f.measure_given && f.measure.empty()) throw InvalidInput("--measure: empty backend name");
-  if (f.output_given && f.output.empty()) throw InvalidInput("-o/--output: empty file name");
+  if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
   if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
   check_measure_flags(f.iters, f.warmup, f.timeout);
   if (f.top < 1) throw InvalidInput(fmt::format("--top: {} must be ≥ 1", f.top));
@@ -326,13 +386,19 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
       throw InvalidInput(fmt::format("--max-subchunks: {} is not -1 (GPUs per machine) or in 1..{}", f.max_subchunks, g));
     }
   }
-  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
+  if (!f.output.empty()) check_output_file(f.output, "--out");
   if (!f.report.empty()) check_report_folder(f.report, "--report");
 
   SearchOptions so;
   so.sizes = sweep_sizes(f.sweep);
-  so.type = parse_data_type(f.type, "-d/--datatype");
-  so.op = parse_reduce_op(f.op, "--op");
+  // Several types and ops tune into one table file (one table per pair, types outer): mixed precision needs
+  // float and half/bfloat16 plans side by side.
+  const std::vector<DataType> types =
+      parse_list<DataType>(f.type, "-d/--datatype", [](const std::string& t) { return parse_data_type(t, "-d/--datatype"); });
+  const std::vector<ReduceOp> ops =
+      parse_list<ReduceOp>(f.op, "--op", [](const std::string& o) { return parse_reduce_op(o, "--op"); });
+  so.type = types.front();
+  so.op = ops.front();
   std::optional<BackendKind> measure;
   if (!f.measure.empty()) measure = parse_backend_kind(f.measure, "--measure");
   if (measure) check_backend_devices(*measure, topo, "--measure");
@@ -357,40 +423,74 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
 
-  SearchResult result = search(topo, so);
-  progress.finish();
-  if (measure) {
-    MeasureOptions mo;
-    mo.backend = *measure;
-    mo.top_k = f.top;
-    mo.iterations = f.iters;
-    mo.warmup = f.warmup;
-    mo.timeout_s = f.timeout;
-    if (!f.measure_max.empty()) mo.max_bytes = parse_size(f.measure_max, "--measure-max");
-    mo.progress = progress.fn();
-    measure_top(result, topo, so, mo);
-    progress.finish();
+  // How `run --table` finds the topology again without -t: a name or generator as given, a file by its absolute
+  // path; a discovered topology has no such name.
+  std::string topology_source;
+  if (!discovered) {
+    std::error_code ec;
+    topology_source = std::filesystem::is_regular_file(f.topo, ec) ? std::filesystem::absolute(f.topo).string() : f.topo;
   }
 
-  // Tensor fusion: each pack all-reduced with the table's pick, simulated at its exact size.
+  std::vector<SearchResult> results;
+  std::vector<SearchOptions> searched;
+  for (const DataType type : types) {
+    for (const ReduceOp op : ops) {
+      SearchOptions one = so;
+      one.type = type;
+      one.op = op;
+      if (types.size() * ops.size() > 1) progress.note(fmt::format("tuning {} {}", to_string(type), to_string(op)));
+      SearchResult r = search(topo, one);
+      progress.finish();
+      if (measure) {
+        MeasureOptions mo;
+        mo.backend = *measure;
+        mo.top_k = f.top;
+        mo.iterations = f.iters;
+        mo.warmup = f.warmup;
+        mo.timeout_s = f.timeout;
+        if (!f.measure_max.empty()) mo.max_bytes = parse_size(f.measure_max, "--measure-max");
+        mo.progress = progress.fn();
+        measure_top(r, topo, one, mo);
+        progress.finish();
+      }
+      r.table.topology_source = topology_source;
+      results.push_back(std::move(r));
+      searched.push_back(std::move(one));
+    }
+  }
+  SearchResult& result = results.front();  // the report and the fusion default
+
+  // Tensor fusion: each pack all-reduced with the pick of the table for the list's type (the first table when
+  // none matches), simulated at its exact size.
   std::vector<FusionReport> fusion;
   for (auto& list : fusion_lists) {
+    std::size_t which = 0;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (searched[i].type == list.type && searched[i].op == so.op) {
+        which = i;
+        break;
+      }
+    }
+    const DecisionTable& table = results[which].table;
+    const ReduceOp op = searched[which].op;
     const std::size_t esize = element_size(list.type);
-    std::map<std::uint64_t, double> cache;
     const AllReduceTimeFn time = [&](std::uint64_t bytes) {
       const std::int64_t count = static_cast<std::int64_t>((bytes + esize - 1) / esize);
-      const Plan plan = plan_from_table(result.table, topo, count, esize, so.op);
+      const Plan plan = plan_from_table(table, topo, count, esize, op);
       return simulate(plan, topo, so.model, esize).time_us;
     };
     FusionReport fr;
-    fr.result = tune_fusion(list.bytes(), default_pack_sizes(list.total_elements() * esize), time,
-                            so.model.memory_for(NodeKind::kGpu));
+    const double memory_gbps = so.model.memory_for(NodeKind::kGpu);
+    fr.result = tune_fusion(list.bytes(), default_pack_sizes(list.total_elements() * esize), time, memory_gbps,
+                            list.backward_times(memory_gbps));
     fr.list = std::move(list);
     fusion.push_back(std::move(fr));
   }
 
   if (!root) return;  // cluster mode: rank 0 writes and prints
-  if (!f.output.empty()) write_decision_table(f.output, result.table);
+  std::vector<DecisionTable> tables;
+  for (const auto& r : results) tables.push_back(r.table);
+  if (!f.output.empty()) write_decision_tables(f.output, tables);
   if (!f.report.empty()) {
     ReportInput in;
     in.command = resolved.launcher + command_line(f, discovered);
@@ -402,23 +502,33 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
                                      "warm-up), verified with #wrong = 0",
                                      f.top, f.measure, f.iters, f.warmup));
     }
+    if (results.size() > 1) {
+      std::vector<std::string> others;
+      for (std::size_t i = 1; i < results.size(); ++i) {
+        others.push_back(fmt::format("{} {}", to_string(searched[i].type), to_string(searched[i].op)));
+      }
+      in.notes.push_back(fmt::format("this report covers {} {}; the table file also holds {} (printed by the command)",
+                                     to_string(so.type), to_string(so.op), fmt::join(others, ", ")));
+    }
     in.fusion = fusion;
     write_report(f.report, topo, result, in);
   }
 
   std::int64_t wrong = 0;
   std::vector<std::string> wrong_plans;
-  for (const auto& s : result.sizes) {
-    for (const auto& [c, m] : s.measured) {
-      if (m.wrong != 0) {
-        wrong += m.wrong;
-        wrong_plans.push_back(fmt::format("{} at {}", result.set.candidates[c].label(), format_size(s.bytes)));
+  for (const auto& r : results) {
+    for (const auto& s : r.sizes) {
+      for (const auto& [c, m] : s.measured) {
+        if (m.wrong != 0) {
+          wrong += m.wrong;
+          wrong_plans.push_back(fmt::format("{} at {}", r.set.candidates[c].label(), format_size(s.bytes)));
+        }
       }
     }
   }
 
   if (f.json) {
-    nlohmann::json doc = table_to_json(result.table);
+    nlohmann::json doc = tables_to_json(tables);
     if (!fusion.empty()) {
       doc["fusion"] = nlohmann::json::array();
       for (const auto& fr : fusion) doc["fusion"].push_back(fusion_to_json(fr.result, fr.list));
@@ -428,14 +538,16 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}\n", result.set.candidates.size(),
                result.set.rejected.size(), result.sizes.size(), to_string(so.model.profile),
                so.calibration.empty() ? "" : ", calibrated by " + so.calibration);
-    fmt::print("{}", format_decision_table(result.table));
+    for (const auto& r : results) fmt::print("{}", format_decision_table(r.table));
     fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
     for (const auto& fr : fusion) {
       const auto& best = fr.result.options.at(fr.result.best);
-      fmt::print("# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): {:.0f} us per step\n",
-                 fr.list.model, fr.result.tensors, fr.result.total_bytes,
-                 pack_size_text(best.bytes_per_pack),
-                 best.pack_bytes.size(), best.total_us);
+      const auto& flat = fr.result.options.at(fr.result.best_no_overlap);
+      fmt::print("# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): step {:.0f} us = backward {:.0f} us "
+                 "+ {:.0f} us exposed all-reduce; without overlap: {} ({} packs), {:.0f} us of all-reduce\n",
+                 fr.list.model, fr.result.tensors, fr.result.total_bytes, pack_size_text(best.bytes_per_pack),
+                 best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us,
+                 pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
     if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);
@@ -465,9 +577,10 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
+  if (const auto world = launcher_world_size(); world && *world > 1) refuse_cpu_under_mpirun(f.backend, "--backend", *world);
   Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
   // Every flag is checked before the first measurement, so that no progress line precedes an error.
-  if (f.output_given && f.output.empty()) throw InvalidInput("-o/--output: empty file name");
+  if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
   if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
   check_measure_flags(f.iters, f.warmup, f.timeout);
   const Topology topo = load_topology(f.topo);
@@ -484,7 +597,7 @@ void run_calibrate(const CalibrateFlags& f) {
                                      esize, f.type));
     }
   }
-  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
+  if (!f.output.empty()) check_output_file(f.output, "--out");
   if (!f.report.empty()) check_report_folder(f.report, "--report");
   co.validation_sizes = co.sizes;
   co.validate = !f.no_validate;
@@ -504,7 +617,7 @@ void run_calibrate(const CalibrateFlags& f) {
     const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", f.topo, f.backend,
                                         f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor,
                                         f.type != "float" ? " -d " + f.type : std::string(),
-                                        f.output.empty() ? std::string() : " -o " + f.output,
+                                        f.output.empty() ? std::string() : " --out " + f.output,
                                         " --report " + f.report);
     write_file_atomically((fs::path(f.report) / "CALIBRATION.md").string(),
                           fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
@@ -537,9 +650,11 @@ void add_tuner_commands(CLI::App& app) {
                  "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file; default: discover this "
                  "machine (without GPUs: dgx1-v100)");
   add_sweep_flags(at, flags->sweep);
-  at->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64)")
+  at->add_option("-d,--datatype", flags->type,
+                 "element type(s), comma-separated: one table per type and op in one file (float, double, half, "
+                 "bfloat16, int32, int64)")
       ->capture_default_str();
-  at->add_option("--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
+  at->add_option("--op", flags->op, "reduce op(s), comma-separated (sum, prod, min, max, avg)")->capture_default_str();
   at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
   at->add_option("-j,--jobs", flags->jobs,
                  "threads simulating candidates (0 = every core); the table is the same for every value")
@@ -555,7 +670,7 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("--fusion", flags->fusion,
                  "gradient tensor list JSON (e.g. configs/fusion/resnet50.json): choose the group_by_size pack size "
                  "(repeatable)");
-  at->add_option("-o,--output", flags->output, "write the decision table here (atomically)");
+  add_out_option(at, flags->output, "write the decision table here (atomically)");
   at->add_option("--report", flags->report, "write REPORT.md, results.json and plots into this folder");
   at->add_option("--note", flags->report_notes, "a line for the report's notes (repeatable)");
   at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
@@ -567,7 +682,8 @@ void add_tuner_commands(CLI::App& app) {
   at->add_flag("-q,--quiet", flags->quiet, "no progress output");
   at->callback([flags, at] {
     flags->measure_given = at->count("--measure") > 0;
-    flags->output_given = at->count("--output") > 0;
+    warn_deprecated_output(at);
+    flags->output_given = output_given(at);
     flags->report_given = at->count("--report") > 0;
     run_autotune(*flags);
   });
@@ -580,7 +696,7 @@ void add_tuner_commands(CLI::App& app) {
       "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, MAPE)");
   cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
   cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
-  cal->add_option("-o,--output", cf->output, "write the overlay JSON here (load it with --calibration)");
+  add_out_option(cal, cf->output, "write the overlay JSON here (load it with --calibration)");
   cal->add_option("-d,--datatype", cf->type, "element type of copies and validation runs")->capture_default_str();
   add_sweep_flags(cal, cf->sweep);
   cal->add_option("--iters", cf->iters, "timed runs per point (the median is kept)")->capture_default_str();
@@ -592,7 +708,8 @@ void add_tuner_commands(CLI::App& app) {
   cal->add_flag("--json", cf->json, "print the fits and validation as JSON");
   cal->add_flag("-q,--quiet", cf->quiet, "no progress output");
   cal->callback([cf, cal] {
-    cf->output_given = cal->count("--output") > 0;
+    warn_deprecated_output(cal);
+    cf->output_given = output_given(cal);
     cf->report_given = cal->count("--report") > 0;
     run_calibrate(*cf);
   });

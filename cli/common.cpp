@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string_view>
 
@@ -83,5 +85,27 @@ std::vector<int> parse_node_list(const Topology& topo, const std::string& text, 
   }
   return out;
 }
+
+CLI::Option* add_out_option(CLI::App* cmd, std::string& target, const std::string& help) {
+  CLI::Option* out = cmd->add_option("--out", target, help);
+  // The old spelling, kept out of --help; it writes the same variable.
+  cmd->add_option("-o,--output", target, "deprecated spelling of --out")->group("");
+  return out;
+}
+
+void warn_deprecated_output(CLI::App* cmd) {
+  const std::size_t old_count = cmd->count("--output");
+  if (old_count == 0) return;
+  if (cmd->count("--out") > 0) throw InvalidInput("--out: also given as -o/--output; use --out only");
+  // Under mpirun only the first rank warns.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0' && std::string_view(v) != "0") return;
+  }
+  fmt::print(stderr, "artune: warning: -o/--output for the output file of `{}` is deprecated; use --out (-o is the "
+                     "reduction op in run, plan and simulate)\n",
+             cmd->get_name());
+}
+
+bool output_given(CLI::App* cmd) { return cmd->count("--out") > 0 || cmd->count("--output") > 0; }
 
 }  // namespace artune::cli

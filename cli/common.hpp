@@ -34,4 +34,15 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
 /// list, empty items and ids the topology does not have.
 std::vector<int> parse_node_list(const Topology& topo, const std::string& text, const std::string& flag);
 
+/// Output files take one long flag everywhere: `--out FILE`. `-o` is the reduction op in run, plan and
+/// simulate (as in nccl-tests); where `-o`/`--output` used to name the output file (autotune, calibrate,
+/// topo import, topo discover) it still does for a deprecation period, with a one-line warning on stderr
+/// (`warn_deprecated_output`). Returns the --out option.
+CLI::Option* add_out_option(CLI::App* cmd, std::string& target, const std::string& help);
+/// Prints the deprecation warning when the old -o/--output spelling was used on `cmd` (call from its callback);
+/// InvalidInput when both spellings were given.
+void warn_deprecated_output(CLI::App* cmd);
+/// Whether the output file was given (by --out or the old -o/--output).
+bool output_given(CLI::App* cmd);
+
 }  // namespace artune::cli

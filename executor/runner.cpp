@@ -51,6 +51,7 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   row.type = config.type;
   row.op = config.op;
   row.ranks = plan.ranks();
+  row.plan = plan.spec;
 
   backend.prepare(plan, config.type, config.op);
   backend.fill_inputs(0);
@@ -69,6 +70,12 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
     std::sort(times.begin(), times.end());
     const std::size_t mid = times.size() / 2;
     row.time_us = times.size() % 2 == 1 ? times[mid] : 0.5 * (times[mid - 1] + times[mid]);
+    // Nearest-rank quartiles: with autotune's 5 iterations, the 2nd and 4th fastest.
+    if (times.size() >= 2 && row.time_us > 0) {
+      const double q1 = times[times.size() / 4];
+      const double q3 = times[(3 * times.size()) / 4 < times.size() ? (3 * times.size()) / 4 : times.size() - 1];
+      row.spread_pct = 100.0 * (q3 - q1) / row.time_us;
+    }
     if (row.time_us > 0) {
       row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e-6) / 1e9;
       row.busbw_gbps = row.algbw_gbps * allreduce_bus_factor(row.ranks);
@@ -90,7 +97,8 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
 }
 
 std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, const SweepConfig& config,
-                              const std::function<void(const RunRow&)>& on_row) {
+                              const std::function<void(const RunRow&)>& on_row,
+                              const std::function<void()>& on_checked) {
   std::vector<RunRow> rows;
   const auto elem = static_cast<std::uint64_t>(element_size(config.type));
   // The largest plan first, checked but not run: a sweep the machine cannot hold is refused before
@@ -104,6 +112,7 @@ std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, co
     largest_plan = make_plan(largest);
     backend.check_plan(*largest_plan, config.type);
   }
+  if (on_checked) on_checked();
   std::int64_t previous = -1;
   for (std::uint64_t bytes : config.sizes) {
     const auto count = static_cast<std::int64_t>(std::max<std::uint64_t>(bytes / elem, 1));
@@ -133,15 +142,16 @@ void print_run_header(std::FILE* out, const RunReport& report) {
              report.spec, report.backend, to_string(report.config.type), to_string(report.config.op),
              report.config.iterations, report.config.warmup, report.config.check);
   fmt::print(out, "#\n");
-  fmt::print(out, "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>11} {:>11} {:>7}\n", "size", "count", "type", "redop",
-             "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  fmt::print(out, "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>11} {:>11} {:>7}{}\n", "size", "count", "type", "redop",
+             "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", report.plan_column ? "  plan" : "");
   std::fflush(out);
 }
 
-void print_run_row(std::FILE* out, const RunRow& row) {
+void print_run_row(std::FILE* out, const RunRow& row, bool plan_column) {
   const std::string wrong = row.wrong < 0 ? "N/A" : std::to_string(row.wrong);
-  fmt::print(out, "  {:>10} {:>12} {:>8} {:>6} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}\n", row.bytes, row.count,
-             to_string(row.type), to_string(row.op), row.time_us, row.algbw_gbps, row.busbw_gbps, wrong);
+  fmt::print(out, "  {:>10} {:>12} {:>8} {:>6} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}{}\n", row.bytes, row.count,
+             to_string(row.type), to_string(row.op), row.time_us, row.algbw_gbps, row.busbw_gbps, wrong,
+             plan_column ? "  " + row.plan : std::string());
   std::fflush(out);
 }
 
@@ -164,7 +174,9 @@ nlohmann::json run_report_to_json(const RunReport& report) {
                     {"time_us", r.time_us},
                     {"algbw_gbps", r.algbw_gbps},
                     {"busbw_gbps", r.busbw_gbps},
-                    {"wrong", r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong)}});
+                    {"wrong", r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong)},
+                    {"spread_pct", r.spread_pct},
+                    {"plan", r.plan}});
   }
   return {{"topology", report.topology},
           {"spec", report.spec},

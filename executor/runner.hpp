@@ -48,6 +48,8 @@ struct RunRow {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::int64_t wrong = -1;            ///< mismatching elements over all ranks; -1 when unchecked
+  double spread_pct = 0;              ///< run-to-run spread: interquartile range of the timed iterations / median, %
+  std::string plan;                   ///< the plan that ran (Plan::spec; a decision table's label for run --table)
 };
 
 /// What `artune run` prints: the rows plus what produced them.
@@ -57,6 +59,7 @@ struct RunReport {
   std::string backend;
   SweepConfig config;
   std::vector<RunRow> rows;
+  bool plan_column = false;           ///< print each row's plan (run --table: the table's pick per size)
   /// Mean busbw over the rows (nccl-tests' "Avg bus bandwidth").
   double avg_busbw_gbps() const;
   /// Sum of #wrong over the checked rows.
@@ -69,10 +72,13 @@ double allreduce_bus_factor(int ranks) noexcept;
 /// Prepares, warms up, times and checks one plan on `backend`.
 RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config);
 
-/// Runs every size of `config`; `on_row` (optional) sees each row as soon as it is measured.
+/// Runs every size of `config`; `on_row` (optional) sees each row as soon as it is measured, and `on_checked`
+/// (optional) is called once the sweep's largest plan passed the backend's up-front checks, before anything runs
+/// (`artune run` prints its header there, so a refused sweep prints only its error).
 /// Sizes that round to the element count of the previous size are skipped.
 std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, const SweepConfig& config,
-                              const std::function<void(const RunRow&)>& on_row = {});
+                              const std::function<void(const RunRow&)>& on_row = {},
+                              const std::function<void()>& on_checked = {});
 
 /// Plans from a spec on a topology: build_plan with `base` (count and reduce op filled in per call)
 /// followed by the static verifier (InvalidInput with its first problem).
@@ -80,8 +86,8 @@ PlanFactory spec_plan_factory(const Topology& topo, const std::string& spec, con
 
 /// The table header (two comment lines naming the columns, nccl-tests style).
 void print_run_header(std::FILE* out, const RunReport& report);
-/// One table row.
-void print_run_row(std::FILE* out, const RunRow& row);
+/// One table row; `plan_column` appends the plan that ran (as the header does for report.plan_column).
+void print_run_row(std::FILE* out, const RunRow& row, bool plan_column = false);
 /// The footer: "# Out of bounds values" style #wrong summary and "# Avg bus bandwidth : X".
 void print_run_footer(std::FILE* out, const RunReport& report);
 /// The whole report as JSON ({"topology","spec","backend","ranks","rows":[…],"avg_busbw_gbps","wrong"}).

@@ -22,7 +22,7 @@ for topo in dgx1-v100 dgx-h100 pcie-8gpu 4xdgx1-v100; do
   mkdir -p "$out"
   echo "== $topo" >&2
   # shellcheck disable=SC2086
-  "$artune" autotune -t "$topo" -q $fusion -o "$out/table.json" --report "$out" > "$out/autotune.txt"
+  "$artune" autotune -t "$topo" -q $fusion --out "$out/table.json" --report "$out" > "$out/autotune.txt"
 done
 
 # The cpu backend of this machine: 4 worker threads standing in for 4 GPUs (uniform:4).
@@ -30,10 +30,10 @@ out="reports/cpu-host"
 rm -rf "$out"
 mkdir -p "$out"
 echo "== cpu backend of $(hostname)" >&2
-"$artune" calibrate -t uniform:4 --backend cpu -q -o "$out/overlay.json" --report "$out" > "$out/calibrate.txt"
+"$artune" calibrate -t uniform:4 --backend cpu -q --out "$out/overlay.json" --report "$out" > "$out/calibrate.txt"
 # shellcheck disable=SC2086
 "$artune" autotune -t uniform:4 -b 1K -e 16M -f 2 -q --calibration "$out/overlay.json" --measure cpu --top 3 \
-  --iters 10 --warmup 3 $fusion -o "$out/table.json" --report "$out" \
+  --iters 10 --warmup 3 $fusion --out "$out/table.json" --report "$out" \
   --note "calibration fit, residuals and validation (predicted vs measured per family): CALIBRATION.md" \
   > "$out/autotune.txt"
 echo "reports written under $root/reports" >&2

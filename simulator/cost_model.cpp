@@ -12,7 +12,7 @@ namespace artune {
 
 namespace {
 
-// NCCL's tuning tables (src/graph/tuning.cc, NCCL 2.x; /work/shared/reference/hardware.md):
+// NCCL's tuning tables (src/graph/tuning.cc, NCCL 2.x; configs/HARDWARE.md):
 // Ring algorithm, Simple protocol — base latency 8.4 µs per collective, per-hop
 // latency 3.4 µs over NVLink, 5.7 µs over PCIe (SYS paths count as PCIe),
 // 14 µs over the network.

@@ -20,7 +20,7 @@ inline constexpr double kPcieLatencyUs = 1.0;
 inline constexpr double kSmpLatencyUs = 1.0;
 /// PCIe Gen3 x16 as NCCL counts it (GB/s); the default where the rate is unknown.
 inline constexpr double kPcieGen3x16Gbps = 12.0;
-/// NVLink 2/3/4 per-lane rate (GB/s per direction), hardware.md.
+/// NVLink 2/3/4 per-lane rate (GB/s per direction), configs/HARDWARE.md.
 inline constexpr double kNvLink2LaneGbps = 25.0;
 /// NVLink 1 (P100) per-lane rate.
 inline constexpr double kNvLink1LaneGbps = 20.0;

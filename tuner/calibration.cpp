@@ -575,8 +575,38 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   }
   const std::size_t esize = element_size(options.type);
   result.copies = pair_classes(topo);
-  const std::size_t steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2 +
-                            (host_backend(options.backend) ? kHostProbePoints : 0);
+  // Whole-plan runs: the first (basic) candidate of every family, at the training and validation sizes.
+  // Chosen here so that the progress counts them: they are a large share of the work (a plan run per family
+  // and size), and a bar that left them out sat near 100 % while they ran.
+  CandidateOptions co;
+  co.max_cycles = 1;
+  co.segments = {1};
+  co.max_subchunks = 1;
+  std::vector<Candidate> picks;
+  {
+    const CandidateSet set = generate_candidates(topo, co);
+    std::set<std::string> families;
+    for (const auto& c : set.candidates) {
+      if (families.insert(c.family).second) picks.push_back(c);
+    }
+  }
+  std::vector<std::uint64_t> tsizes;
+  if (options.refine) {
+    tsizes = options.training_sizes;
+    if (tsizes.empty()) {
+      // Geometric midpoints of the validation sizes: the fit never sees a validated size.
+      const auto v = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
+      for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+        const auto mid = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(v[i]) * static_cast<double>(v[i + 1])));
+        if (mid / esize * esize > v[i]) tsizes.push_back(mid / esize * esize);
+      }
+    }
+  }
+  const auto vsizes = options.validate ? (options.validation_sizes.empty() ? default_sizes() : options.validation_sizes)
+                                       : std::vector<std::uint64_t>{};
+  const std::size_t micro_steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2 +
+                                  (host_backend(options.backend) ? kHostProbePoints : 0);
+  const std::size_t steps = micro_steps + picks.size() * (tsizes.size() + vsizes.size());
   std::size_t done = 0;
   auto progress = [&](const std::string& what) {
     if (options.progress) options.progress(done, steps, what);
@@ -708,21 +738,9 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   result.micro_overlay = result.overlay;
   const CostModel micro = result.model;
 
-  // Whole-plan runs: the first (basic) candidate of every family.
-  CandidateOptions co;
-  co.max_cycles = 1;
-  co.segments = {1};
-  co.max_subchunks = 1;
-  std::vector<Candidate> picks;
-  {
-    const CandidateSet set = generate_candidates(topo, co);
-    std::set<std::string> families;
-    for (const auto& c : set.candidates) {
-      if (families.insert(c.family).second) picks.push_back(c);
-    }
-  }
   auto run_family = [&](const Candidate& cand, std::uint64_t bytes, const char* what) -> std::optional<std::pair<Plan, Measurement>> {
     if (options.progress) options.progress(done, steps, fmt::format("{} {} at {}", what, cand.label(), format_size(bytes)));
+    ++done;
     const auto count = count_of(bytes, esize);
     Plan plan;
     try {
@@ -734,20 +752,6 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     return std::make_pair(std::move(plan), m);
   };
   std::int64_t training_wrong = 0;
-  std::vector<std::uint64_t> tsizes;
-  if (options.refine) {
-    tsizes = options.training_sizes;
-    if (tsizes.empty()) {
-      // Geometric midpoints of the validation sizes: the fit never sees a validated size.
-      const auto v = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
-      for (std::size_t i = 0; i + 1 < v.size(); ++i) {
-        const auto mid = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(v[i]) * static_cast<double>(v[i + 1])));
-        if (mid / esize * esize > v[i]) tsizes.push_back(mid / esize * esize);
-      }
-    }
-  }
-  const auto vsizes = options.validate ? (options.validation_sizes.empty() ? default_sizes() : options.validation_sizes)
-                                       : std::vector<std::uint64_t>{};
   // Training and validation runs of a family interleaved by size: a host whose speed drifts while calibrate
   // runs (other tenants, frequency) then shifts the runs the fit sees and the runs it is judged on alike.
   struct WholeRun {
@@ -757,6 +761,7 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     std::optional<std::pair<Plan, Measurement>> result;
   };
   std::vector<WholeRun> whole;
+  done = std::max(done, micro_steps);  // the microbenchmarks are over, whatever they counted
   for (const auto& cand : picks) {
     std::vector<std::pair<std::uint64_t, bool>> order;
     for (auto bytes : tsizes) order.emplace_back(bytes, true);

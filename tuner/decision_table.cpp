@@ -76,6 +76,7 @@ nlohmann::json measurement_json(const Measurement& m) {
   doc["backend"] = m.backend;
   doc["wrong"] = m.wrong;
   doc["iterations"] = m.iterations;
+  doc["spread_pct"] = m.spread_pct;
   return doc;
 }
 
@@ -85,6 +86,7 @@ Measurement measurement_from(const Field& f) {
   m.backend = f.at("backend").str();
   m.wrong = f.at("wrong").integer();
   m.iterations = static_cast<int>(f.at("iterations").integer());
+  if (f.has("spread_pct")) m.spread_pct = f.at("spread_pct").num();  // absent in tables of artune ≤ 0.1.0
   return m;
 }
 
@@ -95,6 +97,10 @@ nlohmann::json point_json(const SizePoint& p) {
   if (p.runner_up_measured) doc["runner_up"]["measured"] = measurement_json(*p.runner_up_measured);
   doc["margin_pct"] = p.margin_pct;
   doc["tf_choose_the_best"] = nlohmann::json{{"label", p.tf_pick}, {"predicted", figures_json(p.tf_predicted)}};
+  if (p.tf_measured) doc["tf_choose_the_best"]["measured"] = measurement_json(*p.tf_measured);
+  if (!p.kept.empty()) {
+    doc["kept"] = {{"reason", p.kept}, {"fastest", p.fastest}, {"behind_fastest_pct", p.behind_fastest_pct}};
+  }
   return doc;
 }
 
@@ -113,6 +119,14 @@ SizePoint point_from(const Field& f) {
   const Field tf = f.at("tf_choose_the_best");
   p.tf_pick = tf.at("label").str();
   p.tf_predicted = figures_from(tf.at("predicted"));
+  if (tf.has("measured")) p.tf_measured = measurement_from(tf.at("measured"));
+  if (f.has("kept")) {  // optional: only picks that are not the fastest carry it
+    const Field kept = f.at("kept");
+    p.kept = kept.at("reason").str();
+    if (p.kept != "hysteresis" && p.kept != "spread") kept.at("reason").fail("must be \"hysteresis\" or \"spread\"");
+    p.fastest = kept.at("fastest").str();
+    p.behind_fastest_pct = kept.at("behind_fastest_pct").num();
+  }
   return p;
 }
 
@@ -134,6 +148,7 @@ nlohmann::json table_to_json(const DecisionTable& table) {
   doc["created_by"] = table.created_by;
   doc["topology"] = {{"name", table.topology_name},
                      {"fingerprint", table.fingerprint},
+                     {"source", table.topology_source},
                      {"gpus", table.gpus},
                      {"machines", table.machines}};
   doc["type"] = std::string(to_string(table.type));
@@ -145,11 +160,32 @@ nlohmann::json table_to_json(const DecisionTable& table) {
   return doc;
 }
 
-DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source) {
-  const Field root{doc, std::string(source)};
+namespace {
+
+void check_schema(const Field& root) {
+  const nlohmann::json& doc = root.value;
   if (!doc.is_object()) root.fail("not a decision table (expected a JSON object)");
   if (!root.has("schema") || !doc["schema"].is_string() || doc["schema"].get<std::string>() != kDecisionTableSchema) {
     root.fail(fmt::format("not a decision table (\"schema\" is not \"{}\")", kDecisionTableSchema));
+  }
+}
+
+std::string type_op_text(const DecisionTable& t) { return fmt::format("{} {}", to_string(t.type), to_string(t.op)); }
+
+}  // namespace
+
+DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source) {
+  const Field root{doc, std::string(source)};
+  check_schema(root);
+  if (root.has("schema_version") && doc["schema_version"].is_number_integer() &&
+      doc["schema_version"].get<long long>() == kDecisionTableMultiSchemaVersion) {
+    std::vector<DecisionTable> tables = tables_from_json(doc, source);
+    if (tables.size() != 1) {
+      std::vector<std::string> held;
+      for (const auto& t : tables) held.push_back(type_op_text(t));
+      root.fail(fmt::format("holds {} tables ({}); select one by type and op", tables.size(), fmt::join(held, ", ")));
+    }
+    return std::move(tables.front());
   }
   DecisionTable t;
   t.schema_version = static_cast<int>(root.at("schema_version").integer());
@@ -161,6 +197,7 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
   t.created_by = root.at("created_by").str();
   const Field topo = root.at("topology");
   t.topology_name = topo.at("name").str();
+  if (topo.has("source")) t.topology_source = topo.at("source").str();  // absent in tables of artune ≤ 0.1.0
   t.fingerprint = topo.at("fingerprint").str();
   if (t.fingerprint.empty()) topo.at("fingerprint").fail("must not be empty");
   t.gpus = static_cast<int>(topo.at("gpus").integer());
@@ -201,6 +238,8 @@ std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, 
   if (table.ranges.empty()) throw InvalidInput("decision table has no size ranges");
   return [table = std::move(table), &topo, element_bytes, op](std::int64_t count) {
     Plan plan = plan_from_table(table, topo, count, element_bytes, op);
+    // What ran at this size, by the table's own name for it (run --table prints it per row).
+    plan.spec = table.lookup(static_cast<std::uint64_t>(count) * element_bytes).plan.label();
     verify_or_throw(plan);
     return plan;
   };
@@ -246,6 +285,86 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ::unlink(tmp.c_str());
     throw InvalidInput(fmt::format("{}: cannot write: {}", path, reason));
   }
+}
+
+nlohmann::json tables_to_json(const std::vector<DecisionTable>& tables) {
+  if (tables.empty()) throw InvalidInput("decision table: nothing to write");
+  if (tables.size() == 1) return table_to_json(tables.front());
+  const DecisionTable& first = tables.front();
+  nlohmann::json doc;
+  doc["schema"] = std::string(kDecisionTableSchema);
+  doc["schema_version"] = kDecisionTableMultiSchemaVersion;
+  doc["created_by"] = first.created_by;
+  doc["topology"] = {{"name", first.topology_name},
+                     {"fingerprint", first.fingerprint},
+                     {"source", first.topology_source},
+                     {"gpus", first.gpus},
+                     {"machines", first.machines}};
+  doc["tables"] = nlohmann::json::array();
+  for (const auto& t : tables) {
+    if (t.fingerprint != first.fingerprint) throw InvalidInput("decision table: tables of different topologies");
+    doc["tables"].push_back(table_to_json(t));
+  }
+  return doc;
+}
+
+std::vector<DecisionTable> tables_from_json(const nlohmann::json& doc, std::string_view source) {
+  const Field root{doc, std::string(source)};
+  check_schema(root);
+  const long long version = root.at("schema_version").integer();
+  if (version == kDecisionTableSchemaVersion) return {table_from_json(doc, source)};
+  if (version != kDecisionTableMultiSchemaVersion) {
+    root.at("schema_version")
+        .fail(fmt::format("version {} is not supported (this artune reads versions {} and {}); re-run artune autotune",
+                          version, kDecisionTableSchemaVersion, kDecisionTableMultiSchemaVersion));
+  }
+  const std::string fingerprint = root.at("topology").at("fingerprint").str();
+  const Field list = root.at("tables");
+  const std::size_t n = list.array_size();
+  if (n == 0) list.fail("must hold at least one table");
+  std::vector<DecisionTable> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Field item = list[i];
+    check_schema(item);
+    if (item.at("schema_version").integer() != kDecisionTableSchemaVersion) {
+      item.at("schema_version").fail(fmt::format("must be {} inside \"tables\"", kDecisionTableSchemaVersion));
+    }
+    DecisionTable t = table_from_json(item.value, item.path);
+    if (t.fingerprint != fingerprint) item.at("topology").at("fingerprint").fail("differs from the file's topology");
+    for (const auto& other : out) {
+      if (other.type == t.type && other.op == t.op) item.fail(fmt::format("a second table for {}", type_op_text(t)));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void write_decision_tables(const std::string& path, const std::vector<DecisionTable>& tables) {
+  write_file_atomically(path, tables_to_json(tables).dump(1) + "\n");
+}
+
+std::vector<DecisionTable> read_decision_tables(const std::string& path) {
+  const nlohmann::json doc = parse_json_input(read_input_file(path, "decision table"), path);
+  return tables_from_json(doc, path);
+}
+
+const DecisionTable& select_table(const std::vector<DecisionTable>& tables, DataType type, ReduceOp op,
+                                  std::string_view source) {
+  std::vector<std::string> held;
+  for (const auto& t : tables) {
+    if (t.type == type && t.op == op) return t;
+    held.push_back(type_op_text(t));
+  }
+  throw InvalidInput(fmt::format("{}: no table for {} {} (it holds {}); re-run artune autotune with -d {} --op {}",
+                                 source, to_string(type), to_string(op), fmt::join(held, ", "), to_string(type),
+                                 to_string(op)));
+}
+
+DecisionTable load_decision_table(const std::string& path, const Topology& topo, DataType type, ReduceOp op) {
+  const std::vector<DecisionTable> tables = read_decision_tables(path);
+  DecisionTable table = select_table(tables, type, op, path);
+  check_table_topology(table, topo, path);
+  return table;
 }
 
 void write_decision_table(const std::string& path, const DecisionTable& table) {

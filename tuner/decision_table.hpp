@@ -19,8 +19,11 @@
 
 namespace artune {
 
-/// The schema version this build writes and reads.
+/// The schema version of a file holding one (type, op) table; this build writes it for single tables and reads it.
 inline constexpr int kDecisionTableSchemaVersion = 1;
+/// The schema version of a file holding several (type, op) tables (`autotune -d float,half --op sum,avg`):
+/// the common header plus "tables": [version-1 tables]. Written only when there is more than one.
+inline constexpr int kDecisionTableMultiSchemaVersion = 2;
 /// The value of the "schema" field that marks a decision table.
 inline constexpr std::string_view kDecisionTableSchema = "artune.decision_table";
 
@@ -38,6 +41,7 @@ struct Measurement {
   std::string backend;         ///< cpu, mpi, cuda, nccl
   std::int64_t wrong = 0;      ///< #wrong summed over ranks (must be 0 to be kept)
   int iterations = 0;          ///< timed iterations
+  double spread_pct = 0;       ///< run-to-run spread: interquartile range of the iterations / median, in %
   friend bool operator==(const Measurement&, const Measurement&) = default;
 };
 
@@ -53,6 +57,13 @@ struct SizePoint {
   double margin_pct = 0;                   ///< runner-up time / pick time − 1, in %, measured when both were measured
   std::string tf_pick;                     ///< label of TF's choose_the_best pick
   Figures tf_predicted;                    ///< TF's pick, simulated (time 0 when it cannot build here)
+  std::optional<Measurement> tf_measured;  ///< TF's pick, run for real (when it was among the measured)
+  /// Why the pick is not the fastest at this size: "" (it is the fastest), "hysteresis" (the previous size's pick,
+  /// kept while within SearchOptions::keep_within of the fastest prediction) or "spread" (measured candidates closer
+  /// than their run-to-run spread: the previous or simpler one is kept).
+  std::string kept;
+  std::string fastest;                     ///< label of the fastest candidate when kept != ""
+  double behind_fastest_pct = 0;           ///< pick time / fastest time − 1, in % (same basis as the margin)
   friend bool operator==(const SizePoint&, const SizePoint&) = default;
 };
 
@@ -76,6 +87,8 @@ struct DecisionTable {
   int schema_version = kDecisionTableSchemaVersion;
   std::string created_by;                 ///< "artune 0.1.0"
   std::string topology_name;
+  std::string topology_source;            ///< how to load it again: autotune's -t (a built-in name, a generator or
+                                          ///< a file's absolute path); "" for a discovered topology
   std::string fingerprint;                ///< Topology::fingerprint() of the tuned topology
   int gpus = 0;
   int machines = 0;
@@ -94,18 +107,33 @@ struct DecisionTable {
 /// Merges ascending per-size choices into ranges: neighbours with the same plan (same label) share a range.
 std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices);
 
-/// The table as JSON (schema documented in tuner/WORKFLOW.md).
+/// The table as JSON (schema documented in README.md, "Decision table format").
 nlohmann::json table_to_json(const DecisionTable& table);
 /// Reads a table from JSON; InvalidInput "SOURCE: field.path: reason" on anything malformed.
 DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source);
 /// Writes atomically: a temporary file in the same folder, flushed, then renamed over `path`.
 void write_decision_table(const std::string& path, const DecisionTable& table);
-/// Reads and validates a table file (refuses corrupt files with a one-line reason).
+/// Reads and validates a table file holding one table (refuses corrupt files with a one-line reason, and files
+/// with several tables: pick one with read_decision_tables + select_table).
 DecisionTable read_decision_table(const std::string& path);
 /// Refuses (InvalidInput, one line) a table tuned for another topology than `topo`.
 void check_table_topology(const DecisionTable& table, const Topology& topo, std::string_view source);
 /// Reads a table and checks it belongs to `topo`.
 DecisionTable load_decision_table(const std::string& path, const Topology& topo);
+/// Reads a table file and returns its table for (type, op), checked against `topo` (a file may hold several).
+DecisionTable load_decision_table(const std::string& path, const Topology& topo, DataType type, ReduceOp op);
+
+/// Several tables (one per type and op) as one JSON document: a version-1 document for one table, else version 2.
+nlohmann::json tables_to_json(const std::vector<DecisionTable>& tables);
+/// Reads a version-1 (one table) or version-2 (several) document; InvalidInput "SOURCE: field.path: reason".
+std::vector<DecisionTable> tables_from_json(const nlohmann::json& doc, std::string_view source);
+/// Writes one or several tables atomically (see tables_to_json).
+void write_decision_tables(const std::string& path, const std::vector<DecisionTable>& tables);
+/// Reads and validates every table of a file.
+std::vector<DecisionTable> read_decision_tables(const std::string& path);
+/// The table for (type, op); InvalidInput naming `source` and listing the tables it holds otherwise.
+const DecisionTable& select_table(const std::vector<DecisionTable>& tables, DataType type, ReduceOp op,
+                                  std::string_view source);
 
 /// What `artune run --table` needs for one size: the plan the table picks, built for `count` elements.
 Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int64_t count, std::size_t element_bytes,

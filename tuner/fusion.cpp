@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -46,6 +48,14 @@ std::vector<std::uint64_t> GradientList::bytes() const {
   std::vector<std::uint64_t> out;
   out.reserve(elements.size());
   for (auto e : elements) out.push_back(e * element_size(type));
+  return out;
+}
+
+std::vector<double> GradientList::backward_times(double memory_gbps) const {
+  if (!backward_us.empty()) return backward_us;
+  if (!(memory_gbps > 0)) throw InvalidInput("fusion: memory bandwidth must be > 0");
+  std::vector<double> out;
+  for (auto b : bytes()) out.push_back(3.0 * static_cast<double>(b) / (memory_gbps * 1e3));
   return out;
 }
 
@@ -116,6 +126,21 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
     }
     list.names.push_back(std::move(name));
     list.elements.push_back(elements);
+    if (!t.value.is_number() && t.has("backward_us")) {
+      const double b = t.at("backward_us").num();
+      if (!(b >= 0) || !std::isfinite(b)) t.at("backward_us").fail("must be a finite time ≥ 0 (µs)");
+      if (list.backward_us.size() != i) t.fail("\"backward_us\" must be given on every tensor or on none");
+      list.backward_us.push_back(b);
+    } else if (!list.backward_us.empty()) {
+      t.fail("\"backward_us\" must be given on every tensor or on none");
+    }
+  }
+  if (root.has("backward_us")) {
+    if (!list.backward_us.empty()) root.at("backward_us").fail("give the total or per-tensor times, not both");
+    const double total = root.at("backward_us").num();
+    if (!(total >= 0) || !std::isfinite(total)) root.at("backward_us").fail("must be a finite time ≥ 0 (µs)");
+    const double elements = static_cast<double>(list.total_elements());
+    for (auto e : list.elements) list.backward_us.push_back(total * static_cast<double>(e) / elements);
   }
   return list;
 }
@@ -133,8 +158,18 @@ std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes) {
 }
 
 FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
-                         const AllReduceTimeFn& allreduce_time, double copy_gbps) {
+                         const AllReduceTimeFn& allreduce_time, double copy_gbps, const std::vector<double>& backward_us) {
   if (tensor_bytes.empty()) throw InvalidInput("fusion: no tensors");
+  if (!backward_us.empty() && backward_us.size() != tensor_bytes.size()) {
+    throw InvalidInput(fmt::format("fusion: {} backward times for {} tensors", backward_us.size(), tensor_bytes.size()));
+  }
+  // ready[i]: when tensor i's gradient exists (backward runs from the last tensor to the first).
+  std::vector<double> ready(tensor_bytes.size(), 0.0);
+  double backward_total = 0;
+  for (std::size_t i = backward_us.size(); i-- > 0;) {
+    backward_total += backward_us[i];
+    ready[i] = backward_total;
+  }
   if (pack_sizes.empty()) throw InvalidInput("fusion: no pack sizes to try");
   if (!(copy_gbps > 0)) throw InvalidInput("fusion: copy bandwidth must be > 0");
   FusionResult result;
@@ -146,22 +181,47 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
     if (it == memo.end()) it = memo.emplace(bytes, allreduce_time(bytes)).first;
     return it->second;
   };
+  result.overlap = !backward_us.empty();
   double best = std::numeric_limits<double>::infinity();
+  double best_no_overlap = std::numeric_limits<double>::infinity();
   for (const std::uint64_t threshold : pack_sizes) {
     FusionOption option;
     option.bytes_per_pack = threshold;
-    for (const auto& pack : group_by_size(tensor_bytes, threshold)) {
+    const auto packs = group_by_size(tensor_bytes, threshold);
+    std::vector<double> pack_cost;  // all-reduce plus packing copies, per pack
+    for (const auto& pack : packs) {
       std::uint64_t bytes = 0;
       for (auto i : pack) bytes += tensor_bytes[i];
       option.pack_bytes.push_back(bytes);
-      option.allreduce_us += time_of(bytes);
+      const double reduce = time_of(bytes);
+      option.allreduce_us += reduce;
       // Concatenate into the pack before and split it after: two copies of the pack's bytes.
-      if (pack.size() > 1) option.packing_us += 2.0 * static_cast<double>(bytes) / (copy_gbps * 1e3);
+      const double packing = pack.size() > 1 ? 2.0 * static_cast<double>(bytes) / (copy_gbps * 1e3) : 0.0;
+      option.packing_us += packing;
+      pack_cost.push_back(reduce + packing);
     }
     option.total_us = option.allreduce_us + option.packing_us;
-    if (option.total_us < best) {
-      best = option.total_us;
+    if (result.overlap) {
+      // Packs hold consecutive indices, so the last pack is ready first: walk them backwards.
+      double link_free = 0;
+      for (std::size_t k = packs.size(); k-- > 0;) {
+        const double start = std::max(ready[packs[k].front()], link_free);
+        link_free = start + pack_cost[k];
+      }
+      option.backward_us = backward_total;
+      option.step_us = std::max(backward_total, link_free);
+      option.exposed_us = option.step_us - backward_total;
+    } else {
+      option.step_us = option.total_us;
+      option.exposed_us = option.total_us;
+    }
+    if (option.step_us < best) {
+      best = option.step_us;
       result.best = result.options.size();
+    }
+    if (option.total_us < best_no_overlap) {
+      best_no_overlap = option.total_us;
+      result.best_no_overlap = result.options.size();
     }
     result.options.push_back(std::move(option));
   }
@@ -181,7 +241,10 @@ nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& li
                        {"packs", o.pack_bytes.size()},
                        {"allreduce_us", o.allreduce_us},
                        {"packing_us", o.packing_us},
-                       {"total_us", o.total_us}});
+                       {"total_us", o.total_us},
+                       {"backward_us", o.backward_us},
+                       {"step_us", o.step_us},
+                       {"exposed_us", o.exposed_us}});
   }
   return {{"model", list.model},
           {"source", list.source},
@@ -191,6 +254,10 @@ nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& li
           {"best_bytes_per_pack", result.options.at(result.best).bytes_per_pack},
           {"best_packs", result.options.at(result.best).pack_bytes.size()},
           {"best_total_us", result.options.at(result.best).total_us},
+          {"overlap", result.overlap},
+          {"best_step_us", result.options.at(result.best).step_us},
+          {"best_no_overlap_bytes_per_pack", result.options.at(result.best_no_overlap).bytes_per_pack},
+          {"best_no_overlap_total_us", result.options.at(result.best_no_overlap).total_us},
           {"options", std::move(options)}};
 }
 

@@ -75,7 +75,49 @@ std::string xtics_for(const std::vector<std::uint64_t>& sizes) {
   return fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
 }
 
+/// The margin cell: the runner-up's margin, marked with * when the pick is kept although not the fastest.
+std::string margin_text(const SizePoint& p) {
+  if (p.runner_up.empty()) return "-";
+  return fmt::format("{:+.1f}%{}", p.margin_pct, p.kept.empty() ? "" : "*");
+}
+
 }  // namespace
+
+TfGain gain_vs_tf(const SizePoint& p) {
+  TfGain g;
+  if (p.measured && p.tf_measured && p.measured->figures.time_us > 0 && p.tf_measured->figures.time_us > 0) {
+    g.ratio = p.tf_measured->figures.time_us / p.measured->figures.time_us;
+    g.basis = "measured";
+  } else if (p.predicted.time_us > 0 && p.tf_predicted.time_us > 0) {
+    g.ratio = p.tf_predicted.time_us / p.predicted.time_us;
+    g.basis = "predicted";
+  }
+  return g;
+}
+
+std::string family_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes, PlotMetric metric,
+                               const std::string& title, const std::string& terminal, const std::string& png,
+                               const std::string& data) {
+  const bool busbw = metric == PlotMetric::kBusbw;
+  std::ostringstream gp;
+  gp << fmt::format("set terminal {} size 960,600\n", terminal);
+  gp << fmt::format("set output \"{}\"\n", png);
+  gp << "set datafile missing '?'\nset logscale x 2\nset logscale y 10\nset format y '%g'\nset grid\n";
+  gp << (busbw ? "set key left top\n" : "set key left top\n");
+  if (!sizes.empty()) gp << xtics_for(sizes);
+  gp << fmt::format("set title \"{}: predicted {}, best plan per family (log scales)\"\n", title,
+                    busbw ? "busbw" : "time");
+  gp << "set xlabel 'message size (bytes)'\n";
+  gp << (busbw ? "set ylabel 'busbw (GB/s)'\n" : "set ylabel 'time (us)'\n");
+  // Columns: size, then busbw per family, then time per family.
+  const std::size_t first = busbw ? 2 : 2 + curves.families.size();
+  std::vector<std::string> series;
+  for (std::size_t f = 0; f < curves.families.size(); ++f) {
+    series.push_back(fmt::format("'{}' using 1:{} with linespoints title '{}'", data, first + f, curves.families[f]));
+  }
+  gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
+  return gp.str();
+}
 
 FamilyCurves family_curves(const SearchResult& result) {
   FamilyCurves curves;
@@ -129,10 +171,15 @@ std::vector<std::string> crossover_notes(const SearchResult& result) {
     }
   }
   for (const SizePoint* p : {first, last}) {
-    if (!p || !(p->tf_predicted.time_us > 0) || !(p->predicted.time_us > 0)) continue;
-    notes.push_back(fmt::format("At {}: TF's choose_the_best ({}) is predicted at {} us, the pick at {} us ({:.2f}x).",
-                                format_size(p->bytes), p->tf_pick, fmt_time(p->tf_predicted.time_us),
-                                fmt_time(p->predicted.time_us), p->tf_predicted.time_us / p->predicted.time_us));
+    if (!p) continue;
+    const TfGain g = gain_vs_tf(*p);
+    if (g.basis.empty()) continue;
+    const bool m = g.basis == "measured";
+    notes.push_back(fmt::format("At {}: TF's choose_the_best ({}) {} {} us, the pick {} us ({:.2f}x, {} vs {}).",
+                                format_size(p->bytes), p->tf_pick, m ? "measured" : "is predicted at",
+                                fmt_time(m ? p->tf_measured->figures.time_us : p->tf_predicted.time_us),
+                                fmt_time(m ? p->measured->figures.time_us : p->predicted.time_us), g.ratio, g.basis,
+                                g.basis));
     if (first == last) break;
   }
   return notes;
@@ -197,7 +244,7 @@ std::string format_decision_table(const DecisionTable& table) {
   out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick\n";
   std::string header = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, "time(us)",
                                    "algbw", "busbw");
-  if (measured) header += fmt::format(" {:>10} {:>8} {:>6}", "meas(us)", "m.busbw", "#wrong");
+  if (measured) header += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "meas(us)", "m.busbw", "#wrong", "spread");
   header += fmt::format(" {:>8}  {:<{}} {:>10}", "margin", "TF choose_the_best", tf_w, "TF(us)");
   out << header << "\n";
   for (const auto& r : table.ranges) {
@@ -207,15 +254,24 @@ std::string format_decision_table(const DecisionTable& table) {
                                    fmt_bw(p.predicted.busbw_gbps));
     if (measured) {
       if (p.measured) {
-        line += fmt::format(" {:>10} {:>8} {:>6}", fmt_time(p.measured->figures.time_us),
-                            fmt_bw(p.measured->figures.busbw_gbps), p.measured->wrong);
+        line += fmt::format(" {:>10} {:>8} {:>6} {:>7}", fmt_time(p.measured->figures.time_us),
+                            fmt_bw(p.measured->figures.busbw_gbps), p.measured->wrong,
+                            fmt::format("{:.1f}%", p.measured->spread_pct));
       } else {
-        line += fmt::format(" {:>10} {:>8} {:>6}", "-", "-", "-");
+        line += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "-", "-", "-", "-");
       }
     }
-    const std::string margin = p.runner_up.empty() ? "-" : fmt::format("{:+.1f}%", p.margin_pct);
-    line += fmt::format(" {:>8}  {:<{}} {:>10}", margin, p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
+    line += fmt::format(" {:>8}  {:<{}} {:>10}", margin_text(p), p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
     out << line << "\n";
+  }
+  // Picks kept although another candidate was faster, anywhere in a range (not only at its last size).
+  for (const auto& r : table.ranges) {
+    for (const auto& p : r.points) {
+      if (p.kept.empty()) continue;
+      out << fmt::format("# * {}: {} kept by {} ({:.1f}% behind the fastest, {}){}\n", format_size(p.bytes),
+                         r.plan.label(), p.kept, p.behind_fastest_pct, p.fastest,
+                         p.kept == "hysteresis" ? "" : ", within the measured run-to-run spread");
+    }
   }
   return out.str();
 }
@@ -254,36 +310,32 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   } else if (!sizes.empty()) {
     const fs::path work = fs::temp_directory_path() / fmt::format("artune-report-{}", ::getpid());
     fs::create_directories(work);
+    // One data file (per family: busbw, then time), two plots on log axes: on a linear axis everything below
+    // 64 KiB read as zero next to the GB/s of large messages.
     {
       std::ostringstream dat;
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         dat << sizes[s];
-        for (std::size_t f = 0; f < curves.families.size(); ++f) {
-          const double v = curves.busbw[f][s];
-          dat << ' ' << (std::isnan(v) ? std::string("?") : fmt::format("{:.6g}", v));
+        for (const auto* metric : {&curves.busbw, &curves.time_us}) {
+          for (std::size_t f = 0; f < curves.families.size(); ++f) {
+            const double v = (*metric)[f][s];
+            dat << ' ' << (std::isnan(v) || !(v > 0) ? std::string("?") : fmt::format("{:.6g}", v));
+          }
         }
         dat << '\n';
       }
-      write_text(work / "busbw.dat", dat.str());
-      std::ostringstream gp;
-      gp << fmt::format("set terminal {} size 960,600\n", terminal);
-      gp << fmt::format("set output \"{}\"\n", (root / "busbw.png").string());
-      gp << "set datafile missing '?'\nset logscale x 2\nset grid\nset key left top\n";
-      gp << xtics_for(sizes);
-      gp << fmt::format("set title \"{}: predicted busbw, best plan per family\"\n", topo.name());
-      gp << "set xlabel 'message size (bytes)'\nset ylabel 'busbw (GB/s)'\n";
-      std::vector<std::string> series;
-      for (std::size_t f = 0; f < curves.families.size(); ++f) {
-        series.push_back(fmt::format("'{}' using 1:{} with linespoints title '{}'", (work / "busbw.dat").string(),
-                                     f + 2, curves.families[f]));
-      }
-      gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
-      write_text(work / "busbw.gp", gp.str());
-      if (run_command(fmt::format("gnuplot {} 2>{}", shell_quote((work / "busbw.gp").string()),
-                                  shell_quote((work / "gnuplot.err").string()))) == 0) {
-        plots.push_back("busbw.png");
-      } else {
-        plot_notes.push_back("gnuplot failed to render busbw.png.");
+      write_text(work / "families.dat", dat.str());
+      for (const PlotMetric metric : {PlotMetric::kBusbw, PlotMetric::kTime}) {
+        const std::string name = metric == PlotMetric::kBusbw ? "busbw" : "time";
+        write_text(work / (name + ".gp"),
+                   family_plot_script(curves, sizes, metric, topo.name(), terminal, (root / (name + ".png")).string(),
+                                      (work / "families.dat").string()));
+        if (run_command(fmt::format("gnuplot {} 2>{}", shell_quote((work / (name + ".gp")).string()),
+                                    shell_quote((work / "gnuplot.err").string()))) == 0) {
+          plots.push_back(name + ".png");
+        } else {
+          plot_notes.push_back(fmt::format("gnuplot failed to render {}.png.", name));
+        }
       }
     }
     if (measured) {
@@ -385,31 +437,39 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         md << " - | - | - |";
       }
     }
-    md << fmt::format(" `{}` | {} | `{}` | {} |\n", p.runner_up.empty() ? "-" : p.runner_up,
-                      p.runner_up.empty() ? "-" : fmt::format("{:+.1f}%", p.margin_pct), p.tf_pick,
+    md << fmt::format(" `{}` | {} | `{}` | {} |\n", p.runner_up.empty() ? "-" : p.runner_up, margin_text(p), p.tf_pick,
                       fmt_time(p.tf_predicted.time_us));
   }
   md << "\nFigures are at the largest size of each range; the margin compares the best plan of another family"
-        " with the pick (measured times when both were measured).\n\n";
+        " with the pick (measured times when both were measured), and is negative where the pick is not the"
+        " fastest. `*` marks a pick kept although another candidate was faster: by the 1% hysteresis on"
+        " predictions (the previous size's pick stays while within 1% of the fastest) or, when measured, because"
+        " the candidates differ by less than their run-to-run spread (the previous or simpler pick stays).\n\n";
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
-  if (measured) md << " measured (us) | measured busbw |";
-  md << " TF (us) | gain vs TF |\n|---:|---|---:|---:|---:|";
-  if (measured) md << "---:|---:|";
-  md << "---:|---:|\n";
+  if (measured) md << " measured (us) | measured busbw | spread |";
+  md << " kept | TF (us) | gain vs TF | basis |\n|---:|---|---:|---:|---:|";
+  if (measured) md << "---:|---:|---:|";
+  md << "---|---:|---:|---|\n";
   for (const auto& r : table.ranges) {
     for (const auto& p : r.points) {
       md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(), fmt_time(p.predicted.time_us),
                         fmt_bw(p.predicted.algbw_gbps), fmt_bw(p.predicted.busbw_gbps));
       if (measured) {
-        md << fmt::format(" {} | {} |", p.measured ? fmt_time(p.measured->figures.time_us) : "-",
-                          p.measured ? fmt_bw(p.measured->figures.busbw_gbps) : "-");
+        md << fmt::format(" {} | {} | {} |", p.measured ? fmt_time(p.measured->figures.time_us) : "-",
+                          p.measured ? fmt_bw(p.measured->figures.busbw_gbps) : "-",
+                          p.measured ? fmt::format("{:.1f}%", p.measured->spread_pct) : "-");
       }
-      const std::string gain = p.tf_predicted.time_us > 0 && p.predicted.time_us > 0
-                                   ? fmt::format("{:.2f}x", p.tf_predicted.time_us / p.predicted.time_us)
-                                   : "-";
-      md << fmt::format(" {} | {} |\n", fmt_time(p.tf_predicted.time_us), gain);
+      const std::string kept =
+          p.kept.empty() ? "" : fmt::format("{}: {:.1f}% behind `{}`", p.kept, p.behind_fastest_pct, p.fastest);
+      const TfGain g = gain_vs_tf(p);
+      const double tf_us = g.basis == "measured" ? p.tf_measured->figures.time_us : p.tf_predicted.time_us;
+      md << fmt::format(" {} | {} | {} | {} |\n", kept, fmt_time(tf_us), g.basis.empty() ? "-" : fmt::format("{:.2f}x", g.ratio),
+                        g.basis.empty() ? "-" : g.basis);
     }
   }
+  md << "\nGain vs TF = TF's time / the pick's time, like with like: measured against measured where both ran"
+        " (TF's choose_the_best is measured beside the top candidates), else predicted against predicted;"
+        " `basis` says which. Spread = interquartile range of the timed iterations / their median.\n";
   md << "\n## Crossovers\n\n";
   for (const auto& n : crossover_notes(result)) md << "- " << n << "\n";
   md << "\n## Plots\n\n";
@@ -447,17 +507,27 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   if (!input.fusion.empty()) {
     md << "\n## Tensor fusion\n\n";
     md << "Packs follow TF's `group_by_size`; each pack is all-reduced with the table's pick (simulated at its exact"
-          " size), and packs holding more than one tensor pay a concat and a split copy.\n\n";
+          " size), and packs holding more than one tensor pay a concat and a split copy. The step overlaps"
+          " backward compute with communication: backward runs from the last layer to the first, a pack is"
+          " all-reduced once all its gradients exist and the previous pack's all-reduce is done, and the step ends"
+          " when both backward and the last all-reduce have (`step`). Layer backward times come from the list's"
+          " `backward_us`, else from a bandwidth lower bound (3 x the layer's bytes at the GPU memory rate)."
+          " `no overlap` is the sum of all-reduce and packing times, as if communication started after backward.\n\n";
     for (const auto& f : input.fusion) {
       const auto& best = f.result.options.at(f.result.best);
+      const auto& flat = f.result.options.at(f.result.best_no_overlap);
       md << fmt::format("### {} ({} tensors, {} bytes, {})\n\n", f.list.model.empty() ? f.list.source : f.list.model,
                         f.result.tensors, f.result.total_bytes, to_string(f.list.type));
-      md << fmt::format("Best pack size: {} ({} packs), {:.0f} us per step.\n\n", pack_size_text(best.bytes_per_pack),
-                        best.pack_bytes.size(), best.total_us);
-      md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | total (us) |\n|---:|---:|---:|---:|---:|\n";
+      md << fmt::format("Best pack size with overlap: {} ({} packs), step {:.0f} us = backward {:.0f} us + {:.0f} us"
+                        " exposed; without overlap: {} ({} packs), {:.0f} us of all-reduce.\n\n",
+                        pack_size_text(best.bytes_per_pack), best.pack_bytes.size(), best.step_us, best.backward_us,
+                        best.exposed_us, pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
+      md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | no overlap (us) | backward (us) | step (us) |"
+            " exposed (us) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n";
       for (const auto& o : f.result.options) {
-        md << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} |\n", pack_size_text(o.bytes_per_pack),
-                          o.pack_bytes.size(), o.allreduce_us, o.packing_us, o.total_us);
+        md << fmt::format("| {} | {} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} | {:.0f} |\n",
+                          pack_size_text(o.bytes_per_pack), o.pack_bytes.size(), o.allreduce_us, o.packing_us,
+                          o.total_us, o.backward_us, o.step_us, o.exposed_us);
       }
       md << "\n";
     }

@@ -36,6 +36,22 @@ struct FamilyCurves {
 /// The per-family best curves of a search.
 FamilyCurves family_curves(const SearchResult& result);
 
+/// How the pick compares with TF's choose_the_best at one size, like with like.
+struct TfGain {
+  double ratio = 0;       ///< TF's time / the pick's time (> 1: the pick is faster)
+  std::string basis;      ///< "measured" (both measured), "predicted" (both simulated), "" (no figure)
+};
+/// The gain over TF's pick: measured vs measured when both were measured, else predicted vs predicted.
+TfGain gain_vs_tf(const SizePoint& p);
+
+/// What a family plot shows.
+enum class PlotMetric { kBusbw, kTime };
+/// The gnuplot script of a per-family plot on log-log axes: `data` holds one row per size (size, busbw of each
+/// family, time of each family; '?' where missing), `png` is the image to write.
+std::string family_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes, PlotMetric metric,
+                               const std::string& title, const std::string& terminal, const std::string& png,
+                               const std::string& data);
+
 /// Crossover notes: where the best family changes along the sizes, and the gain over TF's pick.
 std::vector<std::string> crossover_notes(const SearchResult& result);
 
@@ -48,7 +64,7 @@ std::string format_decision_table(const DecisionTable& table);
 /// Finds a PNG terminal of gnuplot ("pngcairo", else "png"); empty when gnuplot is missing.
 std::string gnuplot_png_terminal();
 
-/// Writes DIR/REPORT.md, DIR/results.json, DIR/busbw.png (and DIR/measured.png when measured);
+/// Writes DIR/REPORT.md, DIR/results.json, DIR/busbw.png and DIR/time.png (and DIR/measured.png when measured);
 /// creates DIR. Plots are skipped with a note in REPORT.md when gnuplot is missing.
 void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input);
 

@@ -193,9 +193,35 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
         p.margin_pct = 100.0 * (p.runner_up_predicted.time_us / p.predicted.time_us - 1.0);
       }
     }
+    // Is the pick the fastest? When not, say why (hysteresis on predictions, or measured within the spread) and
+    // by how much, on the basis the pick was chosen on: measured when it was measured, else predicted.
+    {
+      std::optional<std::size_t> fastest;
+      double fastest_time = 0;
+      double pick_time = p.predicted.time_us;
+      if (p.measured) {
+        pick_time = p.measured->figures.time_us;
+        for (const auto& [idx, m] : scores.measured) {
+          if (m.wrong != 0) continue;
+          if (!fastest || m.figures.time_us < fastest_time) {
+            fastest = idx;
+            fastest_time = m.figures.time_us;
+          }
+        }
+      } else if (!scores.ranking.empty()) {
+        fastest = scores.ranking.front();
+        fastest_time = scores.predicted[*fastest]->time_us;
+      }
+      if (fastest && *fastest != pick && fastest_time > 0 && pick_time > fastest_time) {
+        p.kept = p.measured ? "spread" : "hysteresis";
+        p.fastest = result.set.candidates[*fastest].label();
+        p.behind_fastest_pct = 100.0 * (pick_time / fastest_time - 1.0);
+      }
+    }
     // TF's choice, simulated (it may be one of the candidates already).
     const Candidate tf = tf_choose_the_best(topo, scores.bytes);
     p.tf_pick = tf.label();
+    if (auto it = by_label.find(p.tf_pick); it != by_label.end()) p.tf_measured = measured_of(it->second);
     if (auto it = by_label.find(p.tf_pick); it != by_label.end() && scores.predicted[it->second]) {
       p.tf_predicted = *scores.predicted[it->second];
     } else {
@@ -240,7 +266,33 @@ Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, Redu
   m.backend = std::string(backend.name());
   m.wrong = row.wrong;
   m.iterations = iterations;
+  m.spread_pct = row.spread_pct;
   return m;
+}
+
+std::optional<std::size_t> measured_choice(const std::vector<std::pair<std::size_t, Measurement>>& measured,
+                                           std::optional<std::size_t> previous) {
+  const std::pair<std::size_t, Measurement>* best = nullptr;
+  for (const auto& entry : measured) {
+    if (entry.second.wrong != 0) continue;
+    if (best == nullptr || entry.second.figures.time_us < best->second.figures.time_us) best = &entry;
+  }
+  if (best == nullptr) return std::nullopt;
+  // Candidates closer to the fastest than the run-to-run spread of either are a tie: prefer the previous size's
+  // pick (fewer ranges), else the simplest (candidates are generated simplest first, so the lowest index).
+  const auto within_noise = [&](const Measurement& m) {
+    const double fastest = best->second.figures.time_us;
+    if (!(fastest > 0)) return false;
+    const double gap_pct = 100.0 * (m.figures.time_us / fastest - 1.0);
+    return gap_pct <= std::max(m.spread_pct, best->second.spread_pct);
+  };
+  const std::pair<std::size_t, Measurement>* simplest = best;
+  for (const auto& entry : measured) {
+    if (entry.second.wrong != 0 || !within_noise(entry.second)) continue;
+    if (previous && entry.first == *previous) return entry.first;
+    if (entry.first < simplest->first) simplest = &entry;
+  }
+  return simplest->first;
 }
 
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
@@ -250,18 +302,29 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
   bo.topology = &topo;
   std::unique_ptr<Backend> backend = make_backend(options.backend, bo);
   const int k = std::max(1, options.top_k);
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;
+  // The candidates run at one size: the top K predicted, plus TF's choose_the_best when it is a candidate, so that
+  // the report's "gain vs TF" compares measured with measured.
+  const auto to_measure = [&](const SizeScores& s) {
+    std::vector<std::size_t> out(s.ranking.begin(), s.ranking.begin() + static_cast<std::ptrdiff_t>(
+                                                                         std::min<std::size_t>(k, s.ranking.size())));
+    const auto tf = by_label.find(tf_choose_the_best(topo, s.bytes).label());
+    if (tf != by_label.end() && s.predicted[tf->second] && std::find(out.begin(), out.end(), tf->second) == out.end()) {
+      out.push_back(tf->second);
+    }
+    return out;
+  };
   std::size_t total = 0;
   for (const auto& s : result.sizes) {
-    if (options.max_bytes == 0 || s.bytes <= options.max_bytes) total += std::min<std::size_t>(k, s.ranking.size());
+    if (options.max_bytes == 0 || s.bytes <= options.max_bytes) total += to_measure(s).size();
   }
   std::size_t done = 0;
   for (std::size_t si = 0; si < result.sizes.size(); ++si) {
     SizeScores& s = result.sizes[si];
     if (options.max_bytes != 0 && s.bytes > options.max_bytes) continue;
     s.measured.clear();
-    const std::size_t take = std::min<std::size_t>(k, s.ranking.size());
-    for (std::size_t r = 0; r < take; ++r) {
-      const std::size_t c = s.ranking[r];
+    for (const std::size_t c : to_measure(s)) {
       const Candidate& cand = result.set.candidates[c];
       if (options.progress) {
         options.progress(done, total, fmt::format("measuring {} at {} on {}", cand.label(), format_size(s.bytes),
@@ -274,15 +337,8 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
                                               options.iterations));
     }
     // Keep the measured best among correct runs; without one, the predicted pick stays.
-    std::optional<std::size_t> best;
-    double best_time = 0;
-    for (const auto& [c, m] : s.measured) {
-      if (m.wrong != 0) continue;
-      if (!best || m.figures.time_us < best_time) {
-        best = c;
-        best_time = m.figures.time_us;
-      }
-    }
+    std::optional<std::size_t> best = measured_choice(s.measured, si > 0 ? std::optional<std::size_t>(result.pick[si - 1])
+                                                                        : std::nullopt);
     if (best) {
       result.pick[si] = *best;
       for (const auto& [c, m] : s.measured) {

@@ -74,8 +74,16 @@ struct MeasureOptions {
 /// pass; the figures are the mean time. Throws BackendFailure/Timeout from the backend.
 Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations);
 
+/// The measured pick among `measured` (candidate index, measurement): the fastest with #wrong = 0, except that
+/// candidates within the run-to-run spread of the fastest (gap ≤ the larger spread_pct of the two) tie, and a tie
+/// keeps `previous` (the previous size's pick) when it is among them, else the lowest candidate index (the simplest).
+/// nullopt when no run was correct.
+std::optional<std::size_t> measured_choice(const std::vector<std::pair<std::size_t, Measurement>>& measured,
+                                           std::optional<std::size_t> previous);
+
 /// Runs the top-K predicted candidates per size for real, keeps the measured best among those with
-/// #wrong = 0, and rebuilds `result.table` with the measured figures.
+/// #wrong = 0 (measured_choice: ties within the run-to-run spread keep the previous or simpler pick), and rebuilds
+/// `result.table` with the measured figures.
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options);
 

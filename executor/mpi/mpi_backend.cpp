@@ -156,6 +156,13 @@ class MpiBackend final : public Backend {
                             plan_.count);
   }
 
+  // Every rank sees the same plan and world size, so every rank refuses alike before anything is printed or
+  // communicated, and the job ends with MPI finalised instead of an abort.
+  void check_plan(const Plan& plan, DataType type) const override {
+    (void)type;
+    check_rank_count(plan);
+  }
+
   std::vector<int> local_ranks() const override { return {rank_}; }
   bool is_root() const override { return rank_ == 0; }
   double all_sum(double value) override { return reduce_scalar(value, MPI_SUM, "all_sum"); }
@@ -183,6 +190,13 @@ class MpiBackend final : public Backend {
     int deps_left = 0;
     State state = State::kWaiting;
   };
+
+  void check_rank_count(const Plan& plan) const {
+    if (plan.ranks() != size_) {
+      throw InvalidInput(fmt::format("mpi backend: the plan has {} ranks but mpirun started {} processes (use mpirun -np {})",
+                                     plan.ranks(), size_, plan.ranks()));
+    }
+  }
 
   void require_prepared(const char* what) const {
     if (!prepared_) throw InvalidInput(fmt::format("mpi backend: {}() before prepare()", what));
@@ -309,10 +323,7 @@ class MpiBackend final : public Backend {
 
 void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
   check_plan_shape(plan);
-  if (plan.ranks() != size_) {
-    throw InvalidInput(fmt::format("mpi backend: the plan has {} ranks but mpirun started {} processes (use mpirun -np {})",
-                                   plan.ranks(), size_, plan.ranks()));
-  }
+  check_rank_count(plan);
   std::vector<int> machines(plan.devices.size(), 0);
   if (options_.topology != nullptr) machines = device_machines(plan, *options_.topology);
   if (machine_index_ >= 0 && options_.topology != nullptr && machines[static_cast<std::size_t>(rank_)] != machine_index_) {

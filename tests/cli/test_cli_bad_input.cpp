@@ -317,7 +317,7 @@ TEST_CASE("cli_bad_input.topo_import_and_discover") {
       {{"topo", "import", "--from", "nvidia-smi", "smi_dup_gpu.txt"}, {"smi_dup_gpu.txt", "GPU0"}},
       {{"topo", "import", "--from", "nvidia-smi", "smi_missing_row.txt"}, {"smi_missing_row.txt", "GPU1"}},
       {{"topo", "import", "--from", "nvidia-smi", "binary.json"}, {"binary.json"}},
-      {{"topo", "import", "--from", "nvidia-smi", "smi_ok.txt", "-o", "adir"}, {"-o/--output", "adir"}},
+      {{"topo", "import", "--from", "nvidia-smi", "smi_ok.txt", "--out", "adir"}, {"--out", "adir"}},
       {{"topo", "import", "--from", "nccl-xml", "nosuch.xml"}, {"nosuch.xml"}},
       {{"topo", "import", "--from", "nccl-xml", "adir"}, {"adir"}},
       {{"topo", "import", "--from", "nccl-xml", "empty.json"}, {"empty.json"}},
@@ -519,7 +519,7 @@ TEST_CASE("cli_bad_input.run_table") {
   // A real decision table, then copies of it broken one field at a time.
   const fs::path dir = fixtures().dir();
   const artune_test::CliResult made =
-      run_artune({"autotune", "-t", "uniform:4", "-b", "1K", "-e", "64K", "-q", "-o", "table.json"});
+      run_artune({"autotune", "-t", "uniform:4", "-b", "1K", "-e", "64K", "-q", "--out", "table.json"});
   REQUIRE(made.status == 0);
   const json table = json::parse(slurp(dir / "table.json"));
   auto broken = [&](const std::string& name, auto&& change) {
@@ -582,7 +582,7 @@ TEST_CASE("cli_bad_input.autotune") {
       {with({"--fusion", "fusion_zero.json"}), {"fusion_zero.json", "tensors[0]"}},
       {with({"--fusion", "fusion_type.json"}), {"fusion_type.json", "type"}},
       {with({"--fusion", "fusion_string.json"}), {"fusion_string.json", "tensors"}},
-      {with({"-o", "adir"}), {"adir"}},
+      {with({"--out", "adir"}), {"adir"}},
       {with({"--report", "empty.json"}), {"--report"}},
       {with({"--max-cycles", "0"}), {"--max-cycles"}},
       {with({"--segments", "0"}), {"--segments"}},

@@ -85,7 +85,7 @@ TEST_CASE("cli_bad_input_run.table_type_and_op") {
   const fs::path dir = pattern;
   const std::string table = (dir / "table.json").string();
   const artune_test::CliResult made =
-      artune_test::run_artune({"autotune", "-t", "uniform:4", "-b", "1K", "-e", "64K", "-q", "-o", table});
+      artune_test::run_artune({"autotune", "-t", "uniform:4", "-b", "1K", "-e", "64K", "-q", "--out", table});
   INFO(made.err);
   REQUIRE(made.status == 0);
   check_refused({{"-t", "uniform:4", "-b", "1K", "-e", "1K", "--table", table, "-d", "double"}, {"-d/--datatype", "float"}});

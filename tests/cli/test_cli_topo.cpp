@@ -160,7 +160,7 @@ TEST_CASE("cli.topo_list") {
 TEST_CASE("cli.topo_import_nvidia_smi") {
   const std::string input = source_path("tests/topology/data/cli_dgx1_v100_topo_m.txt");
   const std::string out = temp_path(".json");
-  const Result r = run_artune({"topo", "import", "--from", "nvidia-smi", input, "-o", out});
+  const Result r = run_artune({"topo", "import", "--from", "nvidia-smi", input, "--out", out});
   REQUIRE_MESSAGE(r.status == 0, r.err);
   CHECK(r.err.find("8 GPUs") != std::string::npos);
   const Result shown = run_artune({"topo", "show", "-t", out, "--json"});
@@ -172,7 +172,7 @@ TEST_CASE("cli.topo_import_nvidia_smi") {
   CHECK(imported["peer_matrix"] == shipped["peer_matrix"]);
   CHECK(imported["name"] == "cli_dgx1_v100_topo_m");
 
-  // Without -o the JSON goes to standard output.
+  // Without --out the JSON goes to standard output.
   const Result to_stdout = run_artune({"topo", "import", "--from", "nvidia-smi", input, "--name", "box"});
   REQUIRE(to_stdout.status == 0);
   CHECK(json::parse(to_stdout.out)["name"] == "box");

@@ -1,5 +1,5 @@
 // The built-in configs: each loads, and has the link counts and rates of
-// /work/shared/reference/hardware.md (documented in configs/README.md).
+// configs/HARDWARE.md (documented in configs/README.md).
 
 #include <doctest/doctest.h>
 

@@ -144,11 +144,11 @@ TEST_CASE("discovery.cli_without_gpu") {
 
   const fs::path out = scratch("none.json");
   fs::remove(out);
-  Run written = run("topo discover -o " + out.string());
+  Run written = run("topo discover --out " + out.string());
   CHECK(written.status == 2);
   CHECK(!fs::exists(out));
 
-  Run allowed = run("topo discover --allow-no-gpu -o " + out.string());
+  Run allowed = run("topo discover --allow-no-gpu --out " + out.string());
   CHECK(allowed.status == 0);
   REQUIRE(fs::exists(out));
   const Topology t = load_topology_file(out.string());
@@ -164,7 +164,7 @@ TEST_CASE("discovery.cli_without_gpu") {
 
 TEST_CASE("discovery.cli_writes_a_gpu_topology_from_hwloc_xml") {
   const fs::path out = scratch("dgx1_like.json");
-  Run r = run("topo discover --hwloc-xml " + data_path("dgx1_like_hwloc.xml") + " -o " + out.string());
+  Run r = run("topo discover --hwloc-xml " + data_path("dgx1_like_hwloc.xml") + " --out " + out.string());
   CHECK(r.status == 0);
   CHECK(contains(r.out, "GPU gpu7: 0000:8a:00.0"));
   REQUIRE(fs::exists(out));
@@ -190,7 +190,7 @@ TEST_CASE("discovery.cli_cluster_under_mpirun") {
   const fs::path out = scratch("cluster.json");
   fs::remove(out);
   // Two "hosts" (MPMD contexts with different --hostname): rank 0 joins two machines.
-  const std::string discover = bin + " topo discover --hwloc-xml " + xml + " -o " + out.string();
+  const std::string discover = bin + " topo discover --hwloc-xml " + xml + " --out " + out.string();
   const std::string command = mpirun + " --oversubscribe -np 1 " + discover + " --hostname host-a : -np 1 " + discover +
                               " --hostname host-b 2>&1";
   const Run two = artune_test::run_shell(command);

@@ -1,5 +1,5 @@
 // Importers: `nvidia-smi topo -m` text and NCCL topology XML, on the samples of
-// hardware.md, variants of them, and malformed input (one-line errors with
+// configs/HARDWARE.md, variants of them, and malformed input (one-line errors with
 // the file and line).
 
 #include <doctest/doctest.h>

@@ -35,7 +35,7 @@ TEST_CASE("routes.dgx1_v100") {
   CHECK(path(t, 3, 4) == PathType::kSys);
   CHECK(!t.peer_access(gpu(t, 3), gpu(t, 4)));
   CHECK(t.route(gpu(t, 3), gpu(t, 4)).bandwidth_gbps == 6);  // QPI
-  // Row 0 of the hardware.md nvidia-smi sample: X NV1 NV1 NV2 NV2 SYS SYS SYS.
+  // Row 0 of a DGX-1 V100 nvidia-smi sample (configs/HARDWARE.md): X NV1 NV1 NV2 NV2 SYS SYS SYS.
   const std::vector<PathType> row0 = {PathType::kLoc, PathType::kNvl, PathType::kNvl, PathType::kNvl,
                                       PathType::kNvl, PathType::kSys, PathType::kSys, PathType::kSys};
   CHECK(path_type_matrix(t)[0] == row0);

@@ -35,7 +35,7 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   const std::string report = (dir / "report").string();
 
   const Result tune = run_shell(artune_bin() + " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
-                                 " --segments 1,2 --max-cycles 2 -q -o " + table + " --report " + report + " 2>&1");
+                                 " --segments 1,2 --max-cycles 2 -q --out " + table + " --report " + report + " 2>&1");
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(tune.out.find("TF choose_the_best") != std::string::npos);
@@ -57,6 +57,21 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   CHECK(points == 3);
   CHECK(fs::exists(fs::path(report) / "REPORT.md"));
   CHECK(fs::exists(fs::path(report) / "results.json"));
+  // The measured report: each measurement carries its spread; TF's choose_the_best (nccl on uniform:4, a
+  // candidate) is measured beside the top candidates, so its gain compares measured with measured.
+  {
+    std::ifstream in(fs::path(report) / "REPORT.md");
+    const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(md.find("| spread |") != std::string::npos);
+    CHECK(md.find("| measured |") != std::string::npos);  // the basis column of "gain vs TF"
+    for (const auto& r : t.ranges) {
+      for (const auto& p : r.points) {
+        CHECK(p.measured->spread_pct >= 0);
+        REQUIRE(p.tf_measured.has_value());
+        CHECK(p.tf_measured->wrong == 0);
+      }
+    }
+  }
 
   // The table's picks run for real, verified.
   const Result run = run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 64K -f 4 -n 3 -w 1 --json");

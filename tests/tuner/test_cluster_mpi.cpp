@@ -38,7 +38,7 @@ TEST_CASE("autotune.cluster_mode_mpi") {
   const fs::path& dir = scratch.path();
   const std::string table = (dir / "table.json").string();
   const Result tune = mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
-                                      " --segments 1 --max-cycles 1 -q -o " + table);
+                                      " --segments 1 --max-cycles 1 -q --out " + table);
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(count_of(tune.out, "# decision table:") == 1);  // rank 0 alone prints

@@ -204,3 +204,80 @@ TEST_CASE("decision_table.fingerprint_mismatch_refused") {
   CHECK(msg.find('\n') == std::string::npos);
   CHECK_NOTHROW(load_decision_table(path, four));
 }
+
+TEST_CASE("decision_table.new_fields_round_trip") {
+  const Topology topo = load_topology("uniform:4");
+  DecisionTable t = sample_table(topo);
+  t.topology_source = "uniform:4";
+  SizePoint& p = t.ranges.front().points.front();
+  p.kept = "hysteresis";
+  p.fastest = "xring";
+  p.behind_fastest_pct = 0.7;
+  p.tf_measured = Measurement{Figures{20, 0.1, 0.15}, "cpu", 0, 5, 3.5};
+  p.measured = Measurement{Figures{9, 0.1, 0.15}, "cpu", 0, 5, 2.5};
+  const DecisionTable back = table_from_json(table_to_json(t), "t.json");
+  CHECK(back == t);
+  CHECK(back.topology_source == "uniform:4");
+  // Tables written before these fields existed still read: no source, no spread, no kept.
+  nlohmann::json old = table_to_json(sample_table(topo));
+  old["topology"].erase("source");
+  for (auto& r : old["ranges"]) {
+    for (auto& q : r["points"]) {
+      if (q.contains("measured")) q["measured"].erase("spread_pct");
+    }
+  }
+  const DecisionTable from_old = table_from_json(old, "old.json");
+  CHECK(from_old.topology_source.empty());
+  nlohmann::json bad = table_to_json(t);
+  bad["ranges"][0]["points"][0]["kept"]["reason"] = "luck";
+  CHECK_THROWS_WITH_AS(table_from_json(bad, "t.json"), doctest::Contains("t.json: ranges[0].points[0].kept.reason"),
+                       InvalidInput);
+}
+
+TEST_CASE("decision_table.several_types_and_ops") {
+  const Topology topo = load_topology("uniform:4");
+  DecisionTable f = sample_table(topo);
+  DecisionTable h = sample_table(topo);
+  h.type = DataType::kFloat16;
+  DecisionTable hm = sample_table(topo);
+  hm.type = DataType::kFloat16;
+  hm.op = ReduceOp::kMax;
+  hm.ranges.pop_back();
+  // One table: the version-1 document, unchanged.
+  CHECK(tables_to_json({f}) == table_to_json(f));
+  // Several: version 2 with each table inside.
+  const nlohmann::json doc = tables_to_json({f, h, hm});
+  CHECK(doc["schema_version"] == kDecisionTableMultiSchemaVersion);
+  CHECK(doc["tables"].size() == 3);
+  const auto back = tables_from_json(doc, "m.json");
+  REQUIRE(back.size() == 3);
+  CHECK(back[2] == hm);
+  CHECK(select_table(back, DataType::kFloat16, ReduceOp::kMax, "m.json") == hm);
+  CHECK(select_table(back, DataType::kFloat32, ReduceOp::kSum, "m.json") == f);
+  CHECK_THROWS_WITH_AS(select_table(back, DataType::kFloat64, ReduceOp::kSum, "m.json"),
+                       doctest::Contains("m.json: no table for double sum (it holds float sum, half sum, half max)"),
+                       InvalidInput);
+  // A version-1 file reads as one table through the same call.
+  CHECK(tables_from_json(table_to_json(f), "one.json").size() == 1);
+  // The single-table reader says how to pick from several.
+  CHECK_THROWS_WITH_AS(table_from_json(doc, "m.json"), doctest::Contains("holds 3 tables (float sum, half sum, half max)"),
+                       InvalidInput);
+  // Two tables for one (type, op), or of another topology, are refused naming the entry.
+  nlohmann::json dup = tables_to_json({f, h});
+  dup["tables"][1]["type"] = "float";
+  CHECK_THROWS_WITH_AS(tables_from_json(dup, "d.json"), doctest::Contains("d.json: tables[1]: a second table for float sum"),
+                       InvalidInput);
+  nlohmann::json other = tables_to_json({f, h});
+  other["tables"][1]["topology"]["fingerprint"] = "0000";
+  CHECK_THROWS_WITH_AS(tables_from_json(other, "o.json"), doctest::Contains("o.json: tables[1].topology.fingerprint"),
+                       InvalidInput);
+  // load_decision_table(path, topo, type, op) picks from a file.
+  char name[] = "/tmp/artune_multi_XXXXXX";
+  const int fd = ::mkstemp(name);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  write_decision_tables(name, {f, h, hm});
+  CHECK(load_decision_table(name, topo, DataType::kFloat16, ReduceOp::kMax) == hm);
+  CHECK_THROWS_AS(read_decision_table(name), InvalidInput);
+  fs::remove(name);
+}

@@ -90,3 +90,57 @@ TEST_CASE("fusion.shipped_models") {
   CHECK(bert.total_elements() == 109482240);
   CHECK(bert.elements.front() == 30522ull * 768);
 }
+
+TEST_CASE("fusion.overlap_closed_form") {
+  // Four 1000-byte tensors, 10 us of backward each (tensor 3 ready at 10 us, 2 at 20, 1 at 30, 0 at 40);
+  // all-reduce 5 us + 100 B/us; packing copies at 1 GB/s (2 us per 1000 bytes, two copies).
+  const AllReduceTimeFn time = [](std::uint64_t bytes) { return 5.0 + static_cast<double>(bytes) / 100.0; };
+  const std::vector<std::uint64_t> sizes = {1000, 1000, 1000, 1000};
+  const std::vector<double> backward = {10, 10, 10, 10};
+  const auto r = tune_fusion(sizes, {1, 1500, 0}, time, 1.0, backward);
+  REQUIRE(r.options.size() == 3);
+  CHECK(r.overlap);
+  // Per tensor: each 15 us; starts at 10, 25, 40, 55 → ends at 70. No overlap: 4 × 15 = 60.
+  CHECK(r.options[0].total_us == doctest::Approx(60.0));
+  CHECK(r.options[0].backward_us == doctest::Approx(40.0));
+  CHECK(r.options[0].step_us == doctest::Approx(70.0));
+  CHECK(r.options[0].exposed_us == doctest::Approx(30.0));
+  // 1500: packs {0,1} and {2,3}, 2000 B each: 25 + 4 = 29 us; {2,3} ready at 20 → 49; {0,1} ready at 40 → 78.
+  CHECK(r.options[1].pack_bytes == std::vector<std::uint64_t>{2000, 2000});
+  CHECK(r.options[1].total_us == doctest::Approx(58.0));
+  CHECK(r.options[1].step_us == doctest::Approx(78.0));
+  // One pack: 45 + 8 = 53 us after backward ends at 40 → 93.
+  CHECK(r.options[2].total_us == doctest::Approx(53.0));
+  CHECK(r.options[2].step_us == doctest::Approx(93.0));
+  // With overlap the small packs win; without it one pack does, and both figures are kept.
+  CHECK(r.best == 0);
+  CHECK(r.best_no_overlap == 2);
+  // Without backward times there is no overlap: step = the no-overlap total.
+  const auto flat = tune_fusion(sizes, {1, 1500, 0}, time, 1.0);
+  CHECK_FALSE(flat.overlap);
+  CHECK(flat.options[2].step_us == doctest::Approx(53.0));
+  CHECK(flat.best == 2);
+  CHECK_THROWS_AS(tune_fusion(sizes, {0}, time, 1.0, {1.0, 2.0}), InvalidInput);
+}
+
+TEST_CASE("fusion.backward_times_from_the_list") {
+  // Per tensor.
+  const nlohmann::json per = {{"tensors", {{{"elements", 10}, {"backward_us", 3.0}}, {{"elements", 30}, {"backward_us", 1.0}}}}};
+  CHECK(gradient_list_from_json(per, "p.json").backward_times(100.0) == std::vector<double>{3.0, 1.0});
+  // A total split in proportion to the elements.
+  const nlohmann::json total = {{"backward_us", 80.0}, {"tensors", {10, 30}}};
+  CHECK(gradient_list_from_json(total, "t.json").backward_times(100.0) == std::vector<double>{20.0, 60.0});
+  // Neither: the bandwidth bound, 3 · bytes at the memory rate (float: 40 and 120 bytes at 1 GB/s = 1 B/ns).
+  const nlohmann::json none = {{"tensors", {10, 30}}};
+  const auto bound = gradient_list_from_json(none, "n.json").backward_times(1.0);
+  REQUIRE(bound.size() == 2);
+  CHECK(bound[0] == doctest::Approx(0.12));
+  CHECK(bound[1] == doctest::Approx(0.36));
+  // Some tensors only, or both forms: refused naming the field.
+  const nlohmann::json partial = {{"tensors", {{{"elements", 10}, {"backward_us", 3.0}}, {{"elements", 30}}}}};
+  CHECK_THROWS_WITH_AS(gradient_list_from_json(partial, "x.json"), doctest::Contains("x.json: tensors[1]"), InvalidInput);
+  const nlohmann::json both = {{"backward_us", 5.0}, {"tensors", {{{"elements", 10}, {"backward_us", 3.0}}}}};
+  CHECK_THROWS_WITH_AS(gradient_list_from_json(both, "x.json"), doctest::Contains("backward_us"), InvalidInput);
+  const nlohmann::json negative = {{"backward_us", -1.0}, {"tensors", {10}}};
+  CHECK_THROWS_WITH_AS(gradient_list_from_json(negative, "x.json"), doctest::Contains("x.json: backward_us"), InvalidInput);
+}

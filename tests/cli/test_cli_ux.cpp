@@ -1,0 +1,258 @@
+// What a new user tripped over, through the CLI: run --table without -t and
+// with the plan per row, --out for output files (-o deprecated where it named
+// one), several types and ops in one table, topo import's NVLink lane rate,
+// and calibrate's progress over its validation runs.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.hpp"
+#include "tests/test_support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using artune_test::CliResult;
+using artune_test::run_artune;
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const std::string& p, const std::string& text) {
+  std::ofstream out(p);
+  out << text;
+}
+
+std::string source_root() { return artune_test::require_env("ARTUNE_SOURCE_ROOT"); }
+
+// A small simulated table: uniform:4, 4K and 64K.
+CliResult tune(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"autotune", "-b", "4K", "-e", "64K", "-f", "16", "--segments", "1", "--max-cycles",
+                                   "1", "-q"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_artune(args);
+}
+
+}  // namespace
+
+TEST_CASE("cli_ux.run_table_without_t_and_plan_per_row") {
+  const artune_test::ScratchDir scratch("artune-ux");
+  const std::string table = scratch.file("t.json");
+  const CliResult t = tune({"-t", "uniform:4", "--out", table});
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  const auto doc = nlohmann::json::parse(slurp(table));
+  CHECK(doc["topology"]["source"] == "uniform:4");
+  // No -t: the table names its topology (a generator here).
+  const CliResult run = run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0"});
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
+  CHECK(run.out.find("topology uniform:4") != std::string::npos);
+  CHECK(run.out.find("#wrong  plan") != std::string::npos);
+  // Each row names the plan the table picked at that size.
+  std::vector<std::string> labels;
+  for (const auto& range : doc["ranges"]) {
+    for (std::size_t i = 0; i < range["points"].size(); ++i) labels.push_back(range["plan"]["label"]);
+  }
+  REQUIRE(labels.size() == 2);
+  std::istringstream lines(run.out);
+  std::string line;
+  std::vector<std::string> rows;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] != '#') rows.push_back(line);
+  }
+  REQUIRE(rows.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(rows[i].size() >= labels[i].size());
+    CHECK(rows[i].substr(rows[i].size() - labels[i].size()) == labels[i]);
+  }
+  // --json carries the plan per row as well.
+  const CliResult json = run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0",
+                                     "--json"});
+  REQUIRE(json.status == 0);
+  const auto rj = nlohmann::json::parse(json.out);
+  REQUIRE(rj["rows"].size() == 2);
+  CHECK(rj["rows"][0]["plan"] == labels[0]);
+  CHECK(rj["rows"][1]["plan"] == labels[1]);
+  // -t still works and still has to match.
+  CHECK(run_artune({"run", "-t", "uniform:4", "--table", table, "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"}).status == 0);
+  const CliResult other = run_artune({"run", "-t", "uniform:8", "--table", table, "-b", "4K", "-e", "4K"});
+  CHECK(other.status == 2);
+  CHECK(other.err.find("not for 'uniform:8'") != std::string::npos);
+}
+
+TEST_CASE("cli_ux.run_table_topology_file_and_discovered") {
+  const artune_test::ScratchDir scratch("artune-ux");
+  const std::string topo = scratch.file("mine.json");
+  fs::copy_file(source_root() + "/tests/topology/data/small_machine.json", topo);
+  const std::string table = scratch.file("t.json");
+  const CliResult t = tune({"-t", topo, "--out", table});
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  // The file is recorded by its absolute path and loaded from there.
+  const auto doc = nlohmann::json::parse(slurp(table));
+  CHECK(doc["topology"]["source"] == fs::absolute(topo).string());
+  const CliResult ok = run_artune({"run", "--table", table, "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"});
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+  // Gone: -t is required, and the message says so.
+  fs::remove(topo);
+  const CliResult gone = run_artune({"run", "--table", table, "-b", "4K", "-e", "4K"});
+  CHECK(gone.status == 2);
+  CHECK(gone.err.find("which does not exist here; give the topology with -t") != std::string::npos);
+  // A table of a discovered topology (or one written before the field existed) names no source.
+  auto edited = doc;
+  edited["topology"].erase("source");
+  edited["topology"]["name"] = "host-a";
+  spit(table, edited.dump());
+  const CliResult discovered = run_artune({"run", "--table", table, "-b", "4K", "-e", "4K"});
+  CHECK(discovered.status == 2);
+  CHECK(discovered.err.find("has no name to load; give that topology with -t") != std::string::npos);
+}
+
+TEST_CASE("cli_ux.out_everywhere_o_deprecated") {
+  const artune_test::ScratchDir scratch("artune-ux");
+  // autotune: --out writes; -o still does, with one warning line on stderr.
+  const CliResult out = tune({"-t", "uniform:4", "--out", scratch.file("a.json")});
+  CHECK(out.status == 0);
+  CHECK(fs::exists(scratch.file("a.json")));
+  CHECK(out.err.find("deprecated") == std::string::npos);
+  const CliResult old = tune({"-t", "uniform:4", "-o", scratch.file("b.json")});
+  CHECK(old.status == 0);
+  CHECK(fs::exists(scratch.file("b.json")));
+  CHECK(artune_test::count_of(old.err, "artune: warning: -o/--output for the output file of `autotune` is deprecated; "
+                                       "use --out") == 1);
+  const CliResult both = tune({"-t", "uniform:4", "-o", scratch.file("c.json"), "--out", scratch.file("d.json")});
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--out: also given as -o/--output") != std::string::npos);
+  // Bad --out names the flag.
+  const CliResult bad = tune({"-t", "uniform:4", "--out", scratch.file("nodir/t.json")});
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--out: ") != std::string::npos);
+  // topo import: the same pair.
+  const std::string smi = source_root() + "/tests/topology/data/dgx1_v100_topo_m.txt";
+  CHECK(run_artune({"topo", "import", "--from", "nvidia-smi", smi, "--out", scratch.file("i.json")}).status == 0);
+  CHECK(fs::exists(scratch.file("i.json")));
+  const CliResult imp = run_artune({"topo", "import", "--from", "nvidia-smi", smi, "-o", scratch.file("j.json")});
+  CHECK(imp.status == 0);
+  CHECK(fs::exists(scratch.file("j.json")));
+  CHECK(imp.err.find("-o/--output for the output file of `import` is deprecated") != std::string::npos);
+  // run/plan/simulate keep -o as the reduction op.
+  CHECK(run_artune({"plan", "-t", "uniform:4", "-s", "xring", "--count", "16", "-o", "max"}).status == 0);
+}
+
+TEST_CASE("cli_ux.several_types_and_ops_in_one_table") {
+  const artune_test::ScratchDir scratch("artune-ux");
+  const std::string table = scratch.file("m.json");
+  const CliResult t = tune({"-t", "uniform:4", "-d", "float,half", "--op", "sum,max", "--out", table});
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  CHECK(artune_test::count_of(t.out, "# decision table: uniform:4") == 4);
+  const auto doc = nlohmann::json::parse(slurp(table));
+  CHECK(doc["schema_version"] == 2);
+  REQUIRE(doc["tables"].size() == 4);
+  CHECK(doc["tables"][0]["type"] == "float");
+  CHECK(doc["tables"][0]["op"] == "sum");
+  CHECK(doc["tables"][3]["type"] == "half");
+  CHECK(doc["tables"][3]["op"] == "max");
+  // run picks the table by -d and -o.
+  const CliResult half = run_artune({"run", "--table", table, "-d", "half", "-o", "max", "-b", "4K", "-e", "4K", "-n",
+                                     "1", "-w", "0"});
+  INFO(half.err);
+  CHECK(half.status == 0);
+  CHECK(half.out.find("half") != std::string::npos);
+  const CliResult dbl = run_artune({"run", "--table", table, "-d", "double", "-b", "4K", "-e", "4K"});
+  CHECK(dbl.status == 2);
+  CHECK(dbl.err.find("-d/--datatype: double but the table " + table + " was tuned for float, half") !=
+        std::string::npos);
+  const CliResult avg = run_artune({"run", "--table", table, "-o", "avg", "-b", "4K", "-e", "4K"});
+  CHECK(avg.status == 2);
+  CHECK(avg.err.find("-o/--op: avg but the table " + table + " was tuned for sum, max") != std::string::npos);
+  // Tables written before (one type, schema version 1, no "source") still run, their built-in name loading.
+  const CliResult shipped = run_artune({"run", "--table", source_root() + "/reports/dgx1-v100/table.json", "-b", "4K",
+                                        "-e", "4K", "-n", "1", "-w", "0"});
+  INFO(shipped.err);
+  CHECK(shipped.status == 0);
+  CHECK(shipped.out.find("topology dgx1-v100") != std::string::npos);
+  // Empty list items are refused naming the flag.
+  const CliResult empty = tune({"-t", "uniform:4", "-d", "float,,half"});
+  CHECK(empty.status == 2);
+  CHECK(empty.err.find("-d/--datatype: 'float,,half' has an empty item") != std::string::npos);
+}
+
+TEST_CASE("cli_ux.import_nvlink_lane_rate") {
+  const std::string smi = source_root() + "/tests/topology/data/dgx1_v100_topo_m.txt";
+  // The NV2 pair 0-3 of a DGX-1: 2 lanes × the lane rate.
+  auto nv2_bandwidth = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"topo", "import", "--from", "nvidia-smi", smi};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_artune(args);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    double bw = 0;
+    for (const auto& l : doc["links"]) {
+      if (l["kind"] == "nvlink" && l.value("lanes", 1) == 2) bw = l["bandwidth"].get<double>();
+    }
+    return bw;
+  };
+  CHECK(nv2_bandwidth({}) == doctest::Approx(50.0));
+  CHECK(nv2_bandwidth({"--gpu", "p100"}) == doctest::Approx(40.0));
+  CHECK(nv2_bandwidth({"--gpu", "b200"}) == doctest::Approx(100.0));
+  CHECK(nv2_bandwidth({"--gpu", "a100", "--nvlink-lane-gbps", "30"}) == doctest::Approx(60.0));
+  const CliResult bad = run_artune({"topo", "import", "--from", "nvidia-smi", smi, "--gpu", "k80"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--gpu: 'k80' is not one of p100, v100, a100, h100, b200") != std::string::npos);
+  const CliResult zero = run_artune({"topo", "import", "--from", "nvidia-smi", smi, "--nvlink-lane-gbps", "0"});
+  CHECK(zero.status == 2);
+  CHECK(zero.err.find("--nvlink-lane-gbps: 0 must be > 0") != std::string::npos);
+  const CliResult xml = run_artune({"topo", "import", "--from", "nccl-xml",
+                                    source_root() + "/tests/topology/data/dgx1_v100_nccl.xml", "--gpu", "a100"});
+  CHECK(xml.status == 2);
+  CHECK(xml.err.find("--gpu: only for --from nvidia-smi") != std::string::npos);
+}
+
+TEST_CASE("cli_ux.calibrate_progress_covers_validation") {
+  // Without a terminal, progress prints a line per phase change and 10 % step: the whole-plan training and
+  // validation runs must move the percentage instead of sitting near 100 %.
+  // Sizes far enough apart for the copy fits to see bandwidth on a noisy host. A host too loaded for any fit
+  // (calibrate refuses with "no bandwidth can be fitted", exit 3) gets up to two more tries.
+  CliResult r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = run_artune({"calibrate", "-t", "uniform:2", "--backend", "cpu", "-b", "64K", "-e", "16M", "-f", "16",
+                    "--iters", "5", "--warmup", "1"});
+    if (!(r.status == 3 && r.err.find("no bandwidth can be fitted") != std::string::npos)) break;
+  }
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  std::istringstream lines(r.err);
+  std::string line;
+  int first_whole = -1;
+  int last_whole = -1;
+  while (std::getline(lines, line)) {
+    int pct = 0;
+    char what[64] = {};
+    if (std::sscanf(line.c_str(), "artune: %d%% %63s", &pct, what) != 2) continue;
+    const std::string phase = what;
+    if (phase == "training" || phase == "validating") {
+      if (first_whole < 0) first_whole = pct;
+      last_whole = pct;
+    }
+  }
+  REQUIRE(first_whole >= 0);
+  CHECK(first_whole < 80);  // the whole-plan runs are a real share of the work
+  CHECK(last_whole >= 90);
+  CHECK(last_whole < 100);
+}
