@@ -26,6 +26,11 @@
 
 namespace artune {
 
+void Backend::run_on(std::span<void* const> user) {
+  (void)user;
+  throw Unsupported(fmt::format("{} backend: cannot run on caller buffers", name()));
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& given) {
   BackendOptions options = given;
   options.timeout_s = effective_timeout_s(given.timeout_s);

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -287,6 +288,17 @@ class NcclBackend final : public Backend {
       if (!aborted_) abort_all(e);
       throw;
     }
+  }
+
+  // Steps resolve their pointers when issued, so binding the caller's device memory is enough.
+  void run_on(std::span<void* const> user) override {
+    require_prepared();
+    if (user.size() != local_ranks_.size()) {
+      throw InvalidInput(fmt::format("nccl backend: run_on() got {} buffers for {} local ranks", user.size(),
+                                     local_ranks_.size()));
+    }
+    for (std::size_t i = 0; i < user.size(); ++i) pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0) = user[i];
+    run();
   }
 
   std::int64_t count_wrong(int iteration) override {
