@@ -1,11 +1,11 @@
 // The Communicator's speed (reported, never asserted). A plain program rather than Google Benchmark: two
 // of its three figures need mpirun and process-wide counters (threads, peak memory).
 //
-//   mpirun -np N bench_communicator overhead [CALLS] [BYTES]
+//   mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]
 //       per-call time of CALLS float-sum all-reduces of BYTES (default 1000 x 4 KiB): MPI_Allreduce and the
 //       communicator on the mpi backend, alternated over 3 rounds in the same job (median round; a round's
 //       time is the slowest rank's), then the cpu communicator with N threads on rank 0 while the other
-//       ranks sleep. Plans: tuned in memory on uniform:N.
+//       ranks sleep. Plans: SPEC, or tuned in memory on uniform:N.
 //   bench_communicator large RANKS BYTES SPEC [ITERS]
 //       one plan (SPEC on uniform:RANKS), float sum of BYTES per rank: the median of ITERS runs of the cpu
 //       backend on its own buffers (what `artune run` times) and of ITERS communicator calls on caller
@@ -17,6 +17,7 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,6 +93,7 @@ int overhead(int argc, char** argv) {
   const std::int64_t count = bytes / 4;
   CommOptions o;
   o.topology = fmt::format("uniform:{}", size);
+  if (argc > 4) o.spec = argv[4];  // default: tuned in memory
   std::optional<Communicator> holder(Communicator::create_mpi(o));
   Communicator& comm = *holder;
   std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
@@ -106,6 +108,20 @@ int overhead(int argc, char** argv) {
     for (int i = 0; i < calls; ++i) MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     return slowest(seconds_since(t0)) / calls;
   };
+  // What the mpi backend's engine does for one group op: the non-blocking collective, polled.
+  auto impi_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) {
+      MPI_Request req;
+      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+      for (int done = 0; !done;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done) sched_yield();
+      }
+    }
+    return slowest(seconds_since(t0)) / calls;
+  };
   auto comm_round = [&] {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Clock::now();
@@ -114,10 +130,12 @@ int overhead(int argc, char** argv) {
   };
   (void)mpi_round();  // warm-up (and the communicator's plan compile)
   (void)comm_round();
-  std::vector<double> mpi, ours;
+  (void)impi_round();
+  std::vector<double> mpi, ours, impi;
   for (int round = 0; round < 3; ++round) {
     mpi.push_back(mpi_round());
     ours.push_back(comm_round());
+    impi.push_back(impi_round());
   }
   double cpu = 0;
   std::string cpu_plan;
@@ -146,6 +164,7 @@ int overhead(int argc, char** argv) {
     std::printf("overhead: %d ranks, %d calls of %lld B float sum (median of 3 rounds, per call)\n", size, calls,
                 static_cast<long long>(bytes));
     std::printf("  MPI_Allreduce              %8.2f us\n", m * 1e6);
+    std::printf("  MPI_Iallreduce + MPI_Test  %8.2f us  (%.2fx MPI)\n", median(impi) * 1e6, median(impi) / m);
     std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
                 comm.last_plan().label.c_str());
     std::printf("  communicator, cpu backend  %8.2f us  (%.2fx MPI)  plan %s, %d threads\n", cpu * 1e6, cpu / m,
@@ -251,7 +270,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::fprintf(stderr,
-               "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES]\n"
+               "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
                "       bench_communicator large RANKS BYTES SPEC [ITERS]\n"
                "       bench_communicator resnet RANKS FILE [STEPS]\n");
   return 2;
