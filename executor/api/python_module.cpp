@@ -92,7 +92,15 @@ PYBIND11_MODULE(artune, m) {
 #if ARTUNE_HAVE_MPI
                int initialized = 0;
                MPI_Initialized(&initialized);
-               if (!initialized) MPI_Init(nullptr, nullptr);  // finalised by MPI's atexit handling of the job
+               if (!initialized) {
+                 MPI_Init(nullptr, nullptr);
+                 // Finalised when the interpreter exits; communicators that outlive it skip their MPI frees.
+                 py::module_::import("atexit").attr("register")(py::cpp_function([] {
+                   int finalized = 0;
+                   MPI_Finalized(&finalized);
+                   if (!finalized) MPI_Finalize();
+                 }));
+               }
 #endif
                return kind == artune::BackendKind::kMpi ? artune::Communicator::create_mpi(options)
                                                         : artune::Communicator::create_nccl(options);

@@ -116,6 +116,10 @@ class MpiBackend final : public Backend {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, exit_status(failure_code_));
     }
+    // A backend outliving MPI (a Python program whose objects go after MPI_Finalize) has nothing to free.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
     for (auto& [members, comm] : comms_) {
       if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     }
