@@ -261,6 +261,9 @@ TEST_CASE("communicator.invalid_usage") {
         "create_local: the mpi backend runs one rank per process (create_mpi / create_nccl)");
   CHECK(error_of([&] { (void)Communicator::create_local(BackendKind::kCpu, spec_options("uniform:4", "xring"), 3); }) ==
         "create_local: 3 ranks asked but the topology 'uniform:4' has 4 GPUs");
+  // Without a GPU (or a CUDA build) the cuda backend says so at creation.
+  CHECK_THROWS_AS((void)Communicator::create_local(BackendKind::kCuda, spec_options("uniform:2", "xring"), 2),
+                  Unsupported);
   // One rank: the result is its own input; count 0 does nothing.
   comms[0].allreduce(a.data(), a.data(), 8, DataType::kFloat32, ReduceOp::kSum);
   CHECK(a[7] == 2.0f);
