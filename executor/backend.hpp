@@ -61,6 +61,11 @@ class Backend {
   /// (plan.count elements of the prepared type; host memory for cpu/mpi, memory of the rank's GPU for
   /// cuda/nccl). The pointers stay bound until the next run_on or prepare. Default: Unsupported.
   virtual void run_on(std::span<void* const> user);
+  /// Like run_on, asynchronous on the caller's CUDA streams (cudaStream_t, streams[i] for user[i]; null =
+  /// the legacy default stream): the plan starts after the work queued on every caller stream, and work
+  /// queued on them afterwards starts after the plan; returns without waiting (no timeout applies, as with
+  /// NCCL). Default (host backends): Unsupported.
+  virtual void run_on_streams(std::span<void* const> user, std::span<void* const> streams);
   /// Counts elements of this process's participant buffers that differ from the expected
   /// result for `iteration` (nccl-tests #wrong; summed over all ranks by the caller for mpi/nccl).
   virtual std::int64_t count_wrong(int iteration) = 0;

@@ -49,6 +49,7 @@ struct CacheKey {
 // One call's arguments as a rank gave them (checked equal over the ranks of a local group).
 struct CallArgs {
   void* recv = nullptr;
+  void* stream = nullptr;
   std::int64_t count = 0;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
@@ -110,6 +111,7 @@ struct Communicator::Group {
   std::exception_ptr result;  // outcome of the last completed generation
   std::vector<CallArgs> args;
   std::vector<void*> buffers;
+  std::vector<void*> streams;
 
   ~Group() {
     // cpu: give each entry its state back before the backend (and its workers) go.
@@ -206,12 +208,15 @@ struct Communicator::Group {
   }
 
   // Runs one all-reduce on the local ranks' recv buffers (already holding their inputs).
-  void run(std::int64_t count, DataType type, ReduceOp op, std::span<void* const> recv) {
+  // GPU backends: asynchronous on the callers' streams.
+  void run(std::int64_t count, DataType type, ReduceOp op, std::span<void* const> recv, std::span<void* const> streams) {
     Entry& e = lookup(count, type, op);
     try {
       if (kind == BackendKind::kCpu) {
         make_current(e);
         cpu->run_on(recv);
+      } else if (kind == BackendKind::kCuda || kind == BackendKind::kNccl) {
+        e.backend->run_on_streams(recv, streams);
       } else {
         e.backend->run_on(recv);
       }
@@ -293,6 +298,7 @@ std::vector<Communicator> Communicator::create_local(BackendKind backend, const 
   g->last.assign(static_cast<std::size_t>(ranks), PlanInfo{});
   g->args.assign(static_cast<std::size_t>(ranks), CallArgs{});
   g->buffers.assign(static_cast<std::size_t>(ranks), nullptr);
+  g->streams.assign(static_cast<std::size_t>(ranks), nullptr);
   std::vector<Communicator> out;
   out.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) out.push_back(Communicator(g, r));
@@ -359,15 +365,18 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
   if (!gpu && stream != nullptr) throw InvalidInput("allreduce: a stream is for the cuda and nccl backends");
   if (gpu) {
 #if ARTUNE_HAVE_CUDA_BACKEND
-    // The plan runs on the backend's own streams: wait for what the caller queued, copy out of place on
-    // the caller's stream, and return with the result in place (see the header: synchronous).
-    auto s = static_cast<cudaStream_t>(stream);
+    // Out of place: a device copy on the caller's stream, before the plan (which the backend fences
+    // between the callers' streams), so nothing waits on the host.
     if (bytes > 0 && send != recv) {
-      if (cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, s) != cudaSuccess) {
+      const auto* sb = static_cast<const std::byte*>(send);
+      auto* rb = static_cast<std::byte*>(recv);
+      if (sb < rb + bytes && rb < sb + bytes) {
+        throw InvalidInput("allreduce: send and recv overlap without being the same buffer");
+      }
+      if (cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
         throw BackendFailure("allreduce: cudaMemcpyAsync(send -> recv) failed");
       }
     }
-    if (cudaStreamSynchronize(s) != cudaSuccess) throw BackendFailure("allreduce: cudaStreamSynchronize failed");
 #else
     throw Unsupported("allreduce: cuda is not built here");
 #endif
@@ -379,7 +388,8 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     g.check_usable();
     if (count == 0) return;
     void* one[1] = {recv};
-    g.run(count, type, op, one);
+    void* own_stream[1] = {stream};
+    g.run(count, type, op, one, own_stream);
     return;
   }
 
@@ -387,7 +397,7 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
   std::unique_lock<std::mutex> lock(g.mutex);
   g.check_usable();
   const std::uint64_t gen = g.generation;
-  g.args[static_cast<std::size_t>(rank_)] = CallArgs{recv, count, type, op};
+  g.args[static_cast<std::size_t>(rank_)] = CallArgs{recv, stream, count, type, op};
   if (++g.arrived == g.ranks) {
     g.arrived = 0;
     std::exception_ptr outcome;
@@ -402,8 +412,11 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
         }
       }
       if (count > 0) {
-        for (int r = 0; r < g.ranks; ++r) g.buffers[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].recv;
-        g.run(count, type, op, g.buffers);
+        for (int r = 0; r < g.ranks; ++r) {
+          g.buffers[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].recv;
+          g.streams[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].stream;
+        }
+        g.run(count, type, op, g.buffers, g.streams);
       }
     } catch (...) {
       outcome = std::current_exception();

@@ -214,6 +214,55 @@ class CudaBackend final : public Backend {
 
   // Binds every local participant's buffer 0 to the caller's device memory, then runs.
   void run_on(std::span<void* const> user) override {
+    bind(user);
+    run();
+  }
+
+  // Fences the plan's streams between the callers' streams: callers' work -> plan -> callers' later work.
+  void run_on_streams(std::span<void* const> user, std::span<void* const> streams) override {
+    bind(user);
+    if (streams.size() != participants_.size()) {
+      throw InvalidInput(fmt::format("cuda backend: run_on_streams() got {} streams for {} ranks", streams.size(),
+                                     participants_.size()));
+    }
+    if (caller_events_.size() != participants_.size()) {
+      caller_events_.clear();
+      for (int d : participants_) caller_events_.emplace_back(placement_[d].cuda_device);
+    }
+    if (done_events_.size() != streams_.size()) {
+      done_events_.clear();
+      for (std::size_t d = 0; d < streams_.size(); ++d) done_events_.emplace_back(placement_[d].cuda_device);
+    }
+    for (std::size_t i = 0; i < participants_.size(); ++i) {
+      DeviceGuard guard(placement_[participants_[i]].cuda_device);
+      ARTUNE_CUDA_CHECK(cudaEventRecord(caller_events_[i].get(), static_cast<cudaStream_t>(streams[i])));
+    }
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      DeviceGuard guard(placement_[d].cuda_device);
+      for (const Event& e : caller_events_) ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(streams_[d].get(), e.get(), 0));
+    }
+    int current = -1;
+    for (const Call& c : calls_) {
+      if (c.gpu != current) {
+        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
+        current = c.gpu;
+      }
+      issue(c);
+    }
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      DeviceGuard guard(placement_[d].cuda_device);
+      ARTUNE_CUDA_CHECK(cudaEventRecord(done_events_[d].get(), streams_[d].get()));
+    }
+    for (std::size_t i = 0; i < participants_.size(); ++i) {
+      DeviceGuard guard(placement_[participants_[i]].cuda_device);
+      for (const Event& e : done_events_) {
+        ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[i]), e.get(), 0));
+      }
+    }
+  }
+
+  // Points every local participant's buffer 0 at the caller's memory (calls rebuilt when it moved).
+  void bind(std::span<void* const> user) {
     require_prepared();
     if (user.size() != participants_.size()) {
       throw InvalidInput(fmt::format("cuda backend: run_on() got {} buffers for {} ranks", user.size(), participants_.size()));
@@ -227,7 +276,6 @@ class CudaBackend final : public Backend {
       }
     }
     if (changed) build_calls();
-    run();
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -455,6 +503,8 @@ class CudaBackend final : public Backend {
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
+  std::vector<Event> caller_events_;  // run_on_streams: per participant, the caller's work so far
+  std::vector<Event> done_events_;    // run_on_streams: per plan stream, the plan's end
 };
 
 }  // namespace

@@ -94,9 +94,10 @@ class Communicator {
 
   /// All-reduces `count` elements of `type` from every rank's `send` into every rank's `recv` with `op`;
   /// in place when send == recv. Host memory for cpu/mpi, device memory for cuda/nccl. `stream` (a
-  /// cudaStream_t, cuda/nccl only; null = the legacy default stream): the call waits for the work queued
-  /// on it, and the result is ready when the call returns. Every rank must make the same calls in the
-  /// same order with the same count, type and op.
+  /// cudaStream_t, cuda/nccl only; null = the legacy default stream): asynchronous, like ncclAllReduce —
+  /// the plan starts after the work queued on the stream, work queued after the call waits for the result,
+  /// and the call returns without waiting (no timeout applies to GPU work in flight). Every rank must make
+  /// the same calls in the same order with the same count, type and op.
   void allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
                  void* stream = nullptr);
   /// This communicator's rank.
