@@ -26,6 +26,17 @@
 
 namespace artune {
 
+void Backend::run_on(std::span<void* const> user) {
+  (void)user;
+  throw Unsupported(fmt::format("{} backend: cannot run on caller buffers", name()));
+}
+
+void Backend::run_on_streams(std::span<void* const> user, std::span<void* const> streams) {
+  (void)user;
+  (void)streams;
+  throw Unsupported(fmt::format("{} backend: no CUDA streams", name()));
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& given) {
   BackendOptions options = given;
   options.timeout_s = effective_timeout_s(given.timeout_s);

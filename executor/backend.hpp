@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,9 @@ struct BackendOptions {
   /// device's kind (GPU or CPU helper), local GPU index and machine from it; without it they
   /// parse the device names ("gpu3", "m1/gpu3", "cpu0").
   const Topology* topology = nullptr;
+  /// mpi: the MPI_Comm (passed as a pointer to it) whose ranks are the plan's ranks; the backend duplicates
+  /// it. Null = MPI_COMM_WORLD. (A pointer so this header needs no mpi.h.)
+  const void* mpi_comm = nullptr;
 };
 
 /// Runs plans of one data type and reduce op on one kind of hardware.
@@ -50,6 +54,18 @@ class Backend {
   virtual void fill_inputs(int iteration) = 0;
   /// Executes the prepared plan once, in place; blocks until done on this process.
   virtual void run() = 0;
+  /// Like prepare(), for a plan that will only run on caller memory (run_on): a backend may leave the
+  /// ranks' buffer 0 unallocated. Default: prepare().
+  virtual void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) { prepare(plan, type, op); }
+  /// Executes the prepared plan once, in place, on caller memory: buffer 0 of local_ranks()[i] is `user[i]`
+  /// (plan.count elements of the prepared type; host memory for cpu/mpi, memory of the rank's GPU for
+  /// cuda/nccl). The pointers stay bound until the next run_on or prepare. Default: Unsupported.
+  virtual void run_on(std::span<void* const> user);
+  /// Like run_on, asynchronous on the caller's CUDA streams (cudaStream_t, streams[i] for user[i]; null =
+  /// the legacy default stream): the plan starts after the work queued on every caller stream, and work
+  /// queued on them afterwards starts after the plan; returns without waiting (no timeout applies, as with
+  /// NCCL). Default (host backends): Unsupported.
+  virtual void run_on_streams(std::span<void* const> user, std::span<void* const> streams);
   /// Counts elements of this process's participant buffers that differ from the expected
   /// result for `iteration` (nccl-tests #wrong; summed over all ranks by the caller for mpi/nccl).
   virtual std::int64_t count_wrong(int iteration) = 0;

@@ -10,6 +10,7 @@ packages=(
   libbenchmark-dev libeigen3-dev libhwloc-dev hwloc
   libopenmpi-dev openmpi-bin
   gnuplot-nox python3
+  python3-dev python3-numpy python3-pybind11 pybind11-dev
 )
 
 missing=()

@@ -67,6 +67,29 @@ CpuBackend::CpuBackend(const BackendOptions& options) : options_(options) {
 
 CpuBackend::~CpuBackend() { stop_workers(); }
 
+CpuBackend::Prepared::Prepared() = default;
+CpuBackend::Prepared::~Prepared() = default;
+CpuBackend::Prepared::Prepared(Prepared&&) noexcept = default;
+CpuBackend::Prepared& CpuBackend::Prepared::operator=(Prepared&&) noexcept = default;
+
+void CpuBackend::swap_prepared(Prepared& other) noexcept {
+  using std::swap;
+  swap(plan_, other.plan_);
+  swap(type_, other.type_);
+  swap(op_, other.op_);
+  swap(elem_, other.elem_);
+  swap(prepared_, other.prepared_);
+  swap(user_buffers_, other.user_buffers_);
+  swap(buffers_, other.buffers_);
+  swap(storage_, other.storage_);
+  swap(tasks_, other.tasks_);
+  swap(fixups_, other.fixups_);
+  swap(done_, other.done_);
+  swap(arrive_, other.arrive_);
+  swap(finish_, other.finish_);
+  swap(gen_, other.gen_);
+}
+
 void CpuBackend::stop_workers() {
   if (threads_.empty()) return;
   stop_.store(true);
@@ -106,7 +129,13 @@ void CpuBackend::check_plan(const Plan& plan, DataType type) const {
   }
 }
 
-void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
+void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) { prepare_impl(plan, type, op, false); }
+
+void CpuBackend::prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) {
+  prepare_impl(plan, type, op, true);
+}
+
+void CpuBackend::prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool user_buffers) {
   if (broken_) throw BackendFailure("cpu backend: a previous run timed out; create a new backend");
   prepared_ = false;
   check_plan(plan, type);
@@ -115,12 +144,20 @@ void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
   type_ = type;
   op_ = op;
   elem_ = element_size(type);
+  user_buffers_ = user_buffers;
 
-  // Buffers: one zeroed, 64-byte aligned allocation each.
+  // Buffers: one zeroed, 64-byte aligned allocation each (the ranks' buffer 0 is the caller's in user mode,
+  // bound by run_on).
   buffers_.assign(plan.devices.size(), {});
   storage_.clear();
+  fixups_.clear();
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
   for (std::size_t d = 0; d < plan.devices.size(); ++d) {
     for (std::int64_t elements : plan.buffers[d]) {
+      if (user_buffers && d < ranks && buffers_[d].empty()) {
+        buffers_[d].push_back(Buffer{nullptr, elements});
+        continue;
+      }
       const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(elements) * elem_, 1);
       const std::size_t rounded = (bytes + 63) / 64 * 64;
       void* p = std::aligned_alloc(64, rounded);
@@ -138,14 +175,23 @@ void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
     for (const Action& a : s.actions) {
       if (a.kind == ActionKind::kSend) continue;
       const Op& pop = plan.ops[static_cast<std::size_t>(a.op)];
+      // Pointers into a rank's buffer 0 are noted so run_on can rebind them to caller memory.
+      auto note = [&](int field, const Location& l) {
+        if (l.buffer == 0 && l.device >= 0 && static_cast<std::size_t>(l.device) < ranks) {
+          fixups_.push_back(Fixup{s.device, static_cast<int>(list.size()), field, l.device,
+                                  static_cast<std::size_t>(l.offset) * elem_});
+        }
+      };
       Task t;
       t.kind = a.kind;
       t.op = a.op;
       t.deps = pop.deps;
       t.dst = address(a.local);
+      note(-1, a.local);
       t.n = a.local.count;
       if (a.kind == ActionKind::kRecv || a.kind == ActionKind::kCopy || a.kind == ActionKind::kReduce) {
         t.src = address(a.remote);
+        note(-2, a.remote);
         if (a.kind == ActionKind::kRecv) t.kind = a.reduce ? ActionKind::kReduce : ActionKind::kCopy;
       }
       if (a.kind == ActionKind::kScale) t.divisor = pop.divisor;
@@ -156,7 +202,9 @@ void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
           const int dev = pop.group[static_cast<std::size_t>(k)];
           if (dev == s.device) t.member = k;
           if (dev == pop.root) t.root = k;
-          t.regions.push_back(address(Location{dev, pop.dst.buffer, pop.dst.offset, pop.dst.count}));
+          const Location region{dev, pop.dst.buffer, pop.dst.offset, pop.dst.count};
+          note(k, region);
+          t.regions.push_back(address(region));
           t.shards.push_back(even_piece(pop.dst.count, m, k));
         }
       }
@@ -176,9 +224,8 @@ void CpuBackend::prepare(const Plan& plan, DataType type, ReduceOp op) {
   gen_ = 0;
   aborted_.store(false);
 
-  // Workers are idle between runs and read their task list only inside one, so a plan with
-  // as many devices reuses them; another device count gets a fresh set.
-  if (threads_.size() != plan.devices.size()) stop_workers();
+  // Workers are idle between runs and read their task list only inside one, so every plan reuses
+  // them; a plan with more devices adds workers, and workers beyond a plan's devices idle through its runs.
   threads_.reserve(plan.devices.size());
   const std::uint32_t first_seen = start_gen_.load();
   for (std::size_t d = threads_.size(); d < plan.devices.size(); ++d) {
@@ -195,8 +242,9 @@ void CpuBackend::worker(int device, std::uint32_t seen) {
     seen = g;
     if (stop_.load()) return;
     const std::uint32_t gen = gen_;
-    // Re-read per run: prepare() replaces the task lists between runs.
-    const auto& tasks = tasks_[static_cast<std::size_t>(device)];
+    // Re-read per run: prepare() and swap_prepared() replace the task lists between runs.
+    static const std::vector<Task> kNone;
+    const auto& tasks = static_cast<std::size_t>(device) < tasks_.size() ? tasks_[static_cast<std::size_t>(device)] : kNone;
     for (const Task& t : tasks) {
       bool ok = true;
       for (int dep : t.deps) {
@@ -312,8 +360,42 @@ void CpuBackend::run_group(const Task& t, std::uint32_t gen) {
   }
 }
 
+void CpuBackend::run_on(std::span<void* const> user) {
+  if (!prepared_) throw InvalidInput("cpu backend: run_on() before prepare()");
+  const auto ranks = static_cast<std::size_t>(plan_.ranks());
+  if (user.size() != ranks) {
+    throw InvalidInput(fmt::format("cpu backend: run_on() got {} buffers for {} ranks", user.size(), ranks));
+  }
+  bool changed = false;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (user[r] == nullptr && plan_.count > 0) throw InvalidInput(fmt::format("cpu backend: rank {}: null buffer", r));
+    auto* p = static_cast<std::byte*>(user[r]);
+    if (buffers_[r][0].data != p) {
+      buffers_[r][0].data = p;
+      changed = true;
+    }
+  }
+  if (changed) {
+    for (const Fixup& f : fixups_) {
+      Task& t = tasks_[static_cast<std::size_t>(f.device)][static_cast<std::size_t>(f.task)];
+      std::byte* p = buffers_[static_cast<std::size_t>(f.rank)][0].data + f.offset;
+      if (f.field == -1) {
+        t.dst = p;
+      } else if (f.field == -2) {
+        t.src = p;
+      } else {
+        t.regions[static_cast<std::size_t>(f.field)] = p;
+      }
+    }
+  }
+  run();
+}
+
 void CpuBackend::run() {
   if (!prepared_) throw InvalidInput("cpu backend: run() before prepare()");
+  if (user_buffers_ && plan_.count > 0 && buffers_[0][0].data == nullptr) {
+    throw InvalidInput("cpu backend: a plan prepared for caller buffers runs through run_on()");
+  }
   if (broken_) throw BackendFailure("cpu backend: a previous run timed out; create a new backend");
   ++runs_;
   if (runs_ == flip_run_ && flip_rank_ >= 0 && flip_rank_ < plan_.ranks() && plan_.count > 0) {
@@ -365,6 +447,9 @@ void CpuBackend::run() {
 
 void CpuBackend::fill_inputs(int iteration) {
   if (!prepared_) throw InvalidInput("cpu backend: fill_inputs() before prepare()");
+  if (user_buffers_ && plan_.count > 0 && buffers_[0][0].data == nullptr) {
+    throw InvalidInput("cpu backend: fill_inputs() before run_on() bound the caller buffers");
+  }
   const int ranks = plan_.ranks();
   // Split each rank's buffer into pieces so both a few large and many small ranks parallelise.
   constexpr int kPieces = 4;
@@ -378,6 +463,9 @@ void CpuBackend::fill_inputs(int iteration) {
 
 std::int64_t CpuBackend::count_wrong(int iteration) {
   if (!prepared_) throw InvalidInput("cpu backend: count_wrong() before prepare()");
+  if (user_buffers_ && plan_.count > 0 && buffers_[0][0].data == nullptr) {
+    throw InvalidInput("cpu backend: count_wrong() before run_on() bound the caller buffers");
+  }
   const int ranks = plan_.ranks();
   const std::int64_t count = plan_.count;
   std::vector<std::byte> expected(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * elem_);

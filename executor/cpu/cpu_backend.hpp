@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -62,15 +63,63 @@ class CpuBackend final : public Backend {
   /// "cpu".
   std::string_view name() const override { return "cpu"; }
 
+  /// Like prepare(), without allocating the ranks' buffer 0: the plan runs only through run_on.
+  void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) override;
+  /// Runs the prepared plan on caller memory: rank r's buffer 0 is user[r] (pulls read it directly).
+  void run_on(std::span<void* const> user) override;
+
   /// Start of buffer `buffer` of plan device `device` (tests plant faults through it).
   void* buffer_data(int device, int buffer);
 
- private:
   struct Task;
+  /// Where a task's pointer into a rank's buffer 0 sits, so run_on can rebind it (field: -1 dst, -2 src,
+  /// k >= 0 group region k).
+  struct Fixup {
+    int device = 0;
+    int task = 0;
+    int field = 0;
+    int rank = 0;
+    std::size_t offset = 0;  ///< bytes from the start of the rank's buffer 0
+  };
   struct Buffer {
     std::byte* data = nullptr;
     std::int64_t elements = 0;
   };
+  /// A prepared plan held outside the backend: swap_prepared() exchanges it with the backend's current one,
+  /// so several plans share one set of workers (the Communicator's plan cache). Empty when default-built.
+  class Prepared {
+   public:
+    Prepared();
+    ~Prepared();
+    Prepared(Prepared&&) noexcept;
+    Prepared& operator=(Prepared&&) noexcept;
+    /// The plan prepared in it (empty plan when none).
+    const Plan& plan() const noexcept { return plan_; }
+
+   private:
+    friend class CpuBackend;
+    Plan plan_;
+    DataType type_ = DataType::kFloat32;
+    ReduceOp op_ = ReduceOp::kSum;
+    std::size_t elem_ = 4;
+    bool prepared_ = false;
+    bool user_buffers_ = false;
+    std::vector<std::vector<Buffer>> buffers_;
+    std::vector<std::unique_ptr<std::byte[], void (*)(void*)>> storage_;
+    std::vector<std::vector<Task>> tasks_;
+    std::vector<Fixup> fixups_;
+    std::unique_ptr<std::atomic<std::uint32_t>[]> done_;
+    std::unique_ptr<std::atomic<std::uint32_t>[]> arrive_;
+    std::unique_ptr<std::atomic<std::uint32_t>[]> finish_;
+    std::uint32_t gen_ = 0;
+  };
+  /// Exchanges the backend's prepared plan with `other` (between runs only; workers are kept).
+  void swap_prepared(Prepared& other) noexcept;
+  /// Worker threads the backend owns now (the most devices of any plan prepared so far).
+  std::size_t worker_count() const noexcept { return threads_.size(); }
+
+ private:
+  void prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool user_buffers);
 
   void stop_workers();
   void worker(int device, std::uint32_t seen);
@@ -90,10 +139,12 @@ class CpuBackend final : public Backend {
   int runs_ = 0;         // run() calls over the backend's lifetime (test faults count them)
   int flip_rank_ = -1;   // ARTUNE_TEST_FAULT=flip:rankR:iterN (tests only)
   int flip_run_ = -1;
+  bool user_buffers_ = false;  // prepared by prepare_for_user_buffers: ranks' buffer 0 is the caller's
 
   std::vector<std::vector<Buffer>> buffers_;            // [device][buffer]
   std::vector<std::unique_ptr<std::byte[], void (*)(void*)>> storage_;
   std::vector<std::vector<Task>> tasks_;                // [device]
+  std::vector<Fixup> fixups_;                           // pointers into ranks' buffer 0
 
   std::unique_ptr<std::atomic<std::uint32_t>[]> done_;    // [op] generation of last completion
   std::unique_ptr<std::atomic<std::uint32_t>[]> arrive_;  // [op] group phase barrier

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,48 +134,11 @@ class CudaBackend final : public Backend {
     for (int e = 0; e < program_.events; ++e) {
       events_.emplace_back(placement_[program_.event_stream[e]].cuda_device);
     }
-    std::vector<int> sms(gpus_, 1);
+    sms_.assign(static_cast<std::size_t>(gpus_), 1);
     for (int g = 0; g < gpus_; ++g) {
-      ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[g], cudaDevAttrMultiProcessorCount, g));
+      ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_[g], cudaDevAttrMultiProcessorCount, g));
     }
-    const ReduceKernel kernel = select_reduce_kernel(type, op);
-    calls_.clear();
-    calls_.reserve(program_.steps.size());
-    for (const Step& s : program_.steps) {
-      Call c;
-      c.kind = s.kind;
-      c.op = s.op;
-      c.gpu = placement_[s.stream].cuda_device;
-      c.stream = streams_[s.stream].get();
-      switch (s.kind) {
-        case StepKind::kCopy:
-          c.dst = pointer(s.dst);
-          c.src = pointer(s.src);
-          c.bytes = static_cast<std::size_t>(s.count) * esize_;
-          c.dst_gpu = gpu_of(s.dst);
-          c.src_gpu = gpu_of(s.src);
-          break;
-        case StepKind::kReduce:
-          c.dst = pointer(s.dst);
-          c.src = pointer(s.src);
-          c.kernel = kernel.id;
-          c.geometry = launch_geometry(s.count, type, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.src), sms[c.gpu]);
-          break;
-        case StepKind::kScale:
-          c.dst = pointer(s.dst);
-          c.kernel = scale_kernel_id(type);
-          c.divisor = s.divisor;
-          c.geometry = launch_geometry(s.count, type, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.dst), sms[c.gpu]);
-          break;
-        case StepKind::kRecord:
-        case StepKind::kWait:
-          c.event = events_[s.event].get();
-          break;
-      }
-      calls_.push_back(c);
-    }
+    build_calls();
     host_io_ = PinnedBuffer(static_cast<std::size_t>(count_) * esize_);
     participants_.clear();
     for (int d = 0; d < n; ++d) {
@@ -203,6 +167,115 @@ class CudaBackend final : public Backend {
       issue(c);
     }
     wait_all();
+  }
+
+  // The issued calls with their pointers and launch geometries (which depend on the pointers' alignment):
+  // rebuilt by run_on when the caller's buffers change.
+  void build_calls() {
+    const ReduceKernel kernel = select_reduce_kernel(type_, op_);
+    calls_.clear();
+    calls_.reserve(program_.steps.size());
+    for (const Step& s : program_.steps) {
+      Call c;
+      c.kind = s.kind;
+      c.op = s.op;
+      c.gpu = placement_[s.stream].cuda_device;
+      c.stream = streams_[s.stream].get();
+      switch (s.kind) {
+        case StepKind::kCopy:
+          c.dst = pointer(s.dst);
+          c.src = pointer(s.src);
+          c.bytes = static_cast<std::size_t>(s.count) * esize_;
+          c.dst_gpu = gpu_of(s.dst);
+          c.src_gpu = gpu_of(s.src);
+          break;
+        case StepKind::kReduce:
+          c.dst = pointer(s.dst);
+          c.src = pointer(s.src);
+          c.kernel = kernel.id;
+          c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
+                                       reinterpret_cast<std::uintptr_t>(c.src), sms_[c.gpu]);
+          break;
+        case StepKind::kScale:
+          c.dst = pointer(s.dst);
+          c.kernel = scale_kernel_id(type_);
+          c.divisor = s.divisor;
+          c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
+                                       reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu]);
+          break;
+        case StepKind::kRecord:
+        case StepKind::kWait:
+          c.event = events_[s.event].get();
+          break;
+      }
+      calls_.push_back(c);
+    }
+  }
+
+  // Binds every local participant's buffer 0 to the caller's device memory, then runs.
+  void run_on(std::span<void* const> user) override {
+    bind(user);
+    run();
+  }
+
+  // Fences the plan's streams between the callers' streams: callers' work -> plan -> callers' later work.
+  void run_on_streams(std::span<void* const> user, std::span<void* const> streams) override {
+    bind(user);
+    if (streams.size() != participants_.size()) {
+      throw InvalidInput(fmt::format("cuda backend: run_on_streams() got {} streams for {} ranks", streams.size(),
+                                     participants_.size()));
+    }
+    if (caller_events_.size() != participants_.size()) {
+      caller_events_.clear();
+      for (int d : participants_) caller_events_.emplace_back(placement_[d].cuda_device);
+    }
+    if (done_events_.size() != streams_.size()) {
+      done_events_.clear();
+      for (std::size_t d = 0; d < streams_.size(); ++d) done_events_.emplace_back(placement_[d].cuda_device);
+    }
+    for (std::size_t i = 0; i < participants_.size(); ++i) {
+      DeviceGuard guard(placement_[participants_[i]].cuda_device);
+      ARTUNE_CUDA_CHECK(cudaEventRecord(caller_events_[i].get(), static_cast<cudaStream_t>(streams[i])));
+    }
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      DeviceGuard guard(placement_[d].cuda_device);
+      for (const Event& e : caller_events_) ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(streams_[d].get(), e.get(), 0));
+    }
+    int current = -1;
+    for (const Call& c : calls_) {
+      if (c.gpu != current) {
+        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
+        current = c.gpu;
+      }
+      issue(c);
+    }
+    for (std::size_t d = 0; d < streams_.size(); ++d) {
+      DeviceGuard guard(placement_[d].cuda_device);
+      ARTUNE_CUDA_CHECK(cudaEventRecord(done_events_[d].get(), streams_[d].get()));
+    }
+    for (std::size_t i = 0; i < participants_.size(); ++i) {
+      DeviceGuard guard(placement_[participants_[i]].cuda_device);
+      for (const Event& e : done_events_) {
+        ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(streams[i]), e.get(), 0));
+      }
+    }
+  }
+
+  // Points every local participant's buffer 0 at the caller's memory (calls rebuilt when it moved).
+  void bind(std::span<void* const> user) {
+    require_prepared();
+    if (user.size() != participants_.size()) {
+      throw InvalidInput(fmt::format("cuda backend: run_on() got {} buffers for {} ranks", user.size(), participants_.size()));
+    }
+    bool changed = false;
+    for (std::size_t i = 0; i < user.size(); ++i) {
+      void*& slot = pointers_[static_cast<std::size_t>(participants_[i])][0];
+      if (slot != user[i]) {
+        slot = user[i];
+        changed = true;
+      }
+    }
+    if (changed) build_calls();
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -429,6 +502,9 @@ class CudaBackend final : public Backend {
   std::vector<Call> calls_;
   PinnedBuffer host_io_;
   std::vector<int> participants_;
+  std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
+  std::vector<Event> caller_events_;  // run_on_streams: per participant, the caller's work so far
+  std::vector<Event> done_events_;    // run_on_streams: per plan stream, the plan's end
 };
 
 }  // namespace

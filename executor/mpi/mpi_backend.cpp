@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,8 @@ class MpiBackend final : public Backend {
       mpi_check(MPI_Init(nullptr, nullptr), "MPI_Init");
       own_mpi_ = true;
     }
-    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    const MPI_Comm parent = options.mpi_comm != nullptr ? *static_cast<const MPI_Comm*>(options.mpi_comm) : MPI_COMM_WORLD;
+    mpi_check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -114,6 +116,10 @@ class MpiBackend final : public Backend {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, exit_status(failure_code_));
     }
+    // A backend outliving MPI (a Python program whose objects go after MPI_Finalize) has nothing to free.
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
     for (auto& [members, comm] : comms_) {
       if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
     }
@@ -123,13 +129,34 @@ class MpiBackend final : public Backend {
     if (own_mpi_) MPI_Finalize();
   }
 
-  void prepare(const Plan& plan, DataType type, ReduceOp op) override {
+  void prepare(const Plan& plan, DataType type, ReduceOp op) override { prepare_impl(plan, type, op, false); }
+  void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) override {
+    prepare_impl(plan, type, op, true);
+  }
+
+  // Rebinds the slots that touch this rank's buffer 0 to the caller's memory, then runs.
+  void run_on(std::span<void* const> user) override {
+    require_prepared("run_on");
+    if (user.size() != 1) throw InvalidInput(fmt::format("mpi backend: run_on() got {} buffers for 1 rank", user.size()));
+    auto* base = static_cast<std::byte*>(user[0]);
+    if (base == nullptr && plan_.count > 0) throw InvalidInput("mpi backend: null buffer");
+    if (base != user0_) {
+      user0_ = base;
+      for (Slot& s : slots_) {
+        if (s.local0 >= 0) s.local = base + s.local0;
+        if (s.remote0 >= 0) s.remote = base + s.remote0;
+      }
+    }
+    run();
+  }
+
+  void prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool user_buffers) {
     prepared_ = false;
     ErrorCode code = ErrorCode::kInvalidInput;
     std::string message;
     bool local_ok = true;
     try {
-      prepare_local(plan, type, op);
+      prepare_local(plan, type, op, user_buffers);
     } catch (const Error& e) {
       local_ok = false;
       code = e.code();
@@ -142,7 +169,7 @@ class MpiBackend final : public Backend {
 
   void fill_inputs(int iteration) override {
     require_prepared("fill_inputs");
-    fill_input(buffers_.at(static_cast<std::size_t>(rank_)).at(0).data(), type_, op_, plan_.ranks(), rank_, 0,
+    fill_input(rank_buffer0(), type_, op_, plan_.ranks(), rank_, 0,
                plan_.count, iteration);
   }
 
@@ -152,7 +179,7 @@ class MpiBackend final : public Backend {
     require_prepared("count_wrong");
     std::vector<std::byte> expected(static_cast<std::size_t>(std::max<std::int64_t>(plan_.count, 1)) * elem_);
     fill_expected(expected.data(), type_, op_, plan_.ranks(), 0, plan_.count, iteration);
-    return count_mismatches(buffers_.at(static_cast<std::size_t>(rank_)).at(0).data(), expected.data(), type_, op_,
+    return count_mismatches(rank_buffer0(), expected.data(), type_, op_,
                             plan_.count);
   }
 
@@ -176,6 +203,8 @@ class MpiBackend final : public Backend {
     Action action;
     std::byte* local = nullptr;
     const std::byte* remote = nullptr;  // local copy/reduce source
+    std::ptrdiff_t local0 = -1;         // byte offsets into this rank's buffer 0 (-1: elsewhere), for run_on
+    std::ptrdiff_t remote0 = -1;
     int peer_rank = -1;
     int count = 0;
     std::vector<std::byte> staging;     // received reduce / reduce-scatter result
@@ -200,6 +229,15 @@ class MpiBackend final : public Backend {
 
   void require_prepared(const char* what) const {
     if (!prepared_) throw InvalidInput(fmt::format("mpi backend: {}() before prepare()", what));
+  }
+
+  // This rank's buffer 0: the caller's (bound by run_on) for a plan prepared for user buffers.
+  std::byte* rank_buffer0() {
+    if (user_buffers_) {
+      if (user0_ == nullptr && plan_.count > 0) throw InvalidInput("mpi backend: no caller buffer bound (run_on)");
+      return user0_;
+    }
+    return buffers_.at(static_cast<std::size_t>(rank_)).at(0).data();
   }
 
   template <typename E>
@@ -275,7 +313,7 @@ class MpiBackend final : public Backend {
     throw_error(decode(worst), rank_ == 0 ? text : fmt::format("mpi backend: {} failed on rank {}", what, first));
   }
 
-  void prepare_local(const Plan& plan, DataType type, ReduceOp op);
+  void prepare_local(const Plan& plan, DataType type, ReduceOp op, bool user_buffers);
   void create_communicators();
   MPI_Datatype datatype() const;
   MPI_Op reduction();
@@ -299,6 +337,8 @@ class MpiBackend final : public Backend {
   ErrorCode failure_code_ = ErrorCode::kBackendFailure;
 
   bool prepared_ = false;
+  bool user_buffers_ = false;     // buffer 0 of this rank is the caller's (run_on)
+  std::byte* user0_ = nullptr;
   Plan plan_;
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
@@ -321,7 +361,7 @@ class MpiBackend final : public Backend {
   Clock::time_point last_progress_;
 };
 
-void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
+void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, bool user_buffers) {
   check_plan_shape(plan);
   check_rank_count(plan);
   std::vector<int> machines(plan.devices.size(), 0);
@@ -339,6 +379,8 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
   type_ = type;
   op_ = op;
   elem_ = element_size(type);
+  user_buffers_ = user_buffers;
+  user0_ = nullptr;
   host_ = host_processes(plan, machines);
   const ProcessSchedule schedule = split_for_process(plan, host_, rank_);
 
@@ -353,10 +395,16 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
   buffers_.assign(plan.devices.size(), {});
   for (int d : schedule.devices) {
     for (std::int64_t n : plan.buffers[static_cast<std::size_t>(d)]) {
-      buffers_[static_cast<std::size_t>(d)].emplace_back(static_cast<std::size_t>(n) * elem_);
+      const bool caller_owned = user_buffers && d == rank_ && buffers_[static_cast<std::size_t>(d)].empty();
+      buffers_[static_cast<std::size_t>(d)].emplace_back(caller_owned ? 0 : static_cast<std::size_t>(n) * elem_);
     }
   }
+  auto offset0 = [&](const Location& l) -> std::ptrdiff_t {
+    return user_buffers && l.device == rank_ && l.buffer == 0 ? static_cast<std::ptrdiff_t>(l.offset) * static_cast<std::ptrdiff_t>(elem_)
+                                                             : -1;
+  };
   auto address = [&](const Location& l) {
+    if (offset0(l) >= 0) return static_cast<std::byte*>(nullptr);  // bound by run_on
     return buffers_[static_cast<std::size_t>(l.device)][static_cast<std::size_t>(l.buffer)].data() +
            static_cast<std::size_t>(l.offset) * elem_;
   };
@@ -388,9 +436,13 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op) {
     if (n > INT_MAX) throw Unsupported(fmt::format("mpi backend: op {} moves {} elements (more than INT_MAX)", a.op, n));
     s.count = static_cast<int>(n);
     s.local = address(a.local);
+    s.local0 = offset0(a.local);
     switch (a.kind) {
       case ActionKind::kCopy:
-      case ActionKind::kReduce: s.remote = address(a.remote); break;
+      case ActionKind::kReduce:
+        s.remote = address(a.remote);
+        s.remote0 = offset0(a.remote);
+        break;
       case ActionKind::kSend:
       case ActionKind::kRecv:
         s.peer_rank = host_[static_cast<std::size_t>(a.peer)];
@@ -631,12 +683,15 @@ void MpiBackend::stuck() {
 
 void MpiBackend::run() {
   require_prepared("run");
+  if (user_buffers_ && user0_ == nullptr && plan_.count > 0) {
+    throw InvalidInput("mpi backend: a plan prepared for caller buffers runs through run_on()");
+  }
   ++runs_;
   if (fault_.fires("stop", rank_, runs_)) std::raise(SIGSTOP);
   if (fault_.fires("kill", rank_, runs_)) std::raise(SIGKILL);
   if (fault_.fires("flip", rank_, runs_) && plan_.count > 0) {
-    auto& data = buffers_[static_cast<std::size_t>(rank_)][0];
-    store_from_double(data.data(), type_, 0, load_as_double(data.data(), type_, 0) + 1);
+    std::byte* data = rank_buffer0();
+    store_from_double(data, type_, 0, load_as_double(data, type_, 0) + 1);
   }
 
   ready_.clear();

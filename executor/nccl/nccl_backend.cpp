@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +41,8 @@ namespace artune {
 namespace {
 
 using cuda::DeviceBuffer;
+using cuda::DeviceGuard;
+using cuda::Event;
 using cuda::PinnedBuffer;
 using cuda::Stream;
 using nccl::Program;
@@ -287,6 +290,46 @@ class NcclBackend final : public Backend {
       if (!aborted_) abort_all(e);
       throw;
     }
+  }
+
+  // Steps resolve their pointers when issued, so binding the caller's device memory is enough.
+  void run_on(std::span<void* const> user) override {
+    bind(user);
+    run();
+  }
+
+  // Asynchronous on the caller's stream: the rank's stream waits for the caller's work, the caller's
+  // stream for the plan; no host wait (NCCL's own model: errors surface at the next synchronisation).
+  void run_on_streams(std::span<void* const> user, std::span<void* const> streams) override {
+    bind(user);
+    if (streams.size() != 1) throw InvalidInput(fmt::format("nccl backend: run_on_streams() got {} streams for 1 rank", streams.size()));
+    if (caller_event_.get() == nullptr) {
+      caller_event_ = Event(gpu_);
+      done_event_ = Event(gpu_);
+    }
+    DeviceGuard guard(gpu_);
+    auto caller = static_cast<cudaStream_t>(streams[0]);
+    ARTUNE_CUDA_CHECK(cudaEventRecord(caller_event_.get(), caller));
+    ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_event_.get(), 0));
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(options_.timeout_s));
+    try {
+      issue_all(deadline);
+    } catch (const Error& e) {
+      if (!aborted_) abort_all(e);
+      throw;
+    }
+    ARTUNE_CUDA_CHECK(cudaEventRecord(done_event_.get(), stream_.get()));
+    ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(caller, done_event_.get(), 0));
+  }
+
+  void bind(std::span<void* const> user) {
+    require_prepared();
+    if (user.size() != local_ranks_.size()) {
+      throw InvalidInput(fmt::format("nccl backend: run_on() got {} buffers for {} local ranks", user.size(),
+                                     local_ranks_.size()));
+    }
+    for (std::size_t i = 0; i < user.size(); ++i) pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0) = user[i];
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -617,6 +660,8 @@ class NcclBackend final : public Backend {
   ncclDataType_t nccl_type_ = ncclFloat32;
   ncclRedOp_t nccl_op_ = ncclSum;
   Stream stream_;
+  Event caller_event_;  // run_on_streams: the caller's work so far
+  Event done_event_;    // run_on_streams: the plan's end
   ncclComm_t world_ = nullptr;
   std::vector<ncclComm_t> groups_;
   Program program_;

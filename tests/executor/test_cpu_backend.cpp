@@ -283,3 +283,41 @@ TEST_CASE("cpu_backend.corrupted_builder_plans_are_caught") {
     CHECK(wrong_after_runs(backend, shifted, DataType::kInt64, ReduceOp::kSum) > 0);
   }
 }
+
+TEST_CASE("cpu_backend.run_on_caller_buffers_and_swapped_plans") {
+  CpuBackend backend(BackendOptions{});
+  const Plan ring = ring_plan(3, 10, ReduceOp::kSum);
+  const Plan small = ring_plan(2, 5, ReduceOp::kMax);
+  backend.prepare_for_user_buffers(ring, DataType::kInt32, ReduceOp::kSum);
+  // Prepared for caller buffers: nothing to run on until run_on binds them.
+  CHECK_THROWS_WITH_AS(backend.run(), "cpu backend: a plan prepared for caller buffers runs through run_on()",
+                       InvalidInput);
+  std::vector<std::vector<std::int32_t>> a(3, std::vector<std::int32_t>(10));
+  for (int r = 0; r < 3; ++r) {
+    for (int i = 0; i < 10; ++i) a[r][i] = (r + 1) * 100 + i;
+  }
+  std::vector<void*> ptrs = {a[0].data(), a[1].data(), a[2].data()};
+  backend.run_on(ptrs);
+  for (int r = 0; r < 3; ++r) CHECK(a[r][9] == 600 + 3 * 9);
+  CHECK(backend.buffer_data(1, 0) == a[1].data());  // the workers worked in the caller's memory
+
+  // Park the ring, prepare another plan on the same workers, swap back: both still run right.
+  CpuBackend::Prepared parked;
+  backend.swap_prepared(parked);
+  CHECK(parked.plan().ranks() == 3);
+  backend.prepare_for_user_buffers(small, DataType::kInt32, ReduceOp::kMax);
+  std::vector<std::int32_t> x = {1, 9, 3, 4, 5}, y = {6, 2, 8, 0, 5};
+  std::vector<void*> xy = {x.data(), y.data()};
+  backend.run_on(xy);
+  CHECK(x == std::vector<std::int32_t>{6, 9, 8, 4, 5});
+  CHECK(y == x);
+  CHECK(backend.worker_count() == 3);  // workers only grow; the 2-device plan leaves one idle
+  CpuBackend::Prepared second;
+  backend.swap_prepared(second);
+  backend.swap_prepared(parked);
+  std::vector<std::vector<std::int32_t>> b(3, std::vector<std::int32_t>(10, 1));
+  std::vector<void*> bp = {b[0].data(), b[1].data(), b[2].data()};
+  backend.run_on(bp);  // new pointers: the tasks are rebound
+  for (int r = 0; r < 3; ++r) CHECK(b[r] == std::vector<std::int32_t>(10, 3));
+  CHECK_THROWS_WITH_AS(backend.run_on(xy), "cpu backend: run_on() got 2 buffers for 3 ranks", InvalidInput);
+}

@@ -162,3 +162,50 @@ TEST_CASE("cuda_backend.wrong_results_are_counted") {
   backend->run();
   CHECK(backend->count_wrong(0) > 0);
 }
+
+TEST_CASE("cuda_backend.run_on_caller_buffers_and_streams") {
+  // Caller device memory, bound synchronously (run_on) and asynchronously on caller streams
+  // (run_on_streams); moving the buffers between calls rebinds the plan's calls.
+  const Topology topo = load_topology("uniform:3");
+  const std::int64_t count = 4099;
+  const DataType type = DataType::kFloat32;
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
+  for (const char* spec : {"xring", "rechd"}) {
+    BuildOptions o;
+    o.count = count;
+    BackendOptions bo;
+    bo.timeout_s = 30;
+    bo.topology = &topo;
+    auto backend = make_cuda_backend(bo);
+    backend->prepare_for_user_buffers(build_plan(topo, spec, o), type, ReduceOp::kSum);
+    const auto ranks = backend->local_ranks();
+    REQUIRE(ranks.size() == 3);
+    std::vector<unsigned char> expected(bytes), host(bytes);
+    for (int round = 0; round < 2; ++round) {
+      std::vector<cuda::DeviceBuffer> buffers;
+      std::vector<void*> user;
+      for (int r = 0; r < 3; ++r) {
+        buffers.emplace_back(0, bytes);
+        fill_input(host.data(), type, ReduceOp::kSum, 3, r, 0, count, round);
+        ARTUNE_CUDA_CHECK(cudaMemcpy(buffers.back().get(), host.data(), bytes, cudaMemcpyDefault));
+        user.push_back(buffers.back().get());
+      }
+      fill_expected(expected.data(), type, ReduceOp::kSum, 3, 0, count, round);
+      cuda::Stream caller(0);
+      if (round == 0) {
+        backend->run_on(user);
+      } else {
+        std::vector<void*> streams(3, static_cast<void*>(caller.get()));
+        backend->run_on_streams(user, streams);
+        ARTUNE_CUDA_CHECK(cudaStreamSynchronize(caller.get()));
+      }
+      for (int r = 0; r < 3; ++r) {
+        CAPTURE(spec);
+        CAPTURE(round);
+        CAPTURE(r);
+        ARTUNE_CUDA_CHECK(cudaMemcpy(host.data(), user[static_cast<std::size_t>(r)], bytes, cudaMemcpyDefault));
+        CHECK(count_mismatches(host.data(), expected.data(), type, ReduceOp::kSum, count) == 0);
+      }
+    }
+  }
+}

@@ -1,0 +1,277 @@
+// The Communicator's speed (reported, never asserted). A plain program rather than Google Benchmark: two
+// of its three figures need mpirun and process-wide counters (threads, peak memory).
+//
+//   mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]
+//       per-call time of CALLS float-sum all-reduces of BYTES (default 1000 x 4 KiB): MPI_Allreduce and the
+//       communicator on the mpi backend, alternated over 3 rounds in the same job (median round; a round's
+//       time is the slowest rank's), then the cpu communicator with N threads on rank 0 while the other
+//       ranks sleep. Plans: SPEC, or tuned in memory on uniform:N.
+//   bench_communicator large RANKS BYTES SPEC [ITERS]
+//       one plan (SPEC on uniform:RANKS), float sum of BYTES per rank: the median of ITERS runs of the cpu
+//       backend on its own buffers (what `artune run` times) and of ITERS communicator calls on caller
+//       buffers, alternated.
+//   bench_communicator resnet RANKS FILE [STEPS]
+//       every tensor of a configs/fusion list (161 for ResNet-50) through one cpu communicator per step,
+//       STEPS steps: time per step (the first compiles the plans), peak threads of the process, peak RSS.
+
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "algorithms/builders.hpp"
+#include "artune/communicator.hpp"
+#include "core/sizes.hpp"
+#include "executor/cpu/cpu_backend.hpp"
+#include "topology/io.hpp"
+
+using namespace artune;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A field of /proc/self/status ("Threads", "VmHWM") as a number.
+long proc_status(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(field) + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::strtol(line.c_str() + key.size(), nullptr, 10);
+  }
+  return -1;
+}
+
+// Runs fn(rank) on one thread per rank and waits.
+template <typename F>
+void on_threads(int ranks, F&& fn) {
+  std::vector<std::thread> t;
+  for (int r = 0; r < ranks; ++r) t.emplace_back([&, r] { fn(r); });
+  for (auto& x : t) x.join();
+}
+
+// Per-call seconds of `calls` cpu-communicator calls of `count` floats on every rank.
+double cpu_per_call(std::vector<Communicator>& comms, std::int64_t count, int calls) {
+  const int ranks = static_cast<int>(comms.size());
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks), std::vector<float>(static_cast<std::size_t>(count), 1.0f));
+  const auto t0 = Clock::now();
+  on_threads(ranks, [&](int r) {
+    for (int i = 0; i < calls; ++i) comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+  });
+  return seconds_since(t0) / calls;
+}
+
+int overhead(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int calls = argc > 2 ? std::atoi(argv[2]) : 1000;
+  const std::int64_t bytes = argc > 3 ? static_cast<std::int64_t>(parse_size(argv[3], "BYTES")) : 4096;
+  const std::int64_t count = bytes / 4;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", size);
+  if (argc > 4) o.spec = argv[4];  // default: tuned in memory
+  std::optional<Communicator> holder(Communicator::create_mpi(o));
+  Communicator& comm = *holder;
+  std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
+  auto slowest = [&](double local) {
+    double worst = 0;
+    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+  };
+  auto mpi_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  // What the mpi backend's engine does for one group op: the non-blocking collective, polled.
+  auto impi_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) {
+      MPI_Request req;
+      MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+      for (int done = 0; !done;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done) sched_yield();
+      }
+    }
+    return slowest(seconds_since(t0)) / calls;
+  };
+  auto comm_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) comm.allreduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  (void)mpi_round();  // warm-up (and the communicator's plan compile)
+  (void)comm_round();
+  (void)impi_round();
+  std::vector<double> mpi, ours, impi;
+  for (int round = 0; round < 3; ++round) {
+    mpi.push_back(mpi_round());
+    ours.push_back(comm_round());
+    impi.push_back(impi_round());
+  }
+  double cpu = 0;
+  std::string cpu_plan;
+  if (rank == 0) {
+    auto comms = Communicator::create_local(BackendKind::kCpu, o, size);
+    (void)cpu_per_call(comms, count, std::max(1, calls / 10));
+    std::vector<double> rounds;
+    for (int round = 0; round < 3; ++round) rounds.push_back(cpu_per_call(comms, count, calls));
+    cpu = median(rounds);
+    cpu_plan = comms[0].last_plan().label;
+    int one = 1;
+    for (int r = 1; r < size; ++r) MPI_Send(&one, 1, MPI_INT, r, 7, MPI_COMM_WORLD);
+  } else {
+    // Sleep rather than poll, so the cpu communicator's threads have the cores.
+    MPI_Request req;
+    int got = 0;
+    MPI_Irecv(&got, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, &req);
+    for (int done = 0; !done;) {
+      MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (!done) usleep(2000);
+    }
+  }
+  if (rank == 0) {
+    const double m = median(mpi);
+    const double c = median(ours);
+    std::printf("overhead: %d ranks, %d calls of %lld B float sum (median of 3 rounds, per call)\n", size, calls,
+                static_cast<long long>(bytes));
+    std::printf("  MPI_Allreduce              %8.2f us\n", m * 1e6);
+    std::printf("  MPI_Iallreduce + MPI_Test  %8.2f us  (%.2fx MPI)\n", median(impi) * 1e6, median(impi) / m);
+    std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
+                comm.last_plan().label.c_str());
+    std::printf("  communicator, cpu backend  %8.2f us  (%.2fx MPI)  plan %s, %d threads\n", cpu * 1e6, cpu / m,
+                cpu_plan.c_str(), size);
+  }
+  holder.reset();  // its MPI communicators go before MPI does
+  MPI_Finalize();
+  return 0;
+}
+
+int large(int argc, char** argv) {
+  if (argc < 5) return 2;
+  const int ranks = std::atoi(argv[2]);
+  const auto bytes = static_cast<std::int64_t>(parse_size(argv[3], "BYTES"));
+  const std::string spec = argv[4];
+  const int iters = argc > 5 ? std::atoi(argv[5]) : 10;
+  const std::int64_t count = bytes / 4;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", ranks);
+  o.spec = spec;
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
+  const Topology topo = load_topology(o.topology);
+  BuildOptions b;
+  b.count = count;
+  CpuBackend backend(BackendOptions{});
+  backend.prepare(build_plan(topo, spec, b), DataType::kFloat32, ReduceOp::kSum);
+  backend.fill_inputs(0);
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks), std::vector<float>(static_cast<std::size_t>(count), 1.0f));
+  auto comm_call = [&] {
+    const auto t0 = Clock::now();
+    on_threads(ranks, [&](int r) { comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum); });
+    return seconds_since(t0);
+  };
+  auto run_call = [&] {
+    const auto t0 = Clock::now();
+    backend.run();
+    return seconds_since(t0);
+  };
+  (void)comm_call();
+  (void)run_call();
+  std::vector<double> ours, run;
+  for (int i = 0; i < iters; ++i) {
+    run.push_back(run_call());
+    ours.push_back(comm_call());
+  }
+  const double r = median(run);
+  const double c = median(ours);
+  std::printf("large: %s on uniform:%d, %lld B float sum, median of %d\n", spec.c_str(), ranks,
+              static_cast<long long>(bytes), iters);
+  std::printf("  cpu backend run() (artune run)   %10.1f us\n", r * 1e6);
+  std::printf("  communicator on caller buffers   %10.1f us  (%+.1f%%, includes starting %d caller threads)\n",
+              c * 1e6, (c / r - 1) * 100, ranks);
+  return 0;
+}
+
+int resnet(int argc, char** argv) {
+  if (argc < 4) return 2;
+  const int ranks = std::atoi(argv[2]);
+  const int steps = argc > 4 ? std::atoi(argv[4]) : 3;
+  std::ifstream in(argv[3]);
+  const auto doc = nlohmann::json::parse(in);
+  std::vector<std::int64_t> sizes;
+  for (const auto& t : doc.at("tensors")) sizes.push_back(t.at("elements").get<std::int64_t>());
+  std::vector<std::int64_t> distinct = sizes;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", ranks);
+  o.cache_capacity = 256;
+  const long threads_before = proc_status("Threads");
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
+  std::vector<std::vector<float>> grads(static_cast<std::size_t>(ranks));
+  long peak_threads = 0;
+  std::printf("resnet: %zu tensors (%zu distinct sizes) per step, %d ranks, plans tuned in memory on uniform:%d\n",
+              sizes.size(), distinct.size(), ranks, ranks);
+  for (int step = 0; step < steps; ++step) {
+    const auto t0 = Clock::now();
+    on_threads(ranks, [&](int r) {
+      for (std::int64_t n : sizes) {
+        grads[r].assign(static_cast<std::size_t>(n), 1.0f);
+        comms[r].allreduce(grads[r].data(), grads[r].data(), n, DataType::kFloat32, ReduceOp::kSum);
+        if (r == 0) peak_threads = std::max(peak_threads, proc_status("Threads"));
+      }
+    });
+    std::printf("  step %d: %8.1f ms%s\n", step, seconds_since(t0) * 1e3, step == 0 ? " (compiles every plan)" : "");
+  }
+  std::printf("  peak threads %ld (main 1 + %d rank threads + %zu workers; %ld before the communicator)\n", peak_threads,
+              ranks, comms[0].worker_threads(), threads_before);
+  std::printf("  peak RSS %ld MiB, cached plans %zu\n", proc_status("VmHWM") / 1024, comms[0].cached_plans().size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "overhead") return overhead(argc, argv);
+    if (mode == "large") return large(argc, argv);
+    if (mode == "resnet") return resnet(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_communicator: %s\n", e.what());
+    return 2;
+  }
+  std::fprintf(stderr,
+               "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
+               "       bench_communicator large RANKS BYTES SPEC [ITERS]\n"
+               "       bench_communicator resnet RANKS FILE [STEPS]\n");
+  return 2;
+}

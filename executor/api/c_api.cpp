@@ -1,0 +1,177 @@
+// The C API: each function catches everything, keeps the message per thread and returns a code.
+
+#include "artune/artune.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "artune/communicator.hpp"
+
+struct artune_comm {
+  artune::Communicator comm;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+artune_result_t code_of(artune::ErrorCode code) {
+  switch (code) {
+    case artune::ErrorCode::kInvalidInput: return ARTUNE_ERR_INVALID_USAGE;
+    case artune::ErrorCode::kUnsupported: return ARTUNE_ERR_UNSUPPORTED;
+    case artune::ErrorCode::kBackendFailure: return ARTUNE_ERR_REMOTE;
+    case artune::ErrorCode::kTimeout: return ARTUNE_ERR_TIMEOUT;
+    case artune::ErrorCode::kWrongResult: break;
+  }
+  return ARTUNE_ERR_INTERNAL;
+}
+
+template <typename F>
+artune_result_t guarded(F&& fn) {
+  try {
+    fn();
+    return ARTUNE_SUCCESS;
+  } catch (const artune::Error& e) {
+    g_last_error = e.what();
+    return code_of(e.code());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return ARTUNE_ERR_INTERNAL;
+  } catch (...) {
+    g_last_error = "unknown exception";
+    return ARTUNE_ERR_INTERNAL;
+  }
+}
+
+artune::CommOptions to_options(const artune_options_t* o) {
+  artune::CommOptions out;
+  if (o == nullptr) return out;
+  if (o->topology != nullptr) out.topology = o->topology;
+  if (o->table != nullptr) out.table = o->table;
+  if (o->spec != nullptr) out.spec = o->spec;
+  out.timeout_s = o->timeout_s;
+  out.cache_capacity = o->cache_capacity;
+  return out;
+}
+
+void require(bool ok, const char* what) {
+  if (!ok) throw artune::InvalidInput(what);
+}
+
+template <typename E>
+E checked_enum(int value, int last, const char* what) {
+  require(value >= 0 && value <= last, what);
+  return static_cast<E>(value);
+}
+
+void copy_text(const std::string& s, char* text, std::size_t length) {
+  require(text != nullptr && length > 0, "text: NULL or zero length");
+  const std::size_t n = std::min(s.size(), length - 1);
+  std::memcpy(text, s.data(), n);
+  text[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+void artune_options_init(artune_options_t* options) {
+  if (options == nullptr) return;
+  const artune::CommOptions d;
+  options->topology = nullptr;
+  options->table = nullptr;
+  options->spec = nullptr;
+  options->timeout_s = d.timeout_s;
+  options->cache_capacity = d.cache_capacity;
+}
+
+artune_result_t artune_comm_init_local(artune_backend_t backend, const artune_options_t* options, int nranks,
+                                       artune_comm_t* comms) {
+  return guarded([&] {
+    require(comms != nullptr, "artune_comm_init_local: comms is NULL");
+    require(nranks > 0, "artune_comm_init_local: nranks must be > 0");
+    const auto kind = checked_enum<artune::BackendKind>(backend, 3, "artune_comm_init_local: unknown backend");
+    auto list = artune::Communicator::create_local(kind, to_options(options), nranks);
+    std::vector<artune_comm_t> made;
+    try {
+      for (auto& c : list) made.push_back(new artune_comm{std::move(c)});
+    } catch (...) {
+      for (artune_comm_t c : made) delete c;
+      throw;
+    }
+    for (std::size_t i = 0; i < made.size(); ++i) comms[i] = made[i];
+  });
+}
+
+artune_result_t artune_comm_init_mpi(const artune_options_t* options, const void* mpi_comm, artune_comm_t* comm) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_comm_init_mpi: comm is NULL");
+    *comm = new artune_comm{artune::Communicator::create_mpi(to_options(options), mpi_comm)};
+  });
+}
+
+artune_result_t artune_comm_init_nccl(const artune_options_t* options, artune_comm_t* comm) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_comm_init_nccl: comm is NULL");
+    *comm = new artune_comm{artune::Communicator::create_nccl(to_options(options))};
+  });
+}
+
+artune_result_t artune_allreduce(artune_comm_t comm, const void* send, void* recv, int64_t count, artune_dtype_t dtype,
+                                 artune_op_t op, void* stream) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_allreduce: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_allreduce: unknown dtype");
+    const auto reduce = checked_enum<artune::ReduceOp>(op, 4, "artune_allreduce: unknown op");
+    comm->comm.allreduce(send, recv, count, type, reduce, stream);
+  });
+}
+
+artune_result_t artune_comm_rank(artune_comm_t comm, int* rank) {
+  return guarded([&] {
+    require(comm != nullptr && rank != nullptr, "artune_comm_rank: NULL argument");
+    *rank = comm->comm.rank();
+  });
+}
+
+artune_result_t artune_comm_size(artune_comm_t comm, int* size) {
+  return guarded([&] {
+    require(comm != nullptr && size != nullptr, "artune_comm_size: NULL argument");
+    *size = comm->comm.size();
+  });
+}
+
+artune_result_t artune_comm_last_plan(artune_comm_t comm, char* text, size_t length) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_comm_last_plan: comm is NULL");
+    copy_text(comm->comm.last_plan().label, text, length);
+  });
+}
+
+artune_result_t artune_comm_dump_cache(artune_comm_t comm, char* text, size_t length) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_comm_dump_cache: comm is NULL");
+    copy_text(comm->comm.dump_cache(), text, length);
+  });
+}
+
+void artune_comm_destroy(artune_comm_t comm) { delete comm; }
+
+const char* artune_error_string(artune_result_t result) {
+  switch (result) {
+    case ARTUNE_SUCCESS: return "success";
+    case ARTUNE_ERR_INVALID_USAGE: return "invalid usage";
+    case ARTUNE_ERR_UNSUPPORTED: return "unsupported";
+    case ARTUNE_ERR_REMOTE: return "remote or library failure";
+    case ARTUNE_ERR_TIMEOUT: return "timeout";
+    case ARTUNE_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown result code";
+}
+
+const char* artune_last_error(void) { return g_last_error.c_str(); }
+
+}  // extern "C"

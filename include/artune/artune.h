@@ -1,0 +1,104 @@
+/* artune's C API: the Communicator (artune/communicator.hpp) behind an opaque
+ * handle, for C and for other languages' foreign-function interfaces.
+ *
+ * Every function returns an artune_result_t; on failure the calling thread's
+ * artune_last_error() holds the one-line message. Handles are not shared
+ * between threads: in a local group (cpu threads, cuda GPUs) each rank's
+ * thread uses its own handle. */
+#ifndef ARTUNE_ARTUNE_H
+#define ARTUNE_ARTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A rank's communicator (opaque). */
+typedef struct artune_comm* artune_comm_t;
+
+/** Result of every call (artune_error_string names it). */
+typedef enum {
+  ARTUNE_SUCCESS = 0,           /**< done */
+  ARTUNE_ERR_INVALID_USAGE = 1, /**< bad argument, option, file or call sequence */
+  ARTUNE_ERR_UNSUPPORTED = 2,   /**< a valid request this build or machine cannot serve */
+  ARTUNE_ERR_REMOTE = 3,        /**< a peer or a library call (MPI, CUDA, NCCL) failed */
+  ARTUNE_ERR_TIMEOUT = 4,       /**< a peer did not arrive or answer within the timeout */
+  ARTUNE_ERR_INTERNAL = 5       /**< anything else (out of memory, an internal invariant) */
+} artune_result_t;
+
+/** Element types (same order as artune::DataType). */
+typedef enum {
+  ARTUNE_FLOAT32 = 0, /**< float */
+  ARTUNE_FLOAT64,     /**< double */
+  ARTUNE_FLOAT16,     /**< IEEE half */
+  ARTUNE_BFLOAT16,    /**< bfloat16 */
+  ARTUNE_INT32,       /**< int32_t */
+  ARTUNE_INT64,       /**< int64_t */
+  ARTUNE_UINT8        /**< uint8_t */
+} artune_dtype_t;
+
+/** Reduce ops (same order as artune::ReduceOp). */
+typedef enum {
+  ARTUNE_SUM = 0, /**< sum */
+  ARTUNE_PROD,    /**< product */
+  ARTUNE_MIN,     /**< minimum */
+  ARTUNE_MAX,     /**< maximum */
+  ARTUNE_AVG      /**< sum divided by the ranks */
+} artune_op_t;
+
+/** Backends (same order as artune::BackendKind). */
+typedef enum {
+  ARTUNE_BACKEND_CPU = 0, /**< threads of one process */
+  ARTUNE_BACKEND_MPI,     /**< one rank per MPI process */
+  ARTUNE_BACKEND_CUDA,    /**< GPUs of one process */
+  ARTUNE_BACKEND_NCCL     /**< one GPU per MPI process */
+} artune_backend_t;
+
+/** How a communicator picks its plans (see artune::CommOptions); strings may be NULL or "". */
+typedef struct {
+  const char* topology;  /**< file, built-in name or generator; NULL = "uniform:<ranks>" */
+  const char* table;     /**< decision table file; NULL = tune in memory (unless spec) */
+  const char* spec;      /**< one plan spec for every size; NULL = from the table */
+  double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
+  size_t cache_capacity; /**< compiled plans kept (LRU) */
+} artune_options_t;
+
+/** Fills `options` with the defaults (no topology/table/spec, 60 s, 64 plans). */
+void artune_options_init(artune_options_t* options);
+
+/** Creates `nranks` communicators of one process (cpu threads or cuda GPUs) into comms[0..nranks-1]. */
+artune_result_t artune_comm_init_local(artune_backend_t backend, const artune_options_t* options, int nranks,
+                                       artune_comm_t* comms);
+/** Creates this process's rank of `*mpi_comm` (an MPI_Comm*, NULL = MPI_COMM_WORLD) on the mpi backend. */
+artune_result_t artune_comm_init_mpi(const artune_options_t* options, const void* mpi_comm, artune_comm_t* comm);
+/** Creates this process's rank of MPI_COMM_WORLD on the nccl backend. */
+artune_result_t artune_comm_init_nccl(const artune_options_t* options, artune_comm_t* comm);
+
+/** All-reduces `count` elements from `send` into `recv` (in place when equal); `stream` is a cudaStream_t
+ * for cuda/nccl and must be NULL otherwise. */
+artune_result_t artune_allreduce(artune_comm_t comm, const void* send, void* recv, int64_t count, artune_dtype_t dtype,
+                                 artune_op_t op, void* stream);
+
+/** This handle's rank. */
+artune_result_t artune_comm_rank(artune_comm_t comm, int* rank);
+/** Ranks in the group. */
+artune_result_t artune_comm_size(artune_comm_t comm, int* size);
+/** The label of the plan the last call used, NUL-terminated and truncated to `length` bytes. */
+artune_result_t artune_comm_last_plan(artune_comm_t comm, char* text, size_t length);
+/** The plan cache as text (one line per plan), NUL-terminated and truncated to `length` bytes. */
+artune_result_t artune_comm_dump_cache(artune_comm_t comm, char* text, size_t length);
+/** Releases a handle (NULL is ignored). */
+void artune_comm_destroy(artune_comm_t comm);
+
+/** A static description of a result code. */
+const char* artune_error_string(artune_result_t result);
+/** The message of this thread's last failed call ("" when none). */
+const char* artune_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ARTUNE_ARTUNE_H */

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Installs the build into a folder inside the build dir (meson install --destdir), then builds the
+# programs of examples/ against that tree through pkg-config only and runs them: the install set
+# (headers, libartune static and shared with its SONAME, artune.pc) is tested, not assumed.
+# Usage: install_examples.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+dest="$build/install-examples.$$"
+trap 'rm -rf "$dest"' EXIT INT TERM
+meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >/dev/null
+
+pc=$(find "$dest" -name artune.pc)
+[ -n "$pc" ] || { echo "FAIL: artune.pc not installed"; exit 1; }
+export PKG_CONFIG_PATH="$(dirname "$pc")"
+export PKG_CONFIG_SYSROOT_DIR="$dest"
+# pkgconf prefixes variables with the sysroot; pkg-config 0.29 does not.
+in_dest() { case "$1" in "$dest"*) echo "$1" ;; *) echo "$dest$1" ;; esac; }
+libdir=$(in_dest "$(pkg-config --variable=libdir artune)")
+incdir=$(in_dest "$(pkg-config --variable=includedir artune)")
+fail=0
+expect() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+
+# The public headers are there; test-only and backend-internal headers are not.
+expect '[ -f "$incdir/artune/communicator.hpp" ] && [ -f "$incdir/artune/artune.h" ]' "public headers installed"
+expect '[ -f "$incdir/artune/executor/backend.hpp" ]' "module headers under include/artune/<module>/"
+expect '[ ! -e "$incdir/artune/executor/test_fault.hpp" ]' "test_fault.hpp not installed"
+expect '[ -z "$(find "$incdir" -name "*_backend.hpp")" ]' "backend internals not installed"
+expect 'readelf -d "$libdir/libartune.so" | grep -q "SONAME.*libartune\.so\.0\.1"' "SONAME libartune.so.0.1"
+expect '[ -f "$libdir/libartune.a" ]' "static library installed"
+expect '[ "$(echo $(pkg-config --libs artune))" = "-L$libdir -lartune" ]' "a shared-library consumer needs only -lartune (got: $(pkg-config --libs artune))"
+
+# threads/cpu example against the shared library, then the static one; neither sees the source tree.
+cd "$dest"
+c++ -std=c++20 -o threads_cpu "$src/examples/threads_cpu.cpp" $(pkg-config --cflags --libs artune)
+out=$(LD_LIBRARY_PATH="$libdir" ./threads_cpu)
+expect 'echo "$out" | grep -q "rank 3: 513 elements, first 2.50 (expected 2.50)"' "threads_cpu (shared): $out"
+expect 'LD_LIBRARY_PATH="$libdir" ldd ./threads_cpu | grep -q "libartune.so.0.1 => $libdir"' "threads_cpu links the installed libartune.so"
+# Static: libartune.a plus what artune.pc declares private (its Requires.private as the system's shared
+# libraries, its Libs.private outside the sysroot).
+private_requires=$(pkg-config --print-requires-private artune | cut -d' ' -f1)
+private_libs=$(sed -n 's/^Libs.private: //p' "$pc")
+c++ -std=c++20 -o threads_cpu_static "$src/examples/threads_cpu.cpp" $(pkg-config --cflags artune) \
+  "$libdir/libartune.a" $(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs $private_requires) $private_libs
+expect './threads_cpu_static | grep -q "first 2.50"' "threads_cpu (static)"
+
+# MPI example: pkg-config for artune (installed tree) and for the system's Open MPI (outside the sysroot).
+if pkg-config --exists ompi-cxx && command -v mpirun >/dev/null; then
+  c++ -std=c++20 -o mpi_allreduce "$src/examples/mpi_allreduce.cpp" $(pkg-config --cflags --libs artune) \
+    $(PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs ompi-cxx)
+  out=$(LD_LIBRARY_PATH="$libdir" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        timeout -s KILL 120 mpirun -np 3 --oversubscribe -x LD_LIBRARY_PATH ./mpi_allreduce)
+  expect 'echo "$out" | grep -q "mpi_allreduce: 3 ranks, sum 6.0 (expected 6.0), max 3.0, plan rechd"' "mpi_allreduce: $out"
+fi
+[ "$fail" -eq 0 ] && echo "install_examples: all checks passed"
+exit "$fail"

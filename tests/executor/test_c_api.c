@@ -1,0 +1,116 @@
+/* The C API from C: four cpu ranks on pthreads, in and out of place, every op on int32, error codes and
+ * messages, the plan label and the cache dump. Exits 0 when every check holds; prints each failure. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "artune/artune.h"
+
+#define RANKS 4
+#define COUNT 1001
+
+static artune_comm_t comms[RANKS];
+static int failures = 0;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void check(int ok, const char* what) {
+  if (!ok) {
+    pthread_mutex_lock(&lock);
+    ++failures;
+    fprintf(stderr, "FAILED: %s\n", what);
+    pthread_mutex_unlock(&lock);
+  }
+}
+
+struct job {
+  int rank;
+  artune_op_t op;
+  int in_place;
+};
+
+static void* rank_main(void* arg) {
+  const struct job* j = (const struct job*)arg;
+  int32_t send[COUNT], recv[COUNT];
+  for (int i = 0; i < COUNT; ++i) send[i] = (j->rank + 1) * (i % 5 + 1);
+  int32_t* out = j->in_place ? send : recv;
+  artune_result_t rc = artune_allreduce(comms[j->rank], send, out, COUNT, ARTUNE_INT32, j->op, NULL);
+  check(rc == ARTUNE_SUCCESS, artune_last_error());
+  for (int i = 0; i < COUNT; ++i) {
+    const int32_t v = i % 5 + 1;
+    int32_t want = 0;
+    switch (j->op) {
+      case ARTUNE_SUM: want = v * (1 + 2 + 3 + 4); break;
+      case ARTUNE_PROD: want = v * v * v * v * 24; break;
+      case ARTUNE_MIN: want = v; break;
+      case ARTUNE_MAX: want = 4 * v; break;
+      case ARTUNE_AVG: want = v * 10 / 4; break;
+    }
+    if (out[i] != want) {
+      check(0, "wrong element");
+      break;
+    }
+  }
+  return NULL;
+}
+
+int main(void) {
+  artune_options_t options;
+  artune_options_init(&options);
+  options.topology = "uniform:4";
+  options.spec = "rechd";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, RANKS, comms) == ARTUNE_SUCCESS, artune_last_error());
+  int rank = -1, size = -1;
+  check(artune_comm_rank(comms[3], &rank) == ARTUNE_SUCCESS && rank == 3, "rank");
+  check(artune_comm_size(comms[3], &size) == ARTUNE_SUCCESS && size == 4, "size");
+  const artune_op_t ops[] = {ARTUNE_SUM, ARTUNE_PROD, ARTUNE_MIN, ARTUNE_MAX};
+  for (int o = 0; o < 4; ++o) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      pthread_t threads[RANKS];
+      struct job jobs[RANKS];
+      for (int r = 0; r < RANKS; ++r) {
+        jobs[r].rank = r;
+        jobs[r].op = ops[o];
+        jobs[r].in_place = in_place;
+        pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
+      }
+      for (int r = 0; r < RANKS; ++r) pthread_join(threads[r], NULL);
+    }
+  }
+  char text[256];
+  check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0, "last plan");
+  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
+            strstr(text, "rechd  spec  count 1001 int32 max  devices 4  calls 2\n") == text,
+        "dump cache");
+  /* Truncation keeps the terminating NUL. */
+  check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
+
+  /* Errors: codes, static strings, per-thread messages. */
+  int32_t x[4] = {1, 2, 3, 4};
+  check(artune_allreduce(NULL, x, x, 4, ARTUNE_INT32, ARTUNE_SUM, NULL) == ARTUNE_ERR_INVALID_USAGE, "null comm");
+  check(strcmp(artune_last_error(), "artune_allreduce: comm is NULL") == 0, artune_last_error());
+  check(artune_allreduce(comms[0], x, x, -4, ARTUNE_INT32, ARTUNE_SUM, NULL) == ARTUNE_ERR_INVALID_USAGE, "count");
+  check(artune_allreduce(comms[0], x, x, 4, (artune_dtype_t)42, ARTUNE_SUM, NULL) == ARTUNE_ERR_INVALID_USAGE, "dtype");
+  check(strcmp(artune_last_error(), "artune_allreduce: unknown dtype") == 0, artune_last_error());
+  check(strcmp(artune_error_string(ARTUNE_ERR_TIMEOUT), "timeout") == 0, "error string");
+  check(strcmp(artune_error_string(ARTUNE_ERR_REMOTE), "remote or library failure") == 0, "error string");
+  artune_comm_t one;
+  options.topology = "uniform:2";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 3, &one) == ARTUNE_ERR_INVALID_USAGE, "rank mismatch");
+  options.topology = "no-such-topology.json";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 2, &one) == ARTUNE_ERR_INVALID_USAGE, "bad topology");
+
+  /* A rank that never calls: the others end with a timeout. */
+  options.topology = "uniform:2";
+  options.timeout_s = 0.3;
+  artune_comm_t pair[2];
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 2, pair) == ARTUNE_SUCCESS, artune_last_error());
+  check(artune_allreduce(pair[0], x, x, 4, ARTUNE_INT32, ARTUNE_SUM, NULL) == ARTUNE_ERR_TIMEOUT, "timeout");
+  check(strstr(artune_last_error(), "1 of 2 ranks did not call allreduce within 0.3 s") != NULL, artune_last_error());
+  artune_comm_destroy(pair[0]);
+  artune_comm_destroy(pair[1]);
+
+  for (int r = 0; r < RANKS; ++r) artune_comm_destroy(comms[r]);
+  artune_comm_destroy(NULL);
+  if (failures == 0) printf("c_api: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,271 @@
+// artune::Communicator on the cpu backend: caller buffers in and out of place, every type and op, odd
+// counts, plans from a spec, a table file and in-memory tuning, the bounded plan cache with shared
+// workers, and ranks that do not arrive (throw, stop) or disagree.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "artune/communicator.hpp"
+#include "executor/verification.hpp"
+#include "tests/test_support.hpp"
+#include "topology/io.hpp"
+#include "tuner/decision_table.hpp"
+#include "tuner/search.hpp"
+
+using namespace artune;
+
+namespace {
+
+// Runs fn(rank) on one thread per communicator; returns each rank's exception (null when none).
+std::vector<std::exception_ptr> on_threads(std::vector<Communicator>& comms, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(comms.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(static_cast<int>(r));
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+ErrorCode code_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    return err.code();
+  }
+  return ErrorCode::kWrongResult;
+}
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& err) {
+    return err.what();
+  }
+  return "";
+}
+
+void require_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    INFO("rank " << r);
+    if (errors[r]) FAIL(message_of(errors[r]));
+  }
+}
+
+// All-reduces nccl-tests inputs of `count` elements on every rank (out of place or in place) `calls` times
+// and returns the mismatching elements over all ranks; out of place also checks the send buffers are intact.
+std::int64_t wrong_elements(std::vector<Communicator>& comms, std::int64_t count, DataType type, ReduceOp op,
+                            bool in_place, int calls = 2) {
+  const int ranks = static_cast<int>(comms.size());
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
+  std::vector<std::vector<std::byte>> send(comms.size(), std::vector<std::byte>(bytes + 1));
+  std::vector<std::vector<std::byte>> recv(comms.size(), std::vector<std::byte>(bytes + 1));
+  std::vector<std::byte> expected(bytes + 1);
+  std::atomic<std::int64_t> wrong{0};
+  for (int it = 0; it < calls; ++it) {
+    fill_expected(expected.data(), type, op, ranks, 0, count, it);
+    for (int r = 0; r < ranks; ++r) fill_input(send[static_cast<std::size_t>(r)].data(), type, op, ranks, r, 0, count, it);
+    const auto errors = on_threads(comms, [&](int r) {
+      auto& s = send[static_cast<std::size_t>(r)];
+      auto& d = recv[static_cast<std::size_t>(r)];
+      if (in_place) {
+        comms[static_cast<std::size_t>(r)].allreduce(s.data(), s.data(), count, type, op);
+        wrong += count_mismatches(s.data(), expected.data(), type, op, count);
+      } else {
+        comms[static_cast<std::size_t>(r)].allreduce(s.data(), d.data(), count, type, op);
+        wrong += count_mismatches(d.data(), expected.data(), type, op, count);
+        std::vector<std::byte> input(bytes + 1);
+        fill_input(input.data(), type, op, ranks, r, 0, count, it);
+        if (std::memcmp(input.data(), s.data(), bytes) != 0) wrong += 1000000;  // the send buffer was written
+      }
+    });
+    require_no_errors(errors);
+  }
+  return wrong.load();
+}
+
+CommOptions spec_options(const std::string& topology, const std::string& spec) {
+  CommOptions o;
+  o.topology = topology;
+  o.spec = spec;
+  o.timeout_s = 30;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("communicator.cpu_every_type_and_op_in_and_out_of_place") {
+  for (const char* spec : {"xring", "rechd"}) {
+    auto comms = Communicator::create_local(BackendKind::kCpu, spec_options("uniform:3", spec), 3);
+    REQUIRE(comms.size() == 3);
+    CHECK(comms[2].rank() == 2);
+    CHECK(comms[0].size() == 3);
+    for (DataType type : all_data_types()) {
+      for (ReduceOp op : all_reduce_ops()) {
+        if (max_verifiable_ranks(type, op) < 3) continue;
+        for (std::int64_t count : {1, 2, 13, 1031}) {
+          for (bool in_place : {true, false}) {
+            INFO(spec << " " << to_string(type) << " " << to_string(op) << " count " << count << " in place " << in_place);
+            CHECK(wrong_elements(comms, count, type, op, in_place) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("communicator.cpu_helper_devices_share_the_workers") {
+  // pscpu gathers on a CPU helper: the plan has a device more than ranks, and its worker is the group's.
+  auto comms = Communicator::create_local(BackendKind::kCpu, spec_options("uniform:4", "pscpu"), 4);
+  CHECK(wrong_elements(comms, 1000, DataType::kFloat32, ReduceOp::kSum, false) == 0);
+  CHECK(comms[0].last_plan().devices == 5);
+  CHECK(comms[0].worker_threads() == 5);
+}
+
+TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
+  CommOptions o = spec_options("uniform:4", "xring");
+  o.cache_capacity = 3;
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
+  // 50 sizes: before, a prepared cpu backend per size kept 4 threads each (200); now the group has 4.
+  for (std::int64_t count = 1; count <= 50; ++count) {
+    CHECK(wrong_elements(comms, count, DataType::kInt32, ReduceOp::kSum, true, 1) == 0);
+  }
+  CHECK(comms[0].worker_threads() == 4);
+  auto plans = comms[1].cached_plans();
+  REQUIRE(plans.size() == 3);
+  CHECK(plans[0].count == 50);  // most recent first
+  CHECK(plans[1].count == 49);
+  CHECK(plans[2].count == 48);
+  // Reusing a cached size moves it to the front and counts its calls; a new type is a new plan.
+  CHECK(wrong_elements(comms, 48, DataType::kInt32, ReduceOp::kSum, true, 1) == 0);
+  CHECK(wrong_elements(comms, 48, DataType::kFloat64, ReduceOp::kMax, true, 1) == 0);
+  plans = comms[1].cached_plans();
+  REQUIRE(plans.size() == 3);
+  CHECK(plans[0].count == 48);
+  CHECK(plans[0].type == DataType::kFloat64);
+  CHECK(plans[0].op == ReduceOp::kMax);
+  CHECK(plans[1].count == 48);
+  CHECK(plans[1].calls == 2);
+  CHECK(plans[2].count == 50);
+  const PlanInfo last = comms[3].last_plan();
+  CHECK(last.label == "xring");
+  CHECK(last.bucket == -1);
+  const std::string dump = comms[0].dump_cache();
+  CHECK(dump.find("xring  spec  count 48 double max  devices 4  calls 1\n") == 0);
+  CHECK(dump.find("xring  spec  count 48 int32 sum  devices 4  calls 2\n") != std::string::npos);
+}
+
+TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
+  const Topology topo = load_topology("uniform:4");
+  SearchOptions s;
+  s.sizes = {1024, 1024 * 1024};
+  const DecisionTable table = search(topo, s).table;
+  artune_test::ScratchDir dir("artune-comm");
+  const std::string path = (dir.path() / "table.json").string();
+  write_decision_table(path, table);
+
+  CommOptions from_file;
+  from_file.topology = "uniform:4";
+  from_file.table = path;
+  CommOptions tuned;
+  tuned.topology = "uniform:4";
+  tuned.tune_sizes = s.sizes;
+  for (const CommOptions& o : {from_file, tuned}) {
+    auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
+    for (std::int64_t count : {7, 256 * 1024 + 3}) {
+      CHECK(wrong_elements(comms, count, DataType::kFloat32, ReduceOp::kSum, false, 1) == 0);
+      const PlanInfo p = comms[0].last_plan();
+      const TableRange& range = table.lookup(static_cast<std::uint64_t>(count) * 4);
+      CHECK(p.label == range.plan.label());
+      CHECK(p.bucket == static_cast<int>(&range - table.ranges.data()));
+      CHECK(p.min_bytes == range.min_bytes);
+      CHECK(p.count == count);
+    }
+  }
+  // A table of another topology is refused at creation.
+  CommOptions other = from_file;
+  other.topology = "uniform:8";
+  CHECK_THROWS_AS(Communicator::create_local(BackendKind::kCpu, other, 8), InvalidInput);
+}
+
+TEST_CASE("communicator.cpu_rank_that_throws_ends_the_call_with_a_timeout") {
+  CommOptions o = spec_options("uniform:4", "rechd");
+  o.timeout_s = 0.5;
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
+  std::vector<std::vector<float>> data(4, std::vector<float>(100, 1.0f));
+  auto errors = on_threads(comms, [&](int r) {
+    if (r == 2) throw std::runtime_error("rank 2 failed before its call");
+    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32, ReduceOp::kSum);
+  });
+  CHECK(message_of(errors[2]) == "rank 2 failed before its call");
+  for (int r : {0, 1, 3}) {
+    INFO("rank " << r);
+    REQUIRE(errors[static_cast<std::size_t>(r)]);
+    CHECK(code_of(errors[static_cast<std::size_t>(r)]) == ErrorCode::kTimeout);
+    CHECK(message_of(errors[static_cast<std::size_t>(r)]).find("did not call allreduce within 0.5 s") != std::string::npos);
+  }
+  // The group is broken: later calls fail at once with the reason.
+  errors = on_threads(comms, [&](int r) {
+    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32, ReduceOp::kSum);
+  });
+  for (const auto& e : errors) {
+    REQUIRE(e);
+    CHECK(code_of(e) == ErrorCode::kTimeout);
+    CHECK(message_of(e).find("communicator is broken by an earlier failure") != std::string::npos);
+  }
+}
+
+TEST_CASE("communicator.cpu_ranks_that_disagree_fail_together") {
+  auto comms = Communicator::create_local(BackendKind::kCpu, spec_options("uniform:2", "xring"), 2);
+  std::vector<std::vector<float>> data(2, std::vector<float>(10, 1.0f));
+  const auto errors = on_threads(comms, [&](int r) {
+    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), r == 0 ? 10 : 9, DataType::kFloat32,
+                                                 ReduceOp::kSum);
+  });
+  for (const auto& e : errors) {
+    REQUIRE(e);
+    CHECK(code_of(e) == ErrorCode::kInvalidInput);
+    CHECK(message_of(e) == "allreduce: rank 1 called with 9 x float sum but rank 0 with 10 x float sum");
+  }
+  // Invalid usage does not break the group.
+  CHECK(wrong_elements(comms, 10, DataType::kFloat32, ReduceOp::kSum, true, 1) == 0);
+}
+
+TEST_CASE("communicator.invalid_usage") {
+  auto comms = Communicator::create_local(BackendKind::kCpu, spec_options("uniform:1", "xring"), 1);
+  std::vector<float> a(8, 2.0f);
+  using artune_test::error_of;
+  CHECK(error_of([&] { comms[0].allreduce(a.data(), a.data(), -1, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "allreduce: count -1 is negative");
+  CHECK(error_of([&] { comms[0].allreduce(nullptr, a.data(), 4, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "allreduce: null buffer");
+  CHECK(error_of([&] { comms[0].allreduce(a.data(), a.data() + 2, 4, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "allreduce: send and recv overlap without being the same buffer");
+  int fake_stream = 0;
+  CHECK(error_of([&] { comms[0].allreduce(a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum, &fake_stream); }) ==
+        "allreduce: a stream is for the cuda and nccl backends");
+  CHECK(error_of([&] { (void)Communicator::create_local(BackendKind::kMpi, CommOptions{}, 2); }) ==
+        "create_local: the mpi backend runs one rank per process (create_mpi / create_nccl)");
+  CHECK(error_of([&] { (void)Communicator::create_local(BackendKind::kCpu, spec_options("uniform:4", "xring"), 3); }) ==
+        "create_local: 3 ranks asked but the topology 'uniform:4' has 4 GPUs");
+  // Without a GPU (or a CUDA build) the cuda backend says so at creation.
+  CHECK_THROWS_AS((void)Communicator::create_local(BackendKind::kCuda, spec_options("uniform:2", "xring"), 2),
+                  Unsupported);
+  // One rank: the result is its own input; count 0 does nothing.
+  comms[0].allreduce(a.data(), a.data(), 8, DataType::kFloat32, ReduceOp::kSum);
+  CHECK(a[7] == 2.0f);
+  comms[0].allreduce(a.data(), a.data(), 0, DataType::kFloat32, ReduceOp::kSum);
+}

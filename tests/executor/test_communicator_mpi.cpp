@@ -1,0 +1,49 @@
+// Communicator::create_mpi end to end: spawns `mpirun -np 4 communicator_mpi_prog …` (correct results on
+// caller buffers; a rank that stops or dies ends the others' call with an error within the timeout, then
+// the job). Every command runs under coreutils `timeout` as a safety net.
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "tests/cli_runner.hpp"
+
+namespace {
+
+artune_test::CliResult mpirun_prog(const std::string& env, const std::string& mode) {
+  const std::string prog = artune_test::require_env("ARTUNE_COMM_MPI_PROG");
+  return artune_test::run_shell("env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                                env + " timeout -s KILL 240 mpirun -np 4 --oversubscribe " + prog + " " + mode + " 2>&1");
+}
+
+using artune_test::count_of;
+
+}  // namespace
+
+TEST_CASE("communicator_mpi.caller_buffers_every_type_and_op") {
+  const auto r = mpirun_prog("", "check");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(count_of(r.out, "communicator_mpi: 1120 checks per rank, 0 wrong") == 1);
+}
+
+TEST_CASE("communicator_mpi.stopped_rank_ends_the_call_with_a_timeout") {
+  const auto r = mpirun_prog("ARTUNE_TEST_FAULT=stop:rank2:iter3", "fault");
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(r.status != 137);  // ended by the communicator's timeout, not by the safety net
+  CHECK(count_of(r.out, "caught Timeout: mpi backend: no progress for 3 s (a peer stopped or died)") >= 1);
+  CHECK(count_of(r.out, "no error") == 0);
+  CHECK(count_of(r.out, "MPI_ABORT was invoked") >= 1);
+  CHECK(r.seconds < 120);
+}
+
+TEST_CASE("communicator_mpi.killed_rank_ends_the_job") {
+  // mpirun ends the job as soon as a rank dies (the status is the killed rank's); no survivor hangs.
+  const auto r = mpirun_prog("ARTUNE_TEST_FAULT=kill:rank1:iter2", "fault");
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(count_of(r.out, "exited on signal 9") == 1);
+  CHECK(count_of(r.out, "rank 1: no error") == 0);
+  CHECK(r.seconds < 120);
+}
