@@ -34,7 +34,8 @@ TEST_CASE("communicator_mpi.stopped_rank_ends_the_call_with_a_timeout") {
   CHECK(r.status != 137);  // ended by the communicator's timeout, not by the safety net
   CHECK(count_of(r.out, "caught Timeout: mpi backend: no progress for 3 s (a peer stopped or died)") >= 1);
   CHECK(count_of(r.out, "no error") == 0);
-  CHECK(count_of(r.out, "MPI_ABORT was invoked") >= 1);
+  // (Open MPI's "MPI_ABORT was invoked" banner is not checked: mpirun drops it when show_help runs out of
+  // resources on a loaded machine.)
   CHECK(r.seconds < 120);
 }
 
@@ -43,7 +44,8 @@ TEST_CASE("communicator_mpi.killed_rank_ends_the_job") {
   const auto r = mpirun_prog("ARTUNE_TEST_FAULT=kill:rank1:iter2", "fault");
   INFO(r.out);
   CHECK(r.status != 0);
-  CHECK(count_of(r.out, "exited on signal 9") == 1);
+  // Open MPI's banner ("exited on signal 9") is not checked: mpirun may drop it on a loaded machine. The
+  // elapsed-time check tells the job's own end from the safety net's kill.
   CHECK(count_of(r.out, "rank 1: no error") == 0);
   CHECK(r.seconds < 120);
 }
