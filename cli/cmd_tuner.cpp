@@ -106,6 +106,7 @@ struct AutotuneFlags {
   std::string measure;
   int top = 3;
   int jobs = 0;
+  bool exhaustive = false;
   std::string calibration;
   std::string profile;
   std::vector<std::string> fusion;
@@ -420,6 +421,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   if (f.max_cycles < 1) throw InvalidInput("--max-cycles: must be ≥ 1");
   so.progress = progress.fn();
   so.jobs = f.jobs;
+  so.exhaustive = f.exhaustive;
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
 
@@ -535,9 +537,14 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     }
     print_json(doc);
   } else {
+    std::size_t simulations = 0;
+    for (const auto& r : results) simulations += r.simulations;
+    const std::size_t pairs = results.size() * result.set.candidates.size() * result.sizes.size();
     fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}\n", result.set.candidates.size(),
                result.set.rejected.size(), result.sizes.size(), to_string(so.model.profile),
                so.calibration.empty() ? "" : ", calibrated by " + so.calibration);
+    fmt::print("# {} simulations for {} (candidate, size) pairs{}\n", simulations, pairs,
+               so.exhaustive ? " (--exhaustive)" : "; the others interpolated where verified affine");
     for (const auto& r : results) fmt::print("{}", format_decision_table(r.table));
     fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
     for (const auto& fr : fusion) {
@@ -659,6 +666,9 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("-j,--jobs", flags->jobs,
                  "threads simulating candidates (0 = every core); the table is the same for every value")
       ->capture_default_str();
+  at->add_flag("--exhaustive", flags->exhaustive,
+               "simulate every candidate at every size (default: interpolate where a candidate's time is verified "
+               "affine in size; picks, runners-up and NCCL are simulated either way)");
   at->add_option("--top", flags->top, "candidates per size to measure")->capture_default_str();
   at->add_option("--iters", flags->iters, "timed iterations per measurement")->capture_default_str();
   at->add_option("--warmup", flags->warmup, "warm-up iterations per measurement")->capture_default_str();

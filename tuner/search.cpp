@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -15,6 +17,7 @@
 #include "core/sizes.hpp"
 #include "executor/runner.hpp"
 #include "simulator/simulator.hpp"
+#include "tuner/size_sampling.hpp"
 
 namespace artune {
 
@@ -26,14 +29,17 @@ std::int64_t count_for(std::uint64_t bytes, std::size_t esize) {
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / esize));
 }
 
+// 1 GB/s = 1e3 bytes/µs.
+constexpr double kBytesPerUsPerGbps = 1e3;
+
 // Progress of the simulation phase, safe to call from every worker: the caller's ProgressFn is called under a
-// lock, at most every 100 ms, with the rate and the time left ("simulating 1200/1890 plans, 85.3 plans/s, 8 s
-// left").
+// lock, at most every 100 ms, with the rate and the time left ("simulating 12/62 candidates, 2.1 candidates/s,
+// 24 s left").
 class SimulationProgress {
  public:
   SimulationProgress(const ProgressFn& fn, std::size_t total)
       : fn_(fn), total_(total), start_(std::chrono::steady_clock::now()) {
-    if (fn_) fn_(0, total_, fmt::format("simulating {} plans", total_));
+    if (fn_) fn_(0, total_, fmt::format("simulating {} candidates", total_));
   }
 
   void item_done() {
@@ -46,7 +52,8 @@ class SimulationProgress {
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0;
     const double left = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0;
-    fn_(done_, total_, fmt::format("simulating {}/{} plans, {:.1f} plans/s, {:.0f} s left", done_, total_, rate, left));
+    fn_(done_, total_,
+        fmt::format("simulating {}/{} candidates, {:.1f} candidates/s, {:.0f} s left", done_, total_, rate, left));
   }
 
   void finish() {
@@ -76,39 +83,110 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   }
   const std::size_t esize = element_size(options.type);
   const std::size_t n = result.set.candidates.size();
-  const std::size_t total = n * options.sizes.size();
-  // Every (size, candidate) pair is simulated independently into its own slot, on options.jobs threads; the
-  // picks below read the slots in order, so the table is the same whatever the number of threads.
-  std::vector<std::optional<Figures>> predicted(total);
-  SimulationProgress tracker(options.progress, total);
-  parallel_for(total, options.jobs, [&](std::size_t item) {
-    const std::uint64_t bytes = options.sizes[item / n];
-    const Candidate& cand = result.set.candidates[item % n];
+  const std::size_t n_sizes = options.sizes.size();
+  // predicted[si * n + c]: candidate c at size si; simulated[...] says whether that figure was simulated (else it
+  // was interpolated, see size_sampling.hpp). Each candidate fills only its own slots, on options.jobs threads,
+  // and everything after reads them in order: the table is the same whatever the number of threads.
+  std::vector<std::optional<Figures>> predicted(n * n_sizes);
+  std::vector<char> simulated(n * n_sizes, 0);
+  std::atomic<std::size_t> simulations{0};
+  // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
+  // simulation on large machines, and only the plans a size keeps need its proof, below).
+  auto simulate_at = [&](std::size_t si, std::size_t c) -> std::optional<SimResult> {
+    const std::size_t slot = si * n + c;
+    simulated[slot] = 1;
+    simulations.fetch_add(1, std::memory_order_relaxed);
     try {
-      // Unverified here: the verifier costs about as much as the simulation on large machines, and only the
-      // plans a size keeps need its proof (below).
-      const Plan plan = build_candidate(topo, cand, count_for(bytes, esize), options.op, /*verify=*/false);
-      predicted[item] = figures_of(simulate(plan, topo, options.model, esize));
+      const Plan plan =
+          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
+      SimResult r = simulate(plan, topo, options.model, esize);
+      predicted[slot] = figures_of(r);
+      return r;
     } catch (const InvalidInput&) {
       // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
     } catch (const Unsupported&) {
     }
+    predicted[slot].reset();
+    return std::nullopt;
+  };
+  SimulationProgress tracker(options.progress, n);
+  parallel_for(n, options.jobs, [&](std::size_t c) {
+    if (options.exhaustive) {
+      for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
+    } else {
+      const auto times = sample_sizes(options.sizes, [&](std::size_t si) -> std::optional<SizeSample> {
+        const auto r = simulate_at(si, c);
+        if (!r) return std::nullopt;
+        return SizeSample{r->time_us, r->bottleneck_link};
+      });
+      // busbw / algbw is the same at every size of a plan (2(n−1)/n): take it from a simulated size.
+      double bus_per_alg = 0;
+      for (std::size_t si = 0; si < n_sizes && bus_per_alg == 0; ++si) {
+        const auto& f = predicted[si * n + c];
+        if (simulated[si * n + c] && f && f->algbw_gbps > 0) bus_per_alg = f->busbw_gbps / f->algbw_gbps;
+      }
+      for (std::size_t si = 0; si < n_sizes; ++si) {
+        if (!times[si] || times[si]->simulated) continue;
+        const double t = times[si]->time_us;
+        const double algbw = t > 0 ? static_cast<double>(options.sizes[si]) / (t * kBytesPerUsPerGbps) : 0;
+        predicted[si * n + c] = Figures{t, algbw, algbw * bus_per_alg};
+      }
+    }
     tracker.item_done();
   });
-  for (std::size_t si = 0; si < options.sizes.size(); ++si) {
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
+  for (std::size_t si = 0; si < n_sizes; ++si) {
     const std::uint64_t bytes = options.sizes[si];
+    // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
+    // when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
+    // previous pick, the runner-up of another family, NCCL's own choice and TF's.
+    auto exact = [&](std::size_t c) {
+      if (!simulated[si * n + c]) (void)simulate_at(si, c);
+    };
+    double fastest = std::numeric_limits<double>::infinity();
+    for (std::size_t c = 0; c < n; ++c) {
+      if (const auto& f = predicted[si * n + c]) fastest = std::min(fastest, f->time_us);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      const auto& f = predicted[si * n + c];
+      const double window = (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
+      if (f && f->time_us <= fastest * window) exact(c);
+    }
+    if (!result.pick.empty()) exact(result.pick.back());
+    for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo, bytes).label()}) {
+      if (const auto it = by_label.find(label); it != by_label.end()) exact(it->second);
+    }
     SizeScores scores;
     scores.bytes = bytes;
     scores.count = count_for(bytes, esize);
-    scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
-                            predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
-    for (std::size_t c = 0; c < n; ++c) {
-      if (scores.predicted[c]) scores.ranking.push_back(c);
+    auto rank = [&] {
+      scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
+                              predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
+      scores.ranking.clear();
+      for (std::size_t c = 0; c < n; ++c) {
+        if (scores.predicted[c]) scores.ranking.push_back(c);
+      }
+      // Fastest first; ties keep generation order (simpler plans come first there).
+      std::stable_sort(scores.ranking.begin(), scores.ranking.end(), [&](std::size_t a, std::size_t b) {
+        return scores.predicted[a]->time_us < scores.predicted[b]->time_us;
+      });
+    };
+    rank();
+    // The runner-up (the fastest of another family than the fastest) simulated too; simulating it may reorder.
+    for (bool changed = true; changed && !scores.ranking.empty();) {
+      changed = false;
+      const std::string& family = result.set.candidates[scores.ranking.front()].family;
+      for (const std::size_t c : scores.ranking) {
+        if (result.set.candidates[c].family == family) continue;
+        if (!simulated[si * n + c]) {
+          exact(c);
+          rank();
+          changed = true;
+        }
+        break;
+      }
     }
-    // Fastest first; ties keep generation order (simpler plans come first there).
-    std::stable_sort(scores.ranking.begin(), scores.ranking.end(), [&](std::size_t a, std::size_t b) {
-      return scores.predicted[a]->time_us < scores.predicted[b]->time_us;
-    });
     // The pick must pass the verifier at this size; a candidate that fails it leaves the ranking (as a plan
     // that does not build here would have) and the next one is tried.
     std::size_t pick = 0;
@@ -137,6 +215,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     result.sizes.push_back(std::move(scores));
   }
   tracker.finish();
+  result.simulations = simulations.load();
   rebuild_table(result, topo, options);
   return result;
 }

@@ -35,6 +35,9 @@ struct SearchOptions {
   double keep_within = 0.01;
   ProgressFn progress;                  ///< optional; called from one thread at a time
   int jobs = 0;                         ///< threads simulating candidates (0 = every core); never changes the result
+  /// Simulate every candidate at every size; false: interpolate sizes where a candidate's time is verified
+  /// affine (size_sampling.hpp); the figures of picks, runners-up and NCCL are simulated either way.
+  bool exhaustive = false;
 };
 
 /// The simulated scores of all candidates at one size.
@@ -53,6 +56,7 @@ struct SearchResult {
   CandidateSet set;
   std::vector<SizeScores> sizes;
   std::vector<std::size_t> pick;         ///< per size: the chosen candidate
+  std::size_t simulations = 0;           ///< (candidate, size) simulations run
   DecisionTable table;
 };
 
