@@ -478,6 +478,11 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   // Members by machine, machines in order of first appearance.
   std::vector<Machine> machines;
   std::unordered_map<int, int> machine_index;
+  // NICs per machine in one pass over the nodes (a lookup per machine would scan every node each time).
+  std::unordered_map<int, std::vector<int>> nics_of;
+  for (int i = 0; i < static_cast<int>(topo.nodes().size()); ++i) {
+    if (topo.nodes()[i].kind == NodeKind::kNic) nics_of[topo.nodes()[i].machine].push_back(i);
+  }
   int compcap = 1000;
   for (const int node : gpus) {
     if (node < 0 || node >= static_cast<int>(topo.nodes().size()) || topo.nodes()[node].kind != NodeKind::kGpu) {
@@ -488,7 +493,7 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     auto [it, fresh] = machine_index.emplace(n.machine, static_cast<int>(machines.size()));
     if (fresh) {
       machines.emplace_back();
-      machines.back().nics = topo.nodes_of_kind(NodeKind::kNic, n.machine);
+      machines.back().nics = nics_of[n.machine];
     }
     machines[it->second].gpus.push_back(node);
   }
