@@ -30,7 +30,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   SearchResult result;
   result.topology_name = topo.name();
   if (options.progress) options.progress(0, 1, "generating and verifying candidates");
-  result.set = generate_candidates(topo, options.candidates);
+  result.set = options.generate ? options.generate(topo, options.candidates) : generate_candidates(topo, options.candidates);
   if (result.set.candidates.empty()) {
     throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo.name(),
                                   result.set.rejected.empty() ? "" : " (" + result.set.rejected.front() + ")"));
