@@ -750,9 +750,9 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
     return 0.0;
   }
   if (algo == Algo::kTree) {
-    if (proto == Proto::kLL) return kLlMaxBw[index1][index2] / nch;
-    if (proto == Proto::kLL128) return kPerChTreeLL128[cci][index2];
-    return kPerChTree[cci][index2];
+    // A tree channel moves its share once up and once down per edge, at most at the algorithm bandwidth
+    // NCCL's table gives one channel (busBw × .92, per-channel caps, protocol factors, × .5).
+    return all_reduce_table(g).bandwidth[static_cast<int>(Algo::kTree)][static_cast<int>(proto)] / nch;
   }
   if (algo == Algo::kNvlsTree) return kPerChNvlsTree[cci][index2];
   return 0.0;

@@ -116,7 +116,8 @@ double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto);
 
 /// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
 double wire_factor(Proto proto) noexcept;
-/// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none.
+/// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none
+/// (Ring: its bus bandwidth per channel; Tree: the algorithm bandwidth of NCCL's table per channel).
 double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto);
 /// NVLS efficiency of the switch's reduction (tuning.cc nvlsEfficiency).
 double nvls_efficiency(const Graph& graph) noexcept;

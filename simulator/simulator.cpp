@@ -148,8 +148,12 @@ class Simulation {
   void compile_group(const Op& op);
   bool runs_nccl_model(const Op& op, const std::vector<int>& members) const;
   void compile_nccl_group(const Op& op, const std::vector<int>& members);
+  // Flows of one NCCL group op by their links: flows over the same links with the same work and cap (the
+  // channels of a ring or tree that share an edge) are one flow of their summed work and cap, which max-min
+  // sharing treats exactly as the separate flows and the engine settles much faster.
+  using PendingFlows = std::map<std::pair<std::vector<int>, std::pair<double, double>>, int>;
   void add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
-                     std::vector<int>& used);
+                     std::vector<int>& used, PendingFlows& pending);
   void push_one_phase_op(double delay, int flow_begin);
   void add_local(double delay, int node, double work);
   double thread_copy_rate(int node) const;
@@ -437,20 +441,16 @@ bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) 
 
 // One flow over the concatenated links of `parts` (a route, or GPU→NIC, NIC→NIC, NIC→GPU).
 void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
-                               std::vector<int>& used) {
-  FlowSpec f;
-  f.res_begin = static_cast<int>(res_pool_.size());
+                               std::vector<int>& used, PendingFlows& pending) {
+  std::vector<int> links;
   for (const std::vector<int>* part : parts) {
     for (const int l : *part) {
       if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
-      res_pool_.push_back(l);
+      links.push_back(l);
       used.push_back(l);
     }
   }
-  f.res_count = static_cast<int>(res_pool_.size()) - f.res_begin;
-  f.work = work;
-  f.cap = cap;
-  if (work > 0 && f.res_count > 0) flows_.push_back(f);
+  if (work > 0 && !links.empty()) ++pending[{std::move(links), {work, cap}}];
 }
 
 // An NCCL all-reduce: NCCL's channels over the topology (nccl::search), the algorithm × protocol NCCL picks
@@ -481,18 +481,19 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const int k = g.ranks;
   const int nch = std::max(1, g.channels);
   std::vector<int> used;
+  PendingFlows pending;
   const int flow_begin = static_cast<int>(flows_.size());
   auto machine_of = [&](int node) { return topo_.nodes()[node].machine; };
   // A GPU-to-GPU hop of channel c: the route inside a machine, through the channel's NICs across machines.
   auto hop = [&](const nccl::Channel& ch, int a, int ma, int b, int mb, double work) {
     if (machine_of(a) == machine_of(b)) {
       const Route& r = topo_.route(a, b);
-      add_path_flow({&r.links}, work, cap, used);
+      add_path_flow({&r.links}, work, cap, used, pending);
       return;
     }
     const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
     add_path_flow({&topo_.route(a, na).links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap,
-                  used);
+                  used, pending);
   };
   auto tree_edges = [&](double share, bool chains) {
     for (int c = 0; c < nch; ++c) {
@@ -542,13 +543,22 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
         for (const Route* r : {&topo_.route(gpu, sw), &topo_.route(sw, gpu)}) {
           double slowest = std::numeric_limits<double>::infinity();
           for (const int l : r->links) slowest = std::min(slowest, link_capacity_[static_cast<std::size_t>(l)]);
-          add_path_flow({&r->links}, work, eff * slowest, used);
+          add_path_flow({&r->links}, work, eff * slowest, used, pending);
         }
       }
       if (choice.algo == nccl::Algo::kNvlsTree) tree_edges(bytes / nch, false);
       break;
     }
     case nccl::Algo::kPat: break;  // nccl::choose never picks PAT for all-reduce
+  }
+  for (const auto& [key, n] : pending) {
+    FlowSpec f;
+    f.res_begin = static_cast<int>(res_pool_.size());
+    f.res_count = static_cast<int>(key.first.size());
+    res_pool_.insert(res_pool_.end(), key.first.begin(), key.first.end());
+    f.work = key.second.first * n;
+    f.cap = key.second.second * n;
+    flows_.push_back(f);
   }
   Program prog;
   prog.phase_begin = static_cast<int>(phases_.size());

@@ -95,6 +95,7 @@ nlohmann::json point_json(const SizePoint& p) {
   if (p.runner_up_measured) doc["runner_up"]["measured"] = measurement_json(*p.runner_up_measured);
   doc["margin_pct"] = p.margin_pct;
   doc["tf_choose_the_best"] = nlohmann::json{{"label", p.tf_pick}, {"predicted", figures_json(p.tf_predicted)}};
+  if (p.nccl_predicted.time_us > 0) doc["nccl"] = nlohmann::json{{"predicted", figures_json(p.nccl_predicted)}};
   return doc;
 }
 
@@ -113,6 +114,8 @@ SizePoint point_from(const Field& f) {
   const Field tf = f.at("tf_choose_the_best");
   p.tf_pick = tf.at("label").str();
   p.tf_predicted = figures_from(tf.at("predicted"));
+  // Tables written before the NCCL baseline (issue 12) have no "nccl" entry.
+  if (f.has("nccl")) p.nccl_predicted = figures_from(f.at("nccl").at("predicted"));
   return p;
 }
 

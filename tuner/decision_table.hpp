@@ -53,6 +53,7 @@ struct SizePoint {
   double margin_pct = 0;                   ///< runner-up time / pick time − 1, in %, measured when both were measured
   std::string tf_pick;                     ///< label of TF's choose_the_best pick
   Figures tf_predicted;                    ///< TF's pick, simulated (time 0 when it cannot build here)
+  Figures nccl_predicted;                  ///< NCCL's own choice (spec nccl), simulated (time 0 when not a candidate)
   friend bool operator==(const SizePoint&, const SizePoint&) = default;
 };
 

@@ -393,9 +393,9 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         " with the pick (measured times when both were measured).\n\n";
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
   if (measured) md << " measured (us) | measured busbw |";
-  md << " TF (us) | gain vs TF |\n|---:|---|---:|---:|---:|";
+  md << " TF (us) | gain vs TF | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";
   if (measured) md << "---:|---:|";
-  md << "---:|---:|\n";
+  md << "---:|---:|---:|---:|\n";
   for (const auto& r : table.ranges) {
     for (const auto& p : r.points) {
       md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(), fmt_time(p.predicted.time_us),
@@ -407,7 +407,11 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       const std::string gain = p.tf_predicted.time_us > 0 && p.predicted.time_us > 0
                                    ? fmt::format("{:.2f}x", p.tf_predicted.time_us / p.predicted.time_us)
                                    : "-";
-      md << fmt::format(" {} | {} |\n", fmt_time(p.tf_predicted.time_us), gain);
+      // vs NCCL: NCCL's own choice (its channels, algorithm and protocol) over the pick's time.
+      const bool nccl = p.nccl_predicted.time_us > 0 && p.predicted.time_us > 0;
+      md << fmt::format(" {} | {} | {} | {} |\n", fmt_time(p.tf_predicted.time_us), gain,
+                        nccl ? fmt_time(p.nccl_predicted.time_us) : "-",
+                        nccl ? fmt::format("{:.2f}x", p.nccl_predicted.time_us / p.predicted.time_us) : "-");
     }
   }
   md << "\n## Crossovers\n\n";

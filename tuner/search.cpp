@@ -136,6 +136,10 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
         p.margin_pct = 100.0 * (p.runner_up_predicted.time_us / p.predicted.time_us - 1.0);
       }
     }
+    // NCCL's own choice (the plain `nccl` candidate), the baseline every user compares with first.
+    if (auto it = by_label.find("nccl"); it != by_label.end() && scores.predicted[it->second]) {
+      p.nccl_predicted = *scores.predicted[it->second];
+    }
     // TF's choice, simulated (it may be one of the candidates already).
     const Candidate tf = tf_choose_the_best(topo, scores.bytes);
     p.tf_pick = tf.label();
