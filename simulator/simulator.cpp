@@ -483,7 +483,12 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
   const double bytes = static_cast<double>(op.dst.count) * es_;
   const nccl::Choice choice = nccl::choose(g, bytes, forced, what);
-  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto);
+  // A calibration overlay's per-link-kind α, beyond the profile's default, shifts NCCL's per-step latency of
+  // that link class: a measured machine overrides NCCL's defaults (the efficiency already scales the links).
+  const CostModel defaults = CostModel::defaults(model_.profile);
+  auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
+  const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
+  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto, adjust);
   const double wire = nccl::wire_factor(choice.proto);
   const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
