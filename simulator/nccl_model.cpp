@@ -609,7 +609,7 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   return g;
 }
 
-Latencies latencies(const Graph& g, Algo algo, Proto proto) {
+Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
   Latencies l;
@@ -622,11 +622,13 @@ Latencies latencies(const Graph& g, Algo algo, Proto proto) {
     if (proto == Proto::kSimple) overhead *= 3;
     l.intra_us = std::max(l.intra_us, overhead);
   }
+  l.intra_us = std::max(0.0, l.intra_us + adjust.intra_us);
+  l.inter_us = std::max(0.0, l.inter_us + adjust.inter_us);
   return l;
 }
 
-double all_reduce_latency_us(const Graph& g, Algo algo, Proto proto) {
-  const Latencies l = latencies(g, algo, proto);
+double all_reduce_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  const Latencies l = latencies(g, algo, proto, adjust);
   const int nsteps = 2 * (g.ranks - 1);
   switch (algo) {
     case Algo::kRing: {

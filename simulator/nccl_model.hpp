@@ -109,10 +109,15 @@ struct Latencies {
   double intra_us = 0;  ///< per step over NVLink or PCIe
   double inter_us = 0;  ///< per step across the network
 };
-/// The latencies NCCL charges on `graph`.
-Latencies latencies(const Graph& graph, Algo algo, Proto proto);
-/// Total latency NCCL charges for an all-reduce (its cost table's latency term).
-double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto);
+/// Per-step latency a calibration adds to NCCL's defaults (µs, may be negative; the sum stays ≥ 0).
+struct HopAdjust {
+  double intra_us = 0;  ///< per step inside a machine (NVLink or PCIe, whichever the rings use)
+  double inter_us = 0;  ///< per step across the network
+};
+/// The latencies NCCL charges on `graph`, shifted by a calibration's `adjust`.
+Latencies latencies(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+/// Total latency NCCL charges for an all-reduce (its cost table's latency term), shifted by `adjust`.
+double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
 
 /// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
 double wire_factor(Proto proto) noexcept;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -151,7 +152,11 @@ class Simulation {
   // Flows of one NCCL group op by their links: flows over the same links with the same work and cap (the
   // channels of a ring or tree that share an edge) are one flow of their summed work and cap, which max-min
   // sharing treats exactly as the separate flows and the engine settles much faster.
-  using PendingFlows = std::map<std::pair<std::vector<int>, std::pair<double, double>>, int>;
+  struct PendingFlows {
+    std::vector<int> links;                        // every flow's links, back to back
+    std::vector<std::array<double, 2>> work_cap;   // per flow
+    std::vector<std::pair<int, int>> span;         // per flow: [begin, count) in links
+  };
   void add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
                      std::vector<int>& used, PendingFlows& pending);
   void push_one_phase_op(double delay, int flow_begin);
@@ -442,15 +447,19 @@ bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) 
 // One flow over the concatenated links of `parts` (a route, or GPU→NIC, NIC→NIC, NIC→GPU).
 void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
                                std::vector<int>& used, PendingFlows& pending) {
-  std::vector<int> links;
+  std::size_t count = 0;
   for (const std::vector<int>* part : parts) {
     for (const int l : *part) {
       if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
-      links.push_back(l);
       used.push_back(l);
+      ++count;
     }
   }
-  if (work > 0 && !links.empty()) ++pending[{std::move(links), {work, cap}}];
+  if (work > 0 && count > 0) {
+    pending.span.emplace_back(static_cast<int>(pending.links.size()), static_cast<int>(count));
+    for (const std::vector<int>* part : parts) pending.links.insert(pending.links.end(), part->begin(), part->end());
+    pending.work_cap.push_back({work, cap});
+  }
 }
 
 // An NCCL all-reduce: NCCL's channels over the topology (nccl::search), the algorithm × protocol NCCL picks
@@ -474,7 +483,12 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
   const double bytes = static_cast<double>(op.dst.count) * es_;
   const nccl::Choice choice = nccl::choose(g, bytes, forced, what);
-  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto);
+  // A calibration overlay's per-link-kind α, beyond the profile's default, shifts NCCL's per-step latency of
+  // that link class: a measured machine overrides NCCL's defaults (the efficiency already scales the links).
+  const CostModel defaults = CostModel::defaults(model_.profile);
+  auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
+  const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
+  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto, adjust);
   const double wire = nccl::wire_factor(choice.proto);
   const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
@@ -551,14 +565,37 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
     }
     case nccl::Algo::kPat: break;  // nccl::choose never picks PAT for all-reduce
   }
-  for (const auto& [key, n] : pending) {
-    FlowSpec f;
-    f.res_begin = static_cast<int>(res_pool_.size());
-    f.res_count = static_cast<int>(key.first.size());
-    res_pool_.insert(res_pool_.end(), key.first.begin(), key.first.end());
-    f.work = key.second.first * n;
-    f.cap = key.second.second * n;
-    flows_.push_back(f);
+  {
+    // Equal flows (same links, work and cap) next to each other, in a fixed order; each run becomes one flow.
+    const std::size_t nf = pending.span.size();
+    std::vector<int> order(nf);
+    for (std::size_t i = 0; i < nf; ++i) order[i] = static_cast<int>(i);
+    auto less = [&](int a, int b) {
+      const auto [ab, ac] = pending.span[static_cast<std::size_t>(a)];
+      const auto [bb, bc] = pending.span[static_cast<std::size_t>(b)];
+      if (ac != bc) return ac < bc;
+      for (int i = 0; i < ac; ++i) {
+        const int x = pending.links[static_cast<std::size_t>(ab + i)], y = pending.links[static_cast<std::size_t>(bb + i)];
+        if (x != y) return x < y;
+      }
+      return pending.work_cap[static_cast<std::size_t>(a)] < pending.work_cap[static_cast<std::size_t>(b)];
+    };
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return less(a, b) || (!less(b, a) && a < b); });
+    for (std::size_t i = 0; i < nf;) {
+      std::size_t j = i + 1;
+      while (j < nf && !less(order[i], order[j])) ++j;
+      const auto [b, c] = pending.span[static_cast<std::size_t>(order[i])];
+      const auto [work, cap] = pending.work_cap[static_cast<std::size_t>(order[i])];
+      const auto n = static_cast<double>(j - i);
+      FlowSpec f;
+      f.res_begin = static_cast<int>(res_pool_.size());
+      f.res_count = c;
+      res_pool_.insert(res_pool_.end(), pending.links.begin() + b, pending.links.begin() + b + c);
+      f.work = work * n;
+      f.cap = cap * n;
+      flows_.push_back(f);
+      i = j;
+    }
   }
   Program prog;
   prog.phase_begin = static_cast<int>(phases_.size());

@@ -15,6 +15,8 @@
 #include "simulator/simulator.hpp"
 #include "topology/io.hpp"
 
+#include <nlohmann/json.hpp>
+
 using namespace artune;
 
 namespace {
@@ -222,4 +224,26 @@ TEST_CASE("nccl.double_binary_tree") {
       for (int i = 0; i < m; ++i) CHECK((children0[i] == 0 || children1[i] == 0));
     }
   }
+}
+
+TEST_CASE("nccl.calibration_overrides_defaults") {
+  // A calibration overlay's NVLink efficiency scales every channel's links; its per-link-kind α beyond the
+  // profile's default shifts NCCL's per-step latency of that class (NCCL's own pick still uses its tables).
+  const Topology v100 = load_topology("dgx1-v100");
+  BuildOptions o;
+  o.count = (std::int64_t{1} << 30) / 4;
+  const Plan big = build_plan(v100, parse_spec("nccl"), o);
+  CostModel m = CostModel::defaults(BackendProfile::kNccl);
+  m.apply_overlay(nlohmann::json::parse(R"({"links": {"nvlink": {"efficiency": 0.9}}})"), "calib.json");
+  CHECK(simulate(big, v100, m, 4).busbw_gbps == doctest::Approx(135.0).epsilon(0.01));
+  // 16 machines, 8 bytes, Tree/LL: 2·log2(16) = 8 network steps, each 5 µs slower.
+  const Topology c16 = load_topology("16xdgx-h100");
+  o.count = 2;
+  const Plan small = build_plan(c16, parse_spec("nccl"), o);
+  const CostModel base = CostModel::defaults(BackendProfile::kNccl);
+  CostModel slow = base;
+  slow.link[LinkKind::kNetwork].alpha_us += 5.0;
+  const SimResult a = simulate(small, c16, base, 4), b = simulate(small, c16, slow, 4);
+  CHECK(b.groups.at(0).algorithm == "tree");
+  CHECK(b.time_us - a.time_us == doctest::Approx(8 * 5.0).epsilon(1e-6));
 }
