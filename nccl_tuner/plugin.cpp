@@ -24,6 +24,8 @@ using artune::nccl_tuner::Table;
 /// The environment variable naming the table.
 constexpr const char* kTableEnv = "ARTUNE_TUNER_TABLE";
 constexpr const char* kName = "artune";
+/// Ranges listed in the init log line (a table of a few dozen sizes has a handful).
+constexpr std::size_t kRangesLogged = 16;
 
 /// One communicator's state.
 struct Context {
@@ -56,10 +58,25 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
     artune::nccl_tuner::check_fits(table, ranks, nodes, path);
     ctx->table = std::move(table);
     ctx->active = true;
-    log_line(log, artuneNcclLogInfo,
-             "artune tuner: " + std::string(path) + ": " + std::to_string(ctx->table.ranges.size()) +
-                 " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " + std::to_string(nodes) +
-                 " node(s)");
+    // One line with the ranges, so that NCCL's TUNING log can be checked against the table.
+    std::string line = "artune tuner: " + std::string(path) + ": " + std::to_string(ctx->table.ranges.size()) +
+                       " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " +
+                       std::to_string(nodes) + " node(s):";
+    std::size_t shown = 0;
+    for (const auto& r : ctx->table.ranges) {
+      if (++shown > kRangesLogged) {
+        line += " …";
+        break;
+      }
+      // Appended piecewise: g++ 12 warns falsely (-Wrestrict, GCC bug 105329) on " " + std::string temporaries.
+      line += ' ';
+      line += std::to_string(r.min_bytes);
+      line += '-';
+      line += std::to_string(r.max_bytes);
+      line += ' ';
+      line += r.spec;
+    }
+    log_line(log, artuneNcclLogInfo, line);
   } catch (const std::exception& e) {
     log_line(log, artuneNcclLogWarn, std::string("artune tuner: ") + e.what() + "; NCCL's own choices kept");
   } catch (...) {

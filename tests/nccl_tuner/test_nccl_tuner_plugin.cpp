@@ -173,7 +173,10 @@ TEST_CASE("nccl_tuner.v5_picks_the_table_choice_at_every_size") {
   CHECK(count_level(artuneNcclLogWarn) == 0);
   REQUIRE(count_level(artuneNcclLogInfo) == 1);
   CHECK(plugin_log().front().flags == ARTUNE_NCCL_LOG_TUNING);
-  CHECK(plugin_log().front().text.find("5 all-reduce size range(s) for 8 ranks on 1 node(s)") != std::string::npos);
+  CHECK(plugin_log().front().text.find(
+            "5 all-reduce size range(s) for 8 ranks on 1 node(s): 8-4096 nccl.tree.ll 16384-262144 nccl.ring.ll128 "
+            "1048576-4194304 nccl.tree 16777216-67108864 nccl 268435456-1073741824 nccl.nvls.simple") !=
+        std::string::npos);
 
   for (const std::uint64_t bytes : kSizes) {
     CAPTURE(bytes);
