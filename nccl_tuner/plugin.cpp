@@ -29,7 +29,6 @@ constexpr std::size_t kRangesLogged = 16;
 
 /// One communicator's state.
 struct Context {
-  artuneNcclLogger log = nullptr;
   bool active = false;  ///< a table that fits this communicator was read
   Table table;
 };
@@ -39,19 +38,25 @@ void log_line(artuneNcclLogger log, artuneNcclLogLevel level, const std::string&
   if (log != nullptr) log(level, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "%s", text.c_str());
 }
 
+/// The one warning of a communicator whose table is not used; allocates nothing (it runs in catch handlers).
+void warn_kept(artuneNcclLogger log, const char* reason) noexcept {
+  if (log != nullptr) {
+    log(artuneNcclLogWarn, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "artune tuner: %s; NCCL's own choices kept",
+        reason);
+  }
+}
+
 /// Reads and checks the table for a communicator; a context that passes everything through on any problem.
 Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log) noexcept {
   Context* ctx = new (std::nothrow) Context;
   if (ctx == nullptr) {
-    log_line(log, artuneNcclLogWarn, "artune tuner: out of memory; NCCL's own choices kept");
+    warn_kept(log, "out of memory");
     return nullptr;
   }
-  ctx->log = log;
   try {
     const char* path = std::getenv(kTableEnv);
     if (path == nullptr || *path == '\0') {
-      log_line(log, artuneNcclLogWarn,
-               std::string("artune tuner: ") + kTableEnv + " is not set; NCCL's own choices kept");
+      warn_kept(log, "ARTUNE_TUNER_TABLE is not set");
       return ctx;
     }
     Table table = artune::nccl_tuner::read_table(path);
@@ -78,9 +83,11 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
     }
     log_line(log, artuneNcclLogInfo, line);
   } catch (const std::exception& e) {
-    log_line(log, artuneNcclLogWarn, std::string("artune tuner: ") + e.what() + "; NCCL's own choices kept");
+    ctx->active = false;  // whatever failed, the warning below must hold
+    warn_kept(log, e.what());
   } catch (...) {
-    log_line(log, artuneNcclLogWarn, "artune tuner: unexpected error; NCCL's own choices kept");
+    ctx->active = false;
+    warn_kept(log, "unexpected error");
   }
   return ctx;
 }
