@@ -354,7 +354,7 @@ void emit_flat(Emitter& e, const Setup& s, const AlgToken& token) {
   } else if (name == "hiercopy") {
     detail::emit_hiercopy(e, slots, count, hiercopy_params(s, token), s.scale_by);
   } else if (name == "nccl") {
-    detail::emit_nccl(e, slots, count, s.scale_by);
+    detail::emit_nccl(e, slots, count, s.scale_by, token.variant);
   } else if (name == "mring") {
     const detail::MultiRingParams params = multiring_params(s, token);
     const auto rings = static_cast<std::int64_t>(params.rings.size());
@@ -423,7 +423,7 @@ void emit_hybrid(Emitter& e, const Setup& s, const SpecRange& range) {
   const std::int64_t count = s.options.count;
   const detail::UpperLevel upper = upper_level(e, s, range);
   if (range.intra.name == "nccl") {
-    detail::emit_nccl_hybrid(e, machines, count, upper, s.scale_by);
+    detail::emit_nccl_hybrid(e, machines, count, upper, s.scale_by, range.intra.variant);
   } else if (range.intra.name == "pscpu") {
     std::vector<int> gather;
     if (!s.options.gather.empty() && range.inter->name != "pscpu" && range.inter->name != "shuffle") {

@@ -167,7 +167,9 @@ void emit_hiercopy(Emitter& e, const std::vector<Slot>& slots, std::int64_t coun
 // Library collectives (TF build_nccl_all_reduce).
 
 /// One group all-reduce over the slots (which must share buffer and offset), then a scale per slot.
-void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+/// `variant` is the NCCL algorithm[.protocol] the spec forces (empty: NCCL's choice), recorded on the group op.
+void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by,
+               const std::string& variant = {});
 
 // ---------------------------------------------------------------------------
 // Multi-ring.
@@ -215,7 +217,7 @@ using UpperLevel = std::function<void(Emitter& e, const std::vector<Slot>& reps,
 /// TF's _build_nccl_hybrid: a group all-reduce inside each machine, `upper` across the first slot of
 /// each machine, a group broadcast from it inside each machine. machines[m] = slots of machine m.
 void emit_nccl_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines, std::int64_t count,
-                      const UpperLevel& upper, int scale_by);
+                      const UpperLevel& upper, int scale_by, const std::string& variant = {});
 /// TF's _build_shuffle_hybrid: each machine gathered into one region on its gather device, `upper`
 /// across those, copied back to each machine's slots. gather[m] = plan device gathering machine m.
 void emit_shuffle_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines, std::int64_t count,

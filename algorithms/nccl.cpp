@@ -2,7 +2,8 @@
 // and the NCCL hybrid of _build_nccl_hybrid.
 //
 // The plan only says "the library all-reduces this region on these devices";
-// the simulator models the library's own algorithm (a ring over the group).
+// the simulator models the library as it runs (simulator/nccl_model.hpp); a spec such as nccl.ring.ll
+// records the forced NCCL algorithm and protocol on the group op.
 
 #include <fmt/format.h>
 
@@ -31,12 +32,13 @@ std::vector<int> devices_of(const std::vector<Slot>& slots) {
 
 }  // namespace
 
-void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
+void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by, const std::string& variant) {
   if (slots.empty()) return;
   check_uniform(slots, "nccl");
   // The group carries the sum; an average is that sum scaled on every rank (ncclAvg does the same).
   if (slots.size() > 1) {
-    e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
+    const int id = e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
+    if (id >= 0) e.plan().ops[static_cast<std::size_t>(id)].algo = variant;
   }
   if (scale_by != kNoScale) {
     for (const Slot& s : slots) e.scale(at(s, 0, count), scale_by);
@@ -44,14 +46,16 @@ void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, i
 }
 
 void emit_nccl_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines, std::int64_t count,
-                      const UpperLevel& upper, int scale_by) {
+                      const UpperLevel& upper, int scale_by, const std::string& variant) {
   std::vector<Slot> reps;
   for (const auto& slots : machines) {
     if (slots.empty()) throw InvalidInput("nccl hybrid: a machine without participants");
     check_uniform(slots, "nccl hybrid");
     // TF all-sums inside the worker and forwards the first device's copy upwards.
     if (slots.size() > 1) {
-      e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
+      const int id =
+          e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
+      if (id >= 0) e.plan().ops[static_cast<std::size_t>(id)].algo = variant;
     }
     reps.push_back(slots.front());
   }

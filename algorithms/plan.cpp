@@ -216,6 +216,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
       j["root"] = op.root;
     }
     if (op.kind == OpKind::kScale || op.divisor != defaults.divisor) j["divisor"] = op.divisor;
+    if (!op.algo.empty()) j["algo"] = op.algo;
     ops.push_back(std::move(j));
   }
   doc["ops"] = std::move(ops);
@@ -315,7 +316,7 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     const std::string path = fmt::format("ops[{}]", i);
     const auto& v = ops[i];
     r.expect_object(v, path);
-    r.only_keys(v, path, {"id", "kind", "src", "dst", "deps", "collective", "group", "root", "divisor"});
+    r.only_keys(v, path, {"id", "kind", "src", "dst", "deps", "collective", "group", "root", "divisor", "algo"});
     Op op;
     op.id = r.small_int(r.field(v, path, "id"), path + ".id");
     if (op.id != static_cast<int>(i)) r.fail(path + ".id", fmt::format("must be {} (ids are positions)", i));
@@ -358,6 +359,10 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     }
     if (v.contains("root")) op.root = r.small_int(v["root"], path + ".root");
     if (v.contains("divisor")) op.divisor = r.small_int(v["divisor"], path + ".divisor");
+    if (v.contains("algo")) {
+      op.algo = r.string(v["algo"], path + ".algo");
+      if (op.kind != OpKind::kGroup) r.fail(path + ".algo", "only group ops run a library algorithm");
+    }
     if (op.kind == OpKind::kGroup) {
       if (!v.contains("collective")) r.fail(path, "missing field 'collective'");
       if (op.group.empty()) r.fail(path + ".group", "must list at least one device");

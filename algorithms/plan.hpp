@@ -70,6 +70,7 @@ struct Op {
   Collective collective = Collective::kAllReduce;
   std::vector<int> group;   ///< plan devices taking part, in the library's rank order
   int root = -1;            ///< plan device of the root (broadcast, reduce)
+  std::string algo;         ///< NCCL algorithm[.protocol] the spec forces ("ring", "tree.ll"); empty = NCCL's choice
   // Scale ops only.
   int divisor = 1;          ///< dst is divided by this (avg: the number of participants)
   friend bool operator==(const Op&, const Op&) = default;

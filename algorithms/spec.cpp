@@ -30,7 +30,10 @@ constexpr std::array<AlgInfo, 10> kAlgorithms{{
     {"psgpu", ArgKind::kShards, "shuffle reduce gathered on GPUs; #N = gather shards"},
     {"shuffle", ArgKind::kShards, "shuffle reduce on the --gather devices; #N = gather shards"},
     {"hiercopy", ArgKind::kPacks, "hierarchical copy over NVLink cliques (TF DGX-1 algorithm); #P = packs"},
-    {"nccl", ArgKind::kNone, "one library all-reduce over all participants"},
+    {"nccl", ArgKind::kNone,
+     "one NCCL all-reduce over all participants, NCCL's own algorithm x protocol per size; nccl.ALGO[.PROTO] "
+     "forces one as NCCL_ALGO/NCCL_PROTO do (ALGO: ring, tree, nvls, nvlstree, pat; PROTO: ll, ll128, simple; "
+     "e.g. nccl.ring, nccl.tree.ll, nccl.nvls)"},
     {"mring", ArgKind::kRings, "multi-ring over link-disjoint Hamiltonian cycles; #K = rings"},
     {"tree", ArgKind::kNone, "double binary tree"},
     {"2d", ArgKind::kNone, "2-D hierarchical: reduce-scatter in machine, all-reduce across, all-gather in machine"},
@@ -96,18 +99,43 @@ class Parser {
     throw InvalidInput(fmt::format("--spec '{}': {}", quoted(text_), reason));
   }
 
+  void check_nccl_variant(std::string_view tok, std::string_view variant) const {
+    static constexpr std::string_view kAlgos[] = {"ring", "tree", "nvls", "nvlstree", "pat"};
+    static constexpr std::string_view kProtos[] = {"ll", "ll128", "simple"};
+    const std::size_t dot = variant.find('.');
+    const std::string_view algo = variant.substr(0, dot);
+    if (std::find(std::begin(kAlgos), std::end(kAlgos), algo) == std::end(kAlgos)) {
+      fail(fmt::format("'{}': unknown NCCL algorithm '{}' (nccl.ring, nccl.tree, nccl.nvls, nccl.nvlstree, nccl.pat)",
+                       quoted(tok), quoted(algo)));
+    }
+    if (dot == std::string_view::npos) return;
+    const std::string_view proto = variant.substr(dot + 1);
+    if (std::find(std::begin(kProtos), std::end(kProtos), proto) == std::end(kProtos)) {
+      fail(fmt::format("'{}': unknown NCCL protocol '{}' (ll, ll128, simple, e.g. nccl.ring.ll128)", quoted(tok),
+                       quoted(proto)));
+    }
+  }
+
   AlgToken token(std::string_view tok) const {
     if (tok.empty()) fail("empty algorithm name");
     const std::size_t hash = tok.find('#');
     std::string_view name = tok.substr(0, hash);
     if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", quoted(tok)));
     if (name == "ring") name = "xring";
+    // nccl.ALGO[.PROTO]: NCCL with its algorithm (and protocol) forced, as NCCL_ALGO / NCCL_PROTO do.
+    std::string variant;
+    if (name.substr(0, 5) == "nccl.") {
+      variant = std::string(name.substr(5));
+      name = "nccl";
+      check_nccl_variant(tok, variant);
+    }
     const AlgInfo* info = find_alg(name);
     if (info == nullptr) {
       fail(fmt::format("unknown algorithm '{}' (known: {})", quoted(tok.substr(0, hash)), known_names()));
     }
     AlgToken out;
     out.name = info->name;
+    out.variant = std::move(variant);
     if (hash == std::string_view::npos) return out;
     const std::string_view arg = tok.substr(hash + 1);
     if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", quoted(tok), info->name));
@@ -210,7 +238,8 @@ class Parser {
 };
 
 std::string token_text(const AlgToken& t) {
-  return t.arg >= 0 ? fmt::format("{}#{}", t.name, t.arg) : t.name;
+  const std::string name = t.variant.empty() ? t.name : fmt::format("{}.{}", t.name, t.variant);
+  return t.arg >= 0 ? fmt::format("{}#{}", name, t.arg) : name;
 }
 
 std::string limit_text(std::int64_t n) {

@@ -3,6 +3,7 @@
 //   one 8-GPU ring at 1 GiB with 64 pipeline segments on dgx1-v100   < 10 ms
 //   every algorithm family on dgx1-v100 over 21 sizes (1 KiB–1 GiB)   < 1 s
 //   a 2d plan on 128xdgx-h100 (1024 GPUs)                              < 5 s
+//   nccl (NCCL's channels, algorithm, protocol) on 512xdgx-h100, 4096 GPUs < 5 s, < 1 GiB peak memory
 // Run: build-X/bench/bench_simulator --benchmark_min_time=1 (or a --benchmark_filter).
 
 #include <benchmark/benchmark.h>
@@ -132,6 +133,32 @@ void BM_2d_128xDgxH100_Simulate(benchmark::State& state) {
   state.counters["predicted_us"] = t;
 }
 BENCHMARK(BM_2d_128xDgxH100_Simulate)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// NCCL's own choice on 512 DGX H100 machines (4,096 GPUs): channel search per machine shape, NCCL's pick,
+// every channel's flows; at 8 B (Tree/LL, log-depth latency) and 1 GiB (NVLSTree/Simple, NIC bound).
+// Peak memory: /usr/bin/time -v build/bench/bench_simulator --benchmark_filter=Nccl_512.
+const Topology& h100_512() {
+  static const Topology t = load_topology("512xdgx-h100");
+  return t;
+}
+
+void BM_Nccl_512xDgxH100_BuildAndSimulate(benchmark::State& state) {
+  BuildOptions o;
+  o.count = state.range(0) / 4;
+  const CostModel model = CostModel::defaults();
+  double t = 0;
+  for (auto _ : state) {
+    const Plan plan = build_plan(h100_512(), "nccl", o);
+    t = simulate(plan, h100_512(), model, 4).time_us;
+    g_sink = t;
+  }
+  state.counters["predicted_us"] = t;
+}
+BENCHMARK(BM_Nccl_512xDgxH100_BuildAndSimulate)
+    ->Arg(8)
+    ->Arg(std::int64_t{1} << 30)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 

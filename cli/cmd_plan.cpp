@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,14 @@
 #include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "core/types.hpp"
+#include "simulator/nccl_model.hpp"
 #include "topology/io.hpp"
 
 namespace artune::cli {
 
 namespace {
+
+nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan);
 
 // Phase tables beyond this many rows are cut (the JSON has every op).
 constexpr std::size_t kMaxPhaseRows = 48;
@@ -194,6 +198,8 @@ void run_plan(const PlanFlags& f) {
     doc["topology"] = topo.name();
     doc["verified"] = verdict.ok;
     if (!verdict.ok) doc["problems"] = verdict.problems;
+    const nlohmann::json channels = nccl_channels_json(topo, plan);
+    if (!channels.empty()) doc["nccl"] = channels;
     print_json(doc);
   } else {
     print_summary(topo, plan, f, verdict);
@@ -201,6 +207,34 @@ void run_plan(const PlanFlags& f) {
   if (!verdict.ok) {
     throw Error(ErrorCode::kWrongResult, fmt::format("plan {} failed verification: {}", plan.spec, verdict.problems.front()));
   }
+}
+
+// The channels NCCL would run each GPU all-reduce group op on (simulator/nccl_model.hpp): per op the ring
+// of every channel by node id and, across machines, the NIC of each machine it uses.
+nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kGroup || op.collective != Collective::kAllReduce || op.group.size() < 2) continue;
+    std::vector<int> nodes;
+    for (const int d : op.group) nodes.push_back(plan.devices[static_cast<std::size_t>(d)].node);
+    const bool gpus = std::all_of(nodes.begin(), nodes.end(),
+                                  [&](int n) { return topo.nodes()[static_cast<std::size_t>(n)].kind == NodeKind::kGpu; });
+    if (!gpus) continue;
+    const nccl::Graph g = nccl::search(topo, nodes);
+    nlohmann::json rings = nlohmann::json::array();
+    for (const nccl::Channel& ch : g.rings) {
+      nlohmann::json ring = nlohmann::json::array(), nics = nlohmann::json::array();
+      for (const int n : ch.ring) ring.push_back(topo.nodes()[static_cast<std::size_t>(n)].id);
+      for (const int n : ch.nics) nics.push_back(topo.nodes()[static_cast<std::size_t>(n)].id);
+      nlohmann::json c = {{"ring", std::move(ring)}};
+      if (!nics.empty()) c["nics"] = std::move(nics);
+      rings.push_back(std::move(c));
+    }
+    out.push_back({{"op", op.id}, {"algo", op.algo.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.algo)},
+                   {"channels", g.channels}, {"bw_intra_gbps", g.bw_intra}, {"bw_inter_gbps", g.bw_inter},
+                   {"nvls_heads", g.nvls_channels}, {"rings", std::move(rings)}});
+  }
+  return out;
 }
 
 std::string spec_help() {

@@ -110,6 +110,23 @@ nlohmann::json links_json(const Topology& topo, const Row& row) {
   return out;
 }
 
+// How NCCL ran the plan's group ops (algorithm, protocol, channels), for --json.
+nlohmann::json nccl_json(const SimResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const GroupRun& g : r.groups) {
+    out.push_back({{"op", g.op}, {"algorithm", g.algorithm}, {"protocol", g.protocol}, {"channels", g.channels},
+                   {"latency_us", g.latency_us}});
+  }
+  return out;
+}
+
+// "ring/ll128/12": the first group op's algorithm, protocol and channels ("+" when the plan has more).
+std::string nccl_text(const SimResult& r) {
+  if (r.groups.empty()) return "-";
+  const GroupRun& g = r.groups.front();
+  return fmt::format("{}/{}/{}{}", g.algorithm, g.protocol, g.channels, r.groups.size() > 1 ? "+" : "");
+}
+
 void run_simulate(const SimulateFlags& f) {
   const Topology topo = load_topology(f.topo);
   const AllReduceSpec spec = parse_spec(f.spec);
@@ -163,11 +180,13 @@ void run_simulate(const SimulateFlags& f) {
                           {"busbw_gbps", r.busbw_gbps}};
       j["bottleneck"] = r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
       j["critical_path_ops"] = r.critical_path.size();
+      if (!r.groups.empty()) j["nccl"] = nccl_json(r);
       results.push_back(std::move(j));
     }
     doc["results"] = std::move(results);
     if (f.links && !rows.empty()) {
       doc["links"] = {{"size", rows.back().size}, {"links", links_json(topo, rows.back())}};
+      if (!rows.back().result.groups.empty()) doc["links"]["nccl"] = nccl_json(rows.back().result);
     }
     print_json(doc);
     return;
@@ -176,16 +195,33 @@ void run_simulate(const SimulateFlags& f) {
   fmt::print("# artune simulate: topology {} ({} ranks), spec {}, backend {}, segments {}\n", topo.name(), ranks,
              to_string(spec), to_string(model.profile), f.segments);
   fmt::print("#\n");
-  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {}\n", "size", "count", "type", "redop",
-             "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bottleneck");
+  // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.
+  const bool nccl_column = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.result.groups.empty(); });
+  if (nccl_column) {
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>18}  {}\n", "size", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "nccl(algo/proto/ch)", "bottleneck");
+  } else {
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {}\n", "size", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bottleneck");
+  }
   for (const Row& row : rows) {
     const SimResult& r = row.result;
-    fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
-               to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+    if (nccl_column) {
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>19}  {}\n", row.size, row.count,
+                 to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r),
+                 bottleneck_text(topo, r));
+    } else {
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
+                 to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+    }
   }
   if (f.links && !rows.empty()) {
     const Row& row = rows.back();
     fmt::print("#\n# links at {} bytes ({:.2f} us), most utilised first\n", row.size, row.result.time_us);
+    for (const GroupRun& g : row.result.groups) {
+      fmt::print("# op {}: NCCL {} / {} on {} channels, latency {:.2f} us\n", g.op, g.algorithm, g.protocol, g.channels,
+                 g.latency_us);
+    }
     fmt::print("# {:<34}  {:>8}  {:>8}  {:>14}  {:>12}  {:>14}  {:>7}\n", "link", "kind", "GB/s", "bytes", "busy(us)",
                "saturated(us)", "util(%)");
     for (const LinkUsage& u : ranked_links(row.result)) {

@@ -31,6 +31,7 @@
 #include "tuner/calibration.hpp"
 #include "tuner/decision_table.hpp"
 #include "tuner/fusion.hpp"
+#include "tuner/nccl_target.hpp"
 #include "tuner/report.hpp"
 #include "tuner/search.hpp"
 
@@ -104,6 +105,7 @@ struct AutotuneFlags {
   std::string type = "float";
   std::string op = "sum";
   std::string measure;
+  std::string target = "artune";  ///< --target: artune (every plan family) or nccl (NCCL's own choices only)
   int top = 3;
   int jobs = 0;
   bool exhaustive = false;
@@ -133,6 +135,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
   if (f.type != "float") cmd += " -d " + f.type;
   if (f.op != "sum") cmd += " --op " + f.op;
+  if (f.target != "artune") cmd += " --target " + f.target;
   if (!f.profile.empty()) cmd += " --profile " + f.profile;
   if (!f.calibration.empty()) cmd += " --calibration " + f.calibration;
   if (!f.measure.empty()) {
@@ -412,6 +415,16 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     so.calibration = f.calibration;
     notes.push_back("cost model calibrated by " + f.calibration);
   }
+  if (f.target == "nccl") {
+    // NCCL's algorithm x protocol only: the table the NCCL tuner plugin reads (nccl_tuner/README.md).
+    if (measure) {
+      throw InvalidInput("--measure: not with --target nccl yet: the nccl backend runs every nccl.ALGO.PROTO "
+                         "candidate as NCCL's own pick (it does not force NCCL's algorithm per plan)");
+    }
+    so.generate = generate_nccl_candidates;
+  } else if (f.target != "artune") {
+    throw InvalidInput(fmt::format("--target: '{}' is not artune or nccl", f.target));
+  }
   so.candidates.max_cycles = f.max_cycles;
   so.candidates.max_subchunks = f.max_subchunks;
   so.candidates.segments = parse_int_list(f.segments, "--segments");
@@ -662,6 +675,10 @@ void add_tuner_commands(CLI::App& app) {
                  "bfloat16, int32, int64)")
       ->capture_default_str();
   at->add_option("--op", flags->op, "reduce op(s), comma-separated (sum, prod, min, max, avg)")->capture_default_str();
+  at->add_option("--target", flags->target,
+                 "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
+                 "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
+      ->capture_default_str();
   at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
   at->add_option("-j,--jobs", flags->jobs,
                  "threads simulating candidates (0 = every core); the table is the same for every value")

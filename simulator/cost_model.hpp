@@ -12,9 +12,14 @@
 //  - a reduce then spends bytes / reduce_gbps[kind of the destination device];
 //  - a local copy or scale costs op_overhead_us + bytes / memory_gbps[kind],
 //    a local reduce op_overhead_us + bytes / reduce_gbps[kind];
-//  - a group op runs as the library's ring over the group's best ring order:
-//    group_base_latency_us once, then per ring step group_hop_latency_us +
-//    the step's route latency and link-kind α, plus the chunk's flow time.
+//  - a group all-reduce over GPUs on the GPU profiles (nccl, cuda) runs as NCCL
+//    runs it (nccl_model.hpp: channels, algorithm × protocol, NCCL's latency
+//    tables; link efficiency scales its links, link-kind α beyond the
+//    profile's default shifts NCCL's per-step latency of that class);
+//  - other group ops (host profiles, broadcast/reduce in hybrids) run as the
+//    library's ring over the group's best ring order: group_base_latency_us
+//    once, then per ring step group_hop_latency_us + the step's route latency
+//    and link-kind α, plus the chunk's flow time.
 //
 // Host backends (cpu, mpi) run every op on a host thread; `host` (see
 // HostModel) describes the machine those threads share. With it off (all 0,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "simulator/flow_engine.hpp"
+#include "simulator/nccl_model.hpp"
 
 namespace artune {
 
@@ -145,6 +147,18 @@ class Simulation {
   const RingInfo& ring_info(const std::vector<int>& members);
   void compile();
   void compile_group(const Op& op);
+  bool runs_nccl_model(const Op& op, const std::vector<int>& members) const;
+  void compile_nccl_group(const Op& op, const std::vector<int>& members);
+  // Flows of one NCCL group op by their links: flows over the same links with the same work and cap (the
+  // channels of a ring or tree that share an edge) are one flow of their summed work and cap, which max-min
+  // sharing treats exactly as the separate flows and the engine settles much faster.
+  struct PendingFlows {
+    std::vector<int> links;                        // every flow's links, back to back
+    std::vector<std::array<double, 2>> work_cap;   // per flow
+    std::vector<std::pair<int, int>> span;         // per flow: [begin, count) in links
+  };
+  void add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
+                     std::vector<int>& used, PendingFlows& pending);
   void push_one_phase_op(double delay, int flow_begin);
   void add_local(double delay, int node, double work);
   double thread_copy_rate(int node) const;
@@ -180,6 +194,9 @@ class Simulation {
   std::vector<double> w_pool_;  // weights of host flows, at the same index as their resources in res_pool_
   std::unordered_map<std::uint64_t, RouteInfo> routes_;
   std::map<std::vector<int>, RingInfo> rings_;
+  std::map<std::vector<int>, nccl::Graph> nccl_graphs_;
+  std::unordered_map<int, std::vector<int>> group_links_;  // NCCL group op → links its flows cross
+  std::vector<GroupRun> group_runs_;
   std::vector<FlowSpec> flows_;
   std::vector<Phase> phases_;
   std::vector<Program> programs_;
@@ -352,6 +369,15 @@ void Simulation::compile_group(const Op& op) {
     }
   }
   if (members.empty()) throw InvalidInput(fmt::format("plan: op {}: group op with no devices", op.id));
+  if (runs_nccl_model(op, members)) {
+    compile_nccl_group(op, members);
+    return;
+  }
+  if (!op.algo.empty()) {
+    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs an all-reduce over GPUs "
+                                   "under the nccl or cuda backend",
+                                   plan_.spec, op.id, op.algo));
+  }
   const int k = static_cast<int>(members.size());
   Program prog;
   prog.phase_begin = static_cast<int>(phases_.size());
@@ -407,6 +433,180 @@ void Simulation::compile_group(const Op& op) {
     prog.last_repeats = steps - 1;
   }
   programs_.push_back(prog);
+}
+
+// GPU backends run a group all-reduce as NCCL does (nccl_model.hpp); host backends (cpu, mpi) keep the
+// one-ring model of their own collectives, and broadcast/reduce inside the hybrids stay NCCL's ring chain.
+bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) const {
+  if (host_ || members.size() < 2 || op.collective != Collective::kAllReduce) return false;
+  if (model_.profile != BackendProfile::kNccl && model_.profile != BackendProfile::kCuda) return false;
+  return std::all_of(members.begin(), members.end(),
+                     [&](int n) { return topo_.nodes()[n].kind == NodeKind::kGpu; });
+}
+
+// One flow over the concatenated links of `parts` (a route, or GPU→NIC, NIC→NIC, NIC→GPU).
+void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
+                               std::vector<int>& used, PendingFlows& pending) {
+  std::size_t count = 0;
+  for (const std::vector<int>* part : parts) {
+    for (const int l : *part) {
+      if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
+      used.push_back(l);
+      ++count;
+    }
+  }
+  if (work > 0 && count > 0) {
+    pending.span.emplace_back(static_cast<int>(pending.links.size()), static_cast<int>(count));
+    for (const std::vector<int>* part : parts) pending.links.insert(pending.links.end(), part->begin(), part->end());
+    pending.work_cap.push_back({work, cap});
+  }
+}
+
+// An NCCL all-reduce: NCCL's channels over the topology (nccl::search), the algorithm × protocol NCCL picks
+// for this size (or the spec forces), NCCL's latency for it, then every channel's traffic as flows sharing
+// the links max-min fairly with each other and with concurrent ops:
+//  - Ring: each channel moves 2(k−1)/k of its share of the buffer over every edge of its ring; edges
+//    between machines go GPU → the channel's NIC → the next machine's NIC → GPU.
+//  - Tree: inside a machine a chain along the channel's ring segment, across machines NCCL's double
+//    binary tree between the segments' heads; every tree edge carries the channel's share up (reduce)
+//    and down (broadcast).
+//  - NVLS: every GPU sends its buffer to the NVSwitch (the switch reduces) and its reduced shard back
+//    for the switch to multicast: (k+1)/k of the buffer each way on its switch links, at NCCL's NVLS
+//    efficiency. NVLSTree adds the Tree's network edges between machines.
+// Protocols put more bytes on the wire (LL 2×, LL128 128/120) and cap a channel's rate at NCCL's
+// per-channel limits (tuning.cc), converted to wire bytes.
+void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& members) {
+  auto git = nccl_graphs_.find(members);
+  if (git == nccl_graphs_.end()) git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
+  const nccl::Graph& g = git->second;
+  const std::string what = fmt::format("spec '{}'", plan_.spec.empty() ? std::string("nccl") : plan_.spec);
+  const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
+  const double bytes = static_cast<double>(op.dst.count) * es_;
+  const nccl::Choice choice = nccl::choose(g, bytes, forced, what);
+  // A calibration overlay's per-link-kind α, beyond the profile's default, shifts NCCL's per-step latency of
+  // that link class: a measured machine overrides NCCL's defaults (the efficiency already scales the links).
+  const CostModel defaults = CostModel::defaults(model_.profile);
+  auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
+  const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
+  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto, adjust);
+  const double wire = nccl::wire_factor(choice.proto);
+  const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
+  const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
+  const int k = g.ranks;
+  const int nch = std::max(1, g.channels);
+  std::vector<int> used;
+  PendingFlows pending;
+  const int flow_begin = static_cast<int>(flows_.size());
+  auto machine_of = [&](int node) { return topo_.nodes()[node].machine; };
+  // A GPU-to-GPU hop of channel c: the route inside a machine, through the channel's NICs across machines.
+  auto hop = [&](const nccl::Channel& ch, int a, int ma, int b, int mb, double work) {
+    if (machine_of(a) == machine_of(b)) {
+      const Route& r = topo_.route(a, b);
+      add_path_flow({&r.links}, work, cap, used, pending);
+      return;
+    }
+    const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
+    add_path_flow({&topo_.route(a, na).links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap,
+                  used, pending);
+  };
+  auto tree_edges = [&](double share, bool chains) {
+    for (int c = 0; c < nch; ++c) {
+      const nccl::Channel& ch = g.rings[static_cast<std::size_t>(c)];
+      for (int m = 0; m < g.machines; ++m) {
+        const int base = m * g.ppn;
+        if (chains) {
+          for (int i = 0; i + 1 < g.ppn; ++i) {
+            const int a = ch.ring[static_cast<std::size_t>(base + i)], b = ch.ring[static_cast<std::size_t>(base + i + 1)];
+            hop(ch, a, m, b, m, share);
+            hop(ch, b, m, a, m, share);
+          }
+        }
+        const int parent = nccl::tree_parent(g.machines, c % 2, m);
+        if (parent < 0) continue;
+        const int head = ch.ring[static_cast<std::size_t>(base)];
+        const int phead = ch.ring[static_cast<std::size_t>(parent * g.ppn)];
+        hop(ch, head, m, phead, parent, share);
+        hop(ch, phead, parent, head, m, share);
+      }
+    }
+  };
+  switch (choice.algo) {
+    case nccl::Algo::kRing: {
+      const double per_edge = 2.0 * (k - 1) / k * bytes / nch * wire;
+      for (int c = 0; c < nch; ++c) {
+        const nccl::Channel& ch = g.rings[static_cast<std::size_t>(c)];
+        for (int i = 0; i < k; ++i) {
+          const int j = (i + 1) % k;
+          hop(ch, ch.ring[static_cast<std::size_t>(i)], i / g.ppn, ch.ring[static_cast<std::size_t>(j)], j / g.ppn,
+              per_edge);
+        }
+      }
+      break;
+    }
+    case nccl::Algo::kTree: tree_edges(bytes / nch * wire, true); break;
+    case nccl::Algo::kNvls:
+    case nccl::Algo::kNvlsTree: {
+      const double eff = nccl::nvls_efficiency(g);
+      for (const int gpu : members) {
+        int sw = -1;
+        for (const int l : topo_.out_links(gpu)) {
+          if (topo_.nodes()[topo_.links()[l].dst].kind == NodeKind::kNvSwitch) sw = topo_.links()[l].dst;
+        }
+        if (sw < 0) continue;
+        const double work = bytes * (g.ppn + 1) / g.ppn;
+        for (const Route* r : {&topo_.route(gpu, sw), &topo_.route(sw, gpu)}) {
+          double slowest = std::numeric_limits<double>::infinity();
+          for (const int l : r->links) slowest = std::min(slowest, link_capacity_[static_cast<std::size_t>(l)]);
+          add_path_flow({&r->links}, work, eff * slowest, used, pending);
+        }
+      }
+      if (choice.algo == nccl::Algo::kNvlsTree) tree_edges(bytes / nch, false);
+      break;
+    }
+    case nccl::Algo::kPat: break;  // nccl::choose never picks PAT for all-reduce
+  }
+  {
+    // Equal flows (same links, work and cap) next to each other, in a fixed order; each run becomes one flow.
+    const std::size_t nf = pending.span.size();
+    std::vector<int> order(nf);
+    for (std::size_t i = 0; i < nf; ++i) order[i] = static_cast<int>(i);
+    auto less = [&](int a, int b) {
+      const auto [ab, ac] = pending.span[static_cast<std::size_t>(a)];
+      const auto [bb, bc] = pending.span[static_cast<std::size_t>(b)];
+      if (ac != bc) return ac < bc;
+      for (int i = 0; i < ac; ++i) {
+        const int x = pending.links[static_cast<std::size_t>(ab + i)], y = pending.links[static_cast<std::size_t>(bb + i)];
+        if (x != y) return x < y;
+      }
+      return pending.work_cap[static_cast<std::size_t>(a)] < pending.work_cap[static_cast<std::size_t>(b)];
+    };
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return less(a, b) || (!less(b, a) && a < b); });
+    for (std::size_t i = 0; i < nf;) {
+      std::size_t j = i + 1;
+      while (j < nf && !less(order[i], order[j])) ++j;
+      const auto [b, c] = pending.span[static_cast<std::size_t>(order[i])];
+      const auto [work, cap] = pending.work_cap[static_cast<std::size_t>(order[i])];
+      const auto n = static_cast<double>(j - i);
+      FlowSpec f;
+      f.res_begin = static_cast<int>(res_pool_.size());
+      f.res_count = c;
+      res_pool_.insert(res_pool_.end(), pending.links.begin() + b, pending.links.begin() + b + c);
+      f.work = work * n;
+      f.cap = cap * n;
+      flows_.push_back(f);
+      i = j;
+    }
+  }
+  Program prog;
+  prog.phase_begin = static_cast<int>(phases_.size());
+  phases_.push_back({latency, flow_begin, static_cast<int>(flows_.size()) - flow_begin});
+  prog.phase_count = 1;
+  programs_.push_back(prog);
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  group_links_[op.id] = std::move(used);
+  group_runs_.push_back({op.id, std::string(nccl::to_string(choice.algo)), std::string(nccl::to_string(choice.proto)),
+                         choice.channels, latency});
 }
 
 void Simulation::compile() {
@@ -573,6 +773,8 @@ std::vector<int> Simulation::op_links(const Op& op) {
     const int sn = plan_.devices[op.src.device].node;
     const int dn = plan_.devices[op.dst.device].node;
     if (sn != dn) append(route_info(sn, dn));
+  } else if (op.kind == OpKind::kGroup && group_links_.count(op.id) != 0) {
+    return group_links_.at(op.id);
   } else if (op.kind == OpKind::kGroup && op.group.size() > 1) {
     std::vector<int> members;
     for (const int d : op.group) members.push_back(plan_.devices[d].node);
@@ -660,6 +862,7 @@ SimResult Simulation::run() {
     }
   }
   result.bottleneck_link = best ? best->link : -1;
+  result.groups = group_runs_;
   for (int t = last; t >= 0; t = state_[t].crit_dep) {
     CriticalStep step;
     step.op = t;
@@ -768,6 +971,12 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo)
     path.push_back(std::move(j));
   }
   doc["critical_path"] = std::move(path);
+  nlohmann::json groups = nlohmann::json::array();
+  for (const GroupRun& g : result.groups) {
+    groups.push_back({{"op", g.op}, {"algorithm", g.algorithm}, {"protocol", g.protocol}, {"channels", g.channels},
+                      {"latency_us", g.latency_us}});
+  }
+  doc["groups"] = std::move(groups);
   return doc;
 }
 

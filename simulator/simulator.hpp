@@ -42,6 +42,17 @@ struct CriticalStep {
   friend bool operator==(const CriticalStep&, const CriticalStep&) = default;
 };
 
+/// How a library (NCCL) ran one group op: the algorithm × protocol NCCL picked (or the spec forced) and the
+/// channels it ran on.
+struct GroupRun {
+  int op = -1;               ///< plan op id
+  std::string algorithm;     ///< "ring", "tree", "nvls", "nvlstree" (NCCL's names, lower case)
+  std::string protocol;      ///< "ll", "ll128", "simple"
+  int channels = 0;          ///< channels (NVLS: heads) it ran on
+  double latency_us = 0;     ///< latency NCCL's tables charge it (before its bytes move)
+  friend bool operator==(const GroupRun&, const GroupRun&) = default;
+};
+
 /// What a simulation predicts.
 struct SimResult {
   double time_us = 0;        ///< completion time of the last op
@@ -52,6 +63,7 @@ struct SimResult {
   std::vector<LinkUsage> links;          ///< links that carried data, by index
   std::vector<CriticalStep> critical_path;  ///< first op to last
   int bottleneck_link = -1;  ///< link that was saturated longest (then busiest; -1 when no link carried data)
+  std::vector<GroupRun> groups;  ///< group ops run by the NCCL model (GPU profiles), in op order
   friend bool operator==(const SimResult&, const SimResult&) = default;
 };
 

@@ -13,6 +13,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "simulator/nccl_model.hpp"
 #include "tuner/json_fields.hpp"
 
 namespace artune {
@@ -247,7 +248,23 @@ class Generator {
       }
       set_.cliques = nvlink_cliques(topo_, 0);
     }
-    if (options_.include_nccl) add(Candidate{"nccl", "nccl", {}, {}, 1});
+    if (options_.include_nccl) {
+      add(Candidate{"nccl", "nccl", {}, {}, 1});
+      // NCCL's algorithms one at a time, as NCCL_ALGO forces them, where NCCL has them here: a forced one
+      // can beat NCCL's own pick where its cost table misjudges the machine.
+      nccl::CostTable table;
+      try {
+        if (topo_.gpus().size() > 1) table = nccl::all_reduce_table(nccl::search(topo_, topo_.gpus()));
+      } catch (const Error&) {
+        // Machines with different GPU counts: NCCL's model needs the same count on each; no variants.
+      }
+      for (const nccl::Algo a : {nccl::Algo::kRing, nccl::Algo::kTree, nccl::Algo::kNvls, nccl::Algo::kNvlsTree}) {
+        const auto& bw = table.bandwidth[static_cast<int>(a)];
+        if (bw[0] > 0 || bw[1] > 0 || bw[2] > 0) {
+          add(Candidate{"nccl", fmt::format("nccl.{}", nccl::to_string(a)), {}, {}, 1});
+        }
+      }
+    }
     return std::move(set_);
   }
 

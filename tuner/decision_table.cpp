@@ -101,6 +101,7 @@ nlohmann::json point_json(const SizePoint& p) {
   if (!p.kept.empty()) {
     doc["kept"] = {{"reason", p.kept}, {"fastest", p.fastest}, {"behind_fastest_pct", p.behind_fastest_pct}};
   }
+  if (p.nccl_predicted.time_us > 0) doc["nccl"] = nlohmann::json{{"predicted", figures_json(p.nccl_predicted)}};
   return doc;
 }
 
@@ -127,6 +128,8 @@ SizePoint point_from(const Field& f) {
     p.fastest = kept.at("fastest").str();
     p.behind_fastest_pct = kept.at("behind_fastest_pct").num();
   }
+  // Tables written before the NCCL baseline (issue 12) have no "nccl" entry.
+  if (f.has("nccl")) p.nccl_predicted = figures_from(f.at("nccl").at("predicted"));
   return p;
 }
 

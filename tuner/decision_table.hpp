@@ -64,6 +64,7 @@ struct SizePoint {
   std::string kept;
   std::string fastest;                     ///< label of the fastest candidate when kept != ""
   double behind_fastest_pct = 0;           ///< pick time / fastest time − 1, in % (same basis as the margin)
+  Figures nccl_predicted;                  ///< NCCL's own choice (spec nccl), simulated (time 0 when not a candidate)
   friend bool operator==(const SizePoint&, const SizePoint&) = default;
 };
 

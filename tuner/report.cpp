@@ -446,10 +446,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         " predictions (the previous size's pick stays while within 1% of the fastest) or, when measured, because"
         " the candidates differ by less than their run-to-run spread (the previous or simpler pick stays).\n\n";
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
-  if (measured) md << " measured (us) | measured busbw | spread |";
-  md << " kept | TF (us) | gain vs TF | basis |\n|---:|---|---:|---:|---:|";
-  if (measured) md << "---:|---:|---:|";
-  md << "---|---:|---:|---|\n";
+    if (measured) md << " measured (us) | measured busbw | spread |";
+    md << " kept | TF (us) | gain vs TF | basis | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";
+    if (measured) md << "---:|---:|---:|";
+    md << "---|---:|---:|---|---:|---:|\n";
   for (const auto& r : table.ranges) {
     for (const auto& p : r.points) {
       md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(), fmt_time(p.predicted.time_us),
@@ -463,8 +463,12 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
           p.kept.empty() ? "" : fmt::format("{}: {:.1f}% behind `{}`", p.kept, p.behind_fastest_pct, p.fastest);
       const TfGain g = gain_vs_tf(p);
       const double tf_us = g.basis == "measured" ? p.tf_measured->figures.time_us : p.tf_predicted.time_us;
-      md << fmt::format(" {} | {} | {} | {} |\n", kept, fmt_time(tf_us), g.basis.empty() ? "-" : fmt::format("{:.2f}x", g.ratio),
-                        g.basis.empty() ? "-" : g.basis);
+      // vs NCCL: NCCL's own choice (its channels, algorithm and protocol) over the pick's time, both predicted.
+      const bool nccl = p.nccl_predicted.time_us > 0 && p.predicted.time_us > 0;
+      md << fmt::format(" {} | {} | {} | {} | {} | {} |\n", kept, fmt_time(tf_us),
+                        g.basis.empty() ? "-" : fmt::format("{:.2f}x", g.ratio), g.basis.empty() ? "-" : g.basis,
+                        nccl ? fmt_time(p.nccl_predicted.time_us) : "-",
+                        nccl ? fmt::format("{:.2f}x", p.nccl_predicted.time_us / p.predicted.time_us) : "-");
     }
   }
   md << "\nGain vs TF = TF's time / the pick's time, like with like: measured against measured where both ran"

@@ -76,7 +76,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   SearchResult result;
   result.topology_name = topo.name();
   if (options.progress) options.progress(0, 1, "generating and verifying candidates");
-  result.set = generate_candidates(topo, options.candidates);
+  result.set = options.generate ? options.generate(topo, options.candidates) : generate_candidates(topo, options.candidates);
   if (result.set.candidates.empty()) {
     throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo.name(),
                                   result.set.rejected.empty() ? "" : " (" + result.set.rejected.front() + ")"));
@@ -296,6 +296,10 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
         p.fastest = result.set.candidates[*fastest].label();
         p.behind_fastest_pct = 100.0 * (pick_time / fastest_time - 1.0);
       }
+    }
+    // NCCL's own choice (the plain `nccl` candidate), the baseline every user compares with first.
+    if (auto it = by_label.find("nccl"); it != by_label.end() && scores.predicted[it->second]) {
+      p.nccl_predicted = *scores.predicted[it->second];
     }
     // TF's choice, simulated (it may be one of the candidates already).
     const Candidate tf = tf_choose_the_best(topo, scores.bytes);

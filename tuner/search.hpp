@@ -30,6 +30,8 @@ struct SearchOptions {
   CostModel model = CostModel::defaults();
   std::string calibration;              ///< overlay file the model came from ("" = defaults)
   CandidateOptions candidates;
+  /// Generates the candidates (empty = generate_candidates; autotune --target nccl: generate_nccl_candidates).
+  std::function<CandidateSet(const Topology&, const CandidateOptions&)> generate;
   /// Keep the previous size's pick while it is within this fraction of the fastest (fewer, longer ranges
   /// instead of flips between near-equal variants); 0 = always the fastest.
   double keep_within = 0.01;

@@ -146,3 +146,37 @@ TEST_CASE("cli_simulate.bad_input") {
   CHECK(help.out.find("--links") != std::string::npos);
   CHECK(help.out.find("--calibration") != std::string::npos);
 }
+
+TEST_CASE("cli_simulate.nccl_algorithm_protocol_channels") {
+  // --json names NCCL's algorithm, protocol and channels for every group op; the table has a column for it.
+  const Result r = run_artune({"simulate", "-t", "dgx1-v100", "-s", "nccl", "-b", "1K", "-e", "1G", "-f", "1024",
+                               "--json", "--links"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  REQUIRE(doc["results"].size() == 3);
+  CHECK(doc["results"][0]["nccl"][0]["algorithm"] == "ring");
+  CHECK(doc["results"][0]["nccl"][0]["protocol"] == "ll");
+  CHECK(doc["results"][2]["nccl"][0]["protocol"] == "simple");
+  CHECK(doc["results"][2]["nccl"][0]["channels"] == 6);
+  CHECK(doc["links"]["nccl"][0]["channels"] == 6);
+  const Result text = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "1G", "-e", "1G", "--links"});
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("nccl(algo/proto/ch)") != std::string::npos);
+  CHECK(text.out.find("nvls/simple/8") != std::string::npos);
+  CHECK(text.out.find("# op 0: NCCL nvls / simple on 8 channels") != std::string::npos);
+  // A forced algorithm NCCL does not have on the machine is bad input naming the spec.
+  const Result nvls = run_artune({"simulate", "-t", "dgx1-v100", "-s", "nccl.nvls", "-b", "1M", "-e", "1M"});
+  CHECK(nvls.status == 2);
+  CHECK(nvls.err.find("spec 'nccl.nvls'") != std::string::npos);
+  const Result proto = run_artune({"simulate", "-t", "dgx1-v100", "-s", "nccl.ring.ll64"});
+  CHECK(proto.status == 2);
+  CHECK(proto.err.find("unknown NCCL protocol 'll64'") != std::string::npos);
+  // plan --json lists the channels NCCL would use.
+  const Result plan = run_artune({"plan", "-t", "2xdgx1-v100", "-s", "nccl.ring", "--count", "1M", "--json"});
+  REQUIRE(plan.status == 0);
+  const json p = json::parse(plan.out);
+  CHECK(p["ops"][0]["algo"] == "ring");
+  CHECK(p["nccl"][0]["channels"] == 4);
+  CHECK(p["nccl"][0]["rings"].size() == 4);
+  CHECK(p["nccl"][0]["rings"][0]["nics"].size() == 2);
+}

@@ -124,7 +124,10 @@ TEST_CASE("simulator.zero_count_ops_cost_latency_only") {
 
 TEST_CASE("simulator.group_collectives_follow_ring_formula") {
   const Topology t = mesh_topology(4);
-  const CostModel m = round_model();
+  // The one-ring formula is how host backends (mpi, cpu) run a group; GPU profiles run all-reduce as
+  // NCCL does (channels, algorithms, protocols: test_nccl_model.cpp), so this test uses the mpi profile.
+  CostModel m = round_model();
+  m.profile = BackendProfile::kMpi;
   const std::int64_t count = 400000;  // 1.6e6 B, chunks of 4e5 B take 40 µs
   auto run = [&](Collective c, int root = -1) {
     Plan p = plan_over(t, {0, 1, 2, 3}, count);
@@ -149,7 +152,9 @@ TEST_CASE("simulator.group_collectives_follow_ring_formula") {
 
 TEST_CASE("simulator.group_contends_with_point_to_point_traffic") {
   const Topology t = mesh_topology(2);
-  const CostModel m = round_model();
+  // mpi profile: the one-ring group formula (see group_collectives_follow_ring_formula).
+  CostModel m = round_model();
+  m.profile = BackendProfile::kMpi;
   Plan p = plan_over(t, {0, 1}, 200000);
   add_group(p, Collective::kAllReduce, {0, 1}, 200000);  // 2 steps of 4e5 B on 0→1 and 1→0
   add_xfer(p, OpKind::kCopy, 0, 1, 0, 200000);           // 8e5 B on 0→1 from t = 3.5

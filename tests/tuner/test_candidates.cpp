@@ -62,7 +62,13 @@ TEST_CASE("candidates.dgx1_v100") {
   CHECK(set.cliques == std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
   const auto fam = families(set);
   CHECK(fam.at("hiercopy") == 5);  // 1, 2, 4, 8, 16 packs
-  CHECK(fam.at("nccl") == 1);
+  // NCCL's own choice plus the algorithms NCCL has on a DGX-1 V100 (ring, tree; no NVLS without NVSwitch).
+  CHECK(fam.at("nccl") == 3);
+  std::set<std::string> nccl;
+  for (const auto& c : set.candidates) {
+    if (c.family == "nccl") nccl.insert(c.spec);
+  }
+  CHECK(nccl == std::set<std::string>{"nccl", "nccl.ring", "nccl.tree"});
   CHECK(fam.count("mring") == 1);
   CHECK(fam.count("rechd") == 1);
   CHECK(fam.count("shuffle") == 1);
@@ -226,4 +232,19 @@ TEST_CASE("search.interpolated_tables_equal_exhaustive_ones") {
     CHECK(fast.pick == full.pick);
     CHECK(table_to_json(fast.table).dump() == table_to_json(full.table).dump());
   }
+}
+
+TEST_CASE("candidates.nccl_algorithms_where_nccl_has_them") {
+  auto nccl_specs = [](const std::string& name) {
+    const Topology topo = load_topology(name);
+    std::set<std::string> out;
+    for (const auto& c : generate_candidates(topo).candidates) {
+      if (c.family == "nccl") out.insert(c.spec);
+    }
+    return out;
+  };
+  // NVLS on one H100 machine (NVSwitch, sm90); NVLSTree across H100 machines; neither on A100.
+  CHECK(nccl_specs("dgx-h100") == std::set<std::string>{"nccl", "nccl.nvls", "nccl.ring", "nccl.tree"});
+  CHECK(nccl_specs("2xdgx-h100") == std::set<std::string>{"nccl", "nccl.nvlstree", "nccl.ring", "nccl.tree"});
+  CHECK(nccl_specs("dgx-a100") == std::set<std::string>{"nccl", "nccl.ring", "nccl.tree"});
 }

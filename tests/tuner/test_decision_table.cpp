@@ -36,6 +36,8 @@ SizeChoice choice(std::uint64_t bytes, const Candidate& c, double time_us) {
   ch.point.margin_pct = 25;
   ch.point.tf_pick = "hiercopy#8";
   ch.point.tf_predicted = Figures{time_us * 2, 0, 0};
+  // NCCL's own choice for "vs NCCL" (written and read back only when present; see json_round_trip).
+  if (bytes >= 1024) ch.point.nccl_predicted = Figures{time_us * 1.5, 0, 0};
   return ch;
 }
 

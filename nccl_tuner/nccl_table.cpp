@@ -1,0 +1,213 @@
+#include "nccl_tuner/nccl_table.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "nccl_tuner/tuner_abi.h"
+
+namespace artune::nccl_tuner {
+
+namespace {
+
+// The table schema of tuner/decision_table.hpp (kDecisionTableSchema, kDecisionTableSchemaVersion); stated
+// again here because the plugin does not link the tuner.
+constexpr std::string_view kSchema = "artune.decision_table";
+constexpr int kSchemaVersion = 1;
+
+struct NameIndex {
+  std::string_view name;
+  int index;
+};
+// Spec names (algorithms/spec.cpp, nccl.ALGO[.PROTO]) → NCCL's cost-table indices (nccl_tuner.h).
+constexpr NameIndex kAlgos[] = {{"tree", ARTUNE_NCCL_ALGO_TREE},
+                                {"ring", ARTUNE_NCCL_ALGO_RING},
+                                {"nvls", ARTUNE_NCCL_ALGO_NVLS},
+                                {"nvlstree", ARTUNE_NCCL_ALGO_NVLS_TREE},
+                                {"pat", ARTUNE_NCCL_ALGO_PAT}};
+constexpr NameIndex kProtos[] = {
+    {"ll", ARTUNE_NCCL_PROTO_LL}, {"ll128", ARTUNE_NCCL_PROTO_LL128}, {"simple", ARTUNE_NCCL_PROTO_SIMPLE}};
+
+[[noreturn]] void fail(std::string_view where, std::string_view reason) {
+  throw TableError(std::string(where) + ": " + std::string(reason));
+}
+
+const nlohmann::json& field(const nlohmann::json& obj, const std::string& where, const char* key) {
+  if (!obj.is_object()) fail(where, "expected an object");
+  const auto it = obj.find(key);
+  if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
+  return *it;
+}
+
+std::uint64_t unsigned_field(const nlohmann::json& obj, const std::string& where, const char* key) {
+  const nlohmann::json& v = field(obj, where, key);
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  fail(where + "." + key, "expected an integer ≥ 0");
+}
+
+std::string string_field(const nlohmann::json& obj, const std::string& where, const char* key) {
+  const nlohmann::json& v = field(obj, where, key);
+  if (!v.is_string()) fail(where + "." + key, "expected a string");
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+const Range& Table::lookup(std::uint64_t bytes) const {
+  const Range* pick = &ranges.front();
+  for (const Range& r : ranges) {
+    if (r.min_bytes <= bytes) pick = &r;
+  }
+  return *pick;
+}
+
+Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
+  auto not_nccl = [&]() {
+    fail(where, "plan '" + std::string(spec) +
+                    "' is not one of NCCL's algorithm x protocol choices (tune with artune autotune --target nccl)");
+  };
+  Pick pick;
+  if (spec == "nccl") return pick;
+  if (spec.substr(0, 5) != "nccl.") not_nccl();
+  const std::string_view rest = spec.substr(5);
+  const std::size_t dot = rest.find('.');
+  const std::string_view algo = rest.substr(0, dot);
+  for (const auto& a : kAlgos) {
+    if (a.name == algo) pick.algo = a.index;
+  }
+  if (pick.algo < 0) not_nccl();
+  if (dot == std::string_view::npos) return pick;
+  const std::string_view proto = rest.substr(dot + 1);
+  for (const auto& p : kProtos) {
+    if (p.name == proto) pick.proto = p.index;
+  }
+  if (pick.proto < 0) not_nccl();
+  return pick;
+}
+
+Table parse_table(std::string_view text, std::string_view source) {
+  const std::string src(source);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(src, std::string("not JSON (") + e.what() + ")");
+  }
+  if (!doc.is_object()) fail(src, "not a decision table (expected a JSON object)");
+  const auto schema = doc.find("schema");
+  if (schema == doc.end() || !schema->is_string() || schema->get<std::string>() != kSchema) {
+    fail(src, "not a decision table (\"schema\" is not \"artune.decision_table\")");
+  }
+  if (unsigned_field(doc, src, "schema_version") != static_cast<std::uint64_t>(kSchemaVersion)) {
+    fail(src + ".schema_version", "not version 1 (this plugin reads version 1)");
+  }
+  Table table;
+  const nlohmann::json& topo = field(doc, src, "topology");
+  const std::string topo_where = src + ".topology";
+  table.ranks = static_cast<std::size_t>(unsigned_field(topo, topo_where, "gpus"));
+  table.machines = static_cast<std::size_t>(unsigned_field(topo, topo_where, "machines"));
+  if (table.ranks < 1 || table.machines < 1) fail(topo_where, "gpus and machines must be ≥ 1");
+  const nlohmann::json& ranges = field(doc, src, "ranges");
+  if (!ranges.is_array() || ranges.empty()) fail(src + ".ranges", "must be an array of at least one size range");
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const std::string where = src + ".ranges[" + std::to_string(i) + "]";
+    Range r;
+    r.min_bytes = unsigned_field(ranges[i], where, "min_bytes");
+    r.max_bytes = unsigned_field(ranges[i], where, "max_bytes");
+    if (r.max_bytes < r.min_bytes) fail(where, "max_bytes < min_bytes");
+    if (!table.ranges.empty() && r.min_bytes <= table.ranges.back().max_bytes) {
+      fail(where, "ranges must ascend without overlapping");
+    }
+    const nlohmann::json& plan = field(ranges[i], where, "plan");
+    const std::string family = string_field(plan, where + ".plan", "family");
+    r.spec = string_field(plan, where + ".plan", "spec");
+    if (family != "nccl") {
+      fail(where + ".plan", "plan '" + r.spec + "' (family " + family +
+                                ") is not one of NCCL's choices (tune with artune autotune --target nccl)");
+    }
+    r.pick = parse_nccl_spec(r.spec, where + ".plan.spec");
+    table.ranges.push_back(std::move(r));
+  }
+  return table;
+}
+
+Table read_table(const std::string& path) {
+  // O_NONBLOCK: a FIFO named by mistake must not block NCCL's init; non-regular files are refused.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "not a regular file");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxTableBytes) {
+    ::close(fd);
+    fail(path, "larger than " + std::to_string(kMaxTableBytes >> 20) + " MiB");
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      fail(path, "read failed: " + reason);
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMaxTableBytes) {
+      ::close(fd);
+      fail(path, "larger than " + std::to_string(kMaxTableBytes >> 20) + " MiB");
+    }
+  }
+  ::close(fd);
+  return parse_table(text, path);
+}
+
+void check_fits(const Table& table, std::size_t ranks, std::size_t machines, std::string_view source) {
+  if (table.ranks != ranks || table.machines != machines) {
+    fail(source, "tuned for " + std::to_string(table.ranks) + " GPUs on " + std::to_string(table.machines) +
+                     " machine(s), this communicator has " + std::to_string(ranks) + " ranks on " +
+                     std::to_string(machines) + " node(s)");
+  }
+}
+
+bool apply_pick(const Pick& pick, float* costs, int num_algo, int num_proto) {
+  if (costs == nullptr || pick.algo < 0 || pick.algo >= num_algo || num_proto <= 0) return false;
+  float* row = costs + static_cast<std::ptrdiff_t>(pick.algo) * num_proto;
+  int proto = pick.proto;
+  if (proto < 0) {
+    // Only the algorithm was tuned: keep NCCL's cheapest protocol of that algorithm.
+    for (int p = 0; p < num_proto; ++p) {
+      if (row[p] >= 0 && (proto < 0 || row[p] < row[proto])) proto = p;
+    }
+    if (proto < 0) return false;
+  }
+  if (proto >= num_proto || !(row[proto] >= 0)) return false;
+  row[proto] = 0.0f;
+  return true;
+}
+
+const char* algo_name(int algo) {
+  for (const auto& a : kAlgos) {
+    if (a.index == algo) return a.name.data();
+  }
+  return "?";
+}
+
+const char* proto_name(int proto) {
+  for (const auto& p : kProtos) {
+    if (p.index == proto) return p.name.data();
+  }
+  return "?";
+}
+
+}  // namespace artune::nccl_tuner

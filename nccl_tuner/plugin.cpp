@@ -1,0 +1,166 @@
+// libnccl-tuner-artune.so: NCCL's tuner plugin steering NCCL's all-reduce
+// choice (algorithm × protocol) by a decision table written by
+// `artune autotune --target nccl` and named by ARTUNE_TUNER_TABLE.
+//
+// NCCL loads it with NCCL_TUNER_PLUGIN=artune (or a path) and looks up the
+// ncclTunerPlugin_v* symbols by name (NVIDIA/nccl src/plugin/tuner.cc). The
+// plugin lives inside someone else's training job, so it never throws across
+// the C boundary, never aborts, and always answers success: a missing,
+// corrupt or mismatched table logs one warning through NCCL's logger and
+// leaves NCCL's cost table alone (returning an error from init would fail
+// the communicator's creation, NVIDIA/nccl src/init.cc).
+
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "nccl_tuner/nccl_table.hpp"
+#include "nccl_tuner/tuner_abi.h"
+
+namespace {
+
+using artune::nccl_tuner::Table;
+
+/// The environment variable naming the table.
+constexpr const char* kTableEnv = "ARTUNE_TUNER_TABLE";
+constexpr const char* kName = "artune";
+/// Ranges listed in the init log line (a table of a few dozen sizes has a handful).
+constexpr std::size_t kRangesLogged = 16;
+
+/// One communicator's state.
+struct Context {
+  bool active = false;  ///< a table that fits this communicator was read
+  Table table;
+};
+
+void log_line(artuneNcclLogger log, artuneNcclLogLevel level, const std::string& text) {
+  // The text is passed as an argument, never as the format: paths and JSON errors may hold '%'.
+  if (log != nullptr) log(level, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "%s", text.c_str());
+}
+
+/// The one warning of a communicator whose table is not used; allocates nothing (it runs in catch handlers).
+void warn_kept(artuneNcclLogger log, const char* reason) noexcept {
+  if (log != nullptr) {
+    log(artuneNcclLogWarn, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "artune tuner: %s; NCCL's own choices kept",
+        reason);
+  }
+}
+
+/// Reads and checks the table for a communicator; a context that passes everything through on any problem.
+Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log) noexcept {
+  Context* ctx = new (std::nothrow) Context;
+  if (ctx == nullptr) {
+    warn_kept(log, "out of memory");
+    return nullptr;
+  }
+  try {
+    const char* path = std::getenv(kTableEnv);
+    if (path == nullptr || *path == '\0') {
+      warn_kept(log, "ARTUNE_TUNER_TABLE is not set");
+      return ctx;
+    }
+    Table table = artune::nccl_tuner::read_table(path);
+    artune::nccl_tuner::check_fits(table, ranks, nodes, path);
+    ctx->table = std::move(table);
+    ctx->active = true;
+    // One line with the ranges, so that NCCL's TUNING log can be checked against the table.
+    std::string line = "artune tuner: " + std::string(path) + ": " + std::to_string(ctx->table.ranges.size()) +
+                       " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " +
+                       std::to_string(nodes) + " node(s):";
+    std::size_t shown = 0;
+    for (const auto& r : ctx->table.ranges) {
+      if (++shown > kRangesLogged) {
+        line += " …";
+        break;
+      }
+      // Appended piecewise: g++ 12 warns falsely (-Wrestrict, GCC bug 105329) on " " + std::string temporaries.
+      line += ' ';
+      line += std::to_string(r.min_bytes);
+      line += '-';
+      line += std::to_string(r.max_bytes);
+      line += ' ';
+      line += r.spec;
+    }
+    log_line(log, artuneNcclLogInfo, line);
+  } catch (const std::exception& e) {
+    ctx->active = false;  // whatever failed, the warning below must hold
+    warn_kept(log, e.what());
+  } catch (...) {
+    ctx->active = false;
+    warn_kept(log, "unexpected error");
+  }
+  return ctx;
+}
+
+/// The all-reduce range for a size, or nullptr when this call passes through.
+const artune::nccl_tuner::Range* range_for(void* context, artuneNcclFunc coll, std::size_t bytes) noexcept {
+  const auto* ctx = static_cast<const Context*>(context);
+  if (ctx == nullptr || !ctx->active || coll != artuneNcclFuncAllReduce) return nullptr;
+  return &ctx->table.lookup(bytes);
+}
+
+artuneNcclResult init_v5(void** context, uint64_t /*comm_id*/, size_t ranks, size_t nodes, artuneNcclLogger log,
+                         artuneNcclNvlDomainInfo* /*nvl*/, artuneNcclTunerConstants* /*constants*/) {
+  if (context != nullptr) *context = make_context(ranks, nodes, log);
+  return artuneNcclSuccess;
+}
+
+artuneNcclResult init_v2(size_t ranks, size_t nodes, artuneNcclLogger log, void** context) {
+  if (context != nullptr) *context = make_context(ranks, nodes, log);
+  return artuneNcclSuccess;
+}
+
+artuneNcclResult get_coll_info(void* context, artuneNcclFunc coll, size_t bytes, int /*pipe_ops*/, float** costs,
+                               int num_algo, int num_proto, int /*reg_buff*/, int* /*channels*/) {
+  // Channels stay NCCL's: the table's candidates run on the channels NCCL's own search finds.
+  if (const auto* range = range_for(context, coll, bytes)) {
+    // NCCL passes its float[numAlgo][numProto] array cast to float** (src/enqueue.cc).
+    artune::nccl_tuner::apply_pick(range->pick, reinterpret_cast<float*>(costs), num_algo, num_proto);
+  }
+  return artuneNcclSuccess;
+}
+
+artuneNcclResult get_coll_info_v3(void* context, artuneNcclFunc coll, size_t bytes, int pipe_ops, float** costs,
+                                  int num_algo, int num_proto, int* channels) {
+  return get_coll_info(context, coll, bytes, pipe_ops, costs, num_algo, num_proto, 0, channels);
+}
+
+artuneNcclResult get_coll_info_v2(void* context, artuneNcclFunc coll, size_t bytes, int collnet_support,
+                                  int nvls_support, int /*pipe_ops*/, int* algorithm, int* protocol,
+                                  int* /*channels*/) {
+  (void)collnet_support;
+  const auto* range = range_for(context, coll, bytes);
+  // v2 may set an algorithm only together with a protocol; NVLS needs NCCL's nvlsSupport.
+  if (range == nullptr || range->pick.algo < 0 || range->pick.proto < 0 || algorithm == nullptr || protocol == nullptr) {
+    return artuneNcclSuccess;
+  }
+  const bool nvls = range->pick.algo == ARTUNE_NCCL_ALGO_NVLS || range->pick.algo == ARTUNE_NCCL_ALGO_NVLS_TREE;
+  if (nvls && nvls_support == 0) return artuneNcclSuccess;
+  *algorithm = range->pick.algo;
+  *protocol = range->pick.proto;
+  return artuneNcclSuccess;
+}
+
+artuneNcclResult finalize(void* context) {
+  delete static_cast<Context*>(context);
+  return artuneNcclSuccess;
+}
+
+}  // namespace
+
+// The symbols NCCL looks up by name (not const: NCCL takes them as plain struct pointers). Only these leave
+// the library, which is built with hidden visibility.
+extern "C" {
+
+__attribute__((visibility("default"))) artuneNcclTunerV6 ncclTunerPlugin_v6 = {
+    kName, init_v5, get_coll_info, finalize, nullptr};
+__attribute__((visibility("default"))) artuneNcclTunerV5 ncclTunerPlugin_v5 = {
+    kName, init_v5, get_coll_info, finalize};
+__attribute__((visibility("default"))) artuneNcclTunerV4 ncclTunerPlugin_v4 = {
+    kName, init_v2, get_coll_info, finalize};
+__attribute__((visibility("default"))) artuneNcclTunerV3 ncclTunerPlugin_v3 = {
+    kName, init_v2, get_coll_info_v3, finalize};
+__attribute__((visibility("default"))) artuneNcclTunerV2 ncclTunerPlugin_v2 = {
+    kName, init_v2, get_coll_info_v2, finalize};
+
+}  // extern "C"

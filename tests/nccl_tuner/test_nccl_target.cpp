@@ -1,0 +1,153 @@
+// `artune autotune --target nccl`: candidates are NCCL's own algorithm × protocol pairs only, and the
+// table it writes steers the plugin (dlopened as NCCL does) to the table's pick at every tuned size.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "simulator/nccl_model.hpp"
+#include "tests/cli_runner.hpp"
+#include "tests/nccl_tuner/plugin_loader.hpp"
+#include "tests/test_support.hpp"
+#include "topology/io.hpp"
+#include "tuner/decision_table.hpp"
+#include "tuner/nccl_target.hpp"
+#include "tuner/search.hpp"
+
+namespace {
+
+std::vector<std::string> labels(const artune::CandidateSet& set) {
+  std::vector<std::string> out;
+  for (const auto& c : set.candidates) out.push_back(c.label());
+  return out;
+}
+
+/// Cost-table indices of a spec "nccl.ALGO.PROTO" (tuner_abi.h order).
+std::pair<int, int> indices_of(const std::string& spec) {
+  const std::string rest = spec.substr(5);
+  const std::string algo = rest.substr(0, rest.find('.'));
+  const std::string proto = rest.substr(rest.find('.') + 1);
+  const int a = algo == "tree" ? ARTUNE_NCCL_ALGO_TREE
+                : algo == "ring" ? ARTUNE_NCCL_ALGO_RING
+                : algo == "nvls" ? ARTUNE_NCCL_ALGO_NVLS
+                : algo == "nvlstree" ? ARTUNE_NCCL_ALGO_NVLS_TREE
+                                     : -1;
+  const int p = proto == "ll" ? ARTUNE_NCCL_PROTO_LL : proto == "ll128" ? ARTUNE_NCCL_PROTO_LL128 : ARTUNE_NCCL_PROTO_SIMPLE;
+  return {a, p};
+}
+
+}  // namespace
+
+TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
+  const artune::Topology dgx1 = artune::load_topology("dgx1-v100");
+  const artune::CandidateSet set = artune::generate_nccl_candidates(dgx1, {});
+  // V100: no NVLS (sm90+ with NVSwitch), PAT is not an all-reduce algorithm; Tree and Ring with every protocol.
+  CHECK(labels(set) == std::vector<std::string>{"nccl.tree.ll", "nccl.tree.ll128", "nccl.tree.simple", "nccl.ring.ll",
+                                                "nccl.ring.ll128", "nccl.ring.simple", "nccl"});
+  CHECK(set.rejected.empty());
+  for (const auto& c : set.candidates) CHECK(c.family == "nccl");
+
+  // Exactly the pairs NCCL's cost table enables, on every built-in machine with NVSwitch or not.
+  for (const char* name : {"dgx-h100", "dgx-a100", "uniform:2x8", "pcie-8gpu"}) {
+    CAPTURE(name);
+    const artune::Topology topo = artune::load_topology(name);
+    const auto table = artune::nccl::all_reduce_table(artune::nccl::search(topo, topo.gpus()));
+    std::vector<std::string> want;
+    for (int a = 0; a < artune::nccl::kAlgos; ++a) {
+      for (int p = 0; p < artune::nccl::kProtos; ++p) {
+        if (table.bandwidth[a][p] > 0) {
+          want.push_back(fmt::format("nccl.{}.{}", artune::nccl::to_string(static_cast<artune::nccl::Algo>(a)),
+                                     artune::nccl::to_string(static_cast<artune::nccl::Proto>(p))));
+        }
+      }
+    }
+    want.push_back("nccl");
+    CHECK(labels(artune::generate_nccl_candidates(topo, {})) == want);
+  }
+  const auto h100 = labels(artune::generate_nccl_candidates(artune::load_topology("dgx-h100"), {}));
+  CHECK(std::find(h100.begin(), h100.end(), "nccl.nvls.simple") != h100.end());
+
+  CHECK_THROWS_WITH_AS(artune::generate_nccl_candidates(artune::load_topology("uniform:1"), {}),
+                       doctest::Contains("--target nccl: 'uniform:1' has 1 GPU(s)"), artune::Unsupported);
+}
+
+TEST_CASE("nccl_target.search_picks_explicit_pairs") {
+  const artune::Topology topo = artune::load_topology("dgx-h100");
+  artune::SearchOptions so;
+  so.sizes = {1024, 65536, 1 << 20, 1 << 24, 1 << 28};
+  so.generate = artune::generate_nccl_candidates;
+  const artune::SearchResult result = artune::search(topo, so);
+  for (std::size_t s = 0; s < result.sizes.size(); ++s) {
+    CAPTURE(s);
+    const auto& scores = result.sizes[s];
+    const auto& pick = result.set.candidates[result.pick[s]];
+    // An explicit pair the plugin can steer to, never plain `nccl` (it only ever ties with one).
+    CHECK(pick.spec.rfind("nccl.", 0) == 0);
+    // NCCL's own choice is among the candidates and never beats the pick.
+    const auto& own = scores.predicted[result.set.candidates.size() - 1];
+    REQUIRE(own.has_value());
+    CHECK(scores.predicted[result.pick[s]]->time_us <= own->time_us * (1 + so.keep_within));
+  }
+}
+
+TEST_CASE("nccl_target.cli_table_steers_the_plugin") {
+  const artune_test::ScratchDir dir("artune-nccl-target");
+  const std::string table_path = dir.file("table.json");
+  const auto tune = artune_test::run_artune(
+      {"autotune", "-t", "dgx1-v100", "--target", "nccl", "-b", "1K", "-e", "256M", "-f", "8", "-q", "-o", table_path});
+  INFO(tune.err);
+  REQUIRE(tune.status == 0);
+  const artune::DecisionTable table = artune::read_decision_table(table_path);
+  REQUIRE(table.ranges.size() >= 2);
+
+  ::setenv("ARTUNE_TUNER_TABLE", table_path.c_str(), 1);
+  const artune_test::PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  REQUIRE(v5 != nullptr);
+  artune_test::plugin_log().clear();
+  void* ctx = nullptr;
+  REQUIRE(v5->init(&ctx, 3, 8, 1, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+  ::unsetenv("ARTUNE_TUNER_TABLE");
+  CHECK(artune_test::count_level(artuneNcclLogWarn) == 0);
+  int points = 0;
+  for (const auto& range : table.ranges) {
+    for (const auto& point : range.points) {
+      CAPTURE(point.bytes);
+      ++points;
+      // Every entry equal: NCCL's own pick would be Tree LL (its first supported entry); the table's must win.
+      float costs[ARTUNE_NCCL_NUM_ALGORITHMS][ARTUNE_NCCL_NUM_PROTOCOLS];
+      for (auto& row : costs) {
+        for (float& v : row) v = 50.0f;
+      }
+      for (int a : {ARTUNE_NCCL_ALGO_COLLNET_DIRECT, ARTUNE_NCCL_ALGO_COLLNET_CHAIN, ARTUNE_NCCL_ALGO_NVLS,
+                    ARTUNE_NCCL_ALGO_NVLS_TREE, ARTUNE_NCCL_ALGO_PAT}) {
+        for (float& v : costs[a]) v = ARTUNE_NCCL_ALGO_PROTO_IGNORE;
+      }
+      int channels = 0;
+      v5->getCollInfo(ctx, artuneNcclFuncAllReduce, point.bytes, 1, reinterpret_cast<float**>(costs),
+                      ARTUNE_NCCL_NUM_ALGORITHMS, ARTUNE_NCCL_NUM_PROTOCOLS, 0, &channels);
+      CHECK(artune_test::nccl_choice(costs) == indices_of(range.plan.spec));
+    }
+  }
+  CHECK(points == 7);  // 1K, 8K, 64K, 512K, 4M, 32M, 256M
+  v5->finalize(ctx);
+}
+
+TEST_CASE("nccl_target.cli_bad_input") {
+  const auto bad = artune_test::run_artune({"autotune", "-t", "dgx1-v100", "--target", "gloo", "-q"});
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--target: 'gloo' is not artune or nccl") != std::string::npos);
+  const auto measure =
+      artune_test::run_artune({"autotune", "-t", "uniform:4", "--target", "nccl", "--measure", "cpu", "-q"});
+  CHECK(measure.status == 2);
+  CHECK(measure.err.find("--measure: not with --target nccl yet") != std::string::npos);
+  const auto one = artune_test::run_artune({"autotune", "-t", "uniform:1", "--target", "nccl", "-q"});
+  CHECK(one.status == 2);
+  CHECK(one.err.find("--target nccl: 'uniform:1' has 1 GPU(s)") != std::string::npos);
+}

@@ -1,0 +1,249 @@
+// NCCL's channel search, cost table and pick (simulator/nccl_model.hpp) on the built-in machines, and
+// the simulator running group all-reduces as NCCL does.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "algorithms/builders.hpp"
+#include "algorithms/spec.hpp"
+#include "core/error.hpp"
+#include "simulator/cost_model.hpp"
+#include "simulator/nccl_model.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/io.hpp"
+
+#include <nlohmann/json.hpp>
+
+using namespace artune;
+
+namespace {
+
+nccl::Graph graph_of(const std::string& name) {
+  const Topology t = load_topology(name);
+  return nccl::search(t, t.gpus());
+}
+
+std::string pick(const nccl::Graph& g, double bytes, const nccl::Forced& forced = {}) {
+  const nccl::Choice c = nccl::choose(g, bytes, forced, "test");
+  return std::string(nccl::to_string(c.algo)) + "." + std::string(nccl::to_string(c.proto));
+}
+
+SimResult sim(const Topology& t, const std::string& spec, std::uint64_t bytes) {
+  BuildOptions o;
+  o.count = static_cast<std::int64_t>(bytes / 4);
+  return simulate(build_plan(t, parse_spec(spec), o), t, CostModel::defaults(BackendProfile::kNccl), 4);
+}
+
+}  // namespace
+
+TEST_CASE("nccl.channels_on_builtin_machines") {
+  // DGX-1 P100: four NVLink 1 lanes of 18 GB/s (topo.h SM60_NVLINK_BW) per GPU: NCCL's published 4 rings.
+  const nccl::Graph p100 = graph_of("dgx1-p100");
+  CHECK(p100.channels == 4);
+  CHECK(p100.bw_intra == 18.0);
+  CHECK_FALSE(p100.ll128_ok);  // LL128 needs sm70+
+  // DGX-1 V100: six lanes of 20 GB/s: six rings at 20 (two NV2 rings at 40 are not better).
+  const nccl::Graph v100 = graph_of("dgx1-v100");
+  CHECK(v100.channels == 6);
+  CHECK(v100.bw_intra == 20.0);
+  CHECK(v100.ll128_ok);
+  // Every ring of the DGX-1 V100 is a Hamiltonian cycle over NVLink only.
+  const Topology t = load_topology("dgx1-v100");
+  for (const nccl::Channel& ch : v100.rings) {
+    REQUIRE(ch.ring.size() == 8);
+    for (int i = 0; i < 8; ++i) CHECK(t.nvlink_lanes(ch.ring[i], ch.ring[(i + 1) % 8]) > 0);
+  }
+  // NVSwitch machines: 3 (DGX-2) and 6 (DGX A100) rings at 40 GB/s, duplicated to 6 and 12 at 20.
+  const nccl::Graph dgx2 = graph_of("dgx2");
+  CHECK(dgx2.channels == 6);
+  CHECK(dgx2.bw_intra == 20.0);
+  const nccl::Graph a100 = graph_of("dgx-a100");
+  CHECK(a100.channels == 12);
+  CHECK(a100.bw_intra == 20.0);
+  CHECK(a100.nvls_channels == 0);  // NVLS needs sm90
+  // DGX H100: 18 lanes of 20.6 GB/s: 6 rings at the sm90 step 60, duplicated to 12 at 30; NVLS 8 heads at 40.
+  const nccl::Graph h100 = graph_of("dgx-h100");
+  CHECK(h100.channels == 12);
+  CHECK(h100.bw_intra == 30.0);
+  CHECK(h100.nvls_channels == 8);
+  CHECK(h100.nvls_bw == 40.0);
+  // PCIe only: the 6 GB/s QPI link between the sockets carries one ring.
+  const nccl::Graph pcie = graph_of("pcie-8gpu");
+  CHECK(pcie.channels == 1);
+  CHECK(pcie.bw_intra == 6.0);
+  CHECK_FALSE(pcie.nvlink_intra);
+  CHECK_FALSE(pcie.ll128_ok);
+}
+
+TEST_CASE("nccl.cluster_channels_use_one_local_nic_each") {
+  const Topology t = load_topology("2xdgx1-v100");
+  const nccl::Graph g = nccl::search(t, t.gpus());
+  CHECK(g.machines == 2);
+  CHECK(g.ppn == 8);
+  CHECK(g.channels == 4);  // four EDR NICs, a 12 GB/s PCIe path each (inter speed step 12)
+  CHECK(g.bw_inter == 12.0);
+  std::vector<int> nics;
+  for (const nccl::Channel& ch : g.rings) {
+    REQUIRE(ch.nics.size() == 2);
+    REQUIRE(ch.ring.size() == 16);
+    nics.push_back(ch.nics[0]);
+    for (int m = 0; m < 2; ++m) {
+      // The machine's segment starts and ends next to the channel's NIC.
+      const int first = ch.ring[static_cast<std::size_t>(m * 8)], last = ch.ring[static_cast<std::size_t>(m * 8 + 7)];
+      CHECK(t.route(ch.nics[m], first).type <= PathType::kPxb);
+      CHECK(t.route(last, ch.nics[m]).type <= PathType::kPxb);
+    }
+  }
+  std::sort(nics.begin(), nics.end());
+  CHECK(std::unique(nics.begin(), nics.end()) == nics.end());  // every NIC carries one channel
+}
+
+TEST_CASE("nccl.pick_per_size") {
+  // One machine: LL for small messages, LL128 or Simple for large, NVLS on H100.
+  const nccl::Graph v100 = graph_of("dgx1-v100");
+  CHECK(pick(v100, 8) == "ring.ll");
+  CHECK(pick(v100, 65536) == "ring.ll");
+  CHECK(pick(v100, 1 << 20) == "ring.ll128");
+  CHECK(pick(v100, 1 << 30) == "ring.simple");
+  const nccl::Graph h100 = graph_of("dgx-h100");
+  CHECK(pick(h100, 8) == "ring.ll");
+  CHECK(pick(h100, 1 << 20) == "ring.ll");
+  CHECK(pick(h100, 1 << 30) == "nvls.simple");
+  // 16 machines: the tree's log-depth latency wins small sizes, NVLSTree (H100) or Ring the large ones.
+  const nccl::Graph c16 = graph_of("16xdgx-h100");
+  CHECK(pick(c16, 8) == "tree.ll");
+  CHECK(pick(c16, 65536) == "tree.ll");
+  CHECK(pick(c16, 1 << 20) == "tree.ll128");
+  CHECK(pick(c16, 1 << 30) == "nvlstree.simple");
+  const nccl::Graph v16 = graph_of("16xdgx1-v100");
+  CHECK(pick(v16, 8) == "tree.ll");
+  CHECK(pick(v16, 1 << 30) == "ring.simple");
+  // Forcing: algorithm only = its best protocol; unavailable combinations are bad input.
+  CHECK(pick(v100, 1 << 30, {nccl::Algo::kTree, std::nullopt}) == "tree.simple");
+  CHECK(pick(v100, 8, {nccl::Algo::kRing, nccl::Proto::kSimple}) == "ring.simple");
+  CHECK_THROWS_AS(nccl::choose(v100, 8, {nccl::Algo::kNvls, std::nullopt}, "x"), InvalidInput);
+  CHECK_THROWS_AS(nccl::choose(graph_of("dgx1-p100"), 8, {std::nullopt, nccl::Proto::kLL128}, "x"), InvalidInput);
+  CHECK_THROWS_AS(nccl::choose(h100, 8, {nccl::Algo::kNvlsTree, std::nullopt}, "x"), InvalidInput);
+  CHECK_THROWS_AS(nccl::choose(h100, 8, {nccl::Algo::kPat, std::nullopt}, "x"), InvalidInput);
+}
+
+TEST_CASE("nccl.latency_table_values") {
+  // tuning.cc: Ring/LL on one NVLink machine: 6.6 + 2(n−1)·0.6; Tree/LL: 6.8 + 2·(ppn−1)·0.6 + 2·log2(nodes)·5.
+  const nccl::Graph v100 = graph_of("dgx1-v100");
+  CHECK(nccl::all_reduce_latency_us(v100, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(6.6 + 14 * 0.6));
+  CHECK(nccl::all_reduce_latency_us(v100, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(8.4 + 14 * 3.4));
+  const nccl::Graph c16 = graph_of("16xdgx-h100");
+  CHECK(nccl::all_reduce_latency_us(c16, nccl::Algo::kTree, nccl::Proto::kLL) ==
+        doctest::Approx(6.8 + 2 * (7 * 0.6 + 4 * 5.0)));
+  // Ring: only the 2(nodes−1) steps that cross the network pay the network latency.
+  CHECK(nccl::all_reduce_latency_us(c16, nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(6.6 + (2 * 127 - 30) * 1.0 + 30 * 2.7));
+  // PCIe machine: PCI latencies.
+  CHECK(nccl::all_reduce_latency_us(graph_of("pcie-8gpu"), nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(6.6 + 14 * 1.0));
+}
+
+TEST_CASE("nccl.tree_latency_grows_with_log_of_machines") {
+  double prev = 0;
+  for (const int m : {2, 4, 8, 16, 32}) {
+    const Topology t = load_topology(std::to_string(m) + "xdgx-h100");
+    const SimResult r = sim(t, "nccl", 8);
+    REQUIRE(r.groups.size() == 1);
+    CHECK(r.groups[0].algorithm == "tree");
+    // Doubling the machines adds one tree level: 2 · 5 µs of network latency (Tree/LL), nothing else.
+    if (prev > 0) CHECK(r.time_us - prev == doctest::Approx(10.0).epsilon(1e-3));
+    prev = r.time_us;
+  }
+}
+
+TEST_CASE("nccl.simulated_busbw_on_single_machines") {
+  // Large messages: every channel's ring shares the links; busbw = lanes · 25 GB/s · NVLink efficiency 0.8.
+  const Topology v100 = load_topology("dgx1-v100");
+  const SimResult r = sim(v100, "nccl", std::uint64_t{1} << 30);
+  REQUIRE(r.groups.size() == 1);
+  CHECK(r.groups[0].algorithm == "ring");
+  CHECK(r.groups[0].protocol == "simple");
+  CHECK(r.groups[0].channels == 6);
+  CHECK(r.busbw_gbps == doctest::Approx(120.0).epsilon(0.01));
+  // H100 NVLS: the switch reduces; (n+1)/n of the buffer each way at NVLS efficiency 0.85:
+  // busbw = 450 · 0.8 · 0.85 · 2(n−1)/(n+1).
+  const Topology h100 = load_topology("dgx-h100");
+  const SimResult n = sim(h100, "nccl", std::uint64_t{1} << 30);
+  CHECK(n.groups.at(0).algorithm == "nvls");
+  CHECK(n.busbw_gbps == doctest::Approx(450 * 0.8 * 0.85 * 14.0 / 9.0).epsilon(0.01));
+  // Forced ring on H100: 12 channels over 18 lanes: 360 GB/s.
+  const SimResult ring = sim(h100, "nccl.ring", std::uint64_t{1} << 30);
+  CHECK(ring.groups.at(0).algorithm == "ring");
+  CHECK(ring.busbw_gbps == doctest::Approx(360.0).epsilon(0.02));  // less NCCL's 56 µs Ring/Simple latency
+  // LL doubles the bytes on the wire and is capped at llMaxBw: much slower at 1 GiB.
+  const SimResult ll = sim(v100, "nccl.ring.ll", std::uint64_t{1} << 30);
+  CHECK(ll.groups.at(0).protocol == "ll");
+  CHECK(ll.busbw_gbps < 0.5 * r.busbw_gbps + 1e-9);
+  // Small messages cost NCCL's latency: Ring/LL 6.6 + 14 · 0.6 µs.
+  CHECK(sim(v100, "nccl", 8).time_us == doctest::Approx(15.0).epsilon(1e-3));
+}
+
+TEST_CASE("nccl.specs_and_bad_input") {
+  CHECK(to_string(parse_spec("nccl.ring.ll128")) == "nccl.ring.ll128");
+  CHECK(to_string(parse_spec("nccl.tree/xring")) == "nccl.tree/xring");
+  CHECK(parse_spec("nccl.nvls").ranges[0].intra.variant == "nvls");
+  CHECK_THROWS_AS(parse_spec("nccl.bogus"), InvalidInput);
+  CHECK_THROWS_AS(parse_spec("nccl.ring.ll256"), InvalidInput);
+  const Topology v100 = load_topology("dgx1-v100");
+  try {
+    sim(v100, "nccl.nvls", 1 << 20);
+    FAIL("nvls on a DGX-1 must be refused");
+  } catch (const InvalidInput& e) {
+    CHECK(std::string(e.what()).find("spec 'nccl.nvls'") != std::string::npos);
+  }
+  CHECK_THROWS_AS(nccl::parse_variant("ring.fast", "x"), InvalidInput);
+  CHECK(nccl::to_string(nccl::parse_variant("tree.ll", "x")) == "tree.ll");
+}
+
+TEST_CASE("nccl.double_binary_tree") {
+  // Every machine but the roots has a parent in each tree; a machine inside one tree is a leaf of the other.
+  for (const int m : {2, 5, 8, 16}) {
+    int roots = 0;
+    std::vector<int> children0(m, 0), children1(m, 0);
+    for (int i = 0; i < m; ++i) {
+      for (int t = 0; t < 2; ++t) {
+        const int p = nccl::tree_parent(m, t, i);
+        if (p < 0) {
+          ++roots;
+        } else {
+          (t == 0 ? children0 : children1)[p]++;
+        }
+      }
+    }
+    CHECK(roots == 2);
+    if (m % 2 == 0) {
+      for (int i = 0; i < m; ++i) CHECK((children0[i] == 0 || children1[i] == 0));
+    }
+  }
+}
+
+TEST_CASE("nccl.calibration_overrides_defaults") {
+  // A calibration overlay's NVLink efficiency scales every channel's links; its per-link-kind α beyond the
+  // profile's default shifts NCCL's per-step latency of that class (NCCL's own pick still uses its tables).
+  const Topology v100 = load_topology("dgx1-v100");
+  BuildOptions o;
+  o.count = (std::int64_t{1} << 30) / 4;
+  const Plan big = build_plan(v100, parse_spec("nccl"), o);
+  CostModel m = CostModel::defaults(BackendProfile::kNccl);
+  m.apply_overlay(nlohmann::json::parse(R"({"links": {"nvlink": {"efficiency": 0.9}}})"), "calib.json");
+  CHECK(simulate(big, v100, m, 4).busbw_gbps == doctest::Approx(135.0).epsilon(0.01));
+  // 16 machines, 8 bytes, Tree/LL: 2·log2(16) = 8 network steps, each 5 µs slower.
+  const Topology c16 = load_topology("16xdgx-h100");
+  o.count = 2;
+  const Plan small = build_plan(c16, parse_spec("nccl"), o);
+  const CostModel base = CostModel::defaults(BackendProfile::kNccl);
+  CostModel slow = base;
+  slow.link[LinkKind::kNetwork].alpha_us += 5.0;
+  const SimResult a = simulate(small, c16, base, 4), b = simulate(small, c16, slow, 4);
+  CHECK(b.groups.at(0).algorithm == "tree");
+  CHECK(b.time_us - a.time_us == doctest::Approx(8 * 5.0).epsilon(1e-6));
+}

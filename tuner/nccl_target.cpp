@@ -1,0 +1,42 @@
+#include "tuner/nccl_target.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "simulator/nccl_model.hpp"
+
+namespace artune {
+
+CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options) {
+  if (topo.gpus().size() < 2) {
+    throw Unsupported(fmt::format("--target nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", topo.name(),
+                                  topo.gpus().size()));
+  }
+  nccl::CostTable table;
+  try {
+    table = nccl::all_reduce_table(nccl::search(topo, topo.gpus()));
+  } catch (const Error& e) {
+    throw Unsupported(fmt::format("--target nccl: NCCL's model does not apply to '{}': {}", topo.name(), e.what()));
+  }
+  CandidateSet set;
+  auto add = [&](Candidate c) {
+    try {
+      (void)build_candidate(topo, c, options.verify_count, ReduceOp::kSum);  // verifies the plan
+      set.candidates.push_back(std::move(c));
+    } catch (const Error& e) {
+      set.rejected.push_back(fmt::format("{}: {}", c.label(), e.what()));
+    }
+  };
+  // NCCL's order of rows (Tree, Ring, NVLS, NVLSTree, PAT); a pair NCCL disables here has bandwidth 0.
+  for (const nccl::Algo a : {nccl::Algo::kTree, nccl::Algo::kRing, nccl::Algo::kNvls, nccl::Algo::kNvlsTree,
+                             nccl::Algo::kPat}) {
+    for (const nccl::Proto p : {nccl::Proto::kLL, nccl::Proto::kLL128, nccl::Proto::kSimple}) {
+      if (!(table.bandwidth[static_cast<int>(a)][static_cast<int>(p)] > 0)) continue;
+      add(Candidate{"nccl", fmt::format("nccl.{}.{}", nccl::to_string(a), nccl::to_string(p)), {}, {}, 1});
+    }
+  }
+  add(Candidate{"nccl", "nccl", {}, {}, 1});
+  return set;
+}
+
+}  // namespace artune
