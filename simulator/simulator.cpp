@@ -440,8 +440,14 @@ void Simulation::compile_group(const Op& op) {
 bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) const {
   if (host_ || members.size() < 2 || op.collective != Collective::kAllReduce) return false;
   if (model_.profile != BackendProfile::kNccl && model_.profile != BackendProfile::kCuda) return false;
-  return std::all_of(members.begin(), members.end(),
-                     [&](int n) { return topo_.nodes()[n].kind == NodeKind::kGpu; });
+  // NCCL's model needs GPUs, the same number on every machine of the group (else: the one-ring model).
+  std::unordered_map<int, int> per_machine;
+  for (const int n : members) {
+    if (topo_.nodes()[n].kind != NodeKind::kGpu) return false;
+    ++per_machine[topo_.nodes()[n].machine];
+  }
+  const int first = per_machine.begin()->second;
+  return std::all_of(per_machine.begin(), per_machine.end(), [&](const auto& m) { return m.second == first; });
 }
 
 // One flow over the concatenated links of `parts` (a route, or GPU→NIC, NIC→NIC, NIC→GPU).
