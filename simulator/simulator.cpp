@@ -374,8 +374,9 @@ void Simulation::compile_group(const Op& op) {
     return;
   }
   if (!op.algo.empty()) {
-    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs an all-reduce over GPUs "
-                                   "under the nccl or cuda backend",
+    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs NCCL's model: an "
+                                   "all-reduce over GPUs, the same number on every machine, under the nccl or cuda "
+                                   "backend",
                                    plan_.spec, op.id, op.algo));
   }
   const int k = static_cast<int>(members.size());
