@@ -146,7 +146,7 @@ struct Machine {
 // bandwidth). Without a NIC the ring closes back to the start; with one (a machine of a cluster) it leaves
 // through the NIC and comes back in through it to the start, both ends within PXB of it (no cross-NIC).
 bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, PathType max_type, Capacities& caps,
-               std::vector<int>& ring, int start, int nic) {
+               std::vector<int>& ring, int start, int nic, PathType nic_type) {
   const int n = static_cast<int>(gpus.size());
   ring.assign(1, start);
   std::vector<char> used(n, 0);
@@ -166,7 +166,7 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
       if (nic >= 0) {
         const Route& out = topo.route(gpus[cur], nic);
         const Route& in = topo.route(nic, gpus[start]);
-        if (out.type > PathType::kPxb || in.type > PathType::kPxb) return false;
+        if (out.type > nic_type || in.type > nic_type) return false;
         back = out.links;
         back.insert(back.end(), in.links.begin(), in.links.end());
       } else {
@@ -262,18 +262,22 @@ class MachineSearch {
       int nic = -1;
       bool found = false;
       if (!net_) {
-        found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1);
+        found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1, PathType::kLoc);
       } else {
         // NICs round-robin from the channel's index, starting GPUs near the NIC (search.cc starts a
-        // ring at the NIC and ends it there).
-        for (int t = 0; t < nics && !found; ++t) {
-          nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
-          for (int s = 0; s < n && !found; ++s) {
-            if (topo_.route(nic, m_.gpus[s]).type > PathType::kPxb) continue;
-            const auto& in = topo_.route(nic, m_.gpus[s]).links;
-            if (!caps.fits(in, bw)) continue;
-            found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic);
+        // ring at the NIC and ends it there): within PXB of it first, farther (PHB, SYS) only when no
+        // GPU is that close, as search.cc widens typeInter only while it finds nothing.
+        for (const PathType nic_type : {PathType::kPxb, PathType::kSys}) {
+          for (int t = 0; t < nics && !found; ++t) {
+            nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
+            for (int s = 0; s < n && !found; ++s) {
+              if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
+              const auto& in = topo_.route(nic, m_.gpus[s]).links;
+              if (!caps.fits(in, bw)) continue;
+              found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
+            }
           }
+          if (found || !out.empty()) break;
         }
       }
       if (!found) break;

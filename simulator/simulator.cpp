@@ -374,8 +374,9 @@ void Simulation::compile_group(const Op& op) {
     return;
   }
   if (!op.algo.empty()) {
-    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs an all-reduce over GPUs "
-                                   "under the nccl or cuda backend",
+    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs NCCL's model: an "
+                                   "all-reduce over GPUs, the same number on every machine, under the nccl or cuda "
+                                   "backend",
                                    plan_.spec, op.id, op.algo));
   }
   const int k = static_cast<int>(members.size());
@@ -440,8 +441,14 @@ void Simulation::compile_group(const Op& op) {
 bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) const {
   if (host_ || members.size() < 2 || op.collective != Collective::kAllReduce) return false;
   if (model_.profile != BackendProfile::kNccl && model_.profile != BackendProfile::kCuda) return false;
-  return std::all_of(members.begin(), members.end(),
-                     [&](int n) { return topo_.nodes()[n].kind == NodeKind::kGpu; });
+  // NCCL's model needs GPUs, the same number on every machine of the group (else: the one-ring model).
+  std::unordered_map<int, int> per_machine;
+  for (const int n : members) {
+    if (topo_.nodes()[n].kind != NodeKind::kGpu) return false;
+    ++per_machine[topo_.nodes()[n].machine];
+  }
+  const int first = per_machine.begin()->second;
+  return std::all_of(per_machine.begin(), per_machine.end(), [&](const auto& m) { return m.second == first; });
 }
 
 // One flow over the concatenated links of `parts` (a route, or GPU→NIC, NIC→NIC, NIC→GPU).

@@ -421,10 +421,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
                              : std::string());
   md << "| sizes | plan | family | time (us) | busbw (GB/s) |";
   if (measured) md << " measured (us) | measured busbw | #wrong |";
-  md << " runner-up | margin | TF choose_the_best | TF time (us) |\n";
+  md << " runner-up | margin | TF choose_the_best | TF time (us) | vs NCCL |\n";
   md << "|---|---|---|---:|---:|";
   if (measured) md << "---:|---:|---:|";
-  md << "---|---:|---|---:|\n";
+  md << "---|---:|---|---:|---:|\n";
   for (const auto& r : table.ranges) {
     const SizePoint& p = r.points.back();
     md << fmt::format("| {} | `{}` | {} | {} | {} |", range_text(r), r.plan.label(), r.plan.family,
@@ -437,14 +437,20 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         md << " - | - | - |";
       }
     }
-    md << fmt::format(" `{}` | {} | `{}` | {} |\n", p.runner_up.empty() ? "-" : p.runner_up, margin_text(p), p.tf_pick,
-                      fmt_time(p.tf_predicted.time_us));
+    // vs NCCL: how much faster the pick is than NCCL's own choice (its algorithm, protocol and channels).
+    const std::string vs_nccl = p.nccl_predicted.time_us > 0 && p.predicted.time_us > 0
+                                    ? fmt::format("{:.2f}x", p.nccl_predicted.time_us / p.predicted.time_us)
+                                    : "-";
+    md << fmt::format(" `{}` | {} | `{}` | {} | {} |\n", p.runner_up.empty() ? "-" : p.runner_up, margin_text(p),
+                      p.tf_pick, fmt_time(p.tf_predicted.time_us), vs_nccl);
   }
   md << "\nFigures are at the largest size of each range; the margin compares the best plan of another family"
         " with the pick (measured times when both were measured), and is negative where the pick is not the"
         " fastest. `*` marks a pick kept although another candidate was faster: by the 1% hysteresis on"
         " predictions (the previous size's pick stays while within 1% of the fastest) or, when measured, because"
-        " the candidates differ by less than their run-to-run spread (the previous or simpler pick stays).\n\n";
+        " the candidates differ by less than their run-to-run spread (the previous or simpler pick stays). vs NCCL"
+        " is NCCL's own choice (spec `nccl`: its channels, algorithm and protocol, simulated) over the pick's"
+        " predicted time.\n\n";
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
     if (measured) md << " measured (us) | measured busbw | spread |";
     md << " kept | TF (us) | gain vs TF | basis | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";

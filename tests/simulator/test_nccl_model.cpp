@@ -247,3 +247,28 @@ TEST_CASE("nccl.calibration_overrides_defaults") {
   CHECK(b.groups.at(0).algorithm == "tree");
   CHECK(b.time_us - a.time_us == doctest::Approx(8 * 5.0).epsilon(1e-6));
 }
+
+TEST_CASE("nccl.where_the_model_does_not_apply") {
+  BuildOptions o;
+  o.count = 1 << 18;
+  // Machines with different GPU counts: NCCL's model needs the same count on each, so the group keeps the
+  // one-ring model, and forcing an NCCL algorithm there is bad input naming the spec.
+  const Topology uneven =
+      join_machines({load_topology("dgx1-v100"), load_topology("dgx2")}, NetworkSpec{}, "dgx1+dgx2");
+  const SimResult r = simulate(build_plan(uneven, parse_spec("nccl"), o), uneven, CostModel::defaults(), 4);
+  CHECK(r.groups.empty());
+  CHECK(r.time_us > 0);
+  CHECK_THROWS_AS(simulate(build_plan(uneven, parse_spec("nccl.ring"), o), uneven, CostModel::defaults(), 4),
+                  InvalidInput);
+  // Host backends run their own collectives: no NCCL model there either.
+  const Topology v100 = load_topology("dgx1-v100");
+  const SimResult mpi =
+      simulate(build_plan(v100, parse_spec("nccl"), o), v100, CostModel::defaults(BackendProfile::kMpi), 4);
+  CHECK(mpi.groups.empty());
+  // NICs behind the CPU (uniform:2x8): rings still leave by them, one channel per NIC.
+  const Topology far = load_topology("uniform:2x8");
+  const nccl::Graph g = nccl::search(far, far.gpus());
+  CHECK(g.channels >= 1);
+  CHECK(g.bw_intra > 1.0);  // not search.cc's 0.1 GB/s fallback
+  CHECK_FALSE(g.ll128_ok);  // NCCL keeps LL128 to NICs within PXB
+}

@@ -95,3 +95,27 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   CHECK(corrupt.out.find(table + ": line 1, column") != std::string::npos);
   CHECK(corrupt.out.find("malformed JSON") != std::string::npos);
 }
+
+TEST_CASE("autotune.vs_nccl_baseline") {
+  // Simulator only, dgx1-v100: every point carries NCCL's own choice, and the report compares with it.
+  const artune_test::ScratchDir scratch("artune-vs-nccl");
+  const fs::path& dir = scratch.path();
+  const std::string table = (dir / "table.json").string();
+  const std::string report = (dir / "report").string();
+  const Result tune = run_shell(artune_bin() + " autotune -t dgx1-v100 -b 1M -e 1G -f 1024 --max-cycles 2 -q -o " +
+                                table + " --report " + report + " 2>&1");
+  INFO(tune.out);
+  REQUIRE(tune.status == 0);
+  const artune::DecisionTable t = artune::load_decision_table(table, artune::load_topology("dgx1-v100"));
+  for (const auto& r : t.ranges) {
+    for (const auto& p : r.points) {
+      CHECK(p.nccl_predicted.time_us > 0);
+      // NCCL's own choice is a candidate, so no pick is slower than it.
+      CHECK(p.predicted.time_us <= p.nccl_predicted.time_us);
+    }
+  }
+  std::ifstream md(fs::path(report) / "REPORT.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  CHECK(text.find("| vs NCCL |") != std::string::npos);
+  CHECK(text.find("NCCL (us)") != std::string::npos);
+}
