@@ -270,6 +270,14 @@ std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOpti
   return g;
 }
 
+// A group of one local rank among `ranks` processes (mpi, nccl): this process drives rank `rank`.
+[[maybe_unused]] void bind_one_rank(Communicator::Group& g, int ranks, int rank) {
+  g.ranks = ranks;
+  g.local = 1;
+  g.rank_base = rank;
+  g.last.assign(1, PlanInfo{});
+}
+
 }  // namespace
 
 std::vector<Communicator> Communicator::create_local(BackendKind backend, const CommOptions& options, int ranks) {
@@ -322,10 +330,7 @@ Communicator Communicator::create_mpi(const CommOptions& options, const void* mp
   }
   if (MPI_Comm_dup(parent, &g->mpi_comm) != MPI_SUCCESS) throw BackendFailure("create_mpi: MPI_Comm_dup failed");
   g->backend_options.mpi_comm = &g->mpi_comm;
-  g->ranks = size;
-  g->local = 1;
-  g->rank_base = rank;
-  g->last.assign(1, PlanInfo{});
+  bind_one_rank(*g, size, rank);
   return Communicator(g, rank);
 #else
   (void)options;
@@ -344,10 +349,7 @@ Communicator Communicator::create_nccl(const CommOptions& options) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   auto g = make_group(BackendKind::kNccl, options, size);
-  g->ranks = size;
-  g->local = 1;
-  g->rank_base = rank;
-  g->last.assign(1, PlanInfo{});
+  bind_one_rank(*g, size, rank);
   return Communicator(g, rank);
 #else
   (void)options;

@@ -147,6 +147,18 @@ class CudaBackend final : public Backend {
     prepared_ = true;
   }
 
+  // Issues every call of the lowered program, switching the current device only when it changes.
+  void issue_all() {
+    int current = -1;
+    for (const Call& c : calls_) {
+      if (c.gpu != current) {
+        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
+        current = c.gpu;
+      }
+      issue(c);
+    }
+  }
+
   void fill_inputs(int iteration) override {
     require_prepared();
     const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
@@ -158,14 +170,7 @@ class CudaBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    int current = -1;
-    for (const Call& c : calls_) {
-      if (c.gpu != current) {
-        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
-        current = c.gpu;
-      }
-      issue(c);
-    }
+    issue_all();
     wait_all();
   }
 
@@ -241,14 +246,7 @@ class CudaBackend final : public Backend {
       DeviceGuard guard(placement_[d].cuda_device);
       for (const Event& e : caller_events_) ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(streams_[d].get(), e.get(), 0));
     }
-    int current = -1;
-    for (const Call& c : calls_) {
-      if (c.gpu != current) {
-        ARTUNE_CUDA_CHECK(cudaSetDevice(c.gpu));
-        current = c.gpu;
-      }
-      issue(c);
-    }
+    issue_all();
     for (std::size_t d = 0; d < streams_.size(); ++d) {
       DeviceGuard guard(placement_[d].cuda_device);
       ARTUNE_CUDA_CHECK(cudaEventRecord(done_events_[d].get(), streams_[d].get()));
