@@ -24,6 +24,7 @@
 #include "cli/mpi_session.hpp"
 #include "core/error.hpp"
 #include "core/json_input.hpp"
+#include "core/output_file.hpp"
 #include "core/sizes.hpp"
 #include "simulator/simulator.hpp"
 #include "topology/discovery.hpp"
@@ -161,39 +162,6 @@ void check_measure_flags(int iters, int warmup, double timeout) {
   }
 }
 
-/// -o: a file whose folder exists and is writable (written only at the end, after the work).
-void check_output_file(const std::string& path, std::string_view flag) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: '{}' is a directory, not a file", flag, path));
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' does not exist", flag, path, dir.string()));
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, dir.string()));
-  }
-}
-
-/// --report: a folder (created at the end) whose nearest existing ancestor is a writable folder.
-void check_report_folder(const std::string& path, std::string_view flag) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p(path);
-  if (fs::exists(p, ec) && !fs::is_directory(p, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}' exists and is not a folder", flag, path));
-  }
-  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
-  if (p.empty()) p = ".";
-  if (!fs::is_directory(p, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}': '{}' is not a folder", flag, path, p.string()));
-  }
-  if (::access(p.c_str(), W_OK) != 0) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, p.string()));
-  }
-}
-
 /// The backends that run every device of the topology in this process refuse topologies past their cap.
 void check_backend_devices(BackendKind kind, const Topology& topo, std::string_view backend_flag) {
   if (kind == BackendKind::kCpu && topo.gpus().size() > kCpuBackendMaxDevices) {
@@ -320,7 +288,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "-o/--output");
-  if (!f.report.empty()) check_report_folder(f.report, "--report");
+  if (!f.report.empty()) check_output_folder(f.report, "--report");
 
   SearchOptions so;
   so.sizes = sweep_sizes(f.sweep);
@@ -477,7 +445,7 @@ void run_calibrate(const CalibrateFlags& f) {
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "-o/--output");
-  if (!f.report.empty()) check_report_folder(f.report, "--report");
+  if (!f.report.empty()) check_output_folder(f.report, "--report");
   co.validation_sizes = co.sizes;
   co.validate = !f.no_validate;
   co.refine = !f.no_refine;
@@ -488,23 +456,23 @@ void run_calibrate(const CalibrateFlags& f) {
   const CalibrationResult r = calibrate(topo, co);
   progress.finish();
   if (!r.root) return;  // under mpirun rank 0 writes and prints
-  if (!f.output.empty()) write_file_atomically(f.output, r.overlay.dump(2) + "\n");
+  if (!f.output.empty()) write_output_file(f.output, r.overlay.dump(2) + "\n", "-o/--output");
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(f.report, ec);
+    make_output_folder(f.report, "--report");
     const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", f.topo, f.backend,
                                         f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor,
                                         f.type != "float" ? " -d " + f.type : std::string(),
                                         f.output.empty() ? std::string() : " -o " + f.output,
                                         " --report " + f.report);
-    write_file_atomically((fs::path(f.report) / "CALIBRATION.md").string(),
+    write_output_file((fs::path(f.report) / "CALIBRATION.md").string(),
                           fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
                                       "```\n{}```\n",
-                                      topo.name(), f.backend, cmd, r.summary()));
+                                      topo.name(), f.backend, cmd, r.summary()),
+                      "--report");
     nlohmann::json doc = r.to_json();
     doc["command"] = cmd;
-    write_file_atomically((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n");
+    write_output_file((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n", "--report");
   }
   if (f.json) {
     print_json(r.to_json());
@@ -544,7 +512,7 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("--fusion", flags->fusion,
                  "gradient tensor list JSON (e.g. configs/fusion/resnet50.json): choose the group_by_size pack size "
                  "(repeatable)");
-  at->add_option("-o,--output", flags->output, "write the decision table here (atomically)");
+  at->add_option("-o,--output", flags->output, fmt::format("write the decision table here ({})", kOutputPathHelp));
   at->add_option("--report", flags->report, "write REPORT.md, results.json and plots into this folder");
   at->add_option("--note", flags->report_notes, "a line for the report's notes (repeatable)");
   at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
@@ -569,7 +537,8 @@ void add_tuner_commands(CLI::App& app) {
       "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, MAPE)");
   cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
   cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
-  cal->add_option("-o,--output", cf->output, "write the overlay JSON here (load it with --calibration)");
+  cal->add_option("-o,--output", cf->output,
+                  fmt::format("write the overlay JSON here (load it with --calibration; {})", kOutputPathHelp));
   cal->add_option("-d,--datatype", cf->type, "element type of copies and validation runs")->capture_default_str();
   add_sweep_flags(cal, cf->sweep);
   cal->add_option("--iters", cf->iters, "timed runs per point (the median is kept)")->capture_default_str();

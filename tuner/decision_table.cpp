@@ -17,6 +17,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "core/input.hpp"
 #include "core/json_input.hpp"
 #include "tuner/json_fields.hpp"
@@ -206,47 +207,7 @@ std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, 
   };
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw InvalidInput(fmt::format("{}: cannot write: folder '{}' does not exist", path, dir.string()));
-  }
-  // The temporary lives beside the target so that rename() stays on one file system (atomic).
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw InvalidInput(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  const std::string tmp(name.data());
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::fchmod(fd, 0644) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw InvalidInput(fmt::format("{}: cannot write: {}", path, reason));
-  }
-}
+void write_file_atomically(const std::string& path, const std::string& text) { write_output_file(path, text); }
 
 void write_decision_table(const std::string& path, const DecisionTable& table) {
   write_file_atomically(path, table_to_json(table).dump(1) + "\n");
