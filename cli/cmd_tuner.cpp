@@ -125,23 +125,23 @@ struct AutotuneFlags {
 
 std::string command_line(const AutotuneFlags& f, bool discovered) {
   std::string cmd = "artune autotune";
-  if (!discovered) cmd += " -t " + f.topo;
+  if (!discovered) cmd += " -t " + shell_word(f.topo);
   cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
-  if (f.type != "float") cmd += " -d " + f.type;
-  if (f.op != "sum") cmd += " --op " + f.op;
-  if (!f.profile.empty()) cmd += " --profile " + f.profile;
-  if (!f.calibration.empty()) cmd += " --calibration " + f.calibration;
+  if (f.type != "float") cmd += " -d " + shell_word(f.type);
+  if (f.op != "sum") cmd += " --op " + shell_word(f.op);
+  if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
+  if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
   if (!f.measure.empty()) {
-    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", f.measure, f.top, f.iters, f.warmup);
-    if (!f.measure_max.empty()) cmd += " --measure-max " + f.measure_max;
+    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
+    if (!f.measure_max.empty()) cmd += " --measure-max " + shell_word(f.measure_max);
   }
   if (f.max_cycles != CandidateOptions{}.max_cycles) cmd += fmt::format(" --max-cycles {}", f.max_cycles);
-  if (f.segments != "1,2,4") cmd += " --segments " + f.segments;
+  if (f.segments != "1,2,4") cmd += " --segments " + shell_word(f.segments);
   if (f.max_subchunks != -1) cmd += fmt::format(" --max-subchunks {}", f.max_subchunks);
-  for (const auto& x : f.fusion) cmd += " --fusion " + x;
-  if (!f.output.empty()) cmd += " -o " + f.output;
-  if (!f.report.empty()) cmd += " --report " + f.report;
-  for (const auto& n : f.report_notes) cmd += " --note '" + n + "'";
+  for (const auto& x : f.fusion) cmd += " --fusion " + shell_word(x);
+  if (!f.output.empty()) cmd += " -o " + shell_word(f.output);
+  if (!f.report.empty()) cmd += " --report " + shell_word(f.report);
+  for (const auto& n : f.report_notes) cmd += " --note " + shell_word(n);
   return cmd;
 }
 
@@ -460,11 +460,12 @@ void run_calibrate(const CalibrateFlags& f) {
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
     make_output_folder(f.report, "--report");
-    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", f.topo, f.backend,
-                                        f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor,
-                                        f.type != "float" ? " -d " + f.type : std::string(),
-                                        f.output.empty() ? std::string() : " -o " + f.output,
-                                        " --report " + f.report);
+    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}",
+                                        shell_word(f.topo), shell_word(f.backend), shell_word(f.sweep.min_bytes),
+                                        shell_word(f.sweep.max_bytes), f.sweep.factor,
+                                        f.type != "float" ? " -d " + shell_word(f.type) : std::string(),
+                                        f.output.empty() ? std::string() : " -o " + shell_word(f.output),
+                                        " --report " + shell_word(f.report));
     write_output_file((fs::path(f.report) / "CALIBRATION.md").string(),
                           fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
                                       "```\n{}```\n",

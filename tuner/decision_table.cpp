@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fcntl.h>
@@ -85,7 +86,7 @@ Measurement measurement_from(const Field& f) {
   m.figures = figures_from(f);
   m.backend = f.at("backend").str();
   m.wrong = f.at("wrong").integer();
-  m.iterations = static_cast<int>(f.at("iterations").integer());
+  m.iterations = f.at("iterations").int_in(0, std::numeric_limits<int>::max());
   return m;
 }
 
@@ -153,7 +154,7 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
     root.fail(fmt::format("not a decision table (\"schema\" is not \"{}\")", kDecisionTableSchema));
   }
   DecisionTable t;
-  t.schema_version = static_cast<int>(root.at("schema_version").integer());
+  t.schema_version = root.at("schema_version").int_in(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
   if (t.schema_version != kDecisionTableSchemaVersion) {
     root.at("schema_version")
         .fail(fmt::format("version {} is not supported (this artune reads version {}); re-run artune autotune",
@@ -164,8 +165,8 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
   t.topology_name = topo.at("name").str();
   t.fingerprint = topo.at("fingerprint").str();
   if (t.fingerprint.empty()) topo.at("fingerprint").fail("must not be empty");
-  t.gpus = static_cast<int>(topo.at("gpus").integer());
-  t.machines = static_cast<int>(topo.at("machines").integer());
+  t.gpus = topo.at("gpus").int_in(0, std::numeric_limits<int>::max());
+  t.machines = topo.at("machines").int_in(0, std::numeric_limits<int>::max());
   t.type = parse_data_type(root.at("type").str(), fmt::format("{}.type", source));
   t.op = parse_reduce_op(root.at("op").str(), fmt::format("{}.op", source));
   if (!root.at("cost_model").value.is_object()) root.at("cost_model").fail("expected an object");
