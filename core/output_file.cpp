@@ -47,7 +47,7 @@ struct Target {
 bool is_proc_fd_link(const std::string& p) {
   // /dev/stdout -> /proc/self/fd/1 -> "pipe:[123]" or the shell's redirection target: a "magic" link that
   // stands for an open file description, so the write goes through it instead of replacing its target.
-  return p.rfind("/proc/", 0) == 0 || p.rfind("/dev/fd/", 0) == 0;
+  return (p.rfind("/proc/", 0) == 0 && p.find("/fd/") != std::string::npos) || p.rfind("/dev/fd/", 0) == 0;
 }
 
 Target resolve(const std::string& path, std::string_view what) {
