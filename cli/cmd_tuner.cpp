@@ -330,6 +330,15 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     mo.progress = progress.fn();
     measure_top(result, topo, so, mo);
     progress.finish();
+    if (!result.unmeasured_for_memory.empty()) {
+      std::vector<std::string> skipped;
+      for (const auto bytes : result.unmeasured_for_memory) skipped.push_back(format_size(bytes));
+      const std::string line = fmt::format(
+          "not measured (predicted only): sizes {} need more memory than the {} backend may use here ({} MiB)",
+          fmt::join(skipped, ", "), f.measure, host_memory_budget() >> 20);
+      progress.note(line);
+      notes.push_back(line);
+    }
   }
 
   // Tensor fusion: each pack all-reduced with the table's pick, simulated at its exact size.

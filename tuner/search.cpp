@@ -4,7 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <string>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "algorithms/verifier.hpp"
 #include "artune_config.hpp"
@@ -186,6 +192,42 @@ Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, Redu
   return m;
 }
 
+std::uint64_t host_memory_budget() {
+  std::uint64_t avail = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemAvailable:") {
+      avail = kib * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  if (avail == 0) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) avail = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+  }
+  if (avail == 0) avail = std::numeric_limits<std::uint64_t>::max();
+  for (const int which : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit lim{};
+    if (::getrlimit(which, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+      avail = std::min<std::uint64_t>(avail, static_cast<std::uint64_t>(lim.rlim_cur));
+    }
+  }
+  return avail / 5 * 4;  // leave room for the program itself and the rest of the machine
+}
+
+std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes) {
+  std::uint64_t elements = 0;
+  for (const auto& device : plan.buffers) {
+    for (const std::int64_t n : device) elements += static_cast<std::uint64_t>(std::max<std::int64_t>(0, n));
+  }
+  elements += 2 * static_cast<std::uint64_t>(std::max<std::int64_t>(0, plan.count));
+  return elements * element_bytes;
+}
+
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options) {
   BackendOptions bo;
@@ -198,11 +240,28 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
     if (options.max_bytes == 0 || s.bytes <= options.max_bytes) total += std::min<std::size_t>(k, s.ranking.size());
   }
   std::size_t done = 0;
+  const std::uint64_t budget = options.backend != BackendKind::kCpu ? 0
+                               : options.memory_budget_bytes != 0 ? options.memory_budget_bytes
+                                                                  : host_memory_budget();
+  result.unmeasured_for_memory.clear();
   for (std::size_t si = 0; si < result.sizes.size(); ++si) {
     SizeScores& s = result.sizes[si];
     if (options.max_bytes != 0 && s.bytes > options.max_bytes) continue;
     s.measured.clear();
     const std::size_t take = std::min<std::size_t>(k, s.ranking.size());
+    // The cpu backend holds every device's buffers in this process: a size whose plans cannot fit is
+    // skipped (and reported) instead of driving the machine into swap or the OOM killer. All of a size or
+    // none, so that the measured pick compares like with like.
+    bool fits = true;
+    for (std::size_t r = 0; r < take && budget != 0 && fits; ++r) {
+      const Plan probe = build_candidate(topo, result.set.candidates[s.ranking[r]], s.count, search_options.op);
+      fits = host_bytes_for_run(probe, element_size(search_options.type)) <= budget;
+    }
+    if (!fits) {
+      done += take;
+      result.unmeasured_for_memory.push_back(s.bytes);
+      continue;
+    }
     for (std::size_t r = 0; r < take; ++r) {
       const std::size_t c = s.ranking[r];
       const Candidate& cand = result.set.candidates[c];

@@ -53,6 +53,7 @@ struct SearchResult {
   std::vector<SizeScores> sizes;
   std::vector<std::size_t> pick;         ///< per size: the chosen candidate
   DecisionTable table;
+  std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };
 
 /// Simulates every candidate at every size and builds the table from the predicted best.
@@ -66,6 +67,9 @@ struct MeasureOptions {
   int iterations = 5;
   double timeout_s = 60;
   std::uint64_t max_bytes = 0;   ///< skip sizes above this (0 = measure all)
+  /// Host memory the cpu backend may use for one run (0 = what this machine and the process limits allow,
+  /// see host_memory_budget()); sizes whose plans need more are skipped and listed in unmeasured_for_memory.
+  std::uint64_t memory_budget_bytes = 0;
   ProgressFn progress;
 };
 
@@ -77,6 +81,14 @@ Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, Redu
 /// #wrong = 0, and rebuilds `result.table` with the measured figures.
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options);
+
+/// Host memory one in-process run may take: 80 % of the smaller of MemAvailable (/proc/meminfo) and the
+/// process's address-space and data limits (RLIMIT_AS, RLIMIT_DATA).
+std::uint64_t host_memory_budget();
+
+/// Host bytes the cpu backend holds to run and verify `plan`: every buffer of every device plus the
+/// verification's expected result and staged input.
+std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes);
 
 /// Rebuilds result.table from result.pick and the scores.
 void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options);
