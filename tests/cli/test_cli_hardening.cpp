@@ -5,8 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -242,15 +245,42 @@ TEST_CASE("cli_hardening.sigint_keeps_previous_table") {
   const std::string table = dir.file("T.json");
   REQUIRE(run_artune(quick_autotune(table)).status == 0);
   const std::string previous = slurp(table);
-  // A measured autotune long enough to be interrupted mid-work; SIGINT after it started measuring.
-  const std::string cmd = shell_quote(artune_test::artune_bin()) +
-                          " autotune -t uniform:4 --measure cpu -b 1K -e 64M --iters 20 --top 3 -o " +
-                          shell_quote(table) + " > /dev/null 2> " + shell_quote(dir.file("err")) +
-                          " & pid=$!; sleep 3; kill -INT $pid; wait $pid; echo status=$?";
-  const auto r = run_shell(cmd);
-  INFO(r.out);
-  INFO(slurp(dir.file("err")));
-  CHECK(count_of(r.out, "status=130") == 1);  // ended by SIGINT, not finished
+  // A measured autotune, interrupted once it is measuring (its progress line says so). Started with fork/exec
+  // rather than a shell's `&`, which would make the child ignore SIGINT.
+  const std::string err = dir.file("err");
+  const std::string bin = artune_test::artune_bin();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (fd < 0 || null < 0) ::_exit(99);
+    ::dup2(fd, 2);
+    ::dup2(null, 1);
+    ::execl(bin.c_str(), bin.c_str(), "autotune", "-t", "uniform:4", "--measure", "cpu", "-b", "1K", "-e", "64M",
+            "--iters", "20", "--top", "3", "-o", table.c_str(), static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  bool measuring = false;
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 1200 && !measuring; ++i) {  // at most 60 s for the search to finish
+    measuring = count_of(slurp(err), "measuring") > 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      ended = true;
+      break;
+    }
+    if (!measuring) ::usleep(50000);
+  }
+  CHECK(measuring);
+  if (!ended) {
+    ::kill(pid, SIGINT);
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+  }
+  INFO(slurp(err));
+  CHECK(WIFSIGNALED(status));
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
   CHECK(slurp(table) == previous);
   CHECK(names_in(dir.path()).size() == 2);  // T.json and err: no temporary left
 }

@@ -9,8 +9,10 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -203,4 +205,28 @@ TEST_CASE("output_file.escape_control") {
   CHECK(escape_control("plain name") == "plain name");
   CHECK(escape_control("a\nb\tc\x1b[31m") == "a\\nb\\tc\\x1b[31m");
   CHECK(escape_control(std::string("z\x7f", 2)) == "z\\x7f");
+}
+
+TEST_CASE("output_file.signal_during_write_leaves_no_temporary") {
+  // A child rewrites a large file over and over; SIGINT, SIGTERM and SIGHUP land at random points, most of
+  // them while a temporary exists. The target is always whole (old or new) and no temporary is left.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    ScratchDir dir("artune-out");
+    const std::string path = dir.file("big.json");
+    const std::string text(32 << 20, 'x');
+    put(path, text);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      for (;;) write_output_file(path, text);
+    }
+    ::usleep(300000);
+    ::kill(pid, sig);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == sig));
+    CHECK(entries(dir.path()) == 1);
+    CHECK(fs::file_size(path) == text.size());
+  }
 }
