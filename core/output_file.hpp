@@ -24,8 +24,8 @@ namespace artune {
 
 /// One line for --help: how artune treats an output path.
 inline constexpr std::string_view kOutputPathHelp =
-    "a regular file or new path is replaced atomically (symlinks followed), a character device or FIFO "
-    "(-o /dev/stdout) is written in place, a folder, block device or socket is refused";
+    "a regular file or new path is replaced atomically, through symlinks; a character device or FIFO "
+    "(-o /dev/stdout) is written in place; a folder, block device or socket is refused";
 
 /// Writes `text` to `path` as described above. InvalidInput (exit 2) for a refused or unreachable path
 /// (missing folder, no permission), BackendFailure (exit 3) when writing fails (full disk, /dev/full).
