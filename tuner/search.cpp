@@ -4,18 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <string>
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "algorithms/verifier.hpp"
 #include "artune_config.hpp"
 #include "core/error.hpp"
 #include "core/sizes.hpp"
+#include "executor/backend.hpp"
 #include "executor/runner.hpp"
 #include "simulator/simulator.hpp"
 
@@ -193,30 +189,9 @@ Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, Redu
 }
 
 std::uint64_t host_memory_budget() {
-  std::uint64_t avail = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    std::uint64_t kib = 0;
-    meminfo >> kib;
-    if (key == "MemAvailable:") {
-      avail = kib * 1024;
-      break;
-    }
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  if (avail == 0) {
-    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-    const long page = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) avail = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
-  }
-  if (avail == 0) avail = std::numeric_limits<std::uint64_t>::max();
-  for (const int which : {RLIMIT_AS, RLIMIT_DATA}) {
-    rlimit lim{};
-    if (::getrlimit(which, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-      avail = std::min<std::uint64_t>(avail, static_cast<std::uint64_t>(lim.rlim_cur));
-    }
-  }
-  return avail / 5 * 4;  // leave room for the program itself and the rest of the machine
+  // available_host_memory() (executor/backend.hpp) already takes MemAvailable, the cgroup limit and RLIMIT_AS
+  // into account; the cpu backend itself refuses runs above 90 % of it, so measuring stays below that.
+  return available_host_memory() / 5 * 4;
 }
 
 std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes) {

@@ -82,8 +82,8 @@ Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, Redu
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options);
 
-/// Host memory one in-process run may take: 80 % of the smaller of MemAvailable (/proc/meminfo) and the
-/// process's address-space and data limits (RLIMIT_AS, RLIMIT_DATA).
+/// Host memory one in-process run may take while measuring: 80 % of available_host_memory()
+/// (executor/backend.hpp: MemAvailable, the cgroup limit, RLIMIT_AS).
 std::uint64_t host_memory_budget();
 
 /// Host bytes the cpu backend holds to run and verify `plan`: every buffer of every device plus the

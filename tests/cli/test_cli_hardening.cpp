@@ -284,3 +284,19 @@ TEST_CASE("cli_hardening.sigint_keeps_previous_table") {
   CHECK(slurp(table) == previous);
   CHECK(names_in(dir.path()).size() == 2);  // T.json and err: no temporary left
 }
+
+TEST_CASE("cli_hardening.measure_cpu_skips_sizes_that_do_not_fit") {
+  if (artune_test::sanitized_build()) return;  // the address-space limit below cannot apply under ASan
+  // Under a 3 GiB address-space limit, a 1 GiB all-reduce on 4 cpu devices (4 GiB of buffers) cannot fit:
+  // it is named and keeps its predicted pick, while 16 MiB is measured.
+  ScratchDir dir("artune-harden");
+  const std::string cmd = artune_test::memory_limit_prefix(3L << 20) + shell_quote(artune_test::artune_bin()) +
+                          " autotune -t uniform:4 --measure cpu -b 16M -e 1G -f 64 --iters 1 --warmup 0 --top 1 -o " +
+                          shell_quote(dir.file("t.json")) + " 2>&1";
+  const auto r = run_shell(cmd);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(count_of(r.out, "not measured (predicted only): sizes 1G need more memory than the cpu backend may use") == 1);
+  const std::string table = slurp(dir.path() / "t.json");
+  CHECK(count_of(table, "\"measured\"") == 1);  // the 16M point only
+}
