@@ -133,6 +133,7 @@ volatile std::sig_atomic_t g_armed = 0;
 char g_tmp_path[PATH_MAX + 1];
 constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
+bool g_installed[3] = {false, false, false};
 
 extern "C" void remove_temporary_and_reraise(int sig) {
   if (g_armed) ::unlink(g_tmp_path);  // async-signal-safe
@@ -186,17 +187,26 @@ class TemporaryFile {
     path_.assign(buf.data());
     std::memcpy(g_tmp_path, path_.c_str(), path_.size() + 1);
     g_armed = 1;
+    // Only where the signal would kill the process as it stands (default action): an ignored signal (nohup,
+    // a shell's background job) must stay ignored, and a program's own handler keeps deciding.
     struct sigaction sa {};
     sa.sa_handler = remove_temporary_and_reraise;
     sigemptyset(&sa.sa_mask);
-    for (std::size_t i = 0; i < std::size(kCleanupSignals); ++i) ::sigaction(kCleanupSignals[i], &sa, &g_previous[i]);
+    for (std::size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+      g_installed[i] = false;
+      if (::sigaction(kCleanupSignals[i], nullptr, &g_previous[i]) != 0) continue;
+      const bool dfl = (g_previous[i].sa_flags & SA_SIGINFO) == 0 && g_previous[i].sa_handler == SIG_DFL;
+      if (dfl && ::sigaction(kCleanupSignals[i], &sa, nullptr) == 0) g_installed[i] = true;
+    }
   }
   ~TemporaryFile() {
     SignalBlock block;
     if (fd_ >= 0) ::close(fd_);
     if (!renamed_) ::unlink(path_.c_str());
     g_armed = 0;
-    for (std::size_t i = 0; i < std::size(kCleanupSignals); ++i) ::sigaction(kCleanupSignals[i], &g_previous[i], nullptr);
+    for (std::size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+      if (g_installed[i]) ::sigaction(kCleanupSignals[i], &g_previous[i], nullptr);
+    }
     // A signal that arrived meanwhile is delivered when the block ends, to the previous disposition.
   }
   TemporaryFile(const TemporaryFile&) = delete;

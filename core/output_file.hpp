@@ -14,7 +14,9 @@
 //  - a directory, a block device or a socket is refused (InvalidInput, one line).
 //
 // The temporary file is removed on every error path and when SIGINT, SIGTERM or
-// SIGHUP arrives while it exists; temporary folders come from mkdtemp only.
+// SIGHUP arrives while it exists and would end the process (default action;
+// ignored signals and a program's own handlers are left as they are);
+// temporary folders come from mkdtemp only.
 
 #include <filesystem>
 #include <string>

@@ -201,6 +201,27 @@ TEST_CASE("output_file.temp_dir_private_and_removed") {
   CHECK(!fs::exists(seen));
 }
 
+TEST_CASE("output_file.ignored_signal_stays_ignored") {
+  // nohup and a shell's background jobs ignore SIGHUP/SIGINT: a write must not turn them fatal.
+  ScratchDir dir("artune-out");
+  const std::string path = dir.file("t.json");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::signal(SIGHUP, SIG_IGN);
+    const std::string text(8 << 20, 'y');
+    for (int i = 0; i < 20; ++i) write_output_file(path, text);
+    ::_exit(0);
+  }
+  ::usleep(100000);
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(fs::file_size(path) == (8u << 20));
+  CHECK(entries(dir.path()) == 1);
+}
+
 TEST_CASE("output_file.escape_control") {
   CHECK(escape_control("plain name") == "plain name");
   CHECK(escape_control("a\nb\tc\x1b[31m") == "a\\nb\\tc\\x1b[31m");
@@ -218,6 +239,9 @@ TEST_CASE("output_file.signal_during_write_leaves_no_temporary") {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      // As in the artune command: the default actions (doctest installs crash handlers of its own, and the
+      // writer leaves a program's own handlers alone).
+      for (const int s : {SIGINT, SIGTERM, SIGHUP}) ::signal(s, SIG_DFL);
       for (;;) write_output_file(path, text);
     }
     ::usleep(300000);
