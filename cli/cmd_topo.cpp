@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "core/input.hpp"
 #include "topology/importers.hpp"
 #include "topology/io.hpp"
@@ -307,11 +308,7 @@ void run_import(const ImportOptions& opts) {
     print_json(model);
     return;
   }
-  std::ofstream out(opts.output, std::ios::binary | std::ios::trunc);
-  if (!out) throw InvalidInput(fmt::format("--out: cannot write {} ({})", opts.output, std::strerror(errno)));
-  out << model.dump(2) << '\n';
-  out.close();
-  if (!out) throw BackendFailure(fmt::format("{}: write failed ({})", opts.output, std::strerror(errno)));
+  write_output_file(opts.output, model.dump(2) + "\n", "--out");
   fmt::print(stderr, "artune: imported {} ({}): {} GPUs, {} devices, {} links -> {}\n", source, opts.from,
              reloaded.gpus().size(), reloaded.nodes().size(), model["links"].size(), opts.output);
 }
@@ -346,7 +343,8 @@ void add_topo_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
-  add_out_option(import, import_opts->output, "output JSON file (default: standard output)");
+  add_out_option(import, import_opts->output,
+                 fmt::format("output JSON file (default: standard output; {})", kOutputPathHelp));
   auto* name = import->add_option("--name", import_opts->name,
                                    "name of the imported topology (default: the input file's stem)");
   import->add_option("--gpu", import_opts->gpu,

@@ -20,6 +20,7 @@
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "topology/discovery.hpp"
 #include "topology/io.hpp"
 #include "topology/topology.hpp"
@@ -115,10 +116,7 @@ constexpr std::string_view kNoGpuMessage =
     "No GPU found: no NVIDIA GPU on the PCI bus, and neither the CUDA runtime nor NVML reports one.";
 
 void write_json_file(const std::string& path, const nlohmann::json& doc) {
-  std::ofstream out(path);
-  if (!out) throw InvalidInput(fmt::format("--out {}: cannot open for writing", path));
-  out << doc.dump(2) << '\n';
-  if (!out) throw InvalidInput(fmt::format("--out {}: write failed", path));
+  write_output_file(path, doc.dump(2) + "\n", "--out");
 }
 
 DiscoveryResult discover(const DiscoverFlags& flags) {
@@ -232,6 +230,8 @@ void validate(const DiscoverFlags& f) {
   check_range("--nic-bandwidth", f.nic_bandwidth, kMinBandwidthGbps, kMaxFigure);
   check_range("--net-latency", f.net_latency, 0, kMaxFigure);
   check_range("--oversubscription", f.oversubscription, 1, kMaxOversubscription);
+  // Before discovery (which waits on every rank under mpirun): an unwritable -o fails first.
+  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
   if (f.hostname_given && f.hostname.empty()) throw InvalidInput("--hostname: must not be empty");
   for (unsigned char c : f.hostname) {
     if (c < 0x20 || c == 0x7f) throw InvalidInput("--hostname: must not contain control characters");
@@ -247,7 +247,8 @@ void add_topo_discover_command(CLI::App* topo) {
       "peer access (CUDA runtime) and NVLinks (NVML). Under mpirun, every rank discovers its machine and rank 0 "
       "joins one cluster topology (ranks on the same host form one machine).");
   auto flags = std::make_shared<DiscoverFlags>();
-  add_out_option(cmd, flags->output, "write the discovered topology as JSON (exit 2 if no GPU was found)");
+  add_out_option(cmd, flags->output,
+                 fmt::format("write the discovered topology as JSON (exit 2 if no GPU was found; {})", kOutputPathHelp));
   auto* require_gpu = cmd->add_flag("--require-gpu", flags->require_gpu, "exit with status 2 when no GPU is found");
   auto* allow_no_gpu = cmd->add_flag("--allow-no-gpu", flags->allow_no_gpu,
                                      "write the topology even without GPUs (CPU sockets, PCIe switches and NICs only); "

@@ -24,6 +24,7 @@
 #include "cli/mpi_session.hpp"
 #include "core/error.hpp"
 #include "core/json_input.hpp"
+#include "core/output_file.hpp"
 #include "core/sizes.hpp"
 #include "simulator/simulator.hpp"
 #include "topology/discovery.hpp"
@@ -131,24 +132,23 @@ struct AutotuneFlags {
 
 std::string command_line(const AutotuneFlags& f, bool discovered) {
   std::string cmd = "artune autotune";
-  if (!discovered) cmd += " -t " + f.topo;
+  if (!discovered) cmd += " -t " + shell_word(f.topo);
   cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
-  if (f.type != "float") cmd += " -d " + f.type;
-  if (f.op != "sum") cmd += " --op " + f.op;
-  if (f.target != "artune") cmd += " --target " + f.target;
-  if (!f.profile.empty()) cmd += " --profile " + f.profile;
-  if (!f.calibration.empty()) cmd += " --calibration " + f.calibration;
+  if (f.type != "float") cmd += " -d " + shell_word(f.type);
+  if (f.op != "sum") cmd += " --op " + shell_word(f.op);
+  if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
+  if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
   if (!f.measure.empty()) {
-    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", f.measure, f.top, f.iters, f.warmup);
-    if (!f.measure_max.empty()) cmd += " --measure-max " + f.measure_max;
+    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
+    if (!f.measure_max.empty()) cmd += " --measure-max " + shell_word(f.measure_max);
   }
   if (f.max_cycles != CandidateOptions{}.max_cycles) cmd += fmt::format(" --max-cycles {}", f.max_cycles);
-  if (f.segments != "1,2,4") cmd += " --segments " + f.segments;
+  if (f.segments != "1,2,4") cmd += " --segments " + shell_word(f.segments);
   if (f.max_subchunks != -1) cmd += fmt::format(" --max-subchunks {}", f.max_subchunks);
-  for (const auto& x : f.fusion) cmd += " --fusion " + x;
-  if (!f.output.empty()) cmd += " --out " + f.output;
-  if (!f.report.empty()) cmd += " --report " + f.report;
-  for (const auto& n : f.report_notes) cmd += " --note '" + n + "'";
+  for (const auto& x : f.fusion) cmd += " --fusion " + shell_word(x);
+  if (!f.output.empty()) cmd += " --out " + shell_word(f.output);
+  if (!f.report.empty()) cmd += " --report " + shell_word(f.report);
+  for (const auto& n : f.report_notes) cmd += " --note " + shell_word(n);
   return cmd;
 }
 
@@ -183,39 +183,6 @@ void check_measure_flags(int iters, int warmup, double timeout) {
   if (warmup < 0) throw InvalidInput(fmt::format("--warmup: {} must be ≥ 0", warmup));
   if (!std::isfinite(timeout) || !(timeout > 0) || timeout > 1e6) {
     throw InvalidInput(fmt::format("--timeout: {} must be a finite number of seconds in (0, 1e6]", timeout));
-  }
-}
-
-/// -o: a file whose folder exists and is writable (written only at the end, after the work).
-void check_output_file(const std::string& path, std::string_view flag) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw InvalidInput(fmt::format("{}: '{}' is a directory, not a file", flag, path));
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!fs::is_directory(dir, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' does not exist", flag, path, dir.string()));
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, dir.string()));
-  }
-}
-
-/// --report: a folder (created at the end) whose nearest existing ancestor is a writable folder.
-void check_report_folder(const std::string& path, std::string_view flag) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path p(path);
-  if (fs::exists(p, ec) && !fs::is_directory(p, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}' exists and is not a folder", flag, path));
-  }
-  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();
-  if (p.empty()) p = ".";
-  if (!fs::is_directory(p, ec)) {
-    throw InvalidInput(fmt::format("{}: '{}': '{}' is not a folder", flag, path, p.string()));
-  }
-  if (::access(p.c_str(), W_OK) != 0) {
-    throw InvalidInput(fmt::format("{}: '{}': folder '{}' is not writable", flag, path, p.string()));
   }
 }
 
@@ -391,7 +358,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "--out");
-  if (!f.report.empty()) check_report_folder(f.report, "--report");
+  if (!f.report.empty()) check_output_folder(f.report, "--report");
 
   SearchOptions so;
   so.sizes = sweep_sizes(f.sweep);
@@ -467,6 +434,15 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
         mo.progress = progress.fn();
         measure_top(r, topo, one, mo);
         progress.finish();
+        if (!r.unmeasured_for_memory.empty()) {
+          std::vector<std::string> skipped;
+          for (const auto bytes : r.unmeasured_for_memory) skipped.push_back(format_size(bytes));
+          const std::string line = fmt::format(
+              "not measured (predicted only): sizes {} need more memory than the {} backend may use here ({} MiB)",
+              fmt::join(skipped, ", "), f.measure, host_memory_budget() >> 20);
+          progress.note(line);
+          notes.push_back(line);
+        }
       }
       r.table.topology_source = topology_source;
       results.push_back(std::move(r));
@@ -618,7 +594,7 @@ void run_calibrate(const CalibrateFlags& f) {
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "--out");
-  if (!f.report.empty()) check_report_folder(f.report, "--report");
+  if (!f.report.empty()) check_output_folder(f.report, "--report");
   co.validation_sizes = co.sizes;
   co.validate = !f.no_validate;
   co.refine = !f.no_refine;
@@ -629,23 +605,24 @@ void run_calibrate(const CalibrateFlags& f) {
   const CalibrationResult r = calibrate(topo, co);
   progress.finish();
   if (!r.root) return;  // under mpirun rank 0 writes and prints
-  if (!f.output.empty()) write_file_atomically(f.output, r.overlay.dump(2) + "\n");
+  if (!f.output.empty()) write_output_file(f.output, r.overlay.dump(2) + "\n", "-o/--output");
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(f.report, ec);
-    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", f.topo, f.backend,
-                                        f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor,
-                                        f.type != "float" ? " -d " + f.type : std::string(),
-                                        f.output.empty() ? std::string() : " --out " + f.output,
-                                        " --report " + f.report);
-    write_file_atomically((fs::path(f.report) / "CALIBRATION.md").string(),
+    make_output_folder(f.report, "--report");
+    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}",
+                                        shell_word(f.topo), shell_word(f.backend), shell_word(f.sweep.min_bytes),
+                                        shell_word(f.sweep.max_bytes), f.sweep.factor,
+                                        f.type != "float" ? " -d " + shell_word(f.type) : std::string(),
+                                        f.output.empty() ? std::string() : " --out " + shell_word(f.output),
+                                        " --report " + shell_word(f.report));
+    write_output_file((fs::path(f.report) / "CALIBRATION.md").string(),
                           fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
                                       "```\n{}```\n",
-                                      topo.name(), f.backend, cmd, r.summary()));
+                                      topo.name(), f.backend, cmd, r.summary()),
+                      "--report");
     nlohmann::json doc = r.to_json();
     doc["command"] = cmd;
-    write_file_atomically((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n");
+    write_output_file((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n", "--report");
   }
   if (f.json) {
     print_json(r.to_json());
@@ -697,7 +674,7 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("--fusion", flags->fusion,
                  "gradient tensor list JSON (e.g. configs/fusion/resnet50.json): choose the group_by_size pack size "
                  "(repeatable)");
-  add_out_option(at, flags->output, "write the decision table here (atomically)");
+  add_out_option(at, flags->output, fmt::format("write the decision table here ({})", kOutputPathHelp));
   at->add_option("--report", flags->report, "write REPORT.md, results.json and plots into this folder");
   at->add_option("--note", flags->report_notes, "a line for the report's notes (repeatable)");
   at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
@@ -723,7 +700,8 @@ void add_tuner_commands(CLI::App& app) {
       "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, MAPE)");
   cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
   cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
-  add_out_option(cal, cf->output, "write the overlay JSON here (load it with --calibration)");
+  add_out_option(cal, cf->output,
+                 fmt::format("write the overlay JSON here (load it with --calibration; {})", kOutputPathHelp));
   cal->add_option("-d,--datatype", cf->type, "element type of copies and validation runs")->capture_default_str();
   add_sweep_flags(cal, cf->sweep);
   cal->add_option("--iters", cf->iters, "timed runs per point (the median is kept)")->capture_default_str();

@@ -11,6 +11,7 @@
 #include "algorithms/plan.hpp"
 #include "core/error.hpp"
 #include "core/input.hpp"
+#include "core/output_file.hpp"
 #include "core/sizes.hpp"
 
 namespace artune::cli {
@@ -26,6 +27,16 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags) {
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags) {
   return size_sweep(parse_size(flags.min_bytes, "-b/--minbytes"), parse_size(flags.max_bytes, "-e/--maxbytes"),
                     flags.factor);
+}
+
+std::string shell_word(std::string_view text) {
+  const std::string shown = escape_control(text);
+  const bool safe = !shown.empty() && shown.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                              "0123456789_@%+=:,./-#") == std::string::npos;
+  if (safe && shown.front() != '#') return shown;
+  std::string out = "'";
+  for (const char c : shown) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 std::string plan_limits_help() {

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,9 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags);
 /// The documented limits on plans and sizes, for --help footers.
 std::string plan_limits_help();
+/// `text` as one POSIX shell word for the command lines artune prints (a report's "regenerate with"):
+/// unchanged when it holds only safe characters, else single-quoted; control characters appear escaped.
+std::string shell_word(std::string_view text);
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& doc);
 /// Splits "0,3,2,1" into integers; InvalidInput naming `flag` on an empty list, empty items

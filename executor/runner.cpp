@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -53,8 +54,14 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   row.ranks = plan.ranks();
   row.plan = plan.spec;
 
-  backend.prepare(plan, config.type, config.op);
-  backend.fill_inputs(0);
+  try {
+    backend.prepare(plan, config.type, config.op);
+    backend.fill_inputs(0);
+  } catch (const std::bad_alloc&) {
+    // Exit 3 with the size that was asked for, not a bare "out of memory".
+    throw BackendFailure(fmt::format("{} backend: out of memory preparing a {}-byte run ({} elements on {} ranks)",
+                                     backend.name(), row.bytes, plan.count, plan.ranks()));
+  }
   for (int i = 0; i < config.warmup; ++i) backend.run();
 
   std::vector<double> times;

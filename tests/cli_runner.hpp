@@ -44,6 +44,22 @@ inline std::string require_env(const char* name) {
 /// Path of the built artune binary.
 inline std::string artune_bin() { return require_env("ARTUNE_BIN"); }
 
+/// True in a sanitizer build (meson test sets ARTUNE_SANITIZE from -Db_sanitize): ASan reserves terabytes of
+/// address space, so address-space limits (ulimit -v) cannot apply there.
+inline bool sanitized_build() {
+  const char* v = std::getenv("ARTUNE_SANITIZE");
+  return v != nullptr && *v != '\0' && std::string(v) != "none";
+}
+
+/// "ulimit -v KIB && " for a shell command line, or "" in a sanitizer build (the time limit still holds).
+inline std::string memory_limit_prefix(long kib) {
+  if (sanitized_build()) return "";
+  std::string prefix = "ulimit -v ";
+  prefix += std::to_string(kib);
+  prefix += " && ";
+  return prefix;
+}
+
 /// Runs a shell command line and captures its stdout; append " 2>&1" to capture stderr as well.
 inline CliResult run_shell(const std::string& command) {
   CliResult r;

@@ -382,6 +382,19 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
       if (node.local_index >= 0) given_gpu_locals[node.machine].insert(node.local_index);
     }
   }
+  // The generators' limits hold for full-form files too: the GPU-pair matrices of routes and candidates grow
+  // with the square of these counts.
+  long long total_gpus = 0;
+  for (int m = 0; m <= max_machine; ++m) {
+    total_gpus += gpus_in_machine[m];
+    if (gpus_in_machine[m] > kMaxGpusPerMachine) {
+      reader.fail(devices_path, fmt::format("machine {} has {} GPUs, more than the supported {} per machine", m,
+                                            gpus_in_machine[m], kMaxGpusPerMachine));
+    }
+  }
+  if (total_gpus > kMaxTotalGpus) {
+    reader.fail(devices_path, fmt::format("{} GPUs in all is more than the supported {}", total_gpus, kMaxTotalGpus));
+  }
   for (int m = 0; m <= max_machine; ++m) {
     if (!machine_seen[m]) {
       reader.fail(devices_path, fmt::format("no device belongs to machine {} (machines must be numbered 0..{} without gaps)", m, max_machine));
@@ -845,6 +858,8 @@ Loaded parse_cluster(const json& doc, const Reader& reader, const std::string& p
   if (list.empty()) reader.fail(mp, "must list at least one machine");
   std::vector<Topology> machines;
   double first_nic_bandwidth = 0;
+  long long total_gpus = 0;
+  long long total_links = 0;
   for (std::size_t k = 0; k < list.size(); ++k) {
     const std::string p = item(mp, k);
     const json& entry = list[k];
@@ -867,6 +882,16 @@ Loaded parse_cluster(const json& doc, const Reader& reader, const std::string& p
     }
     if (machines.size() + static_cast<std::size_t>(count) > static_cast<std::size_t>(kMaxMachines)) {
       reader.fail(p, fmt::format("more than {} machines in all", kMaxMachines));
+    }
+    // The same GPU and link limits as the NxNAME generator, checked before the copies are made.
+    total_gpus += count * static_cast<long long>(machine.topo.gpus().size());
+    total_links += count * static_cast<long long>(machine.topo.links().size() +
+                                                  2 * machine.topo.nodes_of_kind(NodeKind::kNic).size());
+    if (total_gpus > kMaxTotalGpus) {
+      reader.fail(p, fmt::format("{} GPUs in all is more than the supported {}", total_gpus, kMaxTotalGpus));
+    }
+    if (total_links > kMaxTotalLinks) {
+      reader.fail(p, fmt::format("{} directed links in all is more than the supported {}", total_links, kMaxTotalLinks));
     }
     if (machines.empty()) first_nic_bandwidth = machine.nic_bandwidth;
     for (long long i = 0; i < count; ++i) machines.push_back(machine.topo);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algorithms/builders.hpp"
+#include "core/output_file.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
 #include "simulator/nccl_model.hpp"
@@ -54,11 +55,10 @@ Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where)
   c.spec = f.at("spec").str();
   if (c.spec.empty()) f.at("spec").fail("must not be empty");
   const Field perm = f.at("gpu_perm");
-  for (std::size_t i = 0; i < perm.array_size(); ++i) c.gpu_perm.push_back(static_cast<int>(perm[i].integer()));
+  for (std::size_t i = 0; i < perm.array_size(); ++i) c.gpu_perm.push_back(perm[i].int_in(0, static_cast<int>(kMaxPlanRanks) - 1));
   const Field gather = f.at("gather");
   for (std::size_t i = 0; i < gather.array_size(); ++i) c.gather.push_back(gather[i].str());
-  c.segments = static_cast<int>(f.at("segments").integer());
-  if (c.segments < 1) f.at("segments").fail("must be ≥ 1");
+  c.segments = f.at("segments").int_in(1, kMaxSegments);
   if (f.has("label") && f.at("label").str() != c.label()) {
     f.at("label").fail(fmt::format("does not match the plan's fields (expected '{}')", c.label()));
   }
@@ -162,6 +162,12 @@ class Generator {
     const auto gpus0 = topo_.gpus_of_machine(0);
     const int g = static_cast<int>(gpus0.size());
     if (topo_.gpus().empty()) throw InvalidInput(fmt::format("topology '{}' has no GPUs to tune", topo_.name()));
+    // Every candidate is a plan over all GPUs: past the plan limit none could be built, and the per-machine
+    // matrices below would be allocated for nothing (plan, simulate and run refuse the same topologies).
+    if (topo_.gpus().size() > kMaxPlanRanks) {
+      throw InvalidInput(fmt::format("topology '{}': {} GPUs is more than artune's limit of {} ranks per plan",
+                                     escape_control(topo_.name()), topo_.gpus().size(), kMaxPlanRanks));
+    }
     const auto bw = local_bandwidth(topo_, 0);
 
     // Ring orders: NVLink Hamiltonian cycles of machine 0, best first by static score, plus identity.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "core/output_file.hpp"
 #include "core/input.hpp"
 #include "core/json_input.hpp"
 #include "tuner/json_fields.hpp"
@@ -85,7 +87,7 @@ Measurement measurement_from(const Field& f) {
   m.figures = figures_from(f);
   m.backend = f.at("backend").str();
   m.wrong = f.at("wrong").integer();
-  m.iterations = static_cast<int>(f.at("iterations").integer());
+  m.iterations = f.at("iterations").int_in(0, std::numeric_limits<int>::max());
   if (f.has("spread_pct")) m.spread_pct = f.at("spread_pct").num();  // absent in tables of artune ≤ 0.1.0
   return m;
 }
@@ -191,7 +193,7 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
     return std::move(tables.front());
   }
   DecisionTable t;
-  t.schema_version = static_cast<int>(root.at("schema_version").integer());
+  t.schema_version = root.at("schema_version").int_in(std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
   if (t.schema_version != kDecisionTableSchemaVersion) {
     root.at("schema_version")
         .fail(fmt::format("version {} is not supported (this artune reads version {}); re-run artune autotune",
@@ -203,8 +205,8 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
   if (topo.has("source")) t.topology_source = topo.at("source").str();  // absent in tables of artune ≤ 0.1.0
   t.fingerprint = topo.at("fingerprint").str();
   if (t.fingerprint.empty()) topo.at("fingerprint").fail("must not be empty");
-  t.gpus = static_cast<int>(topo.at("gpus").integer());
-  t.machines = static_cast<int>(topo.at("machines").integer());
+  t.gpus = topo.at("gpus").int_in(0, std::numeric_limits<int>::max());
+  t.machines = topo.at("machines").int_in(0, std::numeric_limits<int>::max());
   t.type = parse_data_type(root.at("type").str(), fmt::format("{}.type", source));
   t.op = parse_reduce_op(root.at("op").str(), fmt::format("{}.op", source));
   if (!root.at("cost_model").value.is_object()) root.at("cost_model").fail("expected an object");
@@ -248,47 +250,7 @@ std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, 
   };
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw InvalidInput(fmt::format("{}: cannot write: folder '{}' does not exist", path, dir.string()));
-  }
-  // The temporary lives beside the target so that rename() stays on one file system (atomic).
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
-  if (fd < 0) throw InvalidInput(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  const std::string tmp(name.data());
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::fchmod(fd, 0644) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw BackendFailure(fmt::format("{}: write failed: {}", path, reason));
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw InvalidInput(fmt::format("{}: cannot write: {}", path, reason));
-  }
-}
+void write_file_atomically(const std::string& path, const std::string& text) { write_output_file(path, text); }
 
 nlohmann::json tables_to_json(const std::vector<DecisionTable>& tables) {
   if (tables.empty()) throw InvalidInput("decision table: nothing to write");

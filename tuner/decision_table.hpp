@@ -112,7 +112,7 @@ std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices);
 nlohmann::json table_to_json(const DecisionTable& table);
 /// Reads a table from JSON; InvalidInput "SOURCE: field.path: reason" on anything malformed.
 DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source);
-/// Writes atomically: a temporary file in the same folder, flushed, then renamed over `path`.
+/// Writes the table with write_output_file (core/output_file.hpp): atomic replacement in the target's folder.
 void write_decision_table(const std::string& path, const DecisionTable& table);
 /// Reads and validates a table file holding one table (refuses corrupt files with a one-line reason, and files
 /// with several tables: pick one with read_decision_tables + select_table).
@@ -146,7 +146,7 @@ Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int6
 std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, const Topology& topo,
                                                            std::size_t element_bytes, ReduceOp op);
 
-/// Writes `text` to `path` atomically (temporary file + rename); InvalidInput naming `path` on failure.
+/// write_output_file(path, text) (core/output_file.hpp), under the name earlier callers use.
 void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace artune

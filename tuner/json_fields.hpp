@@ -3,6 +3,7 @@
 // the field path ("t.json: ranges[2].plan.spec: expected a string").
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -58,7 +59,17 @@ struct Field {
   }
   std::int64_t integer() const {
     if (!value.is_number_integer()) fail("expected an integer");
+    if (value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      fail(fmt::format("{} is out of range", value.get<std::uint64_t>()));
+    }
     return value.get<std::int64_t>();
+  }
+  /// An integer in [lo, hi], checked before it is narrowed (4294967297 must not run as 1).
+  int int_in(int lo, int hi) const {
+    const std::int64_t x = integer();
+    if (x < lo || x > hi) fail(fmt::format("{} is not in {}..{}", x, lo, hi));
+    return static_cast<int>(x);
   }
   std::uint64_t unsigned_integer() const {
     if (!value.is_number_integer() || (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)) {

@@ -13,10 +13,14 @@
 #include <map>
 #include <sstream>
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "core/input.hpp"
+#include "core/output_file.hpp"
 #include "core/sizes.hpp"
 #include "topology/io.hpp"
 
@@ -42,28 +46,72 @@ std::string range_text(const TableRange& r) {
   return fmt::format("{}-{}", format_size(r.min_bytes), format_size(r.max_bytes));
 }
 
-/// Runs a shell command; returns its exit status (-1 when it could not run).
-int run_command(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  if (status == -1) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return -1;
+/// Runs `argv` (argv[0] looked up in PATH) without a shell: no input string is ever parsed as a command line.
+/// The child runs in `cwd` (when not empty) with stdout on /dev/null and stderr into `err_path` (/dev/null when
+/// empty). Returns its exit status, -1 when it could not start or ended by a signal.
+int spawn_and_wait(const std::vector<std::string>& argv, const std::string& cwd, const std::string& err_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  if (::posix_spawn_file_actions_init(&actions) != 0) return -1;
+  const std::string err = err_path.empty() ? std::string("/dev/null") : err_path;
+  int rc = ::posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (rc == 0) rc = ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  if (rc == 0) {
+    rc = ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.c_str(),
+                                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+  }
+  if (rc == 0 && !cwd.empty()) rc = ::posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  pid_t pid = -1;
+  if (rc == 0) rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string shell_quote(const std::string& s) {
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  write_output_file(path.string(), text, "--report");
+}
+
+}  // namespace
+
+std::string gnuplot_quote(std::string_view text) {
+  // gnuplot interprets nothing inside single quotes except a doubled quote; a raw newline (or any control
+  // character) would end the string and the command, so those are written as visible escapes instead.
   std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
+  for (const char c : escape_control(text)) {
+    if (c == '\'') out += "''";
     else out += c;
   }
   return out + "'";
 }
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw InvalidInput(fmt::format("{}: cannot write", path.string()));
-  out << text;
-  if (!out) throw BackendFailure(fmt::format("{}: write failed", path.string()));
+int run_gnuplot(const std::filesystem::path& work, const std::string& script) {
+  return spawn_and_wait({"gnuplot", script}, work.string(), (work / "gnuplot.err").string());
+}
+
+namespace {
+
+/// Writes `script` into `work`, runs gnuplot there and copies the PNG it wrote (`png`, a name inside `work`)
+/// into `root` with the output writer; true when the plot was rendered.
+bool render_plot(const std::filesystem::path& work, const std::filesystem::path& root, const std::string& png,
+                 const std::string& script) {
+  const std::string gp = std::filesystem::path(png).stem().string() + ".gp";
+  write_text(work / gp, script);
+  if (run_gnuplot(work, gp) != 0) return false;
+  std::string image;
+  try {
+    image = read_input_file((work / png).string(), "gnuplot output");
+  } catch (const InvalidInput&) {
+    return false;
+  }
+  write_text(root / png, image);
+  return true;
 }
 
 std::string xtics_for(const std::vector<std::uint64_t>& sizes) {
@@ -100,20 +148,23 @@ std::string family_plot_script(const FamilyCurves& curves, const std::vector<std
                                const std::string& data) {
   const bool busbw = metric == PlotMetric::kBusbw;
   std::ostringstream gp;
+  // Every name that comes from input (topology, families) and every path reaches gnuplot as a quoted string.
   gp << fmt::format("set terminal {} size 960,600\n", terminal);
-  gp << fmt::format("set output \"{}\"\n", png);
+  gp << fmt::format("set termoption noenhanced\nset output {}\n", gnuplot_quote(png));
   gp << "set datafile missing '?'\nset logscale x 2\nset logscale y 10\nset format y '%g'\nset grid\n";
   gp << (busbw ? "set key left top\n" : "set key left top\n");
   if (!sizes.empty()) gp << xtics_for(sizes);
-  gp << fmt::format("set title \"{}: predicted {}, best plan per family (log scales)\"\n", title,
-                    busbw ? "busbw" : "time");
+  gp << fmt::format("set title {}\n",
+                    gnuplot_quote(fmt::format("{}: predicted {}, best plan per family (log scales)", title,
+                                              busbw ? "busbw" : "time")));
   gp << "set xlabel 'message size (bytes)'\n";
   gp << (busbw ? "set ylabel 'busbw (GB/s)'\n" : "set ylabel 'time (us)'\n");
   // Columns: size, then busbw per family, then time per family.
   const std::size_t first = busbw ? 2 : 2 + curves.families.size();
   std::vector<std::string> series;
   for (std::size_t f = 0; f < curves.families.size(); ++f) {
-    series.push_back(fmt::format("'{}' using 1:{} with linespoints title '{}'", data, first + f, curves.families[f]));
+    series.push_back(fmt::format("{} using 1:{} with linespoints title {}", gnuplot_quote(data), first + f,
+                                 gnuplot_quote(curves.families[f])));
   }
   gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
   return gp.str();
@@ -278,11 +329,10 @@ std::string format_decision_table(const DecisionTable& table) {
 
 std::string gnuplot_png_terminal() {
   static const std::string terminal = [] {
-    if (run_command("command -v gnuplot >/dev/null 2>&1") != 0) return std::string();
+    // A fixed probe from argv: gnuplot missing from PATH fails to spawn (-1) like a missing terminal.
     for (const char* t : {"pngcairo", "png"}) {
-      const std::string probe =
-          fmt::format("gnuplot -e \"set terminal {}; set output '/dev/null'; plot x\" >/dev/null 2>&1", t);
-      if (run_command(probe) == 0) return std::string(t);
+      const std::string probe = fmt::format("set terminal {}; set output '/dev/null'; plot x", t);
+      if (spawn_and_wait({"gnuplot", "-e", probe}, "", "") == 0) return std::string(t);
     }
     return std::string();
   }();
@@ -291,9 +341,7 @@ std::string gnuplot_png_terminal() {
 
 void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) throw InvalidInput(fmt::format("--report: cannot create folder '{}'", dir));
+  make_output_folder(dir, "--report");
   const fs::path root(dir);
   const DecisionTable& table = result.table;
   const bool measured = !table.measured_backend.empty();
@@ -308,8 +356,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   if (terminal.empty()) {
     plot_notes.push_back("Plots were not rendered: gnuplot with a PNG terminal was not found.");
   } else if (!sizes.empty()) {
-    const fs::path work = fs::temp_directory_path() / fmt::format("artune-report-{}", ::getpid());
-    fs::create_directories(work);
+    // gnuplot's inputs live in a private folder (mkdtemp, 0700) and gnuplot runs there, so the scripts name
+    // files relatively; the PNGs are copied into the report with the output writer.
+    const TempDir tmp("artune-report");
+    const fs::path& work = tmp.path();
     // One data file (per family: busbw, then time), two plots on log axes: on a linear axis everything below
     // 64 KiB read as zero next to the GB/s of large messages.
     {
@@ -326,15 +376,12 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       }
       write_text(work / "families.dat", dat.str());
       for (const PlotMetric metric : {PlotMetric::kBusbw, PlotMetric::kTime}) {
-        const std::string name = metric == PlotMetric::kBusbw ? "busbw" : "time";
-        write_text(work / (name + ".gp"),
-                   family_plot_script(curves, sizes, metric, topo.name(), terminal, (root / (name + ".png")).string(),
-                                      (work / "families.dat").string()));
-        if (run_command(fmt::format("gnuplot {} 2>{}", shell_quote((work / (name + ".gp")).string()),
-                                    shell_quote((work / "gnuplot.err").string()))) == 0) {
-          plots.push_back(name + ".png");
+        const std::string name = std::string(metric == PlotMetric::kBusbw ? "busbw" : "time") + ".png";
+        if (render_plot(work, root, name,
+                        family_plot_script(curves, sizes, metric, topo.name(), terminal, name, "families.dat"))) {
+          plots.push_back(name);
         } else {
-          plot_notes.push_back(fmt::format("gnuplot failed to render {}.png.", name));
+          plot_notes.push_back(fmt::format("gnuplot failed to render {}.", name));
         }
       }
     }
@@ -349,23 +396,21 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       write_text(work / "measured.dat", dat.str());
       std::ostringstream gp;
       gp << fmt::format("set terminal {} size 960,600\n", terminal);
-      gp << fmt::format("set output \"{}\"\n", (root / "measured.png").string());
+      gp << "set termoption noenhanced\nset output 'measured.png'\n";
       gp << "set logscale xy 2\nset grid\nset key left top\n";
       gp << xtics_for(sizes);
-      gp << fmt::format("set title \"{}: predicted vs measured time of the pick ({})\"\n", topo.name(),
-                        table.measured_backend);
+      gp << fmt::format("set title {}\n",
+                        gnuplot_quote(fmt::format("{}: predicted vs measured time of the pick ({})", topo.name(),
+                                                  table.measured_backend)));
       gp << "set xlabel 'message size (bytes)'\nset ylabel 'time (us)'\nset format y '%g'\n";
-      gp << fmt::format("plot '{0}' using 1:2 with linespoints title 'predicted', '{0}' using 1:3 with linespoints "
-                        "title 'measured'\n",
-                        (work / "measured.dat").string());
-      write_text(work / "measured.gp", gp.str());
-      if (run_command(fmt::format("gnuplot {} 2>/dev/null", shell_quote((work / "measured.gp").string()))) == 0) {
+      gp << "plot 'measured.dat' using 1:2 with linespoints title 'predicted', 'measured.dat' using 1:3 with "
+            "linespoints title 'measured'\n";
+      if (render_plot(work, root, "measured.png", gp.str())) {
         plots.push_back("measured.png");
       } else {
         plot_notes.push_back("gnuplot failed to render measured.png.");
       }
     }
-    fs::remove_all(work, ec);
   }
 
   // ---- results.json ----------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 #pragma once
 // The autotune report: REPORT.md, results.json and plots rendered by gnuplot.
 
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +65,14 @@ std::string format_decision_table(const DecisionTable& table);
 
 /// Finds a PNG terminal of gnuplot ("pngcairo", else "png"); empty when gnuplot is missing.
 std::string gnuplot_png_terminal();
+
+/// `text` as a gnuplot string literal (single quotes, quotes doubled, control characters escaped visibly):
+/// names and specs from input files reach gnuplot only through this.
+std::string gnuplot_quote(std::string_view text);
+
+/// Runs gnuplot on the script file `script` (a name inside `work`) from argv, without a shell, with `work`
+/// as its current folder and its stderr in work/gnuplot.err; its exit status, -1 when it could not run.
+int run_gnuplot(const std::filesystem::path& work, const std::string& script);
 
 /// Writes DIR/REPORT.md, DIR/results.json, DIR/busbw.png and DIR/time.png (and DIR/measured.png when measured);
 /// creates DIR. Plots are skipped with a note in REPORT.md when gnuplot is missing.

@@ -9,12 +9,14 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "algorithms/verifier.hpp"
 #include "artune_config.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/sizes.hpp"
+#include "executor/backend.hpp"
 #include "executor/runner.hpp"
 #include "simulator/simulator.hpp"
 #include "tuner/size_sampling.hpp"
@@ -378,6 +380,21 @@ std::optional<std::size_t> measured_choice(const std::vector<std::pair<std::size
   return simplest->first;
 }
 
+std::uint64_t host_memory_budget() {
+  // available_host_memory() (executor/backend.hpp) already takes MemAvailable, the cgroup limit and RLIMIT_AS
+  // into account; the cpu backend itself refuses runs above 90 % of it, so measuring stays below that.
+  return available_host_memory() / 5 * 4;
+}
+
+std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes) {
+  std::uint64_t elements = 0;
+  for (const auto& device : plan.buffers) {
+    for (const std::int64_t n : device) elements += static_cast<std::uint64_t>(std::max<std::int64_t>(0, n));
+  }
+  elements += 2 * static_cast<std::uint64_t>(std::max<std::int64_t>(0, plan.count));
+  return elements * element_bytes;
+}
+
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options) {
   BackendOptions bo;
@@ -403,11 +420,29 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
     if (options.max_bytes == 0 || s.bytes <= options.max_bytes) total += to_measure(s).size();
   }
   std::size_t done = 0;
+  const std::uint64_t budget = options.backend != BackendKind::kCpu ? 0
+                               : options.memory_budget_bytes != 0 ? options.memory_budget_bytes
+                                                                  : host_memory_budget();
+  result.unmeasured_for_memory.clear();
   for (std::size_t si = 0; si < result.sizes.size(); ++si) {
     SizeScores& s = result.sizes[si];
     if (options.max_bytes != 0 && s.bytes > options.max_bytes) continue;
     s.measured.clear();
-    for (const std::size_t c : to_measure(s)) {
+    const std::vector<std::size_t> chosen = to_measure(s);
+    // The cpu backend holds every device's buffers in this process: a size whose plans cannot fit is
+    // skipped (and reported) instead of driving the machine into swap or the OOM killer. All of a size or
+    // none, so that the measured pick compares like with like.
+    bool fits = true;
+    for (std::size_t r = 0; r < chosen.size() && budget != 0 && fits; ++r) {
+      const Plan probe = build_candidate(topo, result.set.candidates[chosen[r]], s.count, search_options.op);
+      fits = host_bytes_for_run(probe, element_size(search_options.type)) <= budget;
+    }
+    if (!fits) {
+      done += chosen.size();
+      result.unmeasured_for_memory.push_back(s.bytes);
+      continue;
+    }
+    for (const std::size_t c : chosen) {
       const Candidate& cand = result.set.candidates[c];
       if (options.progress) {
         options.progress(done, total, fmt::format("measuring {} at {} on {}", cand.label(), format_size(s.bytes),

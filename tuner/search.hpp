@@ -60,6 +60,7 @@ struct SearchResult {
   std::vector<std::size_t> pick;         ///< per size: the chosen candidate
   std::size_t simulations = 0;           ///< (candidate, size) simulations run
   DecisionTable table;
+  std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };
 
 /// Simulates every candidate at every size and builds the table from the predicted best.
@@ -73,6 +74,9 @@ struct MeasureOptions {
   int iterations = 5;
   double timeout_s = 60;
   std::uint64_t max_bytes = 0;   ///< skip sizes above this (0 = measure all)
+  /// Host memory the cpu backend may use for one run (0 = what this machine and the process limits allow,
+  /// see host_memory_budget()); sizes whose plans need more are skipped and listed in unmeasured_for_memory.
+  std::uint64_t memory_budget_bytes = 0;
   ProgressFn progress;
 };
 
@@ -92,6 +96,14 @@ std::optional<std::size_t> measured_choice(const std::vector<std::pair<std::size
 /// `result.table` with the measured figures.
 void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
                  const MeasureOptions& options);
+
+/// Host memory one in-process run may take while measuring: 80 % of available_host_memory()
+/// (executor/backend.hpp: MemAvailable, the cgroup limit, RLIMIT_AS).
+std::uint64_t host_memory_budget();
+
+/// Host bytes the cpu backend holds to run and verify `plan`: every buffer of every device plus the
+/// verification's expected result and staged input.
+std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes);
 
 /// Rebuilds result.table from result.pick and the scores.
 void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options);

@@ -161,7 +161,11 @@ void CpuBackend::prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool
       const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(elements) * elem_, 1);
       const std::size_t rounded = (bytes + 63) / 64 * 64;
       void* p = std::aligned_alloc(64, rounded);
-      if (p == nullptr) throw std::bad_alloc();
+      if (p == nullptr) {
+        // A runtime failure naming what was asked for (exit 3), not a bare std::bad_alloc.
+        throw BackendFailure(fmt::format("cpu backend: out of memory allocating {} bytes for buffer {} of device {}",
+                                         rounded, buffers_[d].size(), d));
+      }
       std::memset(p, 0, rounded);
       storage_.emplace_back(static_cast<std::byte*>(p), &std::free);
       buffers_[d].push_back(Buffer{static_cast<std::byte*>(p), elements});

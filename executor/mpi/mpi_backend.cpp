@@ -17,6 +17,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -31,6 +32,12 @@ namespace artune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long a rank other than 0 that gave up waits for rank 0 to report and end the job before it reports
+// itself. Ranks of one plan stall within milliseconds of one another, but rank 0's MPI_Abort can take a few
+// seconds to reach every process on a loaded machine; the wait is only ever served in full when rank 0 is
+// the rank that stopped.
+constexpr double kRootReportGraceSeconds = 10.0;
 
 void mpi_check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) return;
@@ -111,7 +118,13 @@ class MpiBackend final : public Backend {
 
   ~MpiBackend() override {
     if (failed_) {
-      // A peer is stuck or gone: collectives would hang, so end the whole job.
+      // A peer is stuck or gone: collectives would hang, so end the whole job. Rank 0 reports (its caller
+      // prints the exception); every rank stalls at about the same time, so another rank gives rank 0 a
+      // short grace to report and abort first, and only speaks when rank 0 did not (rank 0 is the one stuck).
+      if (rank_ != 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(kRootReportGraceSeconds));
+        std::fprintf(stderr, "artune: rank %d: %s\n", rank_, failure_message_.c_str());
+      }
       std::fflush(stdout);
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, exit_status(failure_code_));
@@ -244,8 +257,7 @@ class MpiBackend final : public Backend {
   [[noreturn]] void fail(const E& e) {
     failed_ = true;
     failure_code_ = e.code();
-    std::fprintf(stderr, "artune: rank %d: %s\n", rank_, e.what());
-    std::fflush(stderr);
+    failure_message_ = e.what();  // printed by the destructor, only if rank 0 does not end the job first
     throw e;
   }
 
@@ -335,6 +347,7 @@ class MpiBackend final : public Backend {
   int runs_ = 0;
   bool failed_ = false;
   ErrorCode failure_code_ = ErrorCode::kBackendFailure;
+  std::string failure_message_;
 
   bool prepared_ = false;
   bool user_buffers_ = false;     // buffer 0 of this rank is the caller's (run_on)

@@ -165,9 +165,9 @@ artune_test::CliResult run_artune(const std::vector<std::string>& args) {
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on long chains of string operator+.
   std::string cmd = "cd ";
   cmd += shell_quote(fixtures().dir().string());
-  cmd += " && ulimit -v ";
-  cmd += std::to_string(kMemoryLimitKiB);
-  cmd += " && exec timeout ";
+  cmd += " && ";
+  cmd += artune_test::memory_limit_prefix(kMemoryLimitKiB);
+  cmd += "exec timeout ";
   cmd += std::to_string(kTimeLimitS);
   cmd += ' ';
   cmd += shell_quote(artune_test::artune_bin());

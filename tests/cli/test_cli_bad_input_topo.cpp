@@ -49,10 +49,17 @@ artune_test::CliResult run_limited(const std::vector<std::string>& args) {
   const int fd = ::mkstemp(pattern);
   REQUIRE(fd >= 0);
   ::close(fd);
-  std::string cmd = "ulimit -v " + std::to_string(kMemoryLimitKiB) + " && timeout " + std::to_string(kTimeLimitS) + " " +
-                    shell_quote(artune_test::artune_bin());
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " </dev/null 2>" + shell_quote(pattern);
+  std::string cmd = artune_test::memory_limit_prefix(kMemoryLimitKiB);
+  cmd += "timeout ";
+  cmd += std::to_string(kTimeLimitS);
+  cmd += ' ';
+  cmd += shell_quote(artune_test::artune_bin());
+  for (const auto& a : args) {
+    cmd += ' ';
+    cmd += shell_quote(a);
+  }
+  cmd += " </dev/null 2>";
+  cmd += shell_quote(pattern);
   artune_test::CliResult r = artune_test::run_shell("(" + cmd + ")");
   std::ifstream in(pattern);
   std::stringstream s;

@@ -612,3 +612,28 @@ TEST_CASE("io.to_json_derived_fields") {
   CHECK(directed == 2);
   CHECK(topology_from_json(out, "a2.json").fingerprint() == topology_from_json(asym, "a.json").fingerprint());
 }
+
+TEST_CASE("io.generator_limits_hold_for_every_input_path") {
+  // A cluster's "count" is held to the same GPU and link totals as the NxNAME generator, before any copy
+  // is made (55 bytes used to reach std::bad_alloc or gigabytes of memory).
+  CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":300}]})")) ==
+        "x.json: machines[0]: 76800 GPUs in all is more than the supported 65536");
+  CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":4096}]})")) ==
+        "x.json: machines[0]: 1048576 GPUs in all is more than the supported 65536");
+  CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":200}]})")) ==
+        "x.json: machines[0]: 13159200 directed links in all is more than the supported 4000000");
+  // Totals add up over entries.
+  CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":40},{"config":"uniform:256","count":40}]})")) ==
+        "x.json: machines[1]: 5263680 directed links in all is more than the supported 4000000");
+  // A full-form machine is held to the per-machine GPU limit of the generators.
+  json devices = json::array({{{"id", "cpu0"}, {"kind", "cpu"}}});
+  json links = json::array();
+  for (int g = 0; g < 1025; ++g) {
+    std::string id = "g";
+    id += std::to_string(g);
+    devices.push_back({{"id", id}, {"kind", "gpu"}});
+    links.push_back({{"a", id}, {"b", "cpu0"}, {"kind", "pcie"}, {"bandwidth", 12}});
+  }
+  CHECK(error_of(json{{"devices", devices}, {"links", links}}) ==
+        "x.json: devices: machine 0 has 1025 GPUs, more than the supported 1024 per machine");
+}

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <unistd.h>
@@ -282,4 +283,27 @@ TEST_CASE("decision_table.several_types_and_ops") {
   CHECK(load_decision_table(name, topo, DataType::kFloat16, ReduceOp::kMax) == hm);
   CHECK_THROWS_AS(read_decision_table(name), InvalidInput);
   fs::remove(name);
+}
+
+TEST_CASE("decision_table.integers_range_checked_before_narrowing") {
+  const Topology topo = load_topology("uniform:4");
+  const nlohmann::json good = table_to_json(sample_table(topo));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json doc = good;
+    edit(doc);
+    return error_of([&] { table_from_json(doc, "t.json"); });
+  };
+  // 2^32 + 1 would run as 1 segment, 2^32 as GPU 0, if narrowed without a check.
+  std::string msg = refused([](nlohmann::json& d) { d["ranges"][0]["plan"]["segments"] = 4294967297ULL; });
+  CHECK(msg.find("ranges[0].plan.segments: 4294967297 is not in 1..") != std::string::npos);
+  msg = refused([](nlohmann::json& d) { d["ranges"][1]["plan"]["gpu_perm"][0] = 4294967296ULL; });
+  CHECK(msg.find("gpu_perm[0]: 4294967296 is not in 0..") != std::string::npos);
+  msg = refused([](nlohmann::json& d) { d["ranges"][1]["plan"]["gpu_perm"][0] = -1; });
+  CHECK(msg.find("gpu_perm[0]: -1 is not in 0..") != std::string::npos);
+  msg = refused([](nlohmann::json& d) { d["topology"]["gpus"] = 18446744073709551615ULL; });
+  CHECK(msg.find("topology.gpus: 18446744073709551615 is out of range") != std::string::npos);
+  msg = refused([](nlohmann::json& d) { d["schema_version"] = 4294967297ULL; });
+  CHECK(msg.find("schema_version: 4294967297 is not in") != std::string::npos);
+  msg = refused([](nlohmann::json& d) { d["ranges"][1]["points"][0]["measured"]["iterations"] = 4294967301ULL; });
+  CHECK(msg.find("iterations: 4294967301 is not in 0..") != std::string::npos);
 }

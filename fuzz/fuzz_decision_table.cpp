@@ -1,0 +1,12 @@
+// Fuzz target: the decision-table reader.
+
+#include "core/json_input.hpp"
+#include "fuzz/fuzz_target.hpp"
+#include "tuner/decision_table.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  return artune_fuzz::run_one(data, size, [](std::string_view text) {
+    const artune::DecisionTable table = artune::table_from_json(artune::parse_json_input(text, "fuzz"), "fuzz");
+    (void)artune::table_to_json(table);
+  });
+}
