@@ -27,7 +27,6 @@ if [ "${1:-}" = "--fuzz" ]; then
     CXX=clang++ CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbuildtype=debugoptimized -Dbenchmarks=disabled -Dcuda=disabled
   fi
-  ninja -C build-fuzz
   # Seeds as the replay tests use them (fuzz/meson.build); libFuzzer wants plain folders.
   declare -A seeds=(
     [topology_json]="configs/*.json tests/topology/data/*.json"
@@ -37,11 +36,16 @@ if [ "${1:-}" = "--fuzz" ]; then
     [decision_table]="reports/*/table.json"
     [calibration_overlay]="reports/*/overlay.json"
   )
+  targets=()
+  for name in "${!seeds[@]}"; do targets+=("fuzz/fuzz_$name"); done
+  ninja -C build-fuzz "${targets[@]}"
   for name in "${!seeds[@]}"; do
     corpus="build-fuzz/corpus/$name"
     mkdir -p "$corpus"
     # shellcheck disable=SC2086
-    cp ${seeds[$name]} "$corpus"/ 2>/dev/null || true
+    for seed in ${seeds[$name]}; do
+      cp "$seed" "$corpus/$(printf '%s' "$seed" | tr / _)"  # reports/*/table.json share a file name
+    done
     echo "== fuzz_$name for ${seconds}s"
     "build-fuzz/fuzz/fuzz_$name" -max_total_time="$seconds" -rss_limit_mb=4096 -max_len=65536 \
       -artifact_prefix="build-fuzz/crash-$name-" "$corpus"
