@@ -231,7 +231,7 @@ void validate(const DiscoverFlags& f) {
   check_range("--net-latency", f.net_latency, 0, kMaxFigure);
   check_range("--oversubscription", f.oversubscription, 1, kMaxOversubscription);
   // Before discovery (which waits on every rank under mpirun): an unwritable -o fails first.
-  if (!f.output.empty()) check_output_file(f.output, "-o/--output");
+  if (!f.output.empty()) check_output_file(f.output, "--out");
   if (f.hostname_given && f.hostname.empty()) throw InvalidInput("--hostname: must not be empty");
   for (unsigned char c : f.hostname) {
     if (c < 0x20 || c == 0x7f) throw InvalidInput("--hostname: must not contain control characters");

@@ -605,7 +605,7 @@ void run_calibrate(const CalibrateFlags& f) {
   const CalibrationResult r = calibrate(topo, co);
   progress.finish();
   if (!r.root) return;  // under mpirun rank 0 writes and prints
-  if (!f.output.empty()) write_output_file(f.output, r.overlay.dump(2) + "\n", "-o/--output");
+  if (!f.output.empty()) write_output_file(f.output, r.overlay.dump(2) + "\n", "--out");
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
     make_output_folder(f.report, "--report");
