@@ -298,7 +298,8 @@ class Generator {
     if (!labels_.insert(label).second) return;
     try {
       // build_plan verifies the plan (verify_or_throw) and throws on a problem: caught below.
-      (void)build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
+      const Plan plan = build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
+      set_.plan_ops.push_back(plan.ops.size());
     } catch (const Error& e) {
       const std::string why = e.what();
       set_.rejected.push_back(why.rfind(label + ":", 0) == 0 ? why : fmt::format("{}: {}", label, why));

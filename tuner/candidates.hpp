@@ -54,6 +54,9 @@ struct CandidateOptions {
 struct CandidateSet {
   std::vector<Candidate> candidates;         ///< verified, unique labels, stable order
   std::vector<std::string> rejected;         ///< "label: reason" for each that failed to build or verify
+  /// Ops of each candidate's plan at the verification count (a measure of its simulation cost; empty when the
+  /// set was not made by generate_candidates).
+  std::vector<std::size_t> plan_ops;
   int hamiltonian_cycles = 0;                ///< NVLink Hamiltonian cycles found on machine 0 (before sampling)
   int disjoint_rings = 0;                    ///< link-disjoint rings found on machine 0
   std::vector<std::vector<int>> cliques;     ///< NVLink cliques of machine 0 (local GPU indices)

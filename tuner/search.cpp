@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <string>
 
 #include "algorithms/verifier.hpp"
@@ -111,8 +112,17 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     predicted[slot].reset();
     return std::nullopt;
   };
+  // The costliest candidates first (most plan ops), so that no large one is left to run alone at the end; the
+  // slots each fills do not depend on the order.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (result.set.plan_ops.size() == n) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return result.set.plan_ops[a] > result.set.plan_ops[b]; });
+  }
   SimulationProgress tracker(options.progress, n);
-  parallel_for(n, options.jobs, [&](std::size_t c) {
+  parallel_for(n, options.jobs, [&](std::size_t k) {
+    const std::size_t c = order[k];
     if (options.exhaustive) {
       for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
     } else {
