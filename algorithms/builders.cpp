@@ -450,7 +450,7 @@ void validate_gpu_perm(const Setup& s) {
     throw InvalidInput("--gpu-perm: the machines hold different numbers of participants, so no one local order "
                        "applies to all of them");
   }
-  local_order(s, AlgToken{"gpu-perm", -1});
+  local_order(s, AlgToken{"gpu-perm", -1, ""});
 }
 
 // Gather shards hold data and reduce it: GPUs and CPU sockets can, switches and NICs cannot.

@@ -19,7 +19,7 @@ std::string parse_error(const std::string& text) {
   return "";
 }
 
-AlgToken tok(const std::string& name, int arg = -1) { return AlgToken{name, arg}; }
+AlgToken tok(const std::string& name, int arg = -1) { return AlgToken{name, arg, ""}; }
 
 }  // namespace
 
