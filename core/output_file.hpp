@@ -8,7 +8,7 @@
 //    closed (every step checked), then renamed over the target. Symbolic links
 //    are resolved first, so a link stays a link and its target is updated. The
 //    new file gets the old file's mode (a new one: 0666 less the umask);
-//  - a character device or a FIFO (`-o /dev/stdout`, `/dev/null`, a named pipe)
+//  - a character device or a FIFO (`--out /dev/stdout`, `/dev/null`, a named pipe)
 //    and the /proc/self/fd links behind /dev/stdout are written through in
 //    place, without rename, so the node itself is never replaced;
 //  - a directory, a block device or a socket is refused (InvalidInput, one line).
@@ -27,7 +27,7 @@ namespace artune {
 /// One line for --help: how artune treats an output path.
 inline constexpr std::string_view kOutputPathHelp =
     "a regular file or new path is replaced atomically, through symlinks; a character device or FIFO "
-    "(-o /dev/stdout) is written in place; a folder, block device or socket is refused";
+    "(/dev/stdout) is written in place; a folder, block device or socket is refused";
 
 /// Writes `text` to `path` as described above. InvalidInput (exit 2) for a refused or unreachable path
 /// (missing folder, no permission), BackendFailure (exit 3) when writing fails (full disk, /dev/full).
