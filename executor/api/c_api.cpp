@@ -168,6 +168,7 @@ const char* artune_error_string(artune_result_t result) {
     case ARTUNE_ERR_REMOTE: return "remote or library failure";
     case ARTUNE_ERR_TIMEOUT: return "timeout";
     case ARTUNE_ERR_INTERNAL: return "internal error";
+    case ARTUNE_RESULT_MAX_ENUM: break;
   }
   return "unknown result code";
 }

@@ -25,7 +25,8 @@ typedef enum {
   ARTUNE_ERR_UNSUPPORTED = 2,   /**< a valid request this build or machine cannot serve */
   ARTUNE_ERR_REMOTE = 3,        /**< a peer or a library call (MPI, CUDA, NCCL) failed */
   ARTUNE_ERR_TIMEOUT = 4,       /**< a peer did not arrive or answer within the timeout */
-  ARTUNE_ERR_INTERNAL = 5       /**< anything else (out of memory, an internal invariant) */
+  ARTUNE_ERR_INTERNAL = 5,      /**< anything else (out of memory, an internal invariant) */
+  ARTUNE_RESULT_MAX_ENUM = 0x7fffffff /* not a result: every int is a value of the enum */
 } artune_result_t;
 
 /** Element types (same order as artune::DataType). */
@@ -36,7 +37,10 @@ typedef enum {
   ARTUNE_BFLOAT16,    /**< bfloat16 */
   ARTUNE_INT32,       /**< int32_t */
   ARTUNE_INT64,       /**< int64_t */
-  ARTUNE_UINT8        /**< uint8_t */
+  ARTUNE_UINT8,       /**< uint8_t */
+  /* Not a type: makes every int a valid value of the enum, so that a wrong value from a caller is refused
+     with ARTUNE_ERR_INVALID_USAGE instead of being undefined behaviour in C++. */
+  ARTUNE_DTYPE_MAX_ENUM = 0x7fffffff
 } artune_dtype_t;
 
 /** Reduce ops (same order as artune::ReduceOp). */
@@ -45,7 +49,8 @@ typedef enum {
   ARTUNE_PROD,    /**< product */
   ARTUNE_MIN,     /**< minimum */
   ARTUNE_MAX,     /**< maximum */
-  ARTUNE_AVG      /**< sum divided by the ranks */
+  ARTUNE_AVG,     /**< sum divided by the ranks */
+  ARTUNE_OP_MAX_ENUM = 0x7fffffff /* not an op: every int is a value of the enum (see ARTUNE_DTYPE_MAX_ENUM) */
 } artune_op_t;
 
 /** Backends (same order as artune::BackendKind). */
@@ -53,7 +58,8 @@ typedef enum {
   ARTUNE_BACKEND_CPU = 0, /**< threads of one process */
   ARTUNE_BACKEND_MPI,     /**< one rank per MPI process */
   ARTUNE_BACKEND_CUDA,    /**< GPUs of one process */
-  ARTUNE_BACKEND_NCCL     /**< one GPU per MPI process */
+  ARTUNE_BACKEND_NCCL,    /**< one GPU per MPI process */
+  ARTUNE_BACKEND_MAX_ENUM = 0x7fffffff /* not a backend: every int is a value of the enum */
 } artune_backend_t;
 
 /** How a communicator picks its plans (see artune::CommOptions); strings may be NULL or "". */
