@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "tests/test_support.hpp"
 #include "topology/discovery.hpp"
 #include "topology/io.hpp"
 #include "topology/topology.hpp"
@@ -44,10 +45,10 @@ using Run = artune_test::CliResult;
 // `artune ARGS` with stdout and stderr together.
 Run run(const std::string& args) { return artune_test::run_shell(artune_test::artune_bin() + " " + args + " 2>&1"); }
 
+// One scratch folder for the whole program, removed when it ends.
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("artune_test_discovery_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  static const artune_test::ScratchDir dir("artune_test_discovery");
+  return dir.path() / name;
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
