@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
@@ -23,6 +25,14 @@ std::string error_of(F&& f) {
 }
 
 /// A fresh, empty folder under the system temp dir, removed with everything in it
+/// The whole content of a file ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 /// when the test ends (also when a REQUIRE fails).
 class ScratchDir {
  public:

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.hpp"
+#include "tests/test_support.hpp"
 
 namespace {
 
@@ -33,12 +34,7 @@ constexpr std::size_t kMaxLineBytes = 1100;
 
 using artune_test::shell_quote;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using artune_test::slurp;
 
 void write(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

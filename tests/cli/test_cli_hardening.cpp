@@ -30,12 +30,7 @@ using artune_test::run_shell;
 using artune_test::ScratchDir;
 using artune_test::shell_quote;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using artune_test::slurp;
 
 void put(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 

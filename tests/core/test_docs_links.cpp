@@ -16,17 +16,13 @@
 #include <vector>
 
 #include "tests/cli_runner.hpp"
+#include "tests/test_support.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using artune_test::slurp;
 
 /// Folders that are not part of the source tree proper (build outputs, VCS data).
 bool skipped_dir(const fs::path& rel) {

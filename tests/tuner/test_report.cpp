@@ -32,12 +32,7 @@ Measurement timed(double us, double spread_pct, std::int64_t wrong = 0) {
   return m;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using artune_test::slurp;
 
 }  // namespace
 
