@@ -86,6 +86,20 @@ constexpr double kRingPlateau = 1.4;
 constexpr double kLLWire = 2.0;
 constexpr double kLL128Wire = 128.0 / 120.0;
 
+// ---- The simulator's time model (nccl_model.hpp: launch_us, device_latency_us), apart from NCCL's choice ----
+// Host time of one kernel launch with NCCL's enqueue, per GPU the issuing thread drives. Derived from the six
+// single-process `all_reduce_perf -g 8` rows of togethercomputer/together-nccl-tests (H100, 8 B – 64 KiB,
+// ring and default runs; tests/simulator/data/nccl_published.json): their mean time, 36.2 µs, less the
+// device latency this model gives them (Ring/LL: 6.6 + 14 × 0.6 µs, ≈ 15.3 µs with the bytes), over the
+// 8 launches one thread issues per iteration: (36.2 − 15.3) / 8 ≈ 2.6 µs. NVIDIA's NCCL team names the
+// same cause (NVIDIA/nccl-tests#333: "-g 8 … CUDA latency overheads of single process jobs").
+constexpr double kLaunchPerGpuUs = 2.6;
+// Device time of NVLS's multicast round (reduce in the switch, multicast back): the three 2-GPU H100 rows
+// of NVIDIA/nccl#1259 (128 – 512 B, CUDA graphs, so no launch time): 5.56, 5.99, 5.97 µs, mean 5.84 µs.
+// NCCL's own table charges 25 µs (tuning.cc hwLatencies NVLINK/NVLS/Simple), a weight that keeps its
+// choice off NVLS for small sizes; it stays in NCCL's table, used for the choice only.
+constexpr double kNvlsDeviceUs = 5.84;
+
 int cc_index(int compcap) { return compcap >= 100 ? 3 : compcap >= 90 ? 2 : compcap >= 80 ? 1 : 0; }
 int log2i(int n) {
   int l = 0;
@@ -645,6 +659,19 @@ double all_reduce_latency_us(const Graph& g, Algo algo, Proto proto, const HopAd
     case Algo::kPat: return l.base_us;
   }
   return l.base_us;
+}
+
+double launch_us(int gpus_per_thread, bool cuda_graph) {
+  return cuda_graph ? 0.0 : kLaunchPerGpuUs * std::max(1, gpus_per_thread);
+}
+
+double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return all_reduce_latency_us(g, algo, proto, adjust);
+  // NVLS: the measured multicast round in place of NCCL's 25 µs weight, shifted as the NVLink steps are.
+  const Latencies l = latencies(g, algo, proto, adjust);
+  const double round = std::max(0.0, kNvlsDeviceUs + adjust.intra_us);
+  if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
+  return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
 }
 
 CostTable all_reduce_table(const Graph& g) {

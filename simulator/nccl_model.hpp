@@ -119,6 +119,24 @@ Latencies latencies(const Graph& graph, Algo algo, Proto proto, const HopAdjust&
 /// Total latency NCCL charges for an all-reduce (its cost table's latency term), shifted by `adjust`.
 double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
 
+// ---- The time an all-reduce's latency takes (what the simulator charges), apart from NCCL's cost table ----
+//
+// NCCL's cost table (above) exists to *choose*: some of its constants are steering weights, not times (NVLS
+// is charged 25 µs per call so that small sizes stay on Ring/Tree LL), and it leaves out what the host
+// spends issuing the call. The simulator's small-message time is
+//     launch_us(gpus per thread, CUDA graph) + device_latency_us(graph, algo, proto)
+// where the device part is NCCL's base + per-step latencies per link class (steps crossing the network pay
+// the network's, the others NVLink's or PCIe's), except NVLS whose multicast round takes the time measured
+// on H100 (NVIDIA/nccl#1259), and the launch part is one kernel launch per GPU the issuing thread drives.
+// nccl_model.cpp cites every constant and the published rows each was derived from.
+
+/// Host time (µs) of issuing one NCCL collective: one launch per GPU the calling thread drives
+/// (nccl-tests `-g N` from one thread: N; one process per GPU: 1), none per call when the calls are replayed
+/// from a CUDA graph (nccl-tests `-G`).
+double launch_us(int gpus_per_thread = 1, bool cuda_graph = false);
+/// Device-side latency (µs) of one all-reduce with algorithm × protocol on `graph`, shifted by `adjust`.
+double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+
 /// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
 double wire_factor(Proto proto) noexcept;
 /// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none

@@ -495,7 +495,8 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const CostModel defaults = CostModel::defaults(model_.profile);
   auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
   const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
-  const double latency = nccl::all_reduce_latency_us(g, choice.algo, choice.proto, adjust);
+  // The time the call's latency takes (one launch, the device's steps), not NCCL's choice weights.
+  const double latency = nccl::launch_us() + nccl::device_latency_us(g, choice.algo, choice.proto, adjust);
   const double wire = nccl::wire_factor(choice.proto);
   const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
