@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "algorithms/builders.hpp"
+#include "algorithms/spec.hpp"
 #include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "executor/runner.hpp"
@@ -27,6 +29,9 @@ using namespace calibration_detail;
 namespace {
 
 using Progress = std::function<void(const std::string&)>;
+
+// Sizes of the NCCL fit's all-reduce runs: latency-bound (8 B – 64 KiB) to bandwidth-bound (16 – 64 MiB).
+constexpr std::uint64_t kNcclFitSizes[] = {8, 4096, 65536, 1u << 20, 16u << 20, 64u << 20};
 
 std::int64_t count_of(std::uint64_t bytes, std::size_t es) { return std::max<std::int64_t>(1, bytes / es); }
 
@@ -249,7 +254,10 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
                                        : std::vector<std::uint64_t>{};
   const std::size_t micro_steps = sizes.size() * (result.copies.size() + 3 + reduce_types.size()) + 2 +
                                   (host_backend(options.backend) ? kHostProbePoints : 0);
-  const std::size_t steps = micro_steps + picks.size() * (tsizes.size() + vsizes.size());
+  // nccl backend: NCCL's own all-reduce over machine 0's GPUs for the NCCL fit (fit_nccl).
+  const bool nccl_runs = options.backend == BackendKind::kNccl;
+  const std::size_t steps = micro_steps + picks.size() * (tsizes.size() + vsizes.size()) +
+                            (nccl_runs ? std::size(kNcclFitSizes) : 0);
   std::size_t done = 0;
   const Progress progress = [&](const std::string& what) {
     if (options.progress) options.progress(done, steps, what);
@@ -324,6 +332,28 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     result.refined = refine_model(topo, result.model, runs, options.backend, esize);
     result.model = result.refined->model;
     result.overlay = result.model.to_json();
+  }
+
+  if (nccl_runs) {
+    // NCCL's all-reduce from latency- to bandwidth-bound sizes; the fit moves the per-lane efficiency and the
+    // per-step latency of the link classes its channels cross, on top of the refined model.
+    std::vector<TrainingRun> nccl;
+    for (const std::uint64_t bytes : kNcclFitSizes) {
+      progress(fmt::format("nccl all-reduce at {}", format_size(bytes)));
+      BuildOptions bo_nccl;
+      bo_nccl.count = count_of(bytes, esize);
+      bo_nccl.participants = gpus;
+      Plan plan = build_plan(topo, parse_spec("nccl"), bo_nccl);
+      const Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup,
+                                         std::max(3, options.iterations));
+      training_wrong += m.wrong;
+      if (m.figures.time_us > 0) nccl.push_back({std::move(plan), "nccl", m.figures.time_us});
+    }
+    if (!nccl.empty()) {
+      result.nccl = fit_nccl(topo, result.model, nccl, esize);
+      result.model = result.nccl->model;
+      result.overlay = result.model.to_json();
+    }
   }
 
   if (options.validate) validate(topo, options, micro, whole, result);

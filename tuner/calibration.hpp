@@ -106,6 +106,15 @@ struct RefineResult {
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 
+/// The NCCL fit (`artune calibrate --backend nccl`): from NCCL all-reduce runs (NCCL's own choice, several sizes),
+/// per link class the NCCL rings cross — NVLink or PCIe inside a machine, the network across machines — the
+/// efficiency (share of NCCL's per-lane rate the channels reach: links.<kind>.efficiency) and the per-step
+/// latency (links.<kind>.alpha_us; beyond the profile's default it shifts NCCL's per-step latency of that
+/// class), by the least squares of refine_model on relative residuals. The overlay then carries the machine's
+/// figures in place of NCCL's defaults. InvalidInput when the runs hold no NCCL all-reduce over 2+ GPUs.
+RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                      std::size_t element_bytes);
+
 /// Predicted vs measured for one validation run.
 struct ValidationRow {
   std::string label;
@@ -137,6 +146,7 @@ struct CalibrationResult {
   nlohmann::json overlay;              ///< the CostModel overlay written by calibrate (refined when refine is on)
   CostModel model;                     ///< defaults for the profile with the overlay applied
   std::optional<RefineResult> refined; ///< refinement against whole-plan runs
+  std::optional<RefineResult> nccl;    ///< nccl backend: the NCCL fit (fit_nccl) over NCCL all-reduce runs
   std::int64_t training_wrong = 0;     ///< #wrong summed over the refinement runs (must be 0)
   std::vector<ValidationRow> validation;
   double mape_all = 0;                 ///< fraction, every validation row

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "simulator/nccl_model.hpp"
 #include "simulator/simulator.hpp"
 #include "tuner/calibration.hpp"
 #include "tuner/calibration_detail.hpp"
@@ -146,12 +147,58 @@ std::vector<Param> refine_params(const CostModel& start, BackendKind backend, co
   return p;
 }
 
+/// The kinds of link an NCCL group op's channels cross: NVLink or PCIe inside a machine (what NCCL's rings
+/// use there), the network when the group spans machines.
+std::set<LinkKind> nccl_link_kinds(const Topology& topo, const std::vector<TrainingRun>& runs) {
+  std::set<LinkKind> kinds;
+  for (const auto& run : runs) {
+    for (const auto& op : run.plan.ops) {
+      if (op.kind != OpKind::kGroup || op.collective != Collective::kAllReduce) continue;
+      std::vector<int> members;
+      for (const int d : op.group) members.push_back(run.plan.devices[static_cast<std::size_t>(d)].node);
+      if (members.size() < 2) continue;
+      const nccl::Graph g = nccl::search(topo, members);
+      kinds.insert(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie);
+      if (g.machines > 1) kinds.insert(LinkKind::kNetwork);
+    }
+  }
+  return kinds;
+}
+
+RefineResult least_squares(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                           const std::vector<Param>& params, std::size_t element_bytes);
+
 }  // namespace
+
+RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                      std::size_t element_bytes) {
+  if (runs.empty()) throw InvalidInput("calibrate: nccl fit: no NCCL all-reduce runs to fit");
+  const std::set<LinkKind> kinds = nccl_link_kinds(topo, runs);
+  if (kinds.empty()) throw InvalidInput("calibrate: nccl fit: the runs hold no NCCL all-reduce over 2 or more GPUs");
+  std::vector<Param> params;
+  for (const LinkKind k : kinds) {
+    // Efficiency: the share of NCCL's per-lane (per-link) rate the channels reach; α: the per-step latency
+    // of that class, beyond the profile's default a shift of NCCL's (simulator: HopAdjust).
+    params.push_back({fmt::format("links.{}.efficiency", to_string(k)),
+                      [k](const CostModel& m) { return m.link_for(k).efficiency; },
+                      [k](CostModel& m, double v) { m.link[k].efficiency = v; }, 0, 1.0});
+    params.push_back({fmt::format("links.{}.alpha_us", to_string(k)),
+                      [k](const CostModel& m) { return m.link_for(k).alpha_us; },
+                      [k](CostModel& m, double v) { m.link[k].alpha_us = v; }, 0.05});
+  }
+  return least_squares(topo, start, runs, params, element_bytes);
+}
 
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes) {
   if (runs.empty()) throw InvalidInput("refine: no whole-plan runs to fit");
-  const std::vector<Param> params = refine_params(start, backend, topo, runs);
+  return least_squares(topo, start, runs, refine_params(start, backend, topo, runs), element_bytes);
+}
+
+namespace {
+
+RefineResult least_squares(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
+                           const std::vector<Param>& params, std::size_t element_bytes) {
   const auto np = static_cast<Eigen::Index>(params.size());
   const auto nr = static_cast<Eigen::Index>(runs.size());
   // Each parameter stays within a factor 100 of where the microbenchmarks put it: a rate the runs cannot
@@ -236,5 +283,7 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
   for (const auto& p : params) out.parameters.push_back(fmt::format("{}: {:.4g} -> {:.4g}", p.name, p.get(start), p.get(out.model)));
   return out;
 }
+
+}  // namespace
 
 }  // namespace artune

@@ -80,6 +80,12 @@ std::string CalibrationResult::summary() const {
                        100 * refined->rms_rel_after);
     for (const auto& p : refined->parameters) out << "    " << p << "\n";
   }
+  if (nccl) {
+    out << fmt::format("## NCCL fit against NCCL all-reduce runs (per link class: efficiency, per-step latency; "
+                       "{} iterations): RMS relative error {:.1f}% -> {:.1f}%\n",
+                       nccl->iterations, 100 * nccl->rms_rel_before, 100 * nccl->rms_rel_after);
+    for (const auto& p : nccl->parameters) out << "    " << p << "\n";
+  }
   if (!validation.empty()) {
     out << "## validation: predicted (calibrated) vs measured, per family and size (sizes not used for fitting)\n";
     out << fmt::format("{:<24} {:>9} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "plan", "size", "default(us)",
@@ -148,6 +154,11 @@ nlohmann::json CalibrationResult::to_json() const {
                                                {"iterations", refined->iterations},
                                                {"parameters", refined->parameters}}
                               : nlohmann::json()},
+          {"nccl", nccl ? nlohmann::json{{"rms_rel_before", nccl->rms_rel_before},
+                                         {"rms_rel_after", nccl->rms_rel_after},
+                                         {"iterations", nccl->iterations},
+                                         {"parameters", nccl->parameters}}
+                        : nlohmann::json()},
           {"mape_micro_64k", mape_micro_64k},
           {"validation", rows},
           {"mape_all", mape_all},

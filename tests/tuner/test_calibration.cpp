@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "algorithms/builders.hpp"
+#include "algorithms/spec.hpp"
 #include "core/error.hpp"
 #include "simulator/simulator.hpp"
 #include "topology/io.hpp"
@@ -287,4 +289,66 @@ TEST_CASE("calibration.refine_recovers_the_host_model") {
   CHECK(r.model.host.cache_bytes == 4e6);
   REQUIRE(r.parameters.size() == 7);
   CHECK(r.parameters[4].rfind("host.run_overhead_us", 0) == 0);
+}
+
+namespace {
+
+// NCCL all-reduce "measurements" (NCCL's own choice) simulated with a known model, from 8 B to 64 MiB.
+std::vector<TrainingRun> nccl_runs(const Topology& topo, const CostModel& truth, const std::vector<int>& participants) {
+  std::vector<TrainingRun> runs;
+  for (const std::int64_t bytes : {8LL, 4096LL, 65536LL, 1LL << 20, 16LL << 20, 64LL << 20}) {
+    BuildOptions o;
+    o.count = bytes / 4 > 0 ? bytes / 4 : 1;
+    o.participants = participants;
+    Plan plan = build_plan(topo, parse_spec("nccl"), o);
+    const double t = simulate(plan, topo, truth, 4).time_us;
+    runs.push_back({std::move(plan), "nccl", t});
+  }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("calibration.nccl_fit_recovers_lane_efficiency_and_hop_latency") {
+  // A DGX-1 whose NVLink lanes reach 65 % of NCCL's per-lane rate (default 80 %) and whose NCCL steps take
+  // 1.5 µs more than NCCL's defaults: the fit from NCCL's defaults recovers both.
+  const Topology v100 = load_topology("dgx1-v100");
+  const CostModel defaults = CostModel::defaults(BackendProfile::kNccl);
+  CostModel truth = defaults;
+  truth.link[LinkKind::kNvLink].efficiency = 0.65;
+  truth.link[LinkKind::kNvLink].alpha_us = defaults.link_for(LinkKind::kNvLink).alpha_us + 1.5;
+  const std::vector<TrainingRun> runs = nccl_runs(v100, truth, {});
+  const RefineResult r = fit_nccl(v100, defaults, runs, 4);
+  CHECK(r.rms_rel_before > 0.05);
+  CHECK(r.rms_rel_after < 1e-3);
+  CHECK(r.parameters.size() == 2);  // NVLink only: one machine
+  CHECK(r.model.link_for(LinkKind::kNvLink).efficiency == doctest::Approx(0.65).epsilon(0.01));
+  CHECK(r.model.link_for(LinkKind::kNvLink).alpha_us - defaults.link_for(LinkKind::kNvLink).alpha_us ==
+        doctest::Approx(1.5).epsilon(0.02));
+  // Other link classes stay NCCL's defaults.
+  CHECK(r.model.link_for(LinkKind::kNetwork) == defaults.link_for(LinkKind::kNetwork));
+
+  // Across machines the network class joins: 4 machines of H100, network steps 4 µs faster than NCCL's
+  // default and the NICs at 70 % of their rate; machine GPUs as NCCL's defaults.
+  const Topology c4 = load_topology("4xdgx-h100");
+  CostModel net = defaults;
+  net.link[LinkKind::kNetwork].alpha_us = defaults.link_for(LinkKind::kNetwork).alpha_us - 4.0;
+  net.link[LinkKind::kNetwork].efficiency = 0.7;
+  const RefineResult n = fit_nccl(c4, defaults, nccl_runs(c4, net, {}), 4);
+  CHECK(n.parameters.size() == 4);  // NVLink and network
+  CHECK(n.rms_rel_after < 1e-3);
+  CHECK(n.model.link_for(LinkKind::kNetwork).efficiency == doctest::Approx(0.7).epsilon(0.01));
+  CHECK(n.model.link_for(LinkKind::kNetwork).alpha_us ==
+        doctest::Approx(defaults.link_for(LinkKind::kNetwork).alpha_us - 4.0).epsilon(0.02));
+
+  // The calibrated overlay reproduces the measured machine in the simulator.
+  CostModel applied = defaults;
+  applied.apply_overlay(r.model.to_json(), "calib.json");
+  for (const TrainingRun& run : runs) {
+    CHECK(simulate(run.plan, v100, applied, 4).time_us == doctest::Approx(run.measured_us).epsilon(1e-3));
+  }
+  // Runs without an NCCL all-reduce: bad input, not a fit of nothing.
+  CHECK_THROWS_AS(fit_nccl(v100, defaults, {}, 4), InvalidInput);
+  std::vector<TrainingRun> copies = {{copy_plan(v100, v100.gpus(), v100.gpus()[0], v100.gpus()[1], 1024), "copy", 10.0}};
+  CHECK_THROWS_AS(fit_nccl(v100, defaults, copies, 4), InvalidInput);
 }
