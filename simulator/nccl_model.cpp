@@ -793,6 +793,21 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
 
 double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_index(g.compcap)]; }
 
+// tuning.cc ncclPatEnable: sm60+ (CUDA atomics), one GPU per node; PAT latency: 8 µs base, the network Tree
+// latency (ppn = 1) over 3.5 per tree level, and a linear 2.8 µs per rank.
+constexpr int kPatMinCompcap = 60;
+constexpr double kPatBaseUs = 8.0;
+constexpr double kPatLevelDivisor = 3.5;
+constexpr double kPatPerRankUs = 2.8;
+
+bool pat_enabled(const Graph& g) noexcept { return g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1; }
+
+double pat_latency_us(const Graph& g) noexcept {
+  if (!pat_enabled(g)) return -1.0;
+  const double net = kHwLatency[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
+  return kPatBaseUs + log2i(g.machines) * net / kPatLevelDivisor + kPatPerRankUs * g.ranks;
+}
+
 int tree_parent(int machines, int tree, int m) {
   // Binary tree in heap order over the machines; the second tree mirrors the ranks so that a machine
   // inside one tree is a leaf of the other (NCCL's double binary tree, src/graph/trees.cc).

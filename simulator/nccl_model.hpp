@@ -145,6 +145,16 @@ double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto);
 /// NVLS efficiency of the switch's reduction (tuning.cc nvlsEfficiency).
 double nvls_efficiency(const Graph& graph) noexcept;
 
+/// PAT (NCCL 2.23+, src/graph/tuning.cc ncclPatEnable and ncclTopoTuneModel): NCCL runs it for AllGather and
+/// ReduceScatter only (never AllReduce: the cost table skips PAT for it), with the Simple protocol, when
+/// every rank is on its own machine (nNodes == nRanks), on sm60+, with host-side networking. This model's
+/// collective is AllReduce, so choose() never picks PAT and `nccl.pat` is refused; these give what NCCL
+/// would charge an AllGather/ReduceScatter.
+bool pat_enabled(const Graph& graph) noexcept;
+/// NCCL's PAT latency (µs) for AllGather/ReduceScatter: 8 + log2(machines) · (network Tree latency / 3.5)
+/// + 2.8 per rank; negative when PAT is not enabled on `graph`.
+double pat_latency_us(const Graph& graph) noexcept;
+
 /// Parent of machine `m` in NCCL's double binary tree `tree` (0 or 1) over `machines`; -1 for the root.
 int tree_parent(int machines, int tree, int m);
 

@@ -110,6 +110,7 @@ TEST_CASE("nccl.pick_per_size") {
   CHECK(pick(v100, 1 << 30) == "ring.simple");
   const nccl::Graph h100 = graph_of("dgx-h100");
   CHECK(pick(h100, 8) == "ring.ll");
+  CHECK(pick(h100, 65536) == "ring.ll");
   CHECK(pick(h100, 1 << 20) == "ring.ll");
   CHECK(pick(h100, 1 << 30) == "nvls.simple");
   // 16 machines: the tree's log-depth latency wins small sizes, NVLSTree (H100) or Ring the large ones.
@@ -209,6 +210,28 @@ TEST_CASE("nccl.time_model_apart_from_the_choice") {
   CHECK(nccl::launch_us(8, true) == 0.0);
   // A calibration's NVLink shift moves the NVLS round as it moves the NVLink steps.
   CHECK(nccl::device_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple, {1.0, 0.0}) == doctest::Approx(6.84));
+}
+
+TEST_CASE("nccl.pat_where_nccl_uses_it") {
+  // NCCL enables PAT with one GPU per machine (sm60+), for AllGather/ReduceScatter only: never for the
+  // all-reduce this model simulates, whatever the layout.
+  const Topology c8 = load_topology("8xdgx-h100");
+  std::vector<int> heads;
+  for (int m = 0; m < 8; ++m) heads.push_back(c8.gpus_of_machine(m).front());
+  const nccl::Graph one_per_machine = nccl::search(c8, heads);
+  CHECK(one_per_machine.ppn == 1);
+  CHECK(nccl::pat_enabled(one_per_machine));
+  // 8 + log2(8) · 14 / 3.5 + 2.8 · 8 (tuning.cc, with the network Tree/Simple latency of 14 µs).
+  CHECK(nccl::pat_latency_us(one_per_machine) == doctest::Approx(8 + 3 * 4.0 + 2.8 * 8));
+  const nccl::Graph full = nccl::search(c8, c8.gpus());
+  CHECK_FALSE(nccl::pat_enabled(full));
+  CHECK(nccl::pat_latency_us(full) < 0);
+  CHECK_FALSE(nccl::pat_enabled(graph_of("dgx-h100")));
+  // All-reduce: PAT is never in the cost table, so neither NCCL's pick nor a forced PAT uses it.
+  const nccl::CostTable t = nccl::all_reduce_table(one_per_machine);
+  for (int p = 0; p < nccl::kProtos; ++p) CHECK(t.bandwidth[static_cast<int>(nccl::Algo::kPat)][p] == 0.0);
+  CHECK(nccl::choose(one_per_machine, 8, {}, "x").algo != nccl::Algo::kPat);
+  CHECK_THROWS_AS(nccl::choose(one_per_machine, 8, {nccl::Algo::kPat, std::nullopt}, "x"), InvalidInput);
 }
 
 TEST_CASE("nccl.specs_and_bad_input") {
