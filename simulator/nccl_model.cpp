@@ -94,11 +94,15 @@ constexpr double kLL128Wire = 128.0 / 120.0;
 // 8 launches one thread issues per iteration: (36.2 − 15.3) / 8 ≈ 2.6 µs. NVIDIA's NCCL team names the
 // same cause (NVIDIA/nccl-tests#333: "-g 8 … CUDA latency overheads of single process jobs").
 constexpr double kLaunchPerGpuUs = 2.6;
-// Device time of NVLS's multicast round (reduce in the switch, multicast back): the three 2-GPU H100 rows
-// of NVIDIA/nccl#1259 (128 – 512 B, CUDA graphs, so no launch time): 5.56, 5.99, 5.97 µs, mean 5.84 µs.
-// NCCL's own table charges 25 µs (tuning.cc hwLatencies NVLINK/NVLS/Simple), a weight that keeps its
-// choice off NVLS for small sizes; it stays in NCCL's table, used for the choice only.
-constexpr double kNvlsDeviceUs = 5.84;
+// Device time of NVLS's multicast round (reduce in the switch, multicast back, every GPU's flags), growing
+// with the GPUs it joins. 2 GPUs: the three 2-GPU H100 rows of NVIDIA/nccl#1259 (128 – 512 B, CUDA graphs, so
+// no launch time): 5.56, 5.99, 5.97 µs, mean 5.84 µs. 8 GPUs: NCCL's own figure for its 8-GPU NVSwitch
+// machines, 25 µs (tuning.cc hwLatencies NVLINK/NVLS/Simple); the same issue reports that on 8 GPUs NVLS is
+// slower than Ring, whose device latency here is 15 µs, and that the latency grows with the GPUs. Between
+// and beyond, linear in the GPUs: 5.84 + (25 − 5.84) / 6 ≈ 3.19 µs per GPU past the second.
+constexpr double kNvlsTwoGpuUs = 5.84;
+constexpr double kNvlsEightGpuUs = 25.0;
+constexpr double kNvlsPerGpuUs = (kNvlsEightGpuUs - kNvlsTwoGpuUs) / 6.0;
 
 int cc_index(int compcap) { return compcap >= 100 ? 3 : compcap >= 90 ? 2 : compcap >= 80 ? 1 : 0; }
 int log2i(int n) {
@@ -667,9 +671,9 @@ double launch_us(int gpus_per_thread, bool cuda_graph) {
 
 double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
   if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return all_reduce_latency_us(g, algo, proto, adjust);
-  // NVLS: the measured multicast round in place of NCCL's 25 µs weight, shifted as the NVLink steps are.
+  // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
   const Latencies l = latencies(g, algo, proto, adjust);
-  const double round = std::max(0.0, kNvlsDeviceUs + adjust.intra_us);
+  const double round = std::max(0.0, kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, g.ppn - 2) + adjust.intra_us);
   if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
   return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
 }

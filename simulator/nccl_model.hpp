@@ -126,8 +126,9 @@ double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const H
 // spends issuing the call. The simulator's small-message time is
 //     launch_us(gpus per thread, CUDA graph) + device_latency_us(graph, algo, proto)
 // where the device part is NCCL's base + per-step latencies per link class (steps crossing the network pay
-// the network's, the others NVLink's or PCIe's), except NVLS whose multicast round takes the time measured
-// on H100 (NVIDIA/nccl#1259), and the launch part is one kernel launch per GPU the issuing thread drives.
+// the network's, the others NVLink's or PCIe's), except NVLS whose multicast round grows with the GPUs it
+// joins (5.84 µs measured on 2 H100s, NVIDIA/nccl#1259, to NCCL's 25 µs at 8), and the launch part is one
+// kernel launch per GPU the issuing thread drives.
 // nccl_model.cpp cites every constant and the published rows each was derived from.
 
 /// Host time (µs) of issuing one NCCL collective: one launch per GPU the calling thread drives

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "algorithms/builders.hpp"
@@ -189,27 +190,35 @@ TEST_CASE("nccl.simulated_busbw_on_single_machines") {
 }
 
 TEST_CASE("nccl.time_model_apart_from_the_choice") {
-  // NCCL's table charges NVLS 25 µs to keep small sizes off it; the simulator charges the measured multicast
-  // round (5.84 µs, NVIDIA/nccl#1259) and one launch. The pick stays NCCL's: Ring/LL at 8 bytes on 8 H100s.
+  // The simulator charges one launch and the device's latency; the pick stays NCCL's (Ring/LL at 8 bytes on
+  // 8 H100s). NVLS's multicast round grows with the GPUs: 5.84 µs on 2 (NVIDIA/nccl#1259), NCCL's 25 µs on 8.
   const Topology h100 = load_topology("dgx-h100");
   const nccl::Graph g = nccl::search(h100, h100.gpus());
-  CHECK(nccl::all_reduce_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple) == doctest::Approx(25.0));
-  CHECK(nccl::device_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple) == doctest::Approx(5.84));
+  CHECK(nccl::device_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple) == doctest::Approx(25.0));
+  const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
+  const Topology pair =
+      load_topology(std::string(root != nullptr ? root : ".") + "/tests/simulator/data/h100-nvswitch-2gpu.json");
+  const nccl::Graph g2 = nccl::search(pair, pair.gpus());
+  CHECK(nccl::device_latency_us(g2, nccl::Algo::kNvls, nccl::Proto::kSimple) == doctest::Approx(5.84));
+  CHECK(nccl::all_reduce_latency_us(g2, nccl::Algo::kNvls, nccl::Proto::kSimple) == doctest::Approx(25.0));
+  const std::vector<int> four(h100.gpus().begin(), h100.gpus().begin() + 4);
+  CHECK(nccl::device_latency_us(nccl::search(h100, four), nccl::Algo::kNvls, nccl::Proto::kSimple) ==
+        doctest::Approx(5.84 + 2 * (25.0 - 5.84) / 6));
   CHECK(nccl::device_latency_us(g, nccl::Algo::kRing, nccl::Proto::kLL) ==
         doctest::Approx(nccl::all_reduce_latency_us(g, nccl::Algo::kRing, nccl::Proto::kLL)));
   CHECK(nccl::choose(g, 8, {}, "test").algo == nccl::Algo::kRing);
   CHECK(sim(h100, "nccl", 8).time_us == doctest::Approx(2.6 + 6.6 + 14 * 0.6).epsilon(1e-3));
-  CHECK(sim(h100, "nccl.nvls", 8).time_us == doctest::Approx(2.6 + 5.84).epsilon(1e-3));
+  CHECK(sim(h100, "nccl.nvls", 8).time_us == doctest::Approx(2.6 + 25.0).epsilon(1e-3));
   // NVLSTree across 16 machines: the multicast round plus 2 · log2(16) network steps at NCCL's 20.9 µs.
-  const nccl::Graph c16 = nccl::search(load_topology("16xdgx-h100"), load_topology("16xdgx-h100").gpus());
-  CHECK(nccl::device_latency_us(c16, nccl::Algo::kNvlsTree, nccl::Proto::kSimple) ==
-        doctest::Approx(5.84 + 8 * 20.9));
+  const Topology c16t = load_topology("16xdgx-h100");
+  const nccl::Graph c16 = nccl::search(c16t, c16t.gpus());
+  CHECK(nccl::device_latency_us(c16, nccl::Algo::kNvlsTree, nccl::Proto::kSimple) == doctest::Approx(25.0 + 8 * 20.9));
   // Launches: one per GPU the issuing thread drives, none per call under CUDA graphs.
   CHECK(nccl::launch_us() == doctest::Approx(2.6));
   CHECK(nccl::launch_us(8) == doctest::Approx(8 * 2.6));
   CHECK(nccl::launch_us(8, true) == 0.0);
   // A calibration's NVLink shift moves the NVLS round as it moves the NVLink steps.
-  CHECK(nccl::device_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple, {1.0, 0.0}) == doctest::Approx(6.84));
+  CHECK(nccl::device_latency_us(g, nccl::Algo::kNvls, nccl::Proto::kSimple, {1.0, 0.0}) == doctest::Approx(26.0));
 }
 
 TEST_CASE("nccl.pat_where_nccl_uses_it") {
