@@ -347,6 +347,10 @@ TEST_CASE("calibration.nccl_fit_recovers_lane_efficiency_and_hop_latency") {
   for (const TrainingRun& run : runs) {
     CHECK(simulate(run.plan, v100, applied, 4).time_us == doctest::Approx(run.measured_us).epsilon(1e-3));
   }
+  // calibrate's runs: NCCL over machine 0's GPUs of a cluster (its participants) cross NVLink only.
+  const RefineResult m0 = fit_nccl(c4, defaults, nccl_runs(c4, truth, c4.gpus_of_machine(0)), 4);
+  CHECK(m0.parameters.size() == 2);
+  CHECK(m0.model.link_for(LinkKind::kNvLink).efficiency == doctest::Approx(0.65).epsilon(0.01));
   // Runs without an NCCL all-reduce: bad input, not a fit of nothing.
   CHECK_THROWS_AS(fit_nccl(v100, defaults, {}, 4), InvalidInput);
   std::vector<TrainingRun> copies = {{copy_plan(v100, v100.gpus(), v100.gpus()[0], v100.gpus()[1], 1024), "copy", 10.0}};
