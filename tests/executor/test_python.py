@@ -53,7 +53,8 @@ for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8):
                 check(np.array_equal(got, want), f"{dtype.__name__} {op} {count} rank {r}")
             check(np.array_equal(arrays[2], inputs[2]), "out of place leaves the input alone")
 check(comms[0].last_plan() == "rechd", "last plan")
-check(comms[0].dump_cache().startswith("rechd  spec  count 1031 uint8 min  devices 4  calls 1\n"), comms[0].dump_cache())
+check(comms[0].dump_cache().startswith("rechd  spec  bucket 9 (2048 B)  count 2048 uint8 min  devices 4  calls 1\n"),
+      comms[0].dump_cache())
 check(comms[0].worker_threads() == 4, "workers")
 
 # A 2-D array is reduced element-wise like its flat view.
