@@ -653,7 +653,9 @@ void add_tuner_commands(CLI::App& app) {
                  "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
                  "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
       ->capture_default_str();
-  at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
+  at->add_option("--measure", flags->measure,
+                 "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl; with --target nccl: "
+                 "every candidate, on nccl)");
   at->add_option("-j,--jobs", flags->jobs,
                  "threads simulating candidates (0 = every core); the table is the same for every value")
       ->capture_default_str();
