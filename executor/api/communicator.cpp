@@ -288,7 +288,8 @@ struct Communicator::Group {
 #if ARTUNE_HAVE_CUDA_BACKEND
         // On the device of the caller's buffer.
         cudaPointerAttributes attr{};
-        if (cudaPointerGetAttributes(&attr, user) != cudaSuccess || attr.type != cudaMemoryTypeDevice) {
+        if (cudaPointerGetAttributes(&attr, user) != cudaSuccess ||
+            (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
           (void)cudaGetLastError();
           throw InvalidInput("allreduce: the buffers of a cuda/nccl communicator must be device memory");
         }
@@ -564,7 +565,12 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     return;
   }
 
-  // Local group: the last rank to arrive runs the plan for all; the others wait for its outcome.
+  // Local group: the last rank to arrive runs the plan for all; the others wait for its outcome. On the host
+  // each rank copies its own input first (in parallel), so the plan runs in place.
+  if (!g.gpu() && send != recv && bytes > 0) {
+    std::memcpy(recv, send, bytes);
+    send = recv;
+  }
   std::unique_lock<std::mutex> lock(g.mutex);
   g.check_usable();
   const std::uint64_t gen = g.generation;
