@@ -353,8 +353,10 @@ struct Communicator::Group {
   }
 
   // One all-reduce of the local ranks' send[i] into recv[i], split into runs of bucket plans (split_call).
+  // `ranks_pad`: each rank has filled its own padding scratch already and copies its result out itself
+  // (local host groups, so that those copies run in parallel).
   void execute(std::int64_t count, DataType type, ReduceOp op, std::span<const void* const> send,
-               std::span<void* const> recv, std::span<void* const> streams) {
+               std::span<void* const> recv, std::span<void* const> streams, bool ranks_pad = false) {
     const std::size_t elem = element_size(type);
     const std::size_t n = recv.size();
     std::vector<void*> at(n);
@@ -367,7 +369,9 @@ struct Communicator::Group {
         for (std::size_t i = 0; i < n; ++i) {
           const auto* src = static_cast<const std::byte*>(send[i]) + offset;
           auto* dst = static_cast<std::byte*>(recv[i]) + offset;
-          if (padded) {
+          if (padded && ranks_pad) {
+            at[i] = pads[i].data;
+          } else if (padded) {
             at[i] = pad_buffer(i, static_cast<std::size_t>(piece.compiled) * elem, bytes, recv[i], streams[i]);
             copy(at[i], src, bytes, streams[i]);
           } else {
@@ -376,7 +380,7 @@ struct Communicator::Group {
           }
         }
         run_entry(e, at, streams);
-        if (padded) {
+        if (padded && !ranks_pad) {
           for (std::size_t i = 0; i < n; ++i) {
             copy(static_cast<std::byte*>(recv[i]) + offset, at[i], bytes, streams[i]);
             pad_done(i, bytes, streams[i]);
@@ -567,10 +571,33 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
 
   // Local group: the last rank to arrive runs the plan for all; the others wait for its outcome. On the host
   // each rank copies its own input first (in parallel), so the plan runs in place.
-  if (!g.gpu() && send != recv && bytes > 0) {
-    std::memcpy(recv, send, bytes);
-    send = recv;
+  // The same for a padded last piece: each rank fills its own scratch now and copies its result out after.
+  const bool ranks_pad = !g.gpu();
+  std::optional<CallPiece> padded;
+  void* pad = nullptr;
+  if (ranks_pad && bytes > 0) {
+    if (send != recv) {
+      std::memcpy(recv, send, bytes);
+      send = recv;
+    }
+    auto pieces = split_call(g.buckets, g.pad_limit, count, element_size(type));
+    if (pieces.back().count != pieces.back().compiled) {
+      padded = pieces.back();
+      const std::size_t elem = element_size(type);
+      pad = g.pad_buffer(static_cast<std::size_t>(rank_), static_cast<std::size_t>(padded->compiled) * elem,
+                         static_cast<std::size_t>(padded->count) * elem, recv, nullptr);
+      std::memcpy(pad, static_cast<const std::byte*>(recv) + static_cast<std::size_t>(padded->offset) * elem,
+                  static_cast<std::size_t>(padded->count) * elem);
+    }
   }
+  // This rank's result of a padded piece, once the call succeeded.
+  const auto copy_out = [&] {
+    if (!padded) return;
+    const std::size_t elem = element_size(type);
+    std::memcpy(static_cast<std::byte*>(recv) + static_cast<std::size_t>(padded->offset) * elem, pad,
+                static_cast<std::size_t>(padded->count) * elem);
+    g.pad_done(static_cast<std::size_t>(rank_), static_cast<std::size_t>(padded->count) * elem, nullptr);
+  };
   std::unique_lock<std::mutex> lock(g.mutex);
   g.check_usable();
   const std::uint64_t gen = g.generation;
@@ -594,7 +621,7 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
           g.buffers[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].recv;
           g.streams[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].stream;
         }
-        g.execute(count, type, op, g.sends, g.buffers, g.streams);
+        g.execute(count, type, op, g.sends, g.buffers, g.streams, ranks_pad);
       }
     } catch (...) {
       outcome = std::current_exception();
@@ -604,6 +631,7 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     lock.unlock();
     g.cv.notify_all();
     if (outcome) std::rethrow_exception(outcome);
+    copy_out();
     return;
   }
   const auto timeout = std::chrono::duration<double>(g.options.timeout_s);
@@ -624,6 +652,8 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     throw BackendFailure(text);
   }
   if (g.result) std::rethrow_exception(g.result);
+  lock.unlock();
+  copy_out();
 }
 
 int Communicator::rank() const noexcept { return rank_; }

@@ -70,7 +70,7 @@ struct CommOptions {
   std::size_t cache_capacity = 64;
   /// Calls up to this many bytes run as one plan of the next size bucket (padded in scratch when the count is not
   /// the bucket's); larger ones as bucket plans on parts of the caller's buffer (see above).
-  std::uint64_t pad_limit = std::uint64_t{1} << 20;
+  std::uint64_t pad_limit = std::uint64_t{256} << 10;
 };
 
 /// One compiled plan as the cache holds it (for logs and dumps).
