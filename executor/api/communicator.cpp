@@ -283,7 +283,6 @@ struct Communicator::Group {
         const std::size_t rounded = (bytes + 63) / 64 * 64;
         p.data = std::aligned_alloc(64, rounded);
         if (p.data == nullptr) throw BackendFailure(fmt::format("allreduce: out of memory ({} B of scratch)", bytes));
-        std::memset(p.data, 0, rounded);
       } else {
 #if ARTUNE_HAVE_CUDA_BACKEND
         // On the device of the caller's buffer.
@@ -296,7 +295,8 @@ struct Communicator::Group {
         int previous = 0;
         cudaGetDevice(&previous);
         cudaSetDevice(attr.device);
-        const bool ok = cudaMalloc(&p.data, bytes) == cudaSuccess && cudaMemset(p.data, 0, bytes) == cudaSuccess &&
+        p.device = attr.device;  // release() frees on it, even after a failure below
+        const bool ok = cudaMalloc(&p.data, bytes) == cudaSuccess &&
                         cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&p.event), cudaEventDisableTiming) ==
                             cudaSuccess;
         cudaSetDevice(previous);
@@ -304,18 +304,17 @@ struct Communicator::Group {
           p.release();
           throw BackendFailure(fmt::format("allreduce: cannot allocate {} B of device scratch", bytes));
         }
-        p.device = attr.device;
 #else
         (void)user;
 #endif
       }
       p.bytes = bytes;
-      p.dirty = 0;
+      p.dirty = bytes;  // not zeroed yet: the tail is zeroed below (on the caller's stream for GPU memory)
     }
 #if ARTUNE_HAVE_CUDA_BACKEND
     // The scratch's previous use (maybe on another stream) comes first.
-    if (gpu() && p.used && cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(p.event), 0) !=
-                               cudaSuccess) {
+    if (gpu() && p.used &&
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(p.event), 0) != cudaSuccess) {
       throw BackendFailure("allreduce: cudaStreamWaitEvent failed");
     }
 #endif

@@ -123,7 +123,8 @@ class Communicator {
   PlanInfo last_plan() const;
   /// The cached plans, most recently used first.
   std::vector<PlanInfo> cached_plans() const;
-  /// The cache as text, one line per plan ("label  range  count type op  calls"), most recent first.
+  /// The cache as text, one line per plan ("label  range  bucket k (B)  count type op  devices  calls"), most
+  /// recent first.
   std::string dump_cache() const;
   /// Plans compiled since creation (cache misses), over the whole group.
   std::uint64_t compiled_plans() const;

@@ -49,7 +49,8 @@ TEST_CASE("nccl_forced_choice.parse_into_nccl_names") {
 TEST_CASE("nccl_forced_choice.environment_and_channels") {
   CHECK(nccl_forced_environment(NcclForcedChoice{}).empty());
   using Env = std::vector<std::pair<std::string, std::string>>;
-  CHECK(nccl_forced_environment(NcclForcedChoice{"Tree", "LL128", 4}) == Env{{"NCCL_ALGO", "Tree"}, {"NCCL_PROTO", "LL128"}});
+  CHECK(nccl_forced_environment(NcclForcedChoice{"Tree", "LL128", 4}) ==
+        Env{{"NCCL_ALGO", "Tree"}, {"NCCL_PROTO", "LL128"}});
   CHECK(nccl_forced_environment(NcclForcedChoice{"Ring", "", 0}) == Env{{"NCCL_ALGO", "Ring"}});
   int min_ctas = -7;  // NCCL_CONFIG_UNDEF_INT stands for "NCCL's choice"; left alone without channels
   int max_ctas = -7;
