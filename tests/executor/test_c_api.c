@@ -57,6 +57,7 @@ static void* rank_main(void* arg) {
 int main(void) {
   artune_options_t options;
   artune_options_init(&options);
+  check(options.pad_limit == 262144 && options.cache_capacity == 64 && options.timeout_s == 60, "defaults");
   options.topology = "uniform:4";
   options.spec = "rechd";
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, RANKS, comms) == ARTUNE_SUCCESS, artune_last_error());
