@@ -6,13 +6,14 @@
 //       communicator on the mpi backend, alternated over 3 rounds in the same job (median round; a round's
 //       time is the slowest rank's), then the cpu communicator with N threads on rank 0 while the other
 //       ranks sleep. Plans: SPEC, or tuned in memory on uniform:N.
-//   bench_communicator large RANKS BYTES SPEC [ITERS]
+//   bench_communicator large RANKS BYTES SPEC [ITERS] [PAD_LIMIT]
 //       one plan (SPEC on uniform:RANKS), float sum of BYTES per rank: the median of ITERS runs of the cpu
 //       backend on its own buffers (what `artune run` times) and of ITERS communicator calls on caller
-//       buffers, alternated.
-//   bench_communicator resnet RANKS FILE [STEPS]
-//       every tensor of a configs/fusion list (161 for ResNet-50) through one cpu communicator per step,
-//       STEPS steps: time per step (the first compiles the plans), peak threads of the process, peak RSS.
+//       buffers (persistent rank threads), alternated in 4 blocks.
+//   bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]
+//       200 different sizes from a configs/fusion list (its distinct tensor sizes, then neighbours of them)
+//       through one cpu communicator per step, STEPS steps: time per step (the first compiles the plans),
+//       peak threads of the process, peak RSS, plans compiled.
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -36,6 +37,7 @@
 
 #include "algorithms/builders.hpp"
 #include "artune/communicator.hpp"
+#include "executor/api/call_split.hpp"
 #include "core/sizes.hpp"
 #include "executor/cpu/cpu_backend.hpp"
 #include "topology/io.hpp"
@@ -185,6 +187,7 @@ int large(int argc, char** argv) {
   CommOptions o;
   o.topology = fmt::format("uniform:{}", ranks);
   o.spec = spec;
+  if (argc > 6) o.pad_limit = parse_size(argv[6], "PAD_LIMIT");
   auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
   const Topology topo = load_topology(o.topology);
   BuildOptions b;
@@ -193,30 +196,44 @@ int large(int argc, char** argv) {
   backend.prepare(build_plan(topo, spec, b), DataType::kFloat32, ReduceOp::kSum);
   backend.fill_inputs(0);
   std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks), std::vector<float>(static_cast<std::size_t>(count), 1.0f));
-  auto comm_call = [&] {
-    const auto t0 = Clock::now();
-    on_threads(ranks, [&](int r) { comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum); });
-    return seconds_since(t0);
+  // Per-call times of `n` communicator calls, taken on rank 0's thread; the rank threads live for all of them.
+  auto comm_calls = [&](int n) {
+    std::vector<double> times;
+    on_threads(ranks, [&](int r) {
+      for (int i = 0; i < n; ++i) {
+        const auto t0 = Clock::now();
+        comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+        if (r == 0) times.push_back(seconds_since(t0));
+      }
+    });
+    return times;
   };
-  auto run_call = [&] {
-    const auto t0 = Clock::now();
-    backend.run();
-    return seconds_since(t0);
+  auto run_calls = [&](int n) {
+    std::vector<double> times;
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      backend.run();
+      times.push_back(seconds_since(t0));
+    }
+    return times;
   };
-  (void)comm_call();
-  (void)run_call();
+  (void)comm_calls(1);
+  (void)run_calls(1);
+  // Alternated in 4 blocks, so that a change of machine load hits both alike.
   std::vector<double> ours, run;
-  for (int i = 0; i < iters; ++i) {
-    run.push_back(run_call());
-    ours.push_back(comm_call());
+  for (int block = 0; block < 4; ++block) {
+    const int n = std::max(1, iters / 4);
+    for (double t : run_calls(n)) run.push_back(t);
+    for (double t : comm_calls(n)) ours.push_back(t);
   }
   const double r = median(run);
   const double c = median(ours);
-  std::printf("large: %s on uniform:%d, %lld B float sum, median of %d\n", spec.c_str(), ranks,
-              static_cast<long long>(bytes), iters);
+  const auto pieces = split_call(comms[0].size_buckets(), o.pad_limit, count, 4);
+  std::printf("large: %s on uniform:%d, %lld B float sum, median of %zu calls each\n", spec.c_str(), ranks,
+              static_cast<long long>(bytes), run.size());
   std::printf("  cpu backend run() (artune run)   %10.1f us\n", r * 1e6);
-  std::printf("  communicator on caller buffers   %10.1f us  (%+.1f%%, includes starting %d caller threads)\n",
-              c * 1e6, (c / r - 1) * 100, ranks);
+  std::printf("  communicator on caller buffers   %10.1f us  (%+.1f%%; %zu bucket run(s)%s)\n", c * 1e6,
+              (c / r - 1) * 100, pieces.size(), pieces.back().count != pieces.back().compiled ? ", last padded" : "");
   return 0;
 }
 
@@ -226,34 +243,51 @@ int resnet(int argc, char** argv) {
   const int steps = argc > 4 ? std::atoi(argv[4]) : 3;
   std::ifstream in(argv[3]);
   const auto doc = nlohmann::json::parse(in);
+  // 200 different sizes: the list's distinct tensor sizes in order (22 for ResNet-50), then their neighbours
+  // (n - 1, n + 1, n - 2 …) until there are 200 (as test_communicator's resnet50 case).
   std::vector<std::int64_t> sizes;
-  for (const auto& t : doc.at("tensors")) sizes.push_back(t.at("elements").get<std::int64_t>());
-  std::vector<std::int64_t> distinct = sizes;
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (const auto& t : doc.at("tensors")) {
+    const auto n = t.at("elements").get<std::int64_t>();
+    if (std::find(sizes.begin(), sizes.end(), n) == sizes.end()) sizes.push_back(n);
+  }
+  const std::vector<std::int64_t> distinct = sizes;
+  for (std::int64_t d = 1; sizes.size() < 200; ++d) {
+    for (std::int64_t n : distinct) {
+      for (std::int64_t m : {n - d, n + d}) {
+        if (sizes.size() < 200 && m > 0 && std::find(sizes.begin(), sizes.end(), m) == sizes.end()) sizes.push_back(m);
+      }
+    }
+  }
+  std::int64_t total = 0;
+  for (std::int64_t n : sizes) total += n;
   CommOptions o;
   o.topology = fmt::format("uniform:{}", ranks);
   o.cache_capacity = 256;
+  if (argc > 5) o.pad_limit = parse_size(argv[5], "PAD_LIMIT");
   const long threads_before = proc_status("Threads");
   auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(ranks));
+  for (auto& g : grads) g.assign(static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end())), 1.0f);
   long peak_threads = 0;
-  std::printf("resnet: %zu tensors (%zu distinct sizes) per step, %d ranks, plans tuned in memory on uniform:%d\n",
-              sizes.size(), distinct.size(), ranks, ranks);
+  std::printf("resnet: %zu different sizes (%zu distinct tensor sizes of %s and neighbours), %lld floats per step, "
+              "%d ranks, plans tuned in memory on uniform:%d (%zu size buckets)\n",
+              sizes.size(), distinct.size(), argv[3], static_cast<long long>(total), ranks, ranks,
+              comms[0].size_buckets().size());
   for (int step = 0; step < steps; ++step) {
     const auto t0 = Clock::now();
     on_threads(ranks, [&](int r) {
       for (std::int64_t n : sizes) {
-        grads[r].assign(static_cast<std::size_t>(n), 1.0f);
         comms[r].allreduce(grads[r].data(), grads[r].data(), n, DataType::kFloat32, ReduceOp::kSum);
         if (r == 0) peak_threads = std::max(peak_threads, proc_status("Threads"));
       }
     });
-    std::printf("  step %d: %8.1f ms%s\n", step, seconds_since(t0) * 1e3, step == 0 ? " (compiles every plan)" : "");
+    std::printf("  step %d: %8.1f ms%s\n", step, seconds_since(t0) * 1e3, step == 0 ? " (compiles the plans)" : "");
   }
   std::printf("  peak threads %ld (main 1 + %d rank threads + %zu workers; %ld before the communicator)\n", peak_threads,
               ranks, comms[0].worker_threads(), threads_before);
-  std::printf("  peak RSS %ld MiB, cached plans %zu\n", proc_status("VmHWM") / 1024, comms[0].cached_plans().size());
+  std::printf("  peak RSS %ld MiB, plans compiled %llu, cached %zu, pad limit %llu B\n", proc_status("VmHWM") / 1024,
+              static_cast<unsigned long long>(comms[0].compiled_plans()), comms[0].cached_plans().size(),
+              static_cast<unsigned long long>(o.pad_limit));
   return 0;
 }
 
@@ -271,7 +305,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
-               "       bench_communicator large RANKS BYTES SPEC [ITERS]\n"
-               "       bench_communicator resnet RANKS FILE [STEPS]\n");
+               "       bench_communicator large RANKS BYTES SPEC [ITERS] [PAD_LIMIT]\n"
+               "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n");
   return 2;
 }

@@ -384,10 +384,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   }
   if (f.target == "nccl") {
     // NCCL's algorithm x protocol only: the table the NCCL tuner plugin reads (nccl_tuner/README.md).
-    if (measure) {
-      throw InvalidInput("--measure: not with --target nccl yet: the nccl backend runs every nccl.ALGO.PROTO "
-                         "candidate as NCCL's own pick (it does not force NCCL's algorithm per plan)");
-    }
+    if (measure) check_nccl_measurement(*measure);  // real NCCL only, each candidate forced (exit 2/3 otherwise)
     so.generate = generate_nccl_candidates;
   } else if (f.target != "artune") {
     throw InvalidInput(fmt::format("--target: '{}' is not artune or nccl", f.target));
@@ -426,7 +423,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
       if (measure) {
         MeasureOptions mo;
         mo.backend = *measure;
-        mo.top_k = f.top;
+        mo.top_k = f.target == "nccl" ? kNcclMeasureAll : f.top;
         mo.iterations = f.iters;
         mo.warmup = f.warmup;
         mo.timeout_s = f.timeout;
@@ -656,7 +653,9 @@ void add_tuner_commands(CLI::App& app) {
                  "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
                  "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
       ->capture_default_str();
-  at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
+  at->add_option("--measure", flags->measure,
+                 "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl; with --target nccl: "
+                 "every candidate, on nccl)");
   at->add_option("-j,--jobs", flags->jobs,
                  "threads simulating candidates (0 = every core); the table is the same for every value")
       ->capture_default_str();

@@ -2,10 +2,32 @@
 
 #include <fmt/format.h>
 
+#include "artune_config.hpp"
 #include "core/error.hpp"
 #include "simulator/nccl_model.hpp"
 
+#if ARTUNE_HAVE_NCCL_BACKEND
+#include "executor/cuda/cuda_backend.hpp"
+#endif
+
 namespace artune {
+
+void check_nccl_measurement(BackendKind backend) {
+  if (backend != BackendKind::kNccl) {
+    throw InvalidInput(fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
+                                   "(--measure nccl, under mpirun with one GPU per rank)",
+                                   to_string(backend)));
+  }
+#if ARTUNE_HAVE_NCCL_BACKEND
+  if (cuda_device_count() <= 0) {
+    throw Unsupported("--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
+                      "(predicted), or run it on a GPU machine under mpirun");
+  }
+#else
+  throw Unsupported("--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
+                    "configure time)");
+#endif
+}
 
 CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options) {
   if (topo.gpus().size() < 2) {

@@ -54,6 +54,7 @@ artune::CommOptions to_options(const artune_options_t* o) {
   if (o->spec != nullptr) out.spec = o->spec;
   out.timeout_s = o->timeout_s;
   out.cache_capacity = o->cache_capacity;
+  out.pad_limit = o->pad_limit;
   return out;
 }
 
@@ -86,6 +87,7 @@ void artune_options_init(artune_options_t* options) {
   options->spec = nullptr;
   options->timeout_s = d.timeout_s;
   options->cache_capacity = d.cache_capacity;
+  options->pad_limit = d.pad_limit;
 }
 
 artune_result_t artune_comm_init_local(artune_backend_t backend, const artune_options_t* options, int nranks,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <list>
@@ -16,6 +17,7 @@
 #include "algorithms/builders.hpp"
 #include "algorithms/verifier.hpp"
 #include "artune_config.hpp"
+#include "executor/api/call_split.hpp"
 #include "executor/cpu/cpu_backend.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
@@ -34,20 +36,21 @@ namespace artune {
 
 namespace {
 
-// What a compiled plan is cached under.
+// What a compiled plan is cached under: the size bucket (index of a tuned size), type and op. The count is the
+// bucket's; every call count is served by bucket plans (split_call).
 struct CacheKey {
-  int bucket = -1;
-  std::int64_t count = 0;
+  int bucket = 0;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   friend bool operator<(const CacheKey& a, const CacheKey& b) {
-    return std::tie(a.bucket, a.count, a.type, a.op) < std::tie(b.bucket, b.count, b.type, b.op);
+    return std::tie(a.bucket, a.type, a.op) < std::tie(b.bucket, b.type, b.op);
   }
   friend bool operator==(const CacheKey&, const CacheKey&) = default;
 };
 
 // One call's arguments as a rank gave them (checked equal over the ranks of a local group).
 struct CallArgs {
+  const void* send = nullptr;
   void* recv = nullptr;
   void* stream = nullptr;
   std::int64_t count = 0;
@@ -57,18 +60,8 @@ struct CallArgs {
 
 std::vector<std::uint64_t> default_tune_sizes() {
   std::vector<std::uint64_t> sizes;
-  for (std::uint64_t b = 4; b <= (std::uint64_t{256} << 20); b *= 4) sizes.push_back(b);
+  for (std::uint64_t b = 4; b <= (std::uint64_t{256} << 20); b *= 2) sizes.push_back(b);
   return sizes;
-}
-
-void copy_host(void* recv, const void* send, std::size_t bytes) {
-  if (bytes == 0 || send == recv) return;
-  const auto* s = static_cast<const std::byte*>(send);
-  auto* r = static_cast<std::byte*>(recv);
-  if (s < r + bytes && r < s + bytes) {
-    throw InvalidInput("allreduce: send and recv overlap without being the same buffer");
-  }
-  std::memcpy(recv, send, bytes);
 }
 
 }  // namespace
@@ -96,6 +89,49 @@ struct Communicator::Group {
   MPI_Comm mpi_comm = MPI_COMM_NULL;  // duplicated from the caller's (mpi)
 #endif
 
+  // Size buckets (bytes, ascending) and the padding limit (split_call).
+  std::vector<std::uint64_t> buckets;
+  std::uint64_t pad_limit = 0;
+  std::uint64_t compiles = 0;  // plans compiled so far
+
+  // Padding scratch of a local rank (host, or device memory of the rank's GPU).
+  struct Pad {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    std::size_t dirty = 0;  // bytes from the start that may be non-zero
+    int device = -1;
+    void* event = nullptr;  // cudaEvent_t recorded after the last use
+    bool used = false;
+    Pad() = default;
+    Pad(const Pad&) = delete;
+    Pad& operator=(const Pad&) = delete;
+    ~Pad() { release(); }
+    void release() {
+      if (data != nullptr || event != nullptr) {
+        if (device < 0) {
+          std::free(data);
+        } else {
+#if ARTUNE_HAVE_CUDA_BACKEND
+          int previous = 0;
+          cudaGetDevice(&previous);
+          cudaSetDevice(device);
+          if (event != nullptr) cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+          if (data != nullptr) cudaFree(data);
+          if (event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+          cudaSetDevice(previous);
+#endif
+        }
+      }
+      data = nullptr;
+      event = nullptr;
+      bytes = 0;
+      dirty = 0;
+      device = -1;
+      used = false;
+    }
+  };
+  std::vector<Pad> pads;  // per local rank
+
   // The cache: most recently used first.
   std::list<Entry> lru;
   std::map<CacheKey, std::list<Entry>::iterator> index;
@@ -110,6 +146,7 @@ struct Communicator::Group {
   std::uint64_t generation = 0;
   std::exception_ptr result;  // outcome of the last completed generation
   std::vector<CallArgs> args;
+  std::vector<const void*> sends;
   std::vector<void*> buffers;
   std::vector<void*> streams;
 
@@ -128,25 +165,17 @@ struct Communicator::Group {
 #endif
   }
 
-  // The table range (bucket) and plan for `count` elements.
-  Plan build(std::int64_t count, DataType type, ReduceOp op, int bucket) const {
+  // The plan of size bucket `bucket` for `count` elements (the bucket's).
+  Plan build(std::int64_t count, ReduceOp op, int bucket) const {
     if (!options.spec.empty()) {
       BuildOptions b;
       b.count = count;
       b.reduce_op = op;
       return build_plan(topo, options.spec, b);
     }
-    (void)type;
-    Plan plan = build_candidate(topo, table->ranges[static_cast<std::size_t>(bucket)].plan, count, op);
+    Plan plan = build_candidate(topo, table->lookup(buckets[static_cast<std::size_t>(bucket)]).plan, count, op);
     verify_or_throw(plan);
     return plan;
-  }
-
-  int bucket_of(std::int64_t count, DataType type) const {
-    if (!options.spec.empty()) return -1;
-    const auto bytes = static_cast<std::uint64_t>(count) * element_size(type);
-    const TableRange& r = table->lookup(bytes);
-    return static_cast<int>(&r - table->ranges.data());
   }
 
   // Makes `e` the plan inside the cpu backend.
@@ -157,16 +186,17 @@ struct Communicator::Group {
     current = &e;
   }
 
-  Entry& lookup(std::int64_t count, DataType type, ReduceOp op) {
-    const int bucket = bucket_of(count, type);
-    const CacheKey key{bucket, count, type, op};
+  // The compiled plan of (bucket, type, op), compiling it (build, verify, prepare) on a miss.
+  Entry& lookup(int bucket, DataType type, ReduceOp op) {
+    const CacheKey key{bucket, type, op};
     if (!lru.empty() && lru.front().key == key) return lru.front();
     if (auto it = index.find(key); it != index.end()) {
       lru.splice(lru.begin(), lru, it->second);
       return lru.front();
     }
-    // Compile: build, verify, prepare on caller buffers.
-    const Plan plan = build(count, type, op, bucket);
+    const std::uint64_t bytes = buckets[static_cast<std::size_t>(bucket)];
+    const std::int64_t count = bucket_count(bytes, element_size(type));
+    const Plan plan = build(count, op, bucket);
     if (plan.ranks() != ranks) {
       throw InvalidInput(fmt::format("communicator: the plan has {} ranks but the group has {} (check the topology)",
                                      plan.ranks(), ranks));
@@ -182,16 +212,22 @@ struct Communicator::Group {
     }
     Entry e;
     e.key = key;
-    e.info.label = options.spec.empty() ? table->ranges[static_cast<std::size_t>(bucket)].plan.label() : options.spec;
     e.info.bucket = bucket;
-    if (bucket >= 0) {
-      e.info.min_bytes = table->ranges[static_cast<std::size_t>(bucket)].min_bytes;
-      e.info.max_bytes = table->ranges[static_cast<std::size_t>(bucket)].max_bytes;
+    e.info.bucket_bytes = bytes;
+    if (options.spec.empty()) {
+      const TableRange& range = table->lookup(bytes);
+      e.info.label = range.plan.label();
+      e.info.range = static_cast<int>(&range - table->ranges.data());
+      e.info.min_bytes = range.min_bytes;
+      e.info.max_bytes = range.max_bytes;
+    } else {
+      e.info.label = options.spec;
     }
     e.info.count = count;
     e.info.type = type;
     e.info.op = op;
     e.info.devices = static_cast<int>(plan.devices.size());
+    ++compiles;
     if (kind == BackendKind::kCpu) {
       if (current != nullptr) cpu->swap_prepared(current->held);
       current = nullptr;
@@ -207,18 +243,149 @@ struct Communicator::Group {
     return lru.front();
   }
 
-  // Runs one all-reduce on the local ranks' recv buffers (already holding their inputs).
-  // GPU backends: asynchronous on the callers' streams.
-  void run(std::int64_t count, DataType type, ReduceOp op, std::span<void* const> recv, std::span<void* const> streams) {
-    Entry& e = lookup(count, type, op);
-    try {
-      if (kind == BackendKind::kCpu) {
-        make_current(e);
-        cpu->run_on(recv);
-      } else if (kind == BackendKind::kCuda || kind == BackendKind::kNccl) {
-        e.backend->run_on_streams(recv, streams);
+  // Runs entry `e` once, in place, on the local ranks' buffers `at` (GPU backends: on the callers' streams).
+  void run_entry(Entry& e, std::span<void* const> at, std::span<void* const> streams) {
+    if (kind == BackendKind::kCpu) {
+      make_current(e);
+      cpu->run_on(at);
+    } else if (kind == BackendKind::kCuda || kind == BackendKind::kNccl) {
+      e.backend->run_on_streams(at, streams);
+    } else {
+      e.backend->run_on(at);
+    }
+    ++e.info.calls;
+  }
+
+  // Copies `bytes` from `src` to `dst` (host, or device memory on `stream`).
+  void copy(void* dst, const void* src, std::size_t bytes, void* stream) const {
+    if (bytes == 0 || dst == src) return;
+    if (!gpu()) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+#if ARTUNE_HAVE_CUDA_BACKEND
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+      throw BackendFailure("allreduce: cudaMemcpyAsync failed");
+    }
+#else
+    (void)stream;
+#endif
+  }
+
+  bool gpu() const noexcept { return kind == BackendKind::kCuda || kind == BackendKind::kNccl; }
+
+  // Local rank i's padding scratch, at least `bytes` long, with zeros from `keep` bytes on, ready on `stream`.
+  void* pad_buffer(std::size_t i, std::size_t bytes, std::size_t keep, const void* user, void* stream) {
+    Pad& p = pads[i];
+    if (p.bytes < bytes) {
+      p.release();
+      if (!gpu()) {
+        const std::size_t rounded = (bytes + 63) / 64 * 64;
+        p.data = std::aligned_alloc(64, rounded);
+        if (p.data == nullptr) throw BackendFailure(fmt::format("allreduce: out of memory ({} B of scratch)", bytes));
       } else {
-        e.backend->run_on(recv);
+#if ARTUNE_HAVE_CUDA_BACKEND
+        // On the device of the caller's buffer.
+        cudaPointerAttributes attr{};
+        if (cudaPointerGetAttributes(&attr, user) != cudaSuccess ||
+            (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
+          (void)cudaGetLastError();
+          throw InvalidInput("allreduce: the buffers of a cuda/nccl communicator must be device memory");
+        }
+        int previous = 0;
+        cudaGetDevice(&previous);
+        cudaSetDevice(attr.device);
+        p.device = attr.device;  // release() frees on it, even after a failure below
+        const bool ok = cudaMalloc(&p.data, bytes) == cudaSuccess &&
+                        cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&p.event), cudaEventDisableTiming) ==
+                            cudaSuccess;
+        cudaSetDevice(previous);
+        if (!ok) {
+          p.release();
+          throw BackendFailure(fmt::format("allreduce: cannot allocate {} B of device scratch", bytes));
+        }
+#else
+        (void)user;
+#endif
+      }
+      p.bytes = bytes;
+      p.dirty = bytes;  // not zeroed yet: the tail is zeroed below (on the caller's stream for GPU memory)
+    }
+#if ARTUNE_HAVE_CUDA_BACKEND
+    // The scratch's previous use (maybe on another stream) comes first.
+    if (gpu() && p.used &&
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(p.event), 0) != cudaSuccess) {
+      throw BackendFailure("allreduce: cudaStreamWaitEvent failed");
+    }
+#endif
+    if (p.dirty > keep) {
+      auto* tail = static_cast<std::byte*>(p.data) + keep;
+      if (!gpu()) {
+        std::memset(tail, 0, p.dirty - keep);
+      } else {
+#if ARTUNE_HAVE_CUDA_BACKEND
+        if (cudaMemsetAsync(tail, 0, p.dirty - keep, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+          throw BackendFailure("allreduce: cudaMemsetAsync failed");
+        }
+#endif
+      }
+    }
+    // Until the run completes the whole buffer counts as written (a failed run leaves it unknown).
+    p.dirty = p.bytes;
+    return p.data;
+  }
+
+  // After a padded run on `stream`: only the first `keep` bytes can be non-zero (zeros reduce to zeros).
+  void pad_done(std::size_t i, std::size_t keep, void* stream) {
+    Pad& p = pads[i];
+    p.dirty = keep;
+#if ARTUNE_HAVE_CUDA_BACKEND
+    if (gpu()) {
+      if (cudaEventRecord(static_cast<cudaEvent_t>(p.event), static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+        throw BackendFailure("allreduce: cudaEventRecord failed");
+      }
+      p.used = true;
+    }
+#else
+    (void)stream;
+#endif
+  }
+
+  // One all-reduce of the local ranks' send[i] into recv[i], split into runs of bucket plans (split_call).
+  // `ranks_pad`: each rank has filled its own padding scratch already and copies its result out itself
+  // (local host groups, so that those copies run in parallel).
+  void execute(std::int64_t count, DataType type, ReduceOp op, std::span<const void* const> send,
+               std::span<void* const> recv, std::span<void* const> streams, bool ranks_pad = false) {
+    const std::size_t elem = element_size(type);
+    const std::size_t n = recv.size();
+    std::vector<void*> at(n);
+    try {
+      for (const CallPiece& piece : split_call(buckets, pad_limit, count, elem)) {
+        Entry& e = lookup(piece.bucket, type, op);
+        const std::size_t offset = static_cast<std::size_t>(piece.offset) * elem;
+        const std::size_t bytes = static_cast<std::size_t>(piece.count) * elem;
+        const bool padded = piece.count != piece.compiled;
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto* src = static_cast<const std::byte*>(send[i]) + offset;
+          auto* dst = static_cast<std::byte*>(recv[i]) + offset;
+          if (padded && ranks_pad) {
+            at[i] = pads[i].data;
+          } else if (padded) {
+            at[i] = pad_buffer(i, static_cast<std::size_t>(piece.compiled) * elem, bytes, recv[i], streams[i]);
+            copy(at[i], src, bytes, streams[i]);
+          } else {
+            copy(dst, src, bytes, streams[i]);
+            at[i] = dst;
+          }
+        }
+        run_entry(e, at, streams);
+        if (padded && !ranks_pad) {
+          for (std::size_t i = 0; i < n; ++i) {
+            copy(static_cast<std::byte*>(recv[i]) + offset, at[i], bytes, streams[i]);
+            pad_done(i, bytes, streams[i]);
+          }
+        }
+        for (auto& l : last) l = e.info;
       }
     } catch (const Error& err) {
       if (err.code() == ErrorCode::kTimeout || err.code() == ErrorCode::kBackendFailure) {
@@ -228,8 +395,6 @@ struct Communicator::Group {
       }
       throw;
     }
-    ++e.info.calls;
-    for (auto& l : last) l = e.info;
   }
 
   void check_usable() const {
@@ -266,7 +431,22 @@ std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOpti
       g->table = search(g->topo, s).table;
     }
     if (g->table->ranges.empty()) throw InvalidInput("communicator: the decision table has no size ranges");
+    // The buckets: the sizes the table was tuned at (a range's bounds when it lists none).
+    for (const TableRange& r : g->table->ranges) {
+      if (r.points.empty()) {
+        g->buckets.push_back(r.min_bytes);
+        g->buckets.push_back(r.max_bytes);
+      }
+      for (const SizePoint& p : r.points) g->buckets.push_back(p.bytes);
+    }
+  } else {
+    g->buckets = options.tune_sizes.empty() ? default_tune_sizes() : options.tune_sizes;
   }
+  std::sort(g->buckets.begin(), g->buckets.end());
+  g->buckets.erase(std::unique(g->buckets.begin(), g->buckets.end()), g->buckets.end());
+  if (!g->buckets.empty() && g->buckets.front() == 0) g->buckets.erase(g->buckets.begin());
+  if (g->buckets.empty()) throw InvalidInput("communicator: no size to compile plans at (tune_sizes or the table)");
+  g->pad_limit = options.pad_limit;
   return g;
 }
 
@@ -276,6 +456,7 @@ std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOpti
   g.local = 1;
   g.rank_base = rank;
   g.last.assign(1, PlanInfo{});
+  g.pads = std::vector<Communicator::Group::Pad>(1);
 }
 
 }  // namespace
@@ -304,9 +485,11 @@ std::vector<Communicator> Communicator::create_local(BackendKind backend, const 
   g->ranks = ranks;
   g->local = ranks;
   g->last.assign(static_cast<std::size_t>(ranks), PlanInfo{});
+  g->pads = std::vector<Communicator::Group::Pad>(static_cast<std::size_t>(ranks));
   g->args.assign(static_cast<std::size_t>(ranks), CallArgs{});
   g->buffers.assign(static_cast<std::size_t>(ranks), nullptr);
   g->streams.assign(static_cast<std::size_t>(ranks), nullptr);
+  g->sends.assign(static_cast<std::size_t>(ranks), nullptr);
   std::vector<Communicator> out;
   out.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) out.push_back(Communicator(g, r));
@@ -363,43 +546,61 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
   if (count < 0) throw InvalidInput(fmt::format("allreduce: count {} is negative", count));
   if (count > 0 && (send == nullptr || recv == nullptr)) throw InvalidInput("allreduce: null buffer");
   const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
-  const bool gpu = g.kind == BackendKind::kCuda || g.kind == BackendKind::kNccl;
-  if (!gpu && stream != nullptr) throw InvalidInput("allreduce: a stream is for the cuda and nccl backends");
-  if (gpu) {
-#if ARTUNE_HAVE_CUDA_BACKEND
-    // Out of place: a device copy on the caller's stream, before the plan (which the backend fences
-    // between the callers' streams), so nothing waits on the host.
-    if (bytes > 0 && send != recv) {
-      const auto* sb = static_cast<const std::byte*>(send);
-      auto* rb = static_cast<std::byte*>(recv);
-      if (sb < rb + bytes && rb < sb + bytes) {
-        throw InvalidInput("allreduce: send and recv overlap without being the same buffer");
-      }
-      if (cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) != cudaSuccess) {
-        throw BackendFailure("allreduce: cudaMemcpyAsync(send -> recv) failed");
-      }
-    }
-#else
-    throw Unsupported("allreduce: cuda is not built here");
+  if (!g.gpu() && stream != nullptr) throw InvalidInput("allreduce: a stream is for the cuda and nccl backends");
+#if !ARTUNE_HAVE_CUDA_BACKEND
+  if (g.gpu()) throw Unsupported("allreduce: cuda is not built here");
 #endif
-  } else {
-    copy_host(recv, send, bytes);
+  if (bytes > 0 && send != recv) {
+    const auto* sb = static_cast<const std::byte*>(send);
+    auto* rb = static_cast<std::byte*>(recv);
+    if (sb < rb + bytes && rb < sb + bytes) {
+      throw InvalidInput("allreduce: send and recv overlap without being the same buffer");
+    }
   }
 
   if (g.local == 1) {
     g.check_usable();
     if (count == 0) return;
+    const void* one_send[1] = {send};
     void* one[1] = {recv};
     void* own_stream[1] = {stream};
-    g.run(count, type, op, one, own_stream);
+    g.execute(count, type, op, one_send, one, own_stream);
     return;
   }
 
-  // Local group: the last rank to arrive runs the plan for all; the others wait for its outcome.
+  // Local group: the last rank to arrive runs the plan for all; the others wait for its outcome. On the host
+  // each rank copies its own input first (in parallel), so the plan runs in place.
+  // The same for a padded last piece: each rank fills its own scratch now and copies its result out after.
+  const bool ranks_pad = !g.gpu();
+  std::optional<CallPiece> padded;
+  void* pad = nullptr;
+  if (ranks_pad && bytes > 0) {
+    if (send != recv) {
+      std::memcpy(recv, send, bytes);
+      send = recv;
+    }
+    auto pieces = split_call(g.buckets, g.pad_limit, count, element_size(type));
+    if (pieces.back().count != pieces.back().compiled) {
+      padded = pieces.back();
+      const std::size_t elem = element_size(type);
+      pad = g.pad_buffer(static_cast<std::size_t>(rank_), static_cast<std::size_t>(padded->compiled) * elem,
+                         static_cast<std::size_t>(padded->count) * elem, recv, nullptr);
+      std::memcpy(pad, static_cast<const std::byte*>(recv) + static_cast<std::size_t>(padded->offset) * elem,
+                  static_cast<std::size_t>(padded->count) * elem);
+    }
+  }
+  // This rank's result of a padded piece, once the call succeeded.
+  const auto copy_out = [&] {
+    if (!padded) return;
+    const std::size_t elem = element_size(type);
+    std::memcpy(static_cast<std::byte*>(recv) + static_cast<std::size_t>(padded->offset) * elem, pad,
+                static_cast<std::size_t>(padded->count) * elem);
+    g.pad_done(static_cast<std::size_t>(rank_), static_cast<std::size_t>(padded->count) * elem, nullptr);
+  };
   std::unique_lock<std::mutex> lock(g.mutex);
   g.check_usable();
   const std::uint64_t gen = g.generation;
-  g.args[static_cast<std::size_t>(rank_)] = CallArgs{recv, stream, count, type, op};
+  g.args[static_cast<std::size_t>(rank_)] = CallArgs{send, recv, stream, count, type, op};
   if (++g.arrived == g.ranks) {
     g.arrived = 0;
     std::exception_ptr outcome;
@@ -415,10 +616,11 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
       }
       if (count > 0) {
         for (int r = 0; r < g.ranks; ++r) {
+          g.sends[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].send;
           g.buffers[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].recv;
           g.streams[static_cast<std::size_t>(r)] = g.args[static_cast<std::size_t>(r)].stream;
         }
-        g.run(count, type, op, g.buffers, g.streams);
+        g.execute(count, type, op, g.sends, g.buffers, g.streams, ranks_pad);
       }
     } catch (...) {
       outcome = std::current_exception();
@@ -428,6 +630,7 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     lock.unlock();
     g.cv.notify_all();
     if (outcome) std::rethrow_exception(outcome);
+    copy_out();
     return;
   }
   const auto timeout = std::chrono::duration<double>(g.options.timeout_s);
@@ -448,6 +651,8 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
     throw BackendFailure(text);
   }
   if (g.result) std::rethrow_exception(g.result);
+  lock.unlock();
+  copy_out();
 }
 
 int Communicator::rank() const noexcept { return rank_; }
@@ -471,12 +676,19 @@ std::string Communicator::dump_cache() const {
   std::string text;
   for (const PlanInfo& p : cached_plans()) {
     const std::string range =
-        p.bucket < 0 ? std::string("spec") : fmt::format("range {} [{}..{} B]", p.bucket, p.min_bytes, p.max_bytes);
-    text += fmt::format("{}  {}  count {} {} {}  devices {}  calls {}\n", p.label, range, p.count, to_string(p.type),
-                        to_string(p.op), p.devices, p.calls);
+        p.range < 0 ? std::string("spec") : fmt::format("range {} [{}..{} B]", p.range, p.min_bytes, p.max_bytes);
+    text += fmt::format("{}  {}  bucket {} ({} B)  count {} {} {}  devices {}  calls {}\n", p.label, range, p.bucket,
+                        p.bucket_bytes, p.count, to_string(p.type), to_string(p.op), p.devices, p.calls);
   }
   return text;
 }
+
+std::uint64_t Communicator::compiled_plans() const {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  return group_->compiles;
+}
+
+std::vector<std::uint64_t> Communicator::size_buckets() const { return group_->buckets; }
 
 std::size_t Communicator::worker_threads() const {
   std::lock_guard<std::mutex> lock(group_->mutex);

@@ -42,13 +42,14 @@ artune::DataType dtype_of(const py::array& a) {
 }
 
 artune::CommOptions options_of(const std::string& topology, const std::string& table, const std::string& spec,
-                               double timeout, std::size_t cache) {
+                               double timeout, std::size_t cache, std::uint64_t pad_limit) {
   artune::CommOptions o;
   o.topology = topology;
   o.table = table;
   o.spec = spec;
   o.timeout_s = timeout;
   o.cache_capacity = cache;
+  o.pad_limit = pad_limit;
   return o;
 }
 
@@ -85,9 +86,9 @@ PYBIND11_MODULE(artune, m) {
 
   py::class_<artune::Communicator>(m, "Communicator")
       .def(py::init([](const std::string& backend, const std::string& topology, const std::string& table,
-                       const std::string& spec, double timeout, std::size_t cache) {
+                       const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit) {
              const auto kind = artune::parse_backend_kind(backend, "backend");
-             const auto options = options_of(topology, table, spec, timeout, cache);
+             const auto options = options_of(topology, table, spec, timeout, cache, pad_limit);
              if (kind == artune::BackendKind::kMpi || kind == artune::BackendKind::kNccl) {
 #if ARTUNE_HAVE_MPI
                int initialized = 0;
@@ -109,7 +110,7 @@ PYBIND11_MODULE(artune, m) {
              return std::move(one.front());
            }),
            py::arg("backend") = "mpi", py::arg("topology") = "", py::arg("table") = "", py::arg("spec") = "",
-           py::arg("timeout") = 60.0, py::arg("cache") = 64,
+           py::arg("timeout") = 60.0, py::arg("cache") = 64, py::arg("pad_limit") = artune::CommOptions{}.pad_limit,
            "One rank's communicator: mpi or nccl (this process's rank of MPI_COMM_WORLD), or a one-rank cpu group")
       .def(
           "allreduce",
@@ -147,11 +148,12 @@ PYBIND11_MODULE(artune, m) {
   m.def(
       "local_communicators",
       [](int ranks, const std::string& backend, const std::string& topology, const std::string& table,
-         const std::string& spec, double timeout, std::size_t cache) {
+         const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit) {
         return artune::Communicator::create_local(artune::parse_backend_kind(backend, "backend"),
-                                                  options_of(topology, table, spec, timeout, cache), ranks);
+                                                  options_of(topology, table, spec, timeout, cache, pad_limit), ranks);
       },
       py::arg("ranks"), py::arg("backend") = "cpu", py::arg("topology") = "", py::arg("table") = "",
       py::arg("spec") = "", py::arg("timeout") = 60.0, py::arg("cache") = 64,
+      py::arg("pad_limit") = artune::CommOptions{}.pad_limit,
       "One communicator per rank of this process (cpu threads or cuda GPUs); each rank's thread calls its own");
 }

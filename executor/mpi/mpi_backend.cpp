@@ -694,6 +694,9 @@ void MpiBackend::stuck() {
                            waiting.empty() ? "" : fmt::format("; next unstarted: {}", waiting))));
 }
 
+// MPI_Testsome calls without progress before the engine starts yielding the core.
+constexpr int kSpinPolls = 256;
+
 void MpiBackend::run() {
   require_prepared("run");
   if (user_buffers_ && user0_ == nullptr && plan_.count > 0) {
@@ -723,6 +726,7 @@ void MpiBackend::run() {
   const auto timeout = std::chrono::duration<double>(options_.timeout_s);
   const int total = static_cast<int>(slots_.size());
   std::vector<int> indices;
+  int idle = 0;  // polls in a row without progress
   while (completed_ < total) {
     while (!ready_.empty()) {
       const int i = ready_.back();
@@ -753,8 +757,14 @@ void MpiBackend::run() {
       }
     }
     if (outcount == 0 && ready_.empty()) {
-      if (Clock::now() - last_progress_ > timeout) stuck();
-      sched_yield();  // ranks may outnumber cores; let the peer we wait for run
+      // Poll a while first (a peer on another core answers within microseconds, as a blocking MPI call
+      // spins), then yield: ranks may outnumber cores, so let the peer we wait for run.
+      if (++idle > kSpinPolls) {
+        if (Clock::now() - last_progress_ > timeout) stuck();
+        sched_yield();
+      }
+    } else {
+      idle = 0;
     }
   }
 }

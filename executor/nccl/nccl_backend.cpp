@@ -32,6 +32,7 @@
 #include "executor/cuda/cuda_program.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
+#include "executor/nccl/nccl_forced_choice.hpp"
 #include "executor/nccl/nccl_program.hpp"
 #include "executor/schedule.hpp"
 #include "executor/verification.hpp"
@@ -187,6 +188,7 @@ class NcclBackend final : public Backend {
     // Local checks first, then agreement: a rank that rejects the plan must not leave the others
     // waiting in a communicator split.
     std::vector<int> host_of;
+    std::vector<NcclForcedChoice> forced;  // per distinct group: NCCL_ALGO/PROTO/channels of nccl.ALGO.PROTO ops
     std::string local_error;
     ErrorCode local_code = ErrorCode::kInvalidInput;
     try {
@@ -197,6 +199,7 @@ class NcclBackend final : public Backend {
                                        declared, plan.devices[rank_].name, machines[rank_]));
       }
       host_of = host_processes(plan, machines);
+      forced = nccl_forced_choices(plan);
       program_ = nccl::lower_rank(plan, host_of, host, rank_);
       check_memory(plan, nccl::rank_memory(plan, program_, esize_));
     } catch (const Error& e) {
@@ -226,6 +229,8 @@ class NcclBackend final : public Backend {
       }
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
+      apply_nccl_forced_channels(forced[g], config.minCTAs, config.maxCTAs);
+      const ScopedNcclForcedChoice forcing(forced[g]);  // NCCL reads it until the communicator is ready
       // Non-blocking: the new communicator stays NULL until the split completes in NCCL's thread,
       // which the parent reports (ncclInProgress until then); only then is groups_[g] read.
       guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),

@@ -69,9 +69,10 @@ typedef struct {
   const char* spec;      /**< one plan spec for every size; NULL = from the table */
   double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
   size_t cache_capacity; /**< compiled plans kept (LRU) */
+  uint64_t pad_limit;    /**< calls up to this many bytes run padded to their size bucket (see CommOptions) */
 } artune_options_t;
 
-/** Fills `options` with the defaults (no topology/table/spec, 60 s, 64 plans). */
+/** Fills `options` with the defaults (no topology/table/spec, 60 s, 64 plans, pad limit 256 KiB). */
 void artune_options_init(artune_options_t* options);
 
 /** Creates `nranks` communicators of one process (cpu threads or cuda GPUs) into comms[0..nranks-1]. */

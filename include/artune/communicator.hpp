@@ -18,12 +18,19 @@
 //  * nccl: Communicator::create_nccl on every rank (one GPU each), bootstrapped
 //    over MPI_COMM_WORLD.
 //
-// Plans are compiled (built, verified, prepared) once per (size range of the
-// table, element count, dtype, op) and kept in a least-recently-used cache of
-// CommOptions::cache_capacity entries; the scratch buffers belong to the cached
-// plan, the workers to the communicator. Buffers are the caller's: the cpu
-// backend's workers read and write them in place, the mpi backend sends from
-// and receives into them, cuda/nccl bind the caller's device pointers.
+// Plans are compiled (built, verified, prepared) once per (size bucket, dtype,
+// op) and kept in a least-recently-used cache of CommOptions::cache_capacity
+// entries. The size buckets are the sizes the decision table was tuned at
+// (CommOptions::tune_sizes without a table); bucket k's plan is the table's pick
+// for that size, compiled at that size. Any count is served by bucket plans:
+// up to CommOptions::pad_limit bytes by one run of the smallest bucket that
+// holds it, on the caller's buffer when the count is the bucket's and otherwise
+// on a zero-padded communicator-owned copy; larger counts by runs of the largest
+// fitting bucket straight on consecutive parts of the caller's buffer (no copy),
+// the last pad_limit bytes or less as above. The workers and the padding scratch
+// belong to the communicator. Buffers are the caller's: the cpu backend's
+// workers read and write them in place, the mpi backend sends from and receives
+// into them, cuda/nccl bind the caller's device pointers.
 //
 // Errors are artune::Error exceptions with a code: InvalidInput (invalid
 // usage), BackendFailure (a peer or library failed), Timeout (a peer did not
@@ -54,21 +61,27 @@ struct CommOptions {
   std::string table;
   /// One plan spec for every size ("xring", "rechd", "nccl/xring" …); takes precedence over `table`.
   std::string spec;
-  /// Sizes in bytes tuned in memory when there is neither table nor spec; empty = 4 B to 256 MiB, ×4.
+  /// Sizes in bytes tuned in memory when there is neither table nor spec, and the size buckets of a spec;
+  /// empty = 4 B to 256 MiB, ×2.
   std::vector<std::uint64_t> tune_sizes;
   /// A peer that does not arrive or answer within this many seconds ends the call with a Timeout.
   double timeout_s = 60;
   /// Compiled plans kept; the least recently used one is dropped beyond this (at least 1).
   std::size_t cache_capacity = 64;
+  /// Calls up to this many bytes run as one plan of the next size bucket (padded in scratch when the count is not
+  /// the bucket's); larger ones as bucket plans on parts of the caller's buffer (see above).
+  std::uint64_t pad_limit = std::uint64_t{256} << 10;
 };
 
 /// One compiled plan as the cache holds it (for logs and dumps).
 struct PlanInfo {
   std::string label;               ///< the plan's spec text with its parameters ("xring#2 seg=4")
-  int bucket = -1;                 ///< index of the table's size range (-1: a fixed spec)
+  int bucket = -1;                 ///< index of its size bucket (size_buckets())
+  std::uint64_t bucket_bytes = 0;  ///< the bucket's size
+  int range = -1;                  ///< index of the table's size range holding the bucket (-1: a fixed spec)
   std::uint64_t min_bytes = 0;     ///< the range's smallest tuned size (0 for a fixed spec)
   std::uint64_t max_bytes = 0;     ///< the range's largest tuned size (0 for a fixed spec)
-  std::int64_t count = 0;          ///< elements per rank
+  std::int64_t count = 0;          ///< elements per rank it is compiled for (the bucket's size / element size)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int devices = 0;                 ///< plan devices (ranks + helpers)
@@ -106,12 +119,17 @@ class Communicator {
   int size() const noexcept;
   /// The backend it runs on.
   BackendKind backend() const noexcept;
-  /// The plan the last allreduce of this rank used (empty label before the first call).
+  /// The plan the last allreduce of this rank used (its last piece's; empty label before the first call).
   PlanInfo last_plan() const;
   /// The cached plans, most recently used first.
   std::vector<PlanInfo> cached_plans() const;
-  /// The cache as text, one line per plan ("label  range  count type op  calls"), most recent first.
+  /// The cache as text, one line per plan ("label  range  bucket k (B)  count type op  devices  calls"), most
+  /// recent first.
   std::string dump_cache() const;
+  /// Plans compiled since creation (cache misses), over the whole group.
+  std::uint64_t compiled_plans() const;
+  /// The size buckets in bytes, ascending.
+  std::vector<std::uint64_t> size_buckets() const;
   /// Worker threads the group's backend owns now (cpu; 0 for the others).
   std::size_t worker_threads() const;
 

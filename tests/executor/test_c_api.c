@@ -57,6 +57,7 @@ static void* rank_main(void* arg) {
 int main(void) {
   artune_options_t options;
   artune_options_init(&options);
+  check(options.pad_limit == 262144 && options.cache_capacity == 64 && options.timeout_s == 60, "defaults");
   options.topology = "uniform:4";
   options.spec = "rechd";
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, RANKS, comms) == ARTUNE_SUCCESS, artune_last_error());
@@ -80,7 +81,7 @@ int main(void) {
   char text[256];
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0, "last plan");
   check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "rechd  spec  count 1001 int32 max  devices 4  calls 2\n") == text,
+            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1024 int32 max  devices 4  calls 2\n") == text,
         "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");

@@ -12,7 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
 #include "artune/communicator.hpp"
+#include "executor/api/call_split.hpp"
 #include "executor/verification.hpp"
 #include "tests/test_support.hpp"
 #include "topology/io.hpp"
@@ -135,37 +142,137 @@ TEST_CASE("communicator.cpu_helper_devices_share_the_workers") {
   CHECK(comms[0].worker_threads() == 5);
 }
 
+TEST_CASE("communicator.split_call_into_bucket_plans") {
+  const std::vector<std::uint64_t> buckets = {1024, 2048, 4096, 8192, 16384};
+  using P = CallPiece;
+  // Small calls: one run of the smallest bucket that holds them, padded unless the count is the bucket's.
+  CHECK(split_call(buckets, 4096, 0, 4).empty());
+  CHECK(split_call(buckets, 4096, 1, 4) == std::vector<P>{{0, 0, 1, 256}});
+  CHECK(split_call(buckets, 4096, 256, 4) == std::vector<P>{{0, 0, 256, 256}});
+  CHECK(split_call(buckets, 4096, 257, 4) == std::vector<P>{{1, 0, 257, 512}});
+  CHECK(split_call(buckets, 4096, 1000, 4) == std::vector<P>{{2, 0, 1000, 1024}});  // 4000 B <= pad limit
+  // Larger ones: the largest fitting bucket on the caller's buffer, the last <= pad limit bytes padded.
+  CHECK(split_call(buckets, 4096, 1025, 4) == std::vector<P>{{2, 0, 1024, 1024}, {0, 1024, 1, 256}});
+  CHECK(split_call(buckets, 4096, 3000, 4) == std::vector<P>{{3, 0, 2048, 2048}, {2, 2048, 952, 1024}});
+  // Beyond the largest bucket: as many runs of it as fit.
+  CHECK(split_call(buckets, 4096, 3 * 4096 + 5, 4) ==
+        std::vector<P>{{4, 0, 4096, 4096}, {4, 4096, 4096, 4096}, {4, 8192, 4096, 4096}, {0, 12288, 5, 256}});
+  // A pad limit beyond the largest bucket still splits what does not fit in it.
+  CHECK(split_call(buckets, 1 << 30, 5000, 4) == std::vector<P>{{4, 0, 4096, 4096}, {2, 4096, 904, 1024}});
+  // Wide elements: buckets with the same count collapse to the first.
+  CHECK(split_call(std::vector<std::uint64_t>{4, 8, 16}, 0, 3, 8) == std::vector<P>{{2, 0, 2, 2}, {0, 2, 1, 1}});
+  CHECK(bucket_count(4, 8) == 1);
+  CHECK(bucket_count(12, 8) == 2);
+  CHECK_THROWS_AS(split_call(std::vector<std::uint64_t>{}, 0, 1, 4), InvalidInput);
+  CHECK_THROWS_AS(split_call(std::vector<std::uint64_t>{8, 4}, 0, 1, 4), InvalidInput);
+  // Every split covers the call exactly, in order, within the buckets' counts.
+  for (std::int64_t n : {1, 255, 256, 257, 4095, 4096, 4097, 20000, 123457}) {
+    std::int64_t next = 0;
+    for (const P& p : split_call(buckets, 4096, n, 4)) {
+      CHECK(p.offset == next);
+      CHECK(p.count <= p.compiled);
+      CHECK(p.compiled == bucket_count(buckets[static_cast<std::size_t>(p.bucket)], 4));
+      next += p.count;
+    }
+    CHECK(next == n);
+  }
+}
+
 TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   CommOptions o = spec_options("uniform:4", "xring");
   o.cache_capacity = 3;
   auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
-  // 50 sizes: before, a prepared cpu backend per size kept 4 threads each (200); now the group has 4.
+  // 50 sizes (4 to 200 B): one plan per size bucket (4, 8, 16 … 256 B), not per size; before, a prepared cpu
+  // backend per size kept 4 threads each (200); now the group has 4.
   for (std::int64_t count = 1; count <= 50; ++count) {
     CHECK(wrong_elements(comms, count, DataType::kInt32, ReduceOp::kSum, true, 1) == 0);
   }
   CHECK(comms[0].worker_threads() == 4);
+  CHECK(comms[2].compiled_plans() == 7);
   auto plans = comms[1].cached_plans();
   REQUIRE(plans.size() == 3);
-  CHECK(plans[0].count == 50);  // most recent first
-  CHECK(plans[1].count == 49);
-  CHECK(plans[2].count == 48);
-  // Reusing a cached size moves it to the front and counts its calls; a new type is a new plan.
+  CHECK(plans[0].bucket_bytes == 256);  // most recent first
+  CHECK(plans[0].count == 64);
+  CHECK(plans[0].calls == 18);          // counts 33 … 50
+  CHECK(plans[1].bucket_bytes == 128);
+  CHECK(plans[1].count == 32);
+  CHECK(plans[1].calls == 16);
+  CHECK(plans[2].bucket_bytes == 64);
+  // Reusing a cached bucket moves it to the front and counts its calls; a new type is a new plan.
   CHECK(wrong_elements(comms, 48, DataType::kInt32, ReduceOp::kSum, true, 1) == 0);
   CHECK(wrong_elements(comms, 48, DataType::kFloat64, ReduceOp::kMax, true, 1) == 0);
+  CHECK(comms[2].compiled_plans() == 8);
   plans = comms[1].cached_plans();
   REQUIRE(plans.size() == 3);
-  CHECK(plans[0].count == 48);
+  CHECK(plans[0].bucket_bytes == 512);
+  CHECK(plans[0].count == 64);
   CHECK(plans[0].type == DataType::kFloat64);
   CHECK(plans[0].op == ReduceOp::kMax);
-  CHECK(plans[1].count == 48);
-  CHECK(plans[1].calls == 2);
-  CHECK(plans[2].count == 50);
+  CHECK(plans[1].bucket_bytes == 256);
+  CHECK(plans[1].calls == 19);
+  CHECK(plans[2].bucket_bytes == 128);
   const PlanInfo last = comms[3].last_plan();
   CHECK(last.label == "xring");
-  CHECK(last.bucket == -1);
+  CHECK(last.range == -1);
+  CHECK(last.bucket == 7);
   const std::string dump = comms[0].dump_cache();
-  CHECK(dump.find("xring  spec  count 48 double max  devices 4  calls 1\n") == 0);
-  CHECK(dump.find("xring  spec  count 48 int32 sum  devices 4  calls 2\n") != std::string::npos);
+  CHECK(dump.find("xring  spec  bucket 7 (512 B)  count 64 double max  devices 4  calls 1\n") == 0);
+  CHECK(dump.find("xring  spec  bucket 6 (256 B)  count 64 int32 sum  devices 4  calls 19\n") != std::string::npos);
+}
+
+TEST_CASE("communicator.cpu_resnet50_sizes_compile_one_plan_per_bucket") {
+  // 200 different sizes: ResNet-50's 22 distinct tensor sizes, then neighbours of them (n - 1, n + 1, n + 2 …)
+  // until there are 200, in the list's order, through one communicator: at most one plan per bucket (one type,
+  // one op), exact sums (inputs are small integers).
+  const auto doc = nlohmann::json::parse(artune_test::slurp(std::string(std::getenv("ARTUNE_SOURCE_ROOT")) +
+                                                             "/configs/fusion/resnet50.json"));
+  std::vector<std::int64_t> sizes;
+  for (const auto& t : doc.at("tensors")) {
+    const auto n = t.at("elements").get<std::int64_t>();
+    if (std::find(sizes.begin(), sizes.end(), n) == sizes.end()) sizes.push_back(n);
+  }
+  REQUIRE(sizes.size() == 22);
+  const std::vector<std::int64_t> distinct = sizes;
+  for (std::int64_t d = 1; sizes.size() < 200; ++d) {
+    for (std::int64_t n : distinct) {
+      for (std::int64_t m : {n - d, n + d}) {
+        if (sizes.size() < 200 && m > 0 && std::find(sizes.begin(), sizes.end(), m) == sizes.end()) sizes.push_back(m);
+      }
+    }
+  }
+  CommOptions o;
+  o.topology = "uniform:4";
+  o.timeout_s = 60;
+  o.cache_capacity = 1000;
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
+  std::vector<std::vector<float>> data(4);
+  std::atomic<std::int64_t> wrong{0};
+  const auto errors = on_threads(comms, [&](int r) {
+    auto& v = data[static_cast<std::size_t>(r)];
+    for (std::int64_t n : sizes) {
+      v.resize(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>((i + r) % 7);
+      comms[static_cast<std::size_t>(r)].allreduce(v.data(), v.data(), n, DataType::kFloat32, ReduceOp::kSum);
+      for (std::int64_t i = 0; i < n; ++i) {
+        // sum over ranks q of (i + q) % 7
+        float expect = 0;
+        for (int q = 0; q < 4; ++q) expect += static_cast<float>((i + q) % 7);
+        if (v[static_cast<std::size_t>(i)] != expect) ++wrong;
+      }
+    }
+  });
+  require_no_errors(errors);
+  CHECK(wrong.load() == 0);
+  const auto buckets = comms[0].size_buckets();
+  CHECK(comms[0].compiled_plans() <= buckets.size());
+  // Exactly the buckets the splits name, each compiled once.
+  std::set<int> used;
+  for (std::int64_t n : sizes) {
+    for (const CallPiece& p : split_call(buckets, o.pad_limit, n, 4)) used.insert(p.bucket);
+  }
+  CHECK(comms[0].compiled_plans() == used.size());
+  CHECK(comms[0].cached_plans().size() == used.size());
+  CHECK(comms[0].worker_threads() == 4);
 }
 
 TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
@@ -185,15 +292,28 @@ TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
   tuned.tune_sizes = s.sizes;
   for (const CommOptions& o : {from_file, tuned}) {
     auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
+    CHECK(comms[0].size_buckets() == s.sizes);
+    // 7 floats: the 1 KiB bucket's plan, padded; 256 Ki + 3 floats: the 1 MiB bucket's plan on the caller's
+    // buffer, then the 1 KiB one for the last 3.
     for (std::int64_t count : {7, 256 * 1024 + 3}) {
       CHECK(wrong_elements(comms, count, DataType::kFloat32, ReduceOp::kSum, false, 1) == 0);
       const PlanInfo p = comms[0].last_plan();
-      const TableRange& range = table.lookup(static_cast<std::uint64_t>(count) * 4);
+      const TableRange& range = table.lookup(1024);
       CHECK(p.label == range.plan.label());
-      CHECK(p.bucket == static_cast<int>(&range - table.ranges.data()));
+      CHECK(p.bucket == 0);
+      CHECK(p.bucket_bytes == 1024);
+      CHECK(p.range == static_cast<int>(&range - table.ranges.data()));
       CHECK(p.min_bytes == range.min_bytes);
-      CHECK(p.count == count);
+      CHECK(p.count == 256);
     }
+    CHECK(comms[0].compiled_plans() == 2);
+    const auto plans = comms[0].cached_plans();
+    REQUIRE(plans.size() == 2);
+    CHECK(plans[1].bucket == 1);
+    CHECK(plans[1].count == 256 * 1024);
+    CHECK(plans[1].label == table.lookup(1024 * 1024).plan.label());
+    CHECK(plans[1].calls == 1);
+    CHECK(plans[0].calls == 2);
   }
   // A table of another topology is refused at creation.
   CommOptions other = from_file;

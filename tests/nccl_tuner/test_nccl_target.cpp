@@ -11,8 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "artune_config.hpp"
 #include "simulator/nccl_model.hpp"
 #include "tests/cli_runner.hpp"
+#if ARTUNE_HAVE_NCCL_BACKEND
+#include "executor/cuda/cuda_backend.hpp"
+#endif
 #include "tests/nccl_tuner/plugin_loader.hpp"
 #include "tests/test_support.hpp"
 #include "topology/io.hpp"
@@ -146,7 +150,23 @@ TEST_CASE("nccl_target.cli_bad_input") {
   const auto measure =
       artune_test::run_artune({"autotune", "-t", "uniform:4", "--target", "nccl", "--measure", "cpu", "-q"});
   CHECK(measure.status == 2);
-  CHECK(measure.err.find("--measure: not with --target nccl yet") != std::string::npos);
+  CHECK(measure.err == "artune: --measure cpu: --target nccl measures NCCL's own choices with real NCCL only "
+                       "(--measure nccl, under mpirun with one GPU per rank)\n");
+  CHECK(measure.out.empty());
+  // --measure nccl needs real NCCL on a GPU: refused up front, in one line, where there is none.
+  bool gpu = false;
+#if ARTUNE_HAVE_NCCL_BACKEND
+  gpu = artune::cuda_device_count() > 0;
+#endif
+  if (!gpu) {
+    const auto nccl =
+        artune_test::run_artune({"autotune", "-t", "uniform:4", "--target", "nccl", "--measure", "nccl", "-q"});
+    CHECK((nccl.status == 2 || nccl.status == 3));
+    CHECK(nccl.err.rfind("artune: --measure nccl: ", 0) == 0);
+    CHECK(std::count(nccl.err.begin(), nccl.err.end(), '\n') == 1);
+    CHECK(nccl.out.empty());
+  }
+  CHECK_THROWS_AS(artune::check_nccl_measurement(artune::BackendKind::kMpi), artune::InvalidInput);
   const auto one = artune_test::run_artune({"autotune", "-t", "uniform:1", "--target", "nccl", "-q"});
   CHECK(one.status == 2);
   CHECK(one.err.find("--target nccl: 'uniform:1' has 1 GPU(s)") != std::string::npos);
