@@ -28,7 +28,7 @@
 
 namespace artune {
 
-int cuda_device_count() noexcept { return cuda::usable_device_count(); }
+int cuda_device_count() { return cuda::usable_device_count(); }
 
 void cuda::require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t count, DataType type,
                                    std::string_view where) {

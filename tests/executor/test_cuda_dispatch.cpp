@@ -253,6 +253,30 @@ TEST_CASE("cuda_dispatch.stream_query_results") {
                        BackendFailure);
 }
 
+TEST_CASE("cuda_dispatch.device_query_classification") {
+  // Only "no device" (or no driver installed at all) means no GPU; everything else is an error to report.
+  CHECK(classify_device_query(cudaSuccess, 13000) == DeviceQuery::kDevices);
+  CHECK(classify_device_query(cudaErrorNoDevice, 13000) == DeviceQuery::kNoDevice);
+  CHECK(classify_device_query(cudaErrorNoDevice, 0) == DeviceQuery::kNoDevice);
+  CHECK(classify_device_query(cudaErrorInsufficientDriver, 0) == DeviceQuery::kNoDevice);  // libcuda absent
+  CHECK(classify_device_query(cudaErrorStubLibrary, 0) == DeviceQuery::kNoDevice);         // only the stub
+  CHECK(classify_device_query(cudaErrorInsufficientDriver, 12020) == DeviceQuery::kError);  // driver too old
+  CHECK(classify_device_query(cudaErrorStubLibrary, 12020) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorInitializationError, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorSystemDriverMismatch, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorCompatNotSupportedOnDevice, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorDevicesUnavailable, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorOperatingSystem, 13000) == DeviceQuery::kError);
+  const std::string text = device_query_error(cudaErrorInsufficientDriver, 12020, 13000);
+  CHECK(text.find("cudaGetDeviceCount: ") == 0);
+  CHECK(text.find("(cudaErrorInsufficientDriver)") != std::string::npos);
+  CHECK(text.find("CUDA driver 12.2, runtime 13.0") != std::string::npos);
+  CHECK(device_query_error(cudaErrorInsufficientDriver, 0, 13000).find("CUDA driver none") != std::string::npos);
+  // This machine's own answer is one of the first two: either GPUs or none, never a thrown error here
+  // unless the driver is really broken (which must then fail this test, not skip it).
+  CHECK_NOTHROW(cuda_device_count());
+}
+
 TEST_CASE("cuda_dispatch.cli_exits_2_without_a_gpu") {
   const char* bin = std::getenv("ARTUNE_BIN");
   if (bin == nullptr || cuda_device_count() > 0) {
