@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
+#include <tuple>
 #include <string_view>
 #include <utility>
 
@@ -299,6 +301,8 @@ class Lowering {
 
   void push_step(StepKind kind, int op, int stream, Ref dst, Ref src, std::int64_t count) {
     Step s;
+    s.phase = phase_.phase;
+    s.round = phase_.round;
     s.kind = kind;
     s.stream = stream;
     s.dst = dst;
@@ -384,20 +388,24 @@ class Lowering {
       }
       return op.root;
     };
+    // Peer order is rotated: in round s (1…g-1) member k pulls from member k+s (mod g), so every member
+    // is read by exactly one peer per round (fan-in 1) instead of every member reading member 0 first.
     auto reduce_scatter = [&]() {
-      for (int k = 0; k < g; ++k) {
-        const auto [off, cnt] = shard(k);
-        for (int j = 0; j < g; ++j) {
-          if (j == k) continue;
+      for (int s = 1; s < g; ++s) {
+        phase_ = {Phase::kReduceScatter, s - 1};
+        for (int k = 0; k < g; ++k) {
+          const int j = (k + s) % g;
+          const auto [off, cnt] = shard(k);
           emit_reduce(op.id, members[k], ref(members[k], buffer, offset + off), ref(members[j], buffer, offset + off),
                       cnt);
         }
       }
     };
     auto all_gather = [&]() {
-      for (int m = 0; m < g; ++m) {
-        for (int k = 0; k < g; ++k) {
-          if (k == m) continue;
+      for (int s = 1; s < g; ++s) {
+        phase_ = {Phase::kAllGather, s - 1};
+        for (int m = 0; m < g; ++m) {
+          const int k = (m + s) % g;
           const auto [off, cnt] = shard(k);
           emit_copy(op.id, members[m], ref(members[m], buffer, offset + off), ref(members[k], buffer, offset + off),
                     cnt);
@@ -406,16 +414,36 @@ class Lowering {
     };
     switch (op.collective) {
       case Collective::kBroadcast: {
+        // Binomial tree from the root: in round r every member that holds the data (relative index
+        // i < 2^r) is pulled from by member i + 2^r, which first waits for i's own pull to finish.
+        // log2(g) rounds of one full copy each, every holder read by one peer per round.
         const int root = root_member();
-        for (int m : members) {
-          if (m != root) emit_copy(op.id, m, ref(m, buffer, offset), ref(root, buffer, offset), count);
+        const int root_at = static_cast<int>(std::find(members.begin(), members.end(), root) - members.begin());
+        auto member = [&](int relative) { return members[(root_at + relative) % g]; };
+        std::vector<int> received(g, -1);  // per relative index: event recorded after its pull
+        int round = 0;
+        for (int span = 1; span < g; span *= 2, ++round) {
+          phase_ = {Phase::kBroadcast, round};
+          for (int i = 0; i < span && i + span < g; ++i) {
+            const int parent = member(i);
+            const int child = member(i + span);
+            if (received[i] >= 0) wait(op.id, child, received[i]);
+            emit_copy(op.id, child, ref(child, buffer, offset), ref(parent, buffer, offset), count);
+            if (2 * span < g) {  // a later round reads the child: record its arrival
+              received[i + span] = new_event(child);
+              record(op.id, child, received[i + span]);
+            }
+          }
         }
         break;
       }
       case Collective::kReduce: {
         const int root = root_member();
+        int round = 0;
         for (int m : members) {
-          if (m != root) emit_reduce(op.id, root, ref(root, buffer, offset), ref(m, buffer, offset), count);
+          if (m == root) continue;
+          phase_ = {Phase::kReduce, round++};
+          emit_reduce(op.id, root, ref(root, buffer, offset), ref(m, buffer, offset), count);
         }
         break;
       }
@@ -439,9 +467,15 @@ class Lowering {
         break;
       }
     }
+    phase_ = {};
     for (int m : members) finish(op, m);
   }
 
+  struct PhaseTag {
+    Phase phase = Phase::kNone;
+    int round = -1;
+  };
+  PhaseTag phase_;  // the group phase and round being lowered (tags the steps it emits)
   const Plan& plan_;
   const std::vector<Placement>& placement_;
   const std::vector<std::vector<bool>>& peer_;
@@ -490,6 +524,41 @@ MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_device
     if (!p.host) ++need.devices_on_gpu[gpu];
   }
   return need;
+}
+
+std::string_view to_string(Phase phase) noexcept {
+  switch (phase) {
+    case Phase::kNone: return "-";
+    case Phase::kBroadcast: return "broadcast";
+    case Phase::kReduce: return "reduce";
+    case Phase::kReduceScatter: return "reduce_scatter";
+    case Phase::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
+int RoundFanIn::max() const { return readers.empty() ? 0 : *std::max_element(readers.begin(), readers.end()); }
+
+std::vector<RoundFanIn> fan_in(const Program& program) {
+  const std::size_t n = program.placement.size();
+  std::vector<RoundFanIn> out;
+  std::map<std::tuple<int, Phase, int>, std::size_t> index;
+  std::vector<std::set<std::pair<int, int>>> seen;  // per round: (read device, reading stream)
+  for (const Step& s : program.steps) {
+    if (s.phase == Phase::kNone || (s.kind != StepKind::kCopy && s.kind != StepKind::kReduce)) continue;
+    const auto key = std::make_tuple(s.op, s.phase, s.round);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, out.size()).first;
+      out.push_back(RoundFanIn{s.op, s.phase, s.round, std::vector<int>(n, 0)});
+      seen.emplace_back();
+    }
+    if (s.src.buffer == Ref::kStaging || s.src.device == s.stream) continue;
+    if (seen[it->second].insert({s.src.device, s.stream}).second) {
+      ++out[it->second].readers[static_cast<std::size_t>(s.src.device)];
+    }
+  }
+  return out;
 }
 
 std::string describe(const Program& program) {

@@ -18,11 +18,15 @@
 // order). The stream runs in order, so one staging buffer per stream suffices.
 // An op records an event when a dependent runs on another stream; dependents
 // wait on it (cudaStreamWaitEvent), never on the device.
-// Group ops are lowered to direct pulls: broadcast (every member copies from
-// the root), reduce (the root reduces every member in), reduce-scatter (member
-// k reduces shard k of every other member), all-gather (every member copies
-// shard k from member k) and all-reduce (reduce-scatter, then all-gather after
-// each member's reduce-scatter event).
+// Group ops are lowered to direct pulls in rounds: broadcast (a binomial tree
+// from the root: in round r each holder is pulled from by one new member, which
+// waits for its parent's own pull), reduce (the root reduces one member in per
+// round), reduce-scatter (in round s member k reduces shard k of member k+s) and
+// all-gather (in round s member m copies shard m+s from member m+s), all-reduce
+// (reduce-scatter, then all-gather after each member's reduce-scatter event).
+// The rotation makes every device read by at most one peer per round (fan-in 1,
+// see fan_in()), where pulling from members 0, 1, … in the same order on every
+// member would make all of them read the same device at once.
 
 #include <cstdint>
 #include <string>
@@ -78,6 +82,11 @@ enum class StepKind {
   kWait,    ///< cudaStreamWaitEvent(stream, event)
 };
 
+/// The phase of a group op a step belongs to (kNone: a plain op, or event steps).
+enum class Phase { kNone, kBroadcast, kReduce, kReduceScatter, kAllGather };
+/// Its name ("broadcast", "reduce", "reduce_scatter", "all_gather", "-").
+std::string_view to_string(Phase phase) noexcept;
+
 /// One call the backend issues, in program order, on `stream`.
 struct Step {
   StepKind kind = StepKind::kCopy;
@@ -88,6 +97,8 @@ struct Step {
   std::int64_t divisor = 1;    ///< scale only
   int event = -1;              ///< record / wait only
   int op = -1;                 ///< the plan op it comes from
+  Phase phase = Phase::kNone;  ///< group ops: the phase this step belongs to
+  int round = -1;              ///< group ops: the round within the phase (0-based)
 };
 
 /// A lowered plan.
@@ -119,6 +130,19 @@ MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_device
 
 /// Stream that issues a plain (non-group) op under the rules above.
 int executing_stream(const Op& op, const std::vector<Placement>& placement);
+
+/// Fan-in of one round of a group phase: how many peers read each plan device in it.
+struct RoundFanIn {
+  int op = -1;
+  Phase phase = Phase::kNone;
+  int round = -1;
+  std::vector<int> readers;  ///< per plan device: distinct other streams that read it in this round
+  /// The largest entry (1 when every device is read by at most one peer).
+  int max() const;
+};
+/// Per round of every group phase, the fan-in of every plan device (reads by other streams,
+/// staged reads counted at their source), in program order.
+std::vector<RoundFanIn> fan_in(const Program& program);
 
 /// One line per step, for debugging and test failure messages.
 std::string describe(const Program& program);

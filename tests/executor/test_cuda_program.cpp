@@ -639,6 +639,89 @@ TEST_CASE("cuda_program.group_ops_are_lowered_to_pulls") {
   CHECK(prog.staging[0] == 3);  // no P2P: shards (10 = 3+3+2+2) are staged, the largest is 3
 }
 
+TEST_CASE("cuda_program.group_phases_have_fan_in_one") {
+  // No device is read by more than one peer in any round of any group phase, for g = 2…8, with and
+  // without P2P (staged reads count at their source) and on one GPU; the rotated lowering stays exact.
+  for (int g = 2; g <= 8; ++g) {
+    for (Collective first : {Collective::kReduceScatter, Collective::kReduce, Collective::kAllReduce}) {
+      CAPTURE(g);
+      CAPTURE(to_string(first));
+      const Plan plan = test::group_plan(g, 37, ReduceOp::kSum, first);
+      for (const int mode : {0, 1}) {
+        CAPTURE(mode);
+        const auto placement = cuda::place_devices(plan, g);
+        const cuda::Program prog = cuda::lower_plan(plan, placement, peers(g, mode));
+        std::map<cuda::Phase, int> rounds;
+        for (const cuda::RoundFanIn& r : cuda::fan_in(prog)) {
+          CAPTURE(to_string(r.phase));
+          CAPTURE(r.round);
+          CHECK(r.max() == 1);
+          // Every round reads as many devices as it has pulls: g-1 rounds of g pulls, or a tree.
+          const int reads = static_cast<int>(std::count(r.readers.begin(), r.readers.end(), 1));
+          if (r.phase == cuda::Phase::kReduceScatter || r.phase == cuda::Phase::kAllGather) CHECK(reads == g);
+          if (r.phase == cuda::Phase::kBroadcast) CHECK(reads == std::min(1 << r.round, g - (1 << r.round)));
+          if (r.phase == cuda::Phase::kReduce) CHECK(reads == 1);
+          rounds[r.phase] = std::max(rounds[r.phase], r.round + 1);
+        }
+        int log2g = 0;
+        while ((1 << log2g) < g) ++log2g;
+        switch (first) {
+          case Collective::kReduceScatter:
+          case Collective::kAllReduce:
+            CHECK(rounds[cuda::Phase::kReduceScatter] == g - 1);
+            CHECK(rounds[cuda::Phase::kAllGather] == g - 1);
+            break;
+          default:
+            CHECK(rounds[cuda::Phase::kReduce] == g - 1);
+            CHECK(rounds[cuda::Phase::kBroadcast] == log2g);
+            break;
+        }
+        CudaReplay replay(plan, prog, ReduceOp::kSum);
+        CHECK(replay.run(0) == 0);
+        for (const auto& p : replay.problems()) FAIL_CHECK(p);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda_program.fan_in_sees_an_unrotated_lowering") {
+  // The measure can fail: three members all pulling from member 0 in their first step.
+  cuda::Program prog;
+  prog.placement.resize(4);
+  for (int m = 1; m < 4; ++m) {
+    cuda::Step s;
+    s.kind = cuda::StepKind::kCopy;
+    s.stream = m;
+    s.dst = {m, 0, 0};
+    s.src = {0, 0, 0};
+    s.count = 5;
+    s.op = 0;
+    s.phase = cuda::Phase::kAllGather;
+    s.round = 0;
+    prog.steps.push_back(s);
+  }
+  const auto f = cuda::fan_in(prog);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].max() == 3);
+  CHECK(f[0].readers == std::vector<int>{3, 0, 0, 0});
+}
+
+TEST_CASE("cuda_program.broadcast_is_a_binomial_tree") {
+  // 8 members, root 2 (relative order 2,3,…,1): 7 full copies in 3 rounds; each child pulls from the member
+  // 2^r before it, and a parent that received in an earlier round is waited for.
+  Plan plan = test::empty_plan(8, 16, ReduceOp::kSum);
+  test::add_auto(plan, test::group_op(Collective::kBroadcast, {0, 1, 2, 3, 4, 5, 6, 7}, 0, 0, 16, 2));
+  const cuda::Program prog = cuda::lower_plan(plan, cuda::place_devices(plan, 8), peers(8, 1));
+  std::vector<std::pair<int, int>> pulls;  // (child, parent)
+  int waits = 0;
+  for (const cuda::Step& s : prog.steps) {
+    if (s.kind == cuda::StepKind::kCopy) pulls.emplace_back(s.stream, s.src.device);
+    if (s.kind == cuda::StepKind::kWait) ++waits;
+  }
+  CHECK(pulls == std::vector<std::pair<int, int>>{{3, 2}, {4, 2}, {5, 3}, {6, 2}, {7, 3}, {0, 4}, {1, 5}});
+  CHECK(waits == 4);  // 5 and 7 wait for 3, 0 for 4, 1 for 5 (the root's data needs no event)
+}
+
 TEST_CASE("nccl_program.every_family_matches_and_is_exact") {
   const Topology* none = nullptr;
   int replays = 0;
