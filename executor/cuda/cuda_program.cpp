@@ -561,6 +561,54 @@ std::vector<RoundFanIn> fan_in(const Program& program) {
   return out;
 }
 
+std::size_t GraphDag::edges() const {
+  std::size_t n = 0;
+  for (const auto& d : deps) n += d.size();
+  return n;
+}
+
+GraphDag graph_of(const Program& program) {
+  GraphDag dag;
+  const std::size_t streams = program.placement.size();
+  std::vector<std::set<int>> frontier(streams);  // per stream: the nodes its next work depends on
+  std::vector<std::set<int>> event_nodes(static_cast<std::size_t>(program.events));
+  for (std::size_t i = 0; i < program.steps.size(); ++i) {
+    const Step& s = program.steps[i];
+    auto& mine = frontier.at(static_cast<std::size_t>(s.stream));
+    switch (s.kind) {
+      case StepKind::kRecord:
+        event_nodes.at(static_cast<std::size_t>(s.event)) = mine;
+        break;
+      case StepKind::kWait: {
+        const auto& theirs = event_nodes.at(static_cast<std::size_t>(s.event));
+        mine.insert(theirs.begin(), theirs.end());
+        break;
+      }
+      default: {
+        const int node = static_cast<int>(dag.step.size());
+        dag.step.push_back(static_cast<int>(i));
+        // As capture records them: the stream's last node and the nodes joined in by waits since.
+        std::vector<int> deps(mine.begin(), mine.end());
+        dag.deps.push_back(std::move(deps));
+        mine = {node};
+        break;
+      }
+    }
+  }
+  return dag;
+}
+
+void add_graph_nodes(const Program& program, GraphBuilder& builder) {
+  const GraphDag dag = graph_of(program);
+  std::vector<int> id(dag.step.size(), -1);
+  for (std::size_t n = 0; n < dag.step.size(); ++n) {
+    std::vector<int> deps;
+    deps.reserve(dag.deps[n].size());
+    for (int d : dag.deps[n]) deps.push_back(id[static_cast<std::size_t>(d)]);
+    id[n] = builder.add(dag.step[n], deps);
+  }
+}
+
 std::string describe(const Program& program) {
   std::string out;
   for (const Step& s : program.steps) {

@@ -144,6 +144,32 @@ struct RoundFanIn {
 /// staged reads counted at their source), in program order.
 std::vector<RoundFanIn> fan_in(const Program& program);
 
+/// The CUDA graph of a program: one node per work step (copy, reduce, scale); records and waits
+/// become edges, as stream capture turns them (cudaStreamBeginCapture on stream 0, every other stream
+/// forked from it): a work step depends on the last work of its own stream and, through each wait
+/// since then, on the work its event was recorded after. The backend adds exactly these nodes and
+/// edges (add_graph_nodes), so the graph it replays is the one tests check against the stream
+/// lowering's happens-before order.
+struct GraphDag {
+  std::vector<int> step;               ///< per node: its index in Program::steps
+  std::vector<std::vector<int>> deps;  ///< per node: the nodes it depends on directly (ascending)
+  /// Number of edges.
+  std::size_t edges() const;
+};
+/// Builds the graph DAG of `program`.
+GraphDag graph_of(const Program& program);
+
+/// What a graph is built with: the backend adds CUDA graph nodes, tests record them. Nodes are
+/// added in topological order; `deps` are ids returned by earlier add() calls.
+class GraphBuilder {
+ public:
+  virtual ~GraphBuilder() = default;
+  /// Adds the node of `program.steps[step]` after `deps`; returns its id.
+  virtual int add(int step, const std::vector<int>& deps) = 0;
+};
+/// Adds every node of graph_of(program) to `builder`, in node order.
+void add_graph_nodes(const Program& program, GraphBuilder& builder);
+
 /// One line per step, for debugging and test failure messages.
 std::string describe(const Program& program);
 

@@ -722,6 +722,133 @@ TEST_CASE("cuda_program.broadcast_is_a_binomial_tree") {
   CHECK(waits == 4);  // 5 and 7 wait for 3, 0 for 4, 1 for 5 (the root's data needs no event)
 }
 
+namespace {
+
+// Happens-before of the stream/event program, straight from CUDA's stream semantics: per work step,
+// every work step ordered before it (same stream earlier, or before a record its stream waited on).
+std::vector<std::set<int>> stream_order(const cuda::Program& prog) {
+  std::vector<std::set<int>> before_stream(prog.placement.size());
+  std::vector<std::set<int>> before_event(static_cast<std::size_t>(prog.events));
+  std::vector<std::set<int>> out(prog.steps.size());
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const cuda::Step& s = prog.steps[i];
+    auto& mine = before_stream[static_cast<std::size_t>(s.stream)];
+    if (s.kind == cuda::StepKind::kRecord) {
+      before_event[static_cast<std::size_t>(s.event)] = mine;
+    } else if (s.kind == cuda::StepKind::kWait) {
+      const auto& theirs = before_event[static_cast<std::size_t>(s.event)];
+      mine.insert(theirs.begin(), theirs.end());
+    } else {
+      out[i] = mine;
+      mine.insert(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+// Records what add_graph_nodes hands a builder, as the backend's CUDA builder receives it.
+struct RecordingBuilder final : cuda::GraphBuilder {
+  std::vector<int> steps;
+  std::vector<std::vector<int>> deps;
+  int add(int step, const std::vector<int>& d) override {
+    for (int x : d) CHECK(x < static_cast<int>(steps.size()));  // topological order
+    steps.push_back(step);
+    deps.push_back(d);
+    return static_cast<int>(steps.size()) - 1;
+  }
+};
+
+// Per work step: the work steps before it in the graph (transitive closure of the recorded edges).
+std::map<int, std::set<int>> graph_order(const RecordingBuilder& b) {
+  std::vector<std::set<int>> closure(b.steps.size());
+  std::map<int, std::set<int>> out;
+  for (std::size_t n = 0; n < b.steps.size(); ++n) {
+    for (int d : b.deps[n]) {
+      closure[n].insert(b.steps[static_cast<std::size_t>(d)]);
+      closure[n].insert(closure[static_cast<std::size_t>(d)].begin(), closure[static_cast<std::size_t>(d)].end());
+    }
+    out[b.steps[n]] = closure[n];
+  }
+  return out;
+}
+
+bool same_order(const cuda::Program& prog) {
+  RecordingBuilder b;
+  cuda::add_graph_nodes(prog, b);
+  const auto streams = stream_order(prog);
+  const auto graph = graph_order(b);
+  std::size_t work = 0;
+  bool same = true;
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const auto k = prog.steps[i].kind;
+    if (k == cuda::StepKind::kRecord || k == cuda::StepKind::kWait) continue;
+    ++work;
+    const auto it = graph.find(static_cast<int>(i));
+    if (it == graph.end() || it->second != streams[i]) same = false;
+  }
+  return same && work == b.steps.size();
+}
+
+}  // namespace
+
+TEST_CASE("cuda_program.graph_dag_equals_the_stream_lowering") {
+  // Every family, one GPU per device with and without P2P and all on one GPU, pipelined too: the graph
+  // the backend builds orders exactly the work the streams and events order (host replay).
+  int checked = 0;
+  for (const Case& c : kCases) {
+    for (int segments : {1, 3}) {
+      const std::string spec_name = c.spec;
+      CAPTURE(spec_name);
+      CAPTURE(segments);
+      const Plan plan = build(c, 101, ReduceOp::kAvg, segments);
+      const int gpus = gpu_devices(plan);
+      for (const auto& [devices, mode] : {std::pair{gpus, 1}, std::pair{gpus, 0}, std::pair{1, 1}}) {
+        const cuda::Program prog = cuda::lower_plan(plan, cuda::place_devices(plan, devices), peers(devices, mode));
+        CHECK(same_order(prog));
+        const cuda::GraphDag dag = cuda::graph_of(prog);
+        std::size_t work = 0;
+        for (const cuda::Step& s : prog.steps) {
+          work += s.kind != cuda::StepKind::kRecord && s.kind != cuda::StepKind::kWait ? 1 : 0;
+        }
+        CHECK(dag.step.size() == work);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == static_cast<int>(std::size(kCases)) * 2 * 3);
+}
+
+TEST_CASE("cuda_program.graph_dag_check_can_fail") {
+  // Dropping a cross-stream wait changes the stream order; an extra graph edge would too: the
+  // comparison sees the difference between a program and the graph of a different one.
+  const Plan plan = build({"uniform:4", "xring"}, 16, ReduceOp::kSum);
+  const cuda::Program good = cuda::lower_plan(plan, cuda::place_devices(plan, 4), peers(4, 1));
+  RecordingBuilder b;
+  cuda::add_graph_nodes(good, b);
+  const auto graph = graph_order(b);
+  int differ = 0;
+  int waits = 0;
+  for (std::size_t i = 0; i < good.steps.size(); ++i) {
+    if (good.steps[i].kind != cuda::StepKind::kWait) continue;
+    ++waits;
+    cuda::Program broken = good;
+    broken.steps.erase(broken.steps.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto streams = stream_order(broken);
+    // Same work steps, shifted by one index after the dropped wait.
+    bool same = true;
+    for (std::size_t j = 0; j < broken.steps.size(); ++j) {
+      const auto k = broken.steps[j].kind;
+      if (k == cuda::StepKind::kRecord || k == cuda::StepKind::kWait) continue;
+      std::set<int> shifted;
+      for (int x : streams[j]) shifted.insert(x >= static_cast<int>(i) ? x + 1 : x);
+      if (graph.at(static_cast<int>(j >= i ? j + 1 : j)) != shifted) same = false;
+    }
+    differ += same ? 0 : 1;
+  }
+  CHECK(waits > 0);
+  CHECK(differ == waits);
+}
+
 TEST_CASE("nccl_program.every_family_matches_and_is_exact") {
   const Topology* none = nullptr;
   int replays = 0;
