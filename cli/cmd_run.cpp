@@ -21,6 +21,7 @@
 #include "core/types.hpp"
 #include "executor/backend.hpp"
 #include "executor/cpu/cpu_backend.hpp"
+#include "executor/mpi/launcher.hpp"
 #include "executor/runner.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
@@ -49,14 +50,6 @@ struct RunFlags {
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
-// The rank mpirun gave this process before MPI is up (-1 when not launched by an MPI launcher).
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return -1;
-}
-
 void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend);
 
 std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
@@ -83,7 +76,7 @@ void run_command(const RunFlags& f) {
     // Under mpirun rank 0 reports and the others stay quiet. The message goes out before
     // the backend shuts down (finalising MPI, or aborting the job when a peer is stuck):
     // once any rank exits non-zero, mpirun may kill the rest.
-    if (backend ? backend->is_root() : launcher_rank() <= 0) fmt::print(stderr, "artune: {}\n", e.what());
+    if (backend ? backend->is_root() : launcher_rank().value_or(-1) <= 0) fmt::print(stderr, "artune: {}\n", e.what());
     std::fflush(stdout);
     std::fflush(stderr);
     backend.reset();
@@ -114,7 +107,9 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     }
   }
   if (f.machine_index_given) {
-    if (f.machine_index < 0) throw InvalidInput(fmt::format("--machine-index: {} must be ≥ 0", f.machine_index));
+    if (f.machine_index < 0 || f.machine_index > kMaxMachineIndex) {
+      throw InvalidInput(fmt::format("--machine-index: {} must be between 0 and {}", f.machine_index, kMaxMachineIndex));
+    }
     if (kind != BackendKind::kMpi && kind != BackendKind::kNccl) {
       throw InvalidInput(fmt::format("--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)",
                                      to_string(kind)));

@@ -32,6 +32,8 @@
 #include "executor/cuda/cuda_program.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
+#include "executor/mpi/launcher.hpp"
+#include "executor/mpi/mpi_init.hpp"
 #include "executor/nccl/nccl_program.hpp"
 #include "executor/schedule.hpp"
 #include "executor/verification.hpp"
@@ -68,23 +70,13 @@ void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
 }
 #define ARTUNE_NCCL_CHECK(call, comm) check_nccl((call), #call, (comm))
 
-void check_mpi(int status, const char* call) {
-  if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(status, text, &len);
-  throw BackendFailure(fmt::format("{}: {}", call, std::string(text, static_cast<std::size_t>(len))));
-}
 #define ARTUNE_MPI_CHECK(call) check_mpi((call), #call)
 
 bool g_mpi_initialised_here = false;
 
-void ensure_mpi() {
-  int initialised = 0;
-  ARTUNE_MPI_CHECK(MPI_Initialized(&initialised));
-  if (initialised) return;
-  int provided = 0;
-  ARTUNE_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+// MPI at artune's one thread level (mpi/mpi_init.hpp); finalised at exit when this backend started it.
+void ensure_mpi_for_nccl() {
+  if (!ensure_mpi()) return;
   g_mpi_initialised_here = true;
   std::atexit([] {
     int finalised = 0;
@@ -98,7 +90,7 @@ class NcclBackend final : public Backend {
   explicit NcclBackend(const BackendOptions& options) : options_(options) {
     gpus_ = cuda::usable_device_count();
     if (gpus_ <= 0) throw Unsupported("no CUDA device available");
-    ensure_mpi();
+    ensure_mpi_for_nccl();
     ARTUNE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     ARTUNE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
     MPI_Comm local = MPI_COMM_NULL;
@@ -367,17 +359,7 @@ class NcclBackend final : public Backend {
   }
 
   // --machine-index, else ARTUNE_MACHINE_INDEX, else -1 (not declared).
-  int declared_machine() const {
-    if (options_.machine_index >= 0) return options_.machine_index;
-    const char* env = std::getenv("ARTUNE_MACHINE_INDEX");
-    if (env == nullptr || *env == '\0') return -1;
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (*end != '\0' || v < 0 || v > 1 << 20) {
-      throw InvalidInput(fmt::format("ARTUNE_MACHINE_INDEX: '{}' is not a machine index", env));
-    }
-    return static_cast<int>(v);
-  }
+  int declared_machine() const { return declared_machine_index(options_.machine_index); }
 
   void* pointer(const Ref& r) const {
     char* base = r.buffer == Ref::kStaging ? static_cast<char*>(staging_.get())
