@@ -20,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "executor/backend.hpp"
+#include "executor/backend_factory.hpp"
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/mpi/launcher.hpp"
 #include "executor/runner.hpp"

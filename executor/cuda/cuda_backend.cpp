@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/cuda/cuda_program.hpp"
+#include "executor/cuda/device_io.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
 #include "executor/schedule.hpp"
@@ -161,11 +162,7 @@ class CudaBackend final : public Backend {
 
   void fill_inputs(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    for (int d : participants_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
-      copy_sync(pointers_[d][0], host_io_.get(), bytes, d);
-    }
+    io().fill(rank_buffers(), iteration);
   }
 
   void run() override {
@@ -278,13 +275,7 @@ class CudaBackend final : public Backend {
 
   std::int64_t count_wrong(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    std::int64_t wrong = 0;
-    for (int d : participants_) {
-      copy_sync(host_io_.get(), pointers_[d][0], bytes, d);
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
-    }
-    return wrong;
+    return io().wrong(rank_buffers(), iteration);
   }
 
   std::vector<int> local_ranks() const override { return participants_; }
@@ -427,10 +418,13 @@ class CudaBackend final : public Backend {
     return gpu_or_host(r.device);
   }
 
-  void copy_sync(void* dst, const void* src, std::size_t bytes, int device) {
-    if (bytes == 0) return;
-    DeviceGuard guard(placement_[device].cuda_device);
-    ARTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+
+  // Every local participant's buffer 0 and the GPU it is on (its stream's GPU for host memory).
+  std::vector<RankBuffer> rank_buffers() const {
+    std::vector<RankBuffer> out;
+    for (int d : participants_) out.push_back({d, pointers_[d][0], placement_[d].cuda_device});
+    return out;
   }
 
   void issue(const Call& c) {

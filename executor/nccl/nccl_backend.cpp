@@ -30,6 +30,7 @@
 #include "core/error.hpp"
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/cuda/cuda_program.hpp"
+#include "executor/cuda/device_io.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
 #include "executor/mpi/launcher.hpp"
@@ -262,11 +263,7 @@ class NcclBackend final : public Backend {
 
   void fill_inputs(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    for (int d : local_ranks_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
-      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(pointers_[d][0], host_io_.get(), bytes, cudaMemcpyDefault));
-    }
+    io().fill(rank_buffers(), iteration);
   }
 
   void run() override {
@@ -326,13 +323,16 @@ class NcclBackend final : public Backend {
 
   std::int64_t count_wrong(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    std::int64_t wrong = 0;
-    for (int d : local_ranks_) {
-      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(host_io_.get(), pointers_[d][0], bytes, cudaMemcpyDefault));
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
-    }
-    return wrong;
+    return io().wrong(rank_buffers(), iteration);
+  }
+
+  cuda::DeviceIo io() const { return cuda::DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+
+  // This rank's participant buffers, on its one (current) GPU.
+  std::vector<cuda::RankBuffer> rank_buffers() const {
+    std::vector<cuda::RankBuffer> out;
+    for (int d : local_ranks_) out.push_back({d, pointers_[d][0], -1});
+    return out;
   }
 
   std::vector<int> local_ranks() const override { return local_ranks_; }
