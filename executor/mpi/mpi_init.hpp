@@ -10,6 +10,8 @@
 #endif
 #include <mpi.h>
 
+#include <functional>
+
 namespace artune {
 
 /// The thread level artune asks for: only the thread that initialised MPI calls it (the nccl
@@ -25,5 +27,12 @@ bool ensure_mpi(int thread_level = kMpiThreadLevel);
 /// Throws BackendFailure "<call>: <MPI_Error_string>" unless `rc` is MPI_SUCCESS; `who` prefixes the
 /// message when not empty ("mpi backend: ").
 void check_mpi(int rc, const char* call, const char* who = "");
+
+/// Runs `step` on this rank, then agrees over `comm` (collective) before anyone goes on: when `step`
+/// threw an artune::Error (or any std::exception, taken as a BackendFailure) on some rank, every rank
+/// throws the same code with the message of the lowest failing rank, "<what>: rank R: <message>". A
+/// bootstrap step that fails on one rank (a CUDA query, ncclGetUniqueId) thus never leaves the others
+/// blocked in the collective that follows it.
+void agree_on(MPI_Comm comm, const char* what, const std::function<void()>& step);
 
 }  // namespace artune

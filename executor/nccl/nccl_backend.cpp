@@ -37,6 +37,7 @@
 #include "executor/mpi/mpi_init.hpp"
 #include "executor/nccl/nccl_program.hpp"
 #include "executor/schedule.hpp"
+#include "executor/test_fault.hpp"
 #include "executor/verification.hpp"
 #include "topology/topology.hpp"
 
@@ -106,7 +107,12 @@ class NcclBackend final : public Backend {
     constexpr int kBusIdLength = 32;
     std::vector<char> bus_ids(static_cast<std::size_t>(kBusIdLength) * static_cast<std::size_t>(local_size), '\0');
     char mine[kBusIdLength] = {};
-    ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdLength, gpu_));
+    fault_ = read_test_fault();
+    // Every bootstrap step that can fail on one rank is agreed on before the collective that follows it.
+    agree_on(MPI_COMM_WORLD, "nccl backend: bootstrap (PCI bus id)", [&] {
+      inject_boot_fault();
+      ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdLength, gpu_));
+    });
     const int gathered = MPI_Allgather(mine, kBusIdLength, MPI_CHAR, bus_ids.data(), kBusIdLength, MPI_CHAR, local);
     MPI_Comm_free(&local);
     ARTUNE_MPI_CHECK(gathered);
@@ -125,7 +131,10 @@ class NcclBackend final : public Backend {
     stream_ = Stream(gpu_);
 
     ncclUniqueId id;
-    if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    agree_on(MPI_COMM_WORLD, "nccl backend: bootstrap (NCCL unique id)", [&] {
+      inject_boot_fault();
+      if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    });
     ARTUNE_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -356,6 +365,14 @@ class NcclBackend final : public Backend {
   void require_prepared() const {
     require_alive();
     if (!prepared_) throw InvalidInput("nccl backend: run before prepare");
+  }
+
+  // ARTUNE_TEST_FAULT=boot:rankR:iterN: the N-th bootstrap step of rank R fails (tests only).
+  void inject_boot_fault() {
+    ++boot_steps_;
+    if (fault_.fires("boot", rank_, boot_steps_)) {
+      throw BackendFailure(fmt::format("injected failure of bootstrap step {} (ARTUNE_TEST_FAULT)", boot_steps_));
+    }
   }
 
   // --machine-index, else ARTUNE_MACHINE_INDEX, else -1 (not declared).
@@ -652,6 +669,8 @@ class NcclBackend final : public Backend {
   std::vector<std::vector<void*>> pointers_;
   DeviceBuffer staging_;
   PinnedBuffer host_io_;
+  TestFault fault_;     // ARTUNE_TEST_FAULT (tests only)
+  int boot_steps_ = 0;  // bootstrap steps so far (fault injection)
   std::vector<int> local_ranks_;
 };
 
