@@ -213,31 +213,35 @@ class NcclBackend final : public Backend {
     }
     if (bad) throw InvalidInput(fmt::format("nccl backend: rank {}: another rank rejected the plan", rank_));
 
-    // One communicator per distinct group; every rank takes part in every split (NOCOLOR if not a member).
-    destroy_comm_list(groups_);
-    const auto groups = distinct_groups(plan);
-    // Sized once: a non-blocking split writes &groups_[g] later, from NCCL's own thread.
-    groups_.assign(groups.size(), nullptr);
+    // Communicators by key (members' ranks in NCCL rank order), kept across prepare() calls: a sweep
+    // splits each group once, not once per message size. Every rank takes part in every split
+    // (NOCOLOR if not a member), in the same order, since every rank plans from the same plans.
+    const nccl::CommPlan comms = nccl::plan_communicators(comm_keys_, nccl::communicator_keys(plan, host_of));
+    const std::size_t first_new = groups_.size();
+    // Sized before splitting: a non-blocking split writes &groups_[slot] later, from NCCL's own thread.
+    groups_.resize(first_new + comms.create.size(), nullptr);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(options_.timeout_s));
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto& members = groups[g];
+    for (std::size_t i = 0; i < comms.create.size(); ++i) {
+      const auto& members = comms.create[i];
+      const std::size_t slot = first_new + i;
       int key = -1;
       for (std::size_t k = 0; k < members.size(); ++k) {
-        if (host_of[members[k]] == rank_) key = static_cast<int>(k);
+        if (members[k] == rank_) key = static_cast<int>(k);
       }
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
+      ncclConfig_t config = split_config();
       // Non-blocking: the new communicator stays NULL until the split completes in NCCL's thread,
-      // which the parent reports (ncclInProgress until then); only then is groups_[g] read.
-      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),
+      // which the parent reports (ncclInProgress until then); only then is groups_[slot] read.
+      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[slot], &config),
             "ncclCommSplit", {world_}, deadline);
-      if ((groups_[g] != nullptr) != (key >= 0)) {
-        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for group {} returned {} communicator",
-                                             rank_, g, key >= 0 ? "no" : "an unexpected")));
+      if ((groups_[slot] != nullptr) != (key >= 0)) {
+        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} communicator",
+                                             rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
       }
-      if (groups_[g] != nullptr) wait_ready({groups_[g]}, "ncclCommSplit (new communicator)", deadline);
+      if (groups_[slot] != nullptr) wait_ready({groups_[slot]}, "ncclCommSplit (new communicator)", deadline);
+      comm_keys_.push_back(members);
     }
+    comm_slot_ = comms.slot;
 
     pointers_.assign(n, {});
     for (int d : program_.devices) {
@@ -384,6 +388,16 @@ class NcclBackend final : public Backend {
     return base + static_cast<std::size_t>(r.offset) * esize_;
   }
 
+  // The configuration of every communicator split from world_: non-blocking (completion polled under
+  // the deadline) and sharing the parent's resources (splitShare: no new buffers, channels or proxy
+  // per split). A per-communicator setting (a forced NCCL algorithm or protocol) goes here.
+  static ncclConfig_t split_config() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.splitShare = 1;
+    return config;
+  }
+
   std::vector<ncclComm_t> all_comms() const {
     std::vector<ncclComm_t> out;
     if (world_ != nullptr) out.push_back(world_);
@@ -420,6 +434,7 @@ class NcclBackend final : public Backend {
       if (c != nullptr) ncclCommAbort(c);
       c = nullptr;
     }
+    comm_keys_.clear();
   }
 
   [[noreturn]] void abort_all(const Error& error) {
@@ -517,7 +532,7 @@ class NcclBackend final : public Backend {
   }
 
   void collective(const nccl::Step& step, Clock::time_point deadline) {
-    ncclComm_t comm = groups_.at(step.comm);
+    ncclComm_t comm = groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(step.comm))));
     if (comm == nullptr) throw BackendFailure(fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
     cudaStream_t s = stream_.get();
     char* region = static_cast<char*>(pointer(step.dst));
@@ -662,7 +677,9 @@ class NcclBackend final : public Backend {
   Event caller_event_;  // run_on_streams: the caller's work so far
   Event done_event_;    // run_on_streams: the plan's end
   ncclComm_t world_ = nullptr;
-  std::vector<ncclComm_t> groups_;
+  std::vector<ncclComm_t> groups_;             // the communicator cache (null where this rank is no member)
+  std::vector<nccl::CommKey> comm_keys_;       // per cache slot: its key
+  std::vector<int> comm_slot_;                 // per distinct group of the prepared plan: its cache slot
   Program program_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<PinnedBuffer> host_buffers_;

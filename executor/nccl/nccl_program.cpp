@@ -243,6 +243,33 @@ std::vector<bool> host_devices_from_names(const Plan& plan) {
   return out;
 }
 
+std::vector<CommKey> communicator_keys(const Plan& plan, const std::vector<int>& host_of_device) {
+  std::vector<CommKey> keys;
+  for (const auto& members : distinct_groups(plan)) {
+    CommKey key;
+    key.reserve(members.size());
+    for (int d : members) key.push_back(host_of_device.at(static_cast<std::size_t>(d)));
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+CommPlan plan_communicators(const std::vector<CommKey>& cached, const std::vector<CommKey>& needed) {
+  CommPlan out;
+  for (const CommKey& key : needed) {
+    const auto old = std::find(cached.begin(), cached.end(), key);
+    if (old != cached.end()) {
+      out.slot.push_back(static_cast<int>(old - cached.begin()));
+      continue;
+    }
+    const auto fresh = std::find(out.create.begin(), out.create.end(), key);
+    if (fresh == out.create.end()) out.create.push_back(key);
+    out.slot.push_back(static_cast<int>(cached.size()) +
+                       static_cast<int>(std::find(out.create.begin(), out.create.end(), key) - out.create.begin()));
+  }
+  return out;
+}
+
 std::string describe(const Program& program) {
   std::string out = fmt::format("rank {} (staging {})\n", program.rank, program.staging);
   for (const Step& s : program.steps) {

@@ -96,6 +96,23 @@ std::vector<int> machines_from_names(const Plan& plan);
 /// Devices whose name marks a CPU helper ("cpu0", "m1/cpu0", "socket1").
 std::vector<bool> host_devices_from_names(const Plan& plan);
 
+/// A communicator's key: its members' MPI ranks in NCCL rank order (member k is NCCL rank k, so
+/// the same ranks in another order are another communicator).
+using CommKey = std::vector<int>;
+/// Per distinct group of `plan` (distinct_groups order, the index Step::comm uses): its key.
+std::vector<CommKey> communicator_keys(const Plan& plan, const std::vector<int>& host_of_device);
+
+/// Which communicators a prepare() reuses and which it splits. The backend keeps its communicators
+/// across prepare() calls (one per message size in a sweep): a plan whose groups were already split
+/// splits nothing.
+struct CommPlan {
+  std::vector<int> slot;        ///< per needed group: its index in the cache (after the new ones are appended)
+  std::vector<CommKey> create;  ///< keys to split now, appended to the cache in this order
+};
+/// Plans the communicators for `needed` (per distinct group) given the cache's keys in order. Every rank
+/// computes the same plan from the same sequence of plans, so the splits stay collective.
+CommPlan plan_communicators(const std::vector<CommKey>& cached, const std::vector<CommKey>& needed);
+
 /// One line per step (debugging, test messages).
 std::string describe(const Program& program);
 

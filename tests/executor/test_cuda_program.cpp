@@ -849,6 +849,47 @@ TEST_CASE("cuda_program.graph_dag_check_can_fail") {
   CHECK(differ == waits);
 }
 
+TEST_CASE("nccl_program.communicator_cache_reuses_across_sizes") {
+  // The backend's cache as a sweep drives it: the first size splits every group, later sizes none; a
+  // plan with other groups splits only those; the same ranks in another order are another communicator.
+  const Topology topo = load_topology("uniform:2x4");
+  const auto keys_of = [&](const char* spec, std::int64_t count) {
+    BuildOptions o;
+    o.count = count;
+    const Plan plan = build_plan(topo, spec, o);
+    return nccl::communicator_keys(plan, host_processes(plan, device_machines(plan, topo)));
+  };
+  std::vector<nccl::CommKey> cache;
+  int splits = 0;
+  const auto prepare = [&](const std::vector<nccl::CommKey>& needed) {
+    const nccl::CommPlan p = nccl::plan_communicators(cache, needed);
+    splits += static_cast<int>(p.create.size());
+    cache.insert(cache.end(), p.create.begin(), p.create.end());
+    REQUIRE(p.slot.size() == needed.size());
+    for (std::size_t g = 0; g < needed.size(); ++g) CHECK(cache.at(static_cast<std::size_t>(p.slot[g])) == needed[g]);
+    return p;
+  };
+  const auto first = keys_of("nccl/xring", 2);
+  REQUIRE(first.size() == 2);  // one NCCL group per machine
+  CHECK(first[0] == nccl::CommKey{0, 1, 2, 3});
+  CHECK(first[1] == nccl::CommKey{4, 5, 6, 7});
+  prepare(first);
+  CHECK(splits == 2);
+  for (std::int64_t count : {std::int64_t{64}, std::int64_t{1} << 18, std::int64_t{1} << 20}) {
+    const auto again = keys_of("nccl/xring", count);
+    CHECK(again == first);
+    const nccl::CommPlan p = prepare(again);
+    CHECK(p.create.empty());
+    CHECK(p.slot == std::vector<int>{0, 1});
+  }
+  CHECK(splits == 2);
+  // Another key, and a permutation of a cached one, are new; a repeated key is split once.
+  const nccl::CommPlan p = prepare({{0, 4}, {3, 2, 1, 0}, {0, 4}, {4, 5, 6, 7}});
+  CHECK(p.create == std::vector<nccl::CommKey>{{0, 4}, {3, 2, 1, 0}});
+  CHECK(p.slot == std::vector<int>{2, 3, 2, 1});
+  CHECK(splits == 4);
+}
+
 TEST_CASE("nccl_program.every_family_matches_and_is_exact") {
   const Topology* none = nullptr;
   int replays = 0;
