@@ -34,6 +34,9 @@ struct BackendOptions {
   /// mpi: the MPI_Comm (passed as a pointer to it) whose ranks are the plan's ranks; the backend duplicates
   /// it. Null = MPI_COMM_WORLD. (A pointer so this header needs no mpi.h.)
   const void* mpi_comm = nullptr;
+  /// cuda: capture each prepared plan once into a CUDA graph and replay it with one cudaGraphLaunch per
+  /// run (false: issue every copy, kernel and event call from the host on every run).
+  bool cuda_graph = true;
 };
 
 /// Runs plans of one data type and reduce op on one kind of hardware.

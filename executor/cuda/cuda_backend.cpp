@@ -167,14 +167,87 @@ class CudaBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    issue_all();
+    launch();
     wait_all();
   }
+
+  // One run's work: the plan's CUDA graph (built on first use after prepare or a pointer change), or
+  // every call issued from the host.
+  void launch() {
+    if (!options_.cuda_graph || calls_.empty()) {
+      issue_all();
+      return;
+    }
+    if (graph_exec_ == nullptr) build_graph();
+    DeviceGuard guard(placement_[0].cuda_device);
+    ARTUNE_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), streams_[0].get()));
+  }
+
+  // The graph of the lowered program (cuda_program.hpp graph_of): one child-graph node per copy, reduce
+  // or scale, each captured alone on its own stream, joined by exactly the dependencies that the
+  // streams and events impose (add_graph_nodes; tests replay the same builder on the host).
+  // Copies are captured as cudaMemcpyAsync with cudaMemcpyDefault (unified addressing finds peers).
+  class NodeBuilder final : public GraphBuilder {
+   public:
+    NodeBuilder(CudaBackend& backend, cudaGraph_t graph) : backend_(backend), graph_(graph) {}
+    int add(int step, const std::vector<int>& deps) override {
+      const Call& c = backend_.calls_.at(static_cast<std::size_t>(step));
+      DeviceGuard guard(c.gpu);
+      cudaGraph_t child = nullptr;
+      ARTUNE_CUDA_CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        if (c.kind == StepKind::kCopy) {
+          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, c.stream));
+        } else {
+          backend_.issue(c);
+        }
+      } catch (...) {
+        cudaStreamEndCapture(c.stream, &child);
+        if (child != nullptr) cudaGraphDestroy(child);
+        throw;
+      }
+      ARTUNE_CUDA_CHECK(cudaStreamEndCapture(c.stream, &child));
+      std::vector<cudaGraphNode_t> after;
+      after.reserve(deps.size());
+      for (int d : deps) after.push_back(nodes_.at(static_cast<std::size_t>(d)));
+      cudaGraphNode_t node = nullptr;
+      const cudaError_t added = cudaGraphAddChildGraphNode(&node, graph_, after.data(), after.size(), child);
+      cudaGraphDestroy(child);  // the node holds its own copy
+      check(added, "cudaGraphAddChildGraphNode(&node, graph, deps, n, child)");
+      nodes_.push_back(node);
+      return static_cast<int>(nodes_.size()) - 1;
+    }
+
+   private:
+    CudaBackend& backend_;
+    cudaGraph_t graph_;
+    std::vector<cudaGraphNode_t> nodes_;
+  };
+
+  void build_graph() {
+    graph_exec_.reset();
+    cudaGraph_t raw = nullptr;
+    ARTUNE_CUDA_CHECK(cudaGraphCreate(&raw, 0));
+    const std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter> graph(raw);
+    NodeBuilder builder(*this, graph.get());
+    add_graph_nodes(program_, builder);
+    cudaGraphExec_t exec = nullptr;
+    ARTUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+    graph_exec_.reset(exec);
+  }
+
+  struct GraphDeleter {
+    void operator()(cudaGraph_t g) const noexcept { cudaGraphDestroy(g); }
+  };
+  struct GraphExecDeleter {
+    void operator()(cudaGraphExec_t g) const noexcept { cudaGraphExecDestroy(g); }
+  };
 
   // The issued calls with their pointers and launch geometries (which depend on the pointers' alignment):
   // rebuilt by run_on when the caller's buffers change.
   void build_calls() {
     const ReduceKernel kernel = select_reduce_kernel(type_, op_);
+    graph_exec_.reset();  // captured with the old pointers
     calls_.clear();
     calls_.reserve(program_.steps.size());
     for (const Step& s : program_.steps) {
@@ -243,7 +316,7 @@ class CudaBackend final : public Backend {
       DeviceGuard guard(placement_[d].cuda_device);
       for (const Event& e : caller_events_) ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(streams_[d].get(), e.get(), 0));
     }
-    issue_all();
+    launch();
     for (std::size_t d = 0; d < streams_.size(); ++d) {
       DeviceGuard guard(placement_[d].cuda_device);
       ARTUNE_CUDA_CHECK(cudaEventRecord(done_events_[d].get(), streams_[d].get()));
@@ -290,6 +363,7 @@ class CudaBackend final : public Backend {
   // timeout (an exception left work queued on a wedged device) gets its state abandoned instead.
   void release() noexcept {
     if (!drain()) abandon();
+    graph_exec_.reset();
     calls_.clear();
     events_.clear();
     staging_.clear();
@@ -336,6 +410,7 @@ class CudaBackend final : public Backend {
       PinnedBuffer host_io;
     };
     try {
+      (void)graph_exec_.release();  // its launch may still run on the wedged device
       static auto* const graveyard = new std::vector<std::unique_ptr<Abandoned>>();
       graveyard->push_back(std::make_unique<Abandoned>(Abandoned{std::move(buffers_), std::move(host_buffers_),
                                                                  std::move(staging_), std::move(events_),
@@ -492,6 +567,7 @@ class CudaBackend final : public Backend {
   std::vector<DeviceBuffer> staging_;
   std::vector<Event> events_;
   std::vector<Call> calls_;
+  std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> graph_exec_;  // null until built
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
