@@ -73,6 +73,14 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const BackendOptions& options) : options_(options) {
     gpus_ = usable_device_count();
     if (gpus_ <= 0) throw Unsupported("no CUDA device available");
+    // Plan device gpuK is the K-th GPU in PCI bus order (as nvidia-smi and topology import number them).
+    std::vector<std::string> bus_ids;
+    for (int g = 0; g < gpus_; ++g) {
+      char id[32] = {};
+      ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), g));
+      bus_ids.emplace_back(id);
+    }
+    bus_order_ = pci_bus_order(bus_ids);
   }
 
   ~CudaBackend() override {
@@ -84,7 +92,7 @@ class CudaBackend final : public Backend {
   // the GPUs it lands on (or of the host, for pinned CPU-helper buffers).
   void check_plan(const Plan& plan, DataType type) const override {
     check_plan_shape(plan);
-    const auto placement = place_devices(plan, gpus_, options_.topology);
+    const auto placement = place_devices(plan, gpus_, options_.topology, bus_order_);
     const MemoryNeed need = memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_,
                                         element_size(type));
     for (int g = 0; g < gpus_; ++g) {
@@ -107,7 +115,7 @@ class CudaBackend final : public Backend {
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
-    placement_ = place_devices(plan, gpus_, options_.topology);
+    placement_ = place_devices(plan, gpus_, options_.topology, bus_order_);
     log_placement(plan);
     const auto peer = enable_peers();
     program_ = lower_plan(plan, placement_, peer);
@@ -136,8 +144,15 @@ class CudaBackend final : public Backend {
       events_.emplace_back(placement_[program_.event_stream[e]].cuda_device);
     }
     sms_.assign(static_cast<std::size_t>(gpus_), 1);
+    reduce_blocks_.assign(static_cast<std::size_t>(gpus_), kBlocksPerSm);
+    scale_blocks_.assign(static_cast<std::size_t>(gpus_), kBlocksPerSm);
+    const int reduce_id = select_reduce_kernel(type_, op_).id;
     for (int g = 0; g < gpus_; ++g) {
       ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_[g], cudaDevAttrMultiProcessorCount, g));
+      // Grid cap from the kernels' own occupancy (registers decide it), not a fixed blocks-per-SM guess.
+      DeviceGuard guard(g);
+      check(reduce_blocks_per_sm(reduce_id, kThreadsPerBlock, &reduce_blocks_[g]), "reduce_blocks_per_sm");
+      check(scale_blocks_per_sm(scale_kernel_id(type_), kThreadsPerBlock, &scale_blocks_[g]), "scale_blocks_per_sm");
     }
     build_calls();
     host_io_ = PinnedBuffer(static_cast<std::size_t>(count_) * esize_);
@@ -269,14 +284,14 @@ class CudaBackend final : public Backend {
           c.src = pointer(s.src);
           c.kernel = kernel.id;
           c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.src), sms_[c.gpu]);
+                                       reinterpret_cast<std::uintptr_t>(c.src), sms_[c.gpu], reduce_blocks_[c.gpu]);
           break;
         case StepKind::kScale:
           c.dst = pointer(s.dst);
           c.kernel = scale_kernel_id(type_);
           c.divisor = s.divisor;
           c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu]);
+                                       reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu], scale_blocks_[c.gpu]);
           break;
         case StepKind::kRecord:
         case StepKind::kWait:
@@ -552,6 +567,7 @@ class CudaBackend final : public Backend {
 
   BackendOptions options_;
   int gpus_ = 0;
+  std::vector<int> bus_order_;  // CUDA ordinals in PCI bus order
   bool prepared_ = false;
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
@@ -571,6 +587,8 @@ class CudaBackend final : public Backend {
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
+  std::vector<int> reduce_blocks_;  // per GPU: resident blocks per SM of the prepared reduce kernel
+  std::vector<int> scale_blocks_;   // per GPU: the same for the scale kernel
   std::vector<Event> caller_events_;  // run_on_streams: per participant, the caller's work so far
   std::vector<Event> done_events_;    // run_on_streams: per plan stream, the plan's end
 };

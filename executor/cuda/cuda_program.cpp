@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -39,8 +40,30 @@ DeviceNameInfo parse_device_name(std::string_view name) {
   return info;
 }
 
-std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo) {
+std::vector<int> pci_bus_order(const std::vector<std::string>& bus_ids) {
+  std::vector<std::pair<std::uint64_t, int>> keyed;
+  for (std::size_t i = 0; i < bus_ids.size(); ++i) {
+    unsigned domain = 0, bus = 0, device = 0, function = 0;
+    char tail = 0;
+    if (std::sscanf(bus_ids[i].c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) {
+      throw InvalidInput(fmt::format("cuda: PCI bus id '{}' of cuda:{} is not dddd:bb:dd.f", bus_ids[i], i));
+    }
+    const std::uint64_t key = (std::uint64_t{domain} << 24) | (std::uint64_t{bus} << 16) | (std::uint64_t{device} << 8) |
+                              std::uint64_t{function};
+    keyed.emplace_back(key, static_cast<int>(i));
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int> order;
+  for (const auto& [key, ordinal] : keyed) order.push_back(ordinal);
+  return order;
+}
+
+std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo,
+                                     const std::vector<int>& bus_order) {
   if (cuda_devices <= 0) throw Unsupported("no CUDA device available");
+  if (!bus_order.empty() && static_cast<int>(bus_order.size()) != cuda_devices) {
+    throw InvalidInput(fmt::format("cuda: {} PCI bus ids for {} devices", bus_order.size(), cuda_devices));
+  }
   const int n = static_cast<int>(plan.devices.size());
   std::vector<Placement> placement(n);
   std::vector<bool> known(n, false);
@@ -77,7 +100,10 @@ std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const T
         p.host = true;
       }
     }
-    if (!p.host) p.cuda_device = p.local_gpu % cuda_devices;
+    if (!p.host) {
+      const int k = p.local_gpu % cuda_devices;
+      p.cuda_device = bus_order.empty() ? k : bus_order[static_cast<std::size_t>(k)];
+    }
   }
   // Host devices are driven from the stream of the first GPU-placed device's GPU.
   int host_driver = 0;

@@ -57,10 +57,17 @@ struct DeviceNameInfo {
 /// Parses a device name as written by the topology loaders; unknown shapes give {false, -1, 0}.
 DeviceNameInfo parse_device_name(std::string_view name);
 
-/// Maps plan devices to CUDA devices: GPU local index mod `cuda_devices`; CPU helpers to host memory.
-/// Uses `topo` when given (node kind and local index), otherwise the device names ("gpu3",
-/// "m1/gpu3", "cpu0"); a participant whose name says nothing takes its rank as local index.
-std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo = nullptr);
+/// Maps plan devices to CUDA devices: GPU local index K goes to the (K mod `cuda_devices`)-th GPU in PCI
+/// bus order, which is CUDA ordinal `bus_order[K mod N]` (pci_bus_order; empty: CUDA ordinal K mod N);
+/// CPU helpers to host memory. Uses `topo` when given (node kind and local index), otherwise the device
+/// names ("gpu3", "m1/gpu3", "cpu0"); a participant whose name says nothing takes its rank as local index.
+std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo = nullptr,
+                                     const std::vector<int>& bus_order = {});
+
+/// CUDA ordinals in PCI bus order: entry K is the CUDA device whose PCI bus id (cudaDeviceGetPCIBusId,
+/// "dddd:bb:dd.f" in hex) is the K-th smallest, the order nvidia-smi and topology import number GPUs in
+/// (CUDA's default order is fastest first). InvalidInput for an id that does not parse.
+std::vector<int> pci_bus_order(const std::vector<std::string>& bus_ids);
 /// True when several plan devices share one GPU (the backend logs it).
 bool shares_gpus(const std::vector<Placement>& placement);
 

@@ -262,6 +262,10 @@ class NcclBackend final : public Backend {
     ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_));
     sms_ = sms;
     kernel_ = cuda::select_reduce_kernel(type, op);
+    // Grid cap from the kernels' own occupancy on this GPU (current device: gpu_).
+    cuda::check(cuda::reduce_blocks_per_sm(kernel_.id, cuda::kThreadsPerBlock, &reduce_blocks_), "reduce_blocks_per_sm");
+    cuda::check(cuda::scale_blocks_per_sm(cuda::scale_kernel_id(type), cuda::kThreadsPerBlock, &scale_blocks_),
+                "scale_blocks_per_sm");
     nccl_type_ = static_cast<ncclDataType_t>(cuda::nccl_data_type_code(type));
     // Group ops carry the sum of an average; the plan's scale ops finalise it.
     nccl_op_ = static_cast<ncclRedOp_t>(cuda::nccl_red_op_code(op == ReduceOp::kAvg ? ReduceOp::kSum : op));
@@ -479,14 +483,14 @@ class NcclBackend final : public Backend {
           void* dst = pointer(step.dst);
           const void* src = pointer(step.src);
           const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(src), sms_);
+                                               reinterpret_cast<std::uintptr_t>(src), sms_, reduce_blocks_);
           cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
           break;
         }
         case StepKind::kScale: {
           void* dst = pointer(step.dst);
           const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(dst), sms_);
+                                               reinterpret_cast<std::uintptr_t>(dst), sms_, scale_blocks_);
           cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
                       "launch_scale(kernel, dst, divisor, geometry, stream)");
           break;
@@ -670,6 +674,8 @@ class NcclBackend final : public Backend {
   std::int64_t count_ = 0;
   std::size_t esize_ = 4;
   int sms_ = 1;
+  int reduce_blocks_ = cuda::kBlocksPerSm;  // resident blocks per SM of the prepared reduce kernel
+  int scale_blocks_ = cuda::kBlocksPerSm;   // and of the scale kernel
   cuda::ReduceKernel kernel_;
   ncclDataType_t nccl_type_ = ncclFloat32;
   ncclRedOp_t nccl_op_ = ncclSum;

@@ -143,6 +143,18 @@ static void check_coverage(std::int64_t count, DataType type, std::uintptr_t dst
   if (count > 0) CHECK(g.blocks >= 1);
 }
 
+TEST_CASE("cuda_dispatch.grid_is_capped_by_occupancy") {
+  // 1 GiB of float on 132 SMs: the grid is one wave of the kernel's resident blocks as the backend reads
+  // them from the occupancy API (with 40–46 registers per thread, 2 or 3 blocks of 512 fit an SM's 64 K
+  // registers), not a fixed 4 per SM.
+  const std::int64_t count = std::int64_t{1} << 28;
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 264);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 3).blocks == 396);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132).blocks == 132 * kBlocksPerSm);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 0).blocks == 132);  // never 0 blocks
+  CHECK(launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 1);   // small: as needed
+}
+
 TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
   for (DataType t : all_data_types()) {
     CAPTURE(to_string(t));

@@ -556,6 +556,20 @@ TEST_CASE("cuda_program.placement") {
   CHECK(cuda::parse_device_name("nic0").gpu_index == -1);
 }
 
+TEST_CASE("cuda_program.devices_follow_pci_bus_order") {
+  // CUDA numbers GPUs fastest first; nvidia-smi and topology import by PCI bus id. gpuK is the K-th by bus.
+  const std::vector<int> order = cuda::pci_bus_order({"0000:C1:00.0", "0000:1B:00.0", "0000:43:00.0", "0001:05:00.0"});
+  CHECK(order == std::vector<int>{1, 2, 0, 3});
+  CHECK(cuda::pci_bus_order({"00000000:0A:00.0", "00000000:09:00.1", "00000000:09:00.0"}) == std::vector<int>{2, 1, 0});
+  CHECK_THROWS_AS(cuda::pci_bus_order({"GPU-0"}), InvalidInput);
+  const Plan plan = build({"uniform:8", "xring"}, 8, ReduceOp::kSum);
+  const auto placed = cuda::place_devices(plan, 4, nullptr, order);
+  const std::vector<int> expected{1, 2, 0, 3, 1, 2, 0, 3};  // gpuK -> order[K mod 4]
+  for (int d = 0; d < 8; ++d) CHECK(placed[static_cast<std::size_t>(d)].cuda_device == expected[static_cast<std::size_t>(d)]);
+  CHECK(cuda::place_devices(plan, 4)[2].cuda_device == 2);  // without bus ids: CUDA order
+  CHECK_THROWS_AS(cuda::place_devices(plan, 4, nullptr, {0, 1}), InvalidInput);
+}
+
 TEST_CASE("cuda_program.every_family_is_race_free_and_exact") {
   int replays = 0;
   for (const Case& c : kCases) {
