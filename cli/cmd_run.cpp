@@ -48,6 +48,7 @@ struct RunFlags {
   std::string gpu_perm;
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
   bool json = false;
+  bool back_to_back = false;  // --back-to-back: nccl-tests timing (n iterations in flight, one wait)
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
@@ -93,6 +94,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   config.iterations = f.iterations;
   config.warmup = f.warmup;
   config.check = f.check;
+  config.back_to_back = f.back_to_back;
   check_count(f.iterations, 1, "-n/--iters");
   check_count(f.warmup, 0, "-w/--warmup_iters");
   check_count(f.check, 0, "-c/--check");
@@ -273,6 +275,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
   cmd->add_flag("--json", flags->json, "print the table as JSON");
+  cmd->add_flag("--back-to-back", flags->back_to_back,
+                "time the -n iterations as nccl-tests does: issued back to back, one wait at the end, time = total / n "
+                "(cuda: n launches of the plan's CUDA graph); default: each iteration alone, the median");
   cmd->callback([flags, machine, topology] {
     flags->machine_index_given = machine->count() > 0;
     flags->topology_given = topology->count() > 0;

@@ -57,6 +57,11 @@ class Backend {
   virtual void fill_inputs(int iteration) = 0;
   /// Executes the prepared plan once, in place; blocks until done on this process.
   virtual void run() = 0;
+  /// Executes the prepared plan `n` times back to back and waits once at the end, as nccl-tests times
+  /// (the cuda backend launches its CUDA graph n times on one stream). Default: n calls of run().
+  virtual void run_back_to_back(int n) {
+    for (int i = 0; i < n; ++i) run();
+  }
   /// Like prepare(), for a plan that will only run on caller memory (run_on): a backend may leave the
   /// ranks' buffer 0 unallocated. Default: prepare().
   virtual void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) { prepare(plan, type, op); }
