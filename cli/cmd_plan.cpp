@@ -201,7 +201,9 @@ void run_plan(const PlanFlags& f) {
   if (!f.lower.empty() && verdict.ok) {
     LowerOptions lower;
     lower.target = parse_lower_target(f.lower);
-    if (f.gpus < 0 || (f.gpus == 0 && f.has_gpus)) throw InvalidInput(fmt::format("--gpus: must be ≥ 1 (got {})", f.gpus));
+    if (f.gpus < 0 || (f.gpus == 0 && f.has_gpus)) {
+      throw InvalidInput(fmt::format("--gpus: must be ≥ 1 (got {})", f.gpus));
+    }
     lower.gpus = f.gpus;
     lower.p2p = !f.no_p2p;
     if (f.json) {
@@ -297,8 +299,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--json", flags->json,
                 "print the plan as JSON ({\"spec\",\"ranks\",\"count\",\"ops\":[…],\"verified\"}) instead of the summary");
   cmd->add_option("--lower", flags->lower,
-                  "print what a GPU backend will run instead of the plan: cuda (placement, streams, steps, events, CUDA "
-                  "graph nodes, fan-in per round of every group phase) or nccl (per rank: NCCL groups, sends, "
+                  "print what a GPU backend will run instead of the plan: cuda (placement, streams, steps, events, "
+                  "CUDA graph nodes, fan-in per round of every group phase) or nccl (per rank: NCCL groups, sends, "
                   "receives, collectives, communicators); with --json as JSON")
       ->check(CLI::IsMember({"cuda", "nccl"}));
   cmd->add_option("--gpus", flags->gpus,

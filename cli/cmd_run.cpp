@@ -111,7 +111,8 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   }
   if (f.machine_index_given) {
     if (f.machine_index < 0 || f.machine_index > kMaxMachineIndex) {
-      throw InvalidInput(fmt::format("--machine-index: {} must be between 0 and {}", f.machine_index, kMaxMachineIndex));
+      throw InvalidInput(
+          fmt::format("--machine-index: {} must be between 0 and {}", f.machine_index, kMaxMachineIndex));
     }
     if (kind != BackendKind::kMpi && kind != BackendKind::kNccl) {
       throw InvalidInput(fmt::format("--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)",

@@ -72,7 +72,8 @@ CudaLowered lower_cuda(const Plan& plan, const Topology& topo, const LowerOption
   }
   out.gpus = gpus;
   const auto placement = cuda::place_devices(plan, gpus, &topo);
-  std::vector<std::vector<bool>> peer(static_cast<std::size_t>(gpus), std::vector<bool>(static_cast<std::size_t>(gpus)));
+  const auto n = static_cast<std::size_t>(gpus);
+  std::vector<std::vector<bool>> peer(n, std::vector<bool>(n));
   for (int a = 0; a < gpus; ++a) {
     for (int b = 0; b < gpus; ++b) peer[a][b] = a == b || o.p2p;
   }

@@ -44,7 +44,8 @@ inline TestFault read_test_fault() {
   }
   f.kind = kind;
   if (f.kind != "stop" && f.kind != "kill" && f.kind != "flip" && f.kind != "boot") {
-    throw InvalidInput(fmt::format("ARTUNE_TEST_FAULT: '{}': unknown fault '{}' (stop, kill, flip, boot)", text, f.kind));
+    throw InvalidInput(
+        fmt::format("ARTUNE_TEST_FAULT: '{}': unknown fault '{}' (stop, kill, flip, boot)", text, f.kind));
   }
   f.rank = rank;
   f.iteration = iter;

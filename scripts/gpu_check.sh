@@ -109,7 +109,8 @@ fi
     --query-gpu=driver_version --format=csv,noheader | head -1) driver)."
   echo
   echo "- tests: $tests_ok"
-  echo "- compute-sanitizer: memcheck over every family x type, racecheck and initcheck over every family (float) and every type (xring): $san_ok"
+  echo "- compute-sanitizer (memcheck: every family x type; racecheck, initcheck: every family in float and"
+  echo "  every type through xring): $san_ok"
   echo
   for f in "$out"/cuda_*.txt "$out"/nccl_*.txt; do
     [ -f "$f" ] || continue

@@ -48,8 +48,8 @@ std::vector<int> pci_bus_order(const std::vector<std::string>& bus_ids) {
     if (std::sscanf(bus_ids[i].c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) {
       throw InvalidInput(fmt::format("cuda: PCI bus id '{}' of cuda:{} is not dddd:bb:dd.f", bus_ids[i], i));
     }
-    const std::uint64_t key = (std::uint64_t{domain} << 24) | (std::uint64_t{bus} << 16) | (std::uint64_t{device} << 8) |
-                              std::uint64_t{function};
+    const std::uint64_t key = (std::uint64_t{domain} << 24) | (std::uint64_t{bus} << 16) |
+                              (std::uint64_t{device} << 8) | std::uint64_t{function};
     keyed.emplace_back(key, static_cast<int>(i));
   }
   std::sort(keyed.begin(), keyed.end());

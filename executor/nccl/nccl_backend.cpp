@@ -235,7 +235,8 @@ class NcclBackend final : public Backend {
       guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[slot], &config),
             "ncclCommSplit", {world_}, deadline);
       if ((groups_[slot] != nullptr) != (key >= 0)) {
-        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} communicator",
+        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} "
+                                             "communicator",
                                              rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
       }
       if (groups_[slot] != nullptr) wait_ready({groups_[slot]}, "ncclCommSplit (new communicator)", deadline);
@@ -263,7 +264,8 @@ class NcclBackend final : public Backend {
     sms_ = sms;
     kernel_ = cuda::select_reduce_kernel(type, op);
     // Grid cap from the kernels' own occupancy on this GPU (current device: gpu_).
-    cuda::check(cuda::reduce_blocks_per_sm(kernel_.id, cuda::kThreadsPerBlock, &reduce_blocks_), "reduce_blocks_per_sm");
+    cuda::check(cuda::reduce_blocks_per_sm(kernel_.id, cuda::kThreadsPerBlock, &reduce_blocks_),
+                "reduce_blocks_per_sm");
     cuda::check(cuda::scale_blocks_per_sm(cuda::scale_kernel_id(type), cuda::kThreadsPerBlock, &scale_blocks_),
                 "scale_blocks_per_sm");
     nccl_type_ = static_cast<ncclDataType_t>(cuda::nccl_data_type_code(type));

@@ -565,7 +565,7 @@ TEST_CASE("cuda_program.devices_follow_pci_bus_order") {
   const Plan plan = build({"uniform:8", "xring"}, 8, ReduceOp::kSum);
   const auto placed = cuda::place_devices(plan, 4, nullptr, order);
   const std::vector<int> expected{1, 2, 0, 3, 1, 2, 0, 3};  // gpuK -> order[K mod 4]
-  for (int d = 0; d < 8; ++d) CHECK(placed[static_cast<std::size_t>(d)].cuda_device == expected[static_cast<std::size_t>(d)]);
+  for (std::size_t d = 0; d < 8; ++d) CHECK(placed[d].cuda_device == expected[d]);
   CHECK(cuda::place_devices(plan, 4)[2].cuda_device == 2);  // without bus ids: CUDA order
   CHECK_THROWS_AS(cuda::place_devices(plan, 4, nullptr, {0, 1}), InvalidInput);
 }

@@ -100,6 +100,6 @@ TEST_CASE("launcher.machine_index_has_one_bound") {
   CHECK(declared_machine_index(-1) == 2);
   CHECK(declared_machine_index(0) == 0);  // the flag wins over the environment
   EnvScope wrong({{"ARTUNE_MACHINE_INDEX", "2000000"}});
-  CHECK_THROWS_WITH_AS(declared_machine_index(-1), "ARTUNE_MACHINE_INDEX: '2000000' is not a machine index (0 to 1048576)",
-                       InvalidInput);
+  CHECK_THROWS_WITH_AS(declared_machine_index(-1),
+                       "ARTUNE_MACHINE_INDEX: '2000000' is not a machine index (0 to 1048576)", InvalidInput);
 }
