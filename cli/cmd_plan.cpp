@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "core/types.hpp"
+#include "executor/lowering_report.hpp"
 #include "simulator/nccl_model.hpp"
 #include "topology/io.hpp"
 
@@ -47,10 +48,14 @@ struct PlanFlags {
   std::string op = "sum";
   std::string type = "float";
   bool json = false;
+  std::string lower;  // --lower cuda|nccl: print the backend's lowered program instead of the plan
+  int gpus = 0;
+  bool no_p2p = false;
   // Set when the flag was given at all, so that an explicitly empty value is an error, not the default.
   bool has_gpu_perm = false;
   bool has_gather = false;
   bool has_participants = false;
+  bool has_gpus = false;
 };
 
 // Elements per rank; their bytes are held to kMaxMessageBytes like every message size.
@@ -193,6 +198,25 @@ void run_plan(const PlanFlags& f) {
   options.verify = false;  // verified below, so that a failure can be shown in full
   const Plan plan = build_plan(topo, spec, options);
   const VerifyResult verdict = verify(plan);
+  if (!f.lower.empty() && verdict.ok) {
+    LowerOptions lower;
+    lower.target = parse_lower_target(f.lower);
+    if (f.gpus < 0 || (f.gpus == 0 && f.has_gpus)) {
+      throw InvalidInput(fmt::format("--gpus: must be ≥ 1 (got {})", f.gpus));
+    }
+    lower.gpus = f.gpus;
+    lower.p2p = !f.no_p2p;
+    if (f.json) {
+      nlohmann::json doc = lowering_json(plan, topo, lower);
+      doc["spec"] = plan.spec;
+      doc["topology"] = topo.name();
+      doc["count"] = plan.count;
+      print_json(doc);
+    } else {
+      fmt::print("{}", lowering_text(plan, topo, lower));
+    }
+    return;
+  }
   if (f.json) {
     nlohmann::json doc = plan_to_json(plan);
     doc["topology"] = topo.name();
@@ -274,6 +298,16 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-d,--type", flags->type, "element type, for the byte counts of the summary")->capture_default_str();
   cmd->add_flag("--json", flags->json,
                 "print the plan as JSON ({\"spec\",\"ranks\",\"count\",\"ops\":[…],\"verified\"}) instead of the summary");
+  cmd->add_option("--lower", flags->lower,
+                  "print what a GPU backend will run instead of the plan: cuda (placement, streams, steps, events, "
+                  "CUDA graph nodes, fan-in per round of every group phase) or nccl (per rank: NCCL groups, sends, "
+                  "receives, collectives, communicators); with --json as JSON")
+      ->check(CLI::IsMember({"cuda", "nccl"}));
+  cmd->add_option("--gpus", flags->gpus,
+                  "with --lower cuda: GPUs of the machine the plan devices are mapped onto (device K on GPU K mod N; "
+                  "default one per GPU of the plan)")
+      ->each([flags](const std::string&) { flags->has_gpus = true; });
+  cmd->add_flag("--no-p2p", flags->no_p2p, "with --lower cuda: no peer access between GPUs (cross-GPU reduces staged)");
   cmd->footer(
       "Ranks are the topology's GPUs in global index order (machine·G + local); with -t uniform:WxG the workers are "
       "the machines. Helper devices (gather shards such as a CPU socket) follow the ranks. Exit status: 0 when the "

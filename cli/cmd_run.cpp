@@ -20,7 +20,9 @@
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "executor/backend.hpp"
+#include "executor/backend_factory.hpp"
 #include "executor/cpu/cpu_backend.hpp"
+#include "executor/mpi/launcher.hpp"
 #include "executor/runner.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
@@ -46,16 +48,9 @@ struct RunFlags {
   std::string gpu_perm;
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
   bool json = false;
+  bool back_to_back = false;  // --back-to-back: nccl-tests timing (n iterations in flight, one wait)
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
-
-// The rank mpirun gave this process before MPI is up (-1 when not launched by an MPI launcher).
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
-  }
-  return -1;
-}
 
 void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend);
 
@@ -83,7 +78,7 @@ void run_command(const RunFlags& f) {
     // Under mpirun rank 0 reports and the others stay quiet. The message goes out before
     // the backend shuts down (finalising MPI, or aborting the job when a peer is stuck):
     // once any rank exits non-zero, mpirun may kill the rest.
-    if (backend ? backend->is_root() : launcher_rank() <= 0) fmt::print(stderr, "artune: {}\n", e.what());
+    if (backend ? backend->is_root() : launcher_rank().value_or(-1) <= 0) fmt::print(stderr, "artune: {}\n", e.what());
     std::fflush(stdout);
     std::fflush(stderr);
     backend.reset();
@@ -99,6 +94,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   config.iterations = f.iterations;
   config.warmup = f.warmup;
   config.check = f.check;
+  config.back_to_back = f.back_to_back;
   check_count(f.iterations, 1, "-n/--iters");
   check_count(f.warmup, 0, "-w/--warmup_iters");
   check_count(f.check, 0, "-c/--check");
@@ -114,7 +110,10 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     }
   }
   if (f.machine_index_given) {
-    if (f.machine_index < 0) throw InvalidInput(fmt::format("--machine-index: {} must be ≥ 0", f.machine_index));
+    if (f.machine_index < 0 || f.machine_index > kMaxMachineIndex) {
+      throw InvalidInput(
+          fmt::format("--machine-index: {} must be between 0 and {}", f.machine_index, kMaxMachineIndex));
+    }
     if (kind != BackendKind::kMpi && kind != BackendKind::kNccl) {
       throw InvalidInput(fmt::format("--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)",
                                      to_string(kind)));
@@ -277,6 +276,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
   cmd->add_flag("--json", flags->json, "print the table as JSON");
+  cmd->add_flag("--back-to-back", flags->back_to_back,
+                "time the -n iterations as nccl-tests does: issued back to back, one wait at the end, time = total / n "
+                "(cuda: n launches of the plan's CUDA graph); default: each iteration alone, the median");
   cmd->callback([flags, machine, topology] {
     flags->machine_index_given = machine->count() > 0;
     flags->topology_given = topology->count() > 0;

@@ -11,28 +11,11 @@
 #include "topology/io.hpp"
 
 #if ARTUNE_HAVE_MPI
-#define OMPI_SKIP_MPICXX 1  // the C API is enough; the C++ bindings only add warnings
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "executor/mpi/mpi_init.hpp"
 #endif
 
 namespace artune::cli {
 namespace {
-
-std::optional<int> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (*end) return std::nullopt;
-  return static_cast<int>(x);
-}
-
-std::optional<int> first_env_int(std::initializer_list<const char*> names) {
-  for (const char* name : names)
-    if (auto v = env_int(name)) return v;
-  return std::nullopt;
-}
 
 #if ARTUNE_HAVE_MPI
 // Wire format between ranks: the exact nodes and links, nothing derived.
@@ -82,14 +65,6 @@ DiscoveryResult from_wire(const nlohmann::json& j) {
 
 }  // namespace
 
-std::optional<int> launcher_world_size() {
-  return first_env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE"});
-}
-
-std::optional<int> launcher_rank() {
-  return first_env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK"});
-}
-
 Topology join_cluster(const std::vector<ClusterMachine>& machines, const NetworkSpec& net, const std::string& name) {
   if (machines.size() == 1) return machines.front().discovery.topology;
   std::vector<Topology> topologies;
@@ -99,12 +74,7 @@ Topology join_cluster(const std::vector<ClusterMachine>& machines, const Network
 
 #if ARTUNE_HAVE_MPI
 MpiSession::MpiSession() {
-  int ready = 0;
-  MPI_Initialized(&ready);
-  if (!ready) {
-    if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw BackendFailure("MPI_Init failed");
-    owned_ = true;
-  }
+  owned_ = ensure_mpi();
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
 }
@@ -113,10 +83,6 @@ MpiSession::~MpiSession() {
   int done = 0;
   MPI_Finalized(&done);
   if (owned_ && !done) MPI_Finalize();
-}
-
-void check_mpi(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw BackendFailure(fmt::format("{} failed (error {})", call, rc));
 }
 
 std::vector<std::string> gather_strings(const MpiSession& mpi, const std::string& mine) {

@@ -11,16 +11,19 @@
 #include <vector>
 
 #include "artune_config.hpp"
+#include "executor/mpi/launcher.hpp"
+#if ARTUNE_HAVE_MPI
+#include "executor/mpi/mpi_init.hpp"
+#endif
 #include "topology/discovery.hpp"
 #include "topology/topology.hpp"
 
 namespace artune::cli {
 
-/// World size the launcher announces (Open MPI, PMI/Hydra, PMIx, MVAPICH); nullopt outside a launcher.
-std::optional<int> launcher_world_size();
-
-/// This process's rank as the launcher announces it; nullopt outside a launcher (works without MPI).
-std::optional<int> launcher_rank();
+// The launcher's world size and rank (Open MPI, PMI/Hydra, PMIx, MVAPICH; nullopt outside a launcher)
+// come from executor/mpi/launcher.hpp, shared with the backends.
+using artune::launcher_rank;
+using artune::launcher_world_size;
 
 /// One machine of a cluster: its host's first rank speaks for it, and every rank on that host is listed.
 struct ClusterMachine {
@@ -50,8 +53,8 @@ class MpiSession {
   int size_ = 1;
 };
 
-/// Throws BackendFailure naming `call` unless `rc` is MPI_SUCCESS.
-void check_mpi(int rc, const char* call);
+/// Throws BackendFailure naming `call` unless `rc` is MPI_SUCCESS (executor/mpi/mpi_init.hpp).
+inline void check_mpi(int rc, const char* call) { artune::check_mpi(rc, call); }
 
 /// Every rank's string, in rank order, on rank 0 (empty elsewhere). Collective.
 std::vector<std::string> gather_strings(const MpiSession& mpi, const std::string& mine);

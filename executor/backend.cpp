@@ -11,18 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "artune_config.hpp"
 #include "core/error.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#if ARTUNE_HAVE_MPI
-#include "executor/mpi/mpi_backend.hpp"
-#endif
-#if ARTUNE_HAVE_CUDA_BACKEND
-#include "executor/cuda/cuda_backend.hpp"
-#endif
-#if ARTUNE_HAVE_NCCL_BACKEND
-#include "executor/nccl/nccl_backend.hpp"
-#endif
 
 namespace artune {
 
@@ -35,33 +24,6 @@ void Backend::run_on_streams(std::span<void* const> user, std::span<void* const>
   (void)user;
   (void)streams;
   throw Unsupported(fmt::format("{} backend: no CUDA streams", name()));
-}
-
-std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& given) {
-  BackendOptions options = given;
-  options.timeout_s = effective_timeout_s(given.timeout_s);
-  switch (kind) {
-    case BackendKind::kCpu: return make_cpu_backend(options);
-    case BackendKind::kMpi:
-#if ARTUNE_HAVE_MPI
-      return make_mpi_backend(options);
-#else
-      throw Unsupported("mpi backend not built: MPI was not found at configure time");
-#endif
-    case BackendKind::kCuda:
-#if ARTUNE_HAVE_CUDA_BACKEND
-      return make_cuda_backend(options);
-#else
-      throw Unsupported("cuda backend not built: CUDA was not found at configure time");
-#endif
-    case BackendKind::kNccl:
-#if ARTUNE_HAVE_NCCL_BACKEND
-      return make_nccl_backend(options);
-#else
-      throw Unsupported("nccl backend not built: NCCL (with CUDA and MPI) was not found at configure time");
-#endif
-  }
-  throw Unsupported("unknown backend");
 }
 
 double effective_timeout_s(double seconds) {

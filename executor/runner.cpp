@@ -62,11 +62,22 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
     throw BackendFailure(fmt::format("{} backend: out of memory preparing a {}-byte run ({} elements on {} ranks)",
                                      backend.name(), row.bytes, plan.count, plan.ranks()));
   }
-  for (int i = 0; i < config.warmup; ++i) backend.run();
+  if (config.back_to_back) {
+    if (config.warmup > 0) backend.run_back_to_back(config.warmup);
+  } else {
+    for (int i = 0; i < config.warmup; ++i) backend.run();
+  }
 
   std::vector<double> times;
   times.reserve(static_cast<std::size_t>(config.iterations));
-  for (int i = 0; i < config.iterations; ++i) {
+  if (config.back_to_back && config.iterations > 0) {
+    // One figure: all iterations in flight together, one wait, the slowest rank's total over n.
+    const auto t0 = std::chrono::steady_clock::now();
+    backend.run_back_to_back(config.iterations);
+    const auto t1 = std::chrono::steady_clock::now();
+    times.push_back(backend.all_max(std::chrono::duration<double, std::micro>(t1 - t0).count()) / config.iterations);
+  }
+  for (int i = 0; i < (config.back_to_back ? 0 : config.iterations); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     backend.run();
     const auto t1 = std::chrono::steady_clock::now();
@@ -145,9 +156,10 @@ PlanFactory spec_plan_factory(const Topology& topo, const std::string& spec, con
 }
 
 void print_run_header(std::FILE* out, const RunReport& report) {
-  fmt::print(out, "# artune run: topology {}, spec {}, backend {}, {} {}, -n {} -w {} -c {}\n", report.topology,
+  fmt::print(out, "# artune run: topology {}, spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\n", report.topology,
              report.spec, report.backend, to_string(report.config.type), to_string(report.config.op),
-             report.config.iterations, report.config.warmup, report.config.check);
+             report.config.iterations, report.config.warmup, report.config.check,
+             report.config.back_to_back ? ", back to back (time = total / n)" : "");
   fmt::print(out, "#\n");
   fmt::print(out, "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>11} {:>11} {:>7}{}\n", "size", "count", "type", "redop",
              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", report.plan_column ? "  plan" : "");
@@ -194,6 +206,7 @@ nlohmann::json run_report_to_json(const RunReport& report) {
           {"iterations", report.config.iterations},
           {"warmup", report.config.warmup},
           {"check", report.config.check},
+          {"timing", report.config.back_to_back ? "back_to_back" : "per_iteration"},
           {"rows", rows},
           {"avg_busbw_gbps", report.avg_busbw_gbps()},
           {"wrong", report.config.check > 0 ? nlohmann::json(report.total_wrong()) : nlohmann::json(nullptr)}};

@@ -35,6 +35,9 @@ struct SweepConfig {
   int iterations = 20;                ///< timed iterations (-n)
   int warmup = 5;                     ///< untimed iterations first (-w)
   int check = 1;                      ///< checked iterations (-c); 0 = no check
+  /// Time the -n iterations issued back to back with one wait (nccl-tests' way; time = total / n, no
+  /// spread) instead of each iteration alone (median of n, each ending in a wait).
+  bool back_to_back = false;
 };
 
 /// One line of the table.

@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/cuda/cuda_program.hpp"
+#include "executor/cuda/device_io.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
 #include "executor/schedule.hpp"
@@ -28,7 +29,7 @@
 
 namespace artune {
 
-int cuda_device_count() noexcept { return cuda::usable_device_count(); }
+int cuda_device_count() { return cuda::usable_device_count(); }
 
 void cuda::require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t count, DataType type,
                                    std::string_view where) {
@@ -72,6 +73,14 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(const BackendOptions& options) : options_(options) {
     gpus_ = usable_device_count();
     if (gpus_ <= 0) throw Unsupported("no CUDA device available");
+    // Plan device gpuK is the K-th GPU in PCI bus order (as nvidia-smi and topology import number them).
+    std::vector<std::string> bus_ids;
+    for (int g = 0; g < gpus_; ++g) {
+      char id[32] = {};
+      ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof(id), g));
+      bus_ids.emplace_back(id);
+    }
+    bus_order_ = pci_bus_order(bus_ids);
   }
 
   ~CudaBackend() override {
@@ -83,7 +92,7 @@ class CudaBackend final : public Backend {
   // the GPUs it lands on (or of the host, for pinned CPU-helper buffers).
   void check_plan(const Plan& plan, DataType type) const override {
     check_plan_shape(plan);
-    const auto placement = place_devices(plan, gpus_, options_.topology);
+    const auto placement = place_devices(plan, gpus_, options_.topology, bus_order_);
     const MemoryNeed need = memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_,
                                         element_size(type));
     for (int g = 0; g < gpus_; ++g) {
@@ -106,7 +115,7 @@ class CudaBackend final : public Backend {
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
-    placement_ = place_devices(plan, gpus_, options_.topology);
+    placement_ = place_devices(plan, gpus_, options_.topology, bus_order_);
     log_placement(plan);
     const auto peer = enable_peers();
     program_ = lower_plan(plan, placement_, peer);
@@ -135,8 +144,15 @@ class CudaBackend final : public Backend {
       events_.emplace_back(placement_[program_.event_stream[e]].cuda_device);
     }
     sms_.assign(static_cast<std::size_t>(gpus_), 1);
+    reduce_blocks_.assign(static_cast<std::size_t>(gpus_), kBlocksPerSm);
+    scale_blocks_.assign(static_cast<std::size_t>(gpus_), kBlocksPerSm);
+    const int reduce_id = select_reduce_kernel(type_, op_).id;
     for (int g = 0; g < gpus_; ++g) {
       ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms_[g], cudaDevAttrMultiProcessorCount, g));
+      // Grid cap from the kernels' own occupancy (registers decide it), not a fixed blocks-per-SM guess.
+      DeviceGuard guard(g);
+      check(reduce_blocks_per_sm(reduce_id, kThreadsPerBlock, &reduce_blocks_[g]), "reduce_blocks_per_sm");
+      check(scale_blocks_per_sm(scale_kernel_id(type_), kThreadsPerBlock, &scale_blocks_[g]), "scale_blocks_per_sm");
     }
     build_calls();
     host_io_ = PinnedBuffer(static_cast<std::size_t>(count_) * esize_);
@@ -161,23 +177,104 @@ class CudaBackend final : public Backend {
 
   void fill_inputs(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    for (int d : participants_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
-      copy_sync(pointers_[d][0], host_io_.get(), bytes, d);
-    }
+    io().fill(rank_buffers(), iteration);
   }
 
   void run() override {
     require_prepared();
-    issue_all();
+    launch();
     wait_all();
   }
+
+  // Graph launches on one stream run one after the other (each complete before the next starts), so n of
+  // them need no fence between runs; without a graph, runs are fenced by run()'s wait.
+  void run_back_to_back(int n) override {
+    require_prepared();
+    if (!options_.cuda_graph || calls_.empty()) {
+      Backend::run_back_to_back(n);
+      return;
+    }
+    for (int i = 0; i < n; ++i) launch();
+    wait_all();
+  }
+
+  // One run's work: the plan's CUDA graph (built on first use after prepare or a pointer change), or
+  // every call issued from the host.
+  void launch() {
+    if (!options_.cuda_graph || calls_.empty()) {
+      issue_all();
+      return;
+    }
+    if (graph_exec_ == nullptr) build_graph();
+    DeviceGuard guard(placement_[0].cuda_device);
+    ARTUNE_CUDA_CHECK(cudaGraphLaunch(graph_exec_.get(), streams_[0].get()));
+  }
+
+  // The graph of the lowered program (cuda_program.hpp graph_of): one child-graph node per copy, reduce
+  // or scale, each captured alone on its own stream, joined by exactly the dependencies that the
+  // streams and events impose (add_graph_nodes; tests replay the same builder on the host).
+  // Copies are captured as cudaMemcpyAsync with cudaMemcpyDefault (unified addressing finds peers).
+  class NodeBuilder final : public GraphBuilder {
+   public:
+    NodeBuilder(CudaBackend& backend, cudaGraph_t graph) : backend_(backend), graph_(graph) {}
+    int add(int step, const std::vector<int>& deps) override {
+      const Call& c = backend_.calls_.at(static_cast<std::size_t>(step));
+      DeviceGuard guard(c.gpu);
+      cudaGraph_t child = nullptr;
+      ARTUNE_CUDA_CHECK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        if (c.kind == StepKind::kCopy) {
+          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, c.stream));
+        } else {
+          backend_.issue(c);
+        }
+      } catch (...) {
+        cudaStreamEndCapture(c.stream, &child);
+        if (child != nullptr) cudaGraphDestroy(child);
+        throw;
+      }
+      ARTUNE_CUDA_CHECK(cudaStreamEndCapture(c.stream, &child));
+      std::vector<cudaGraphNode_t> after;
+      after.reserve(deps.size());
+      for (int d : deps) after.push_back(nodes_.at(static_cast<std::size_t>(d)));
+      cudaGraphNode_t node = nullptr;
+      const cudaError_t added = cudaGraphAddChildGraphNode(&node, graph_, after.data(), after.size(), child);
+      cudaGraphDestroy(child);  // the node holds its own copy
+      check(added, "cudaGraphAddChildGraphNode(&node, graph, deps, n, child)");
+      nodes_.push_back(node);
+      return static_cast<int>(nodes_.size()) - 1;
+    }
+
+   private:
+    CudaBackend& backend_;
+    cudaGraph_t graph_;
+    std::vector<cudaGraphNode_t> nodes_;
+  };
+
+  void build_graph() {
+    graph_exec_.reset();
+    cudaGraph_t raw = nullptr;
+    ARTUNE_CUDA_CHECK(cudaGraphCreate(&raw, 0));
+    const std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter> graph(raw);
+    NodeBuilder builder(*this, graph.get());
+    add_graph_nodes(program_, builder);
+    cudaGraphExec_t exec = nullptr;
+    ARTUNE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+    graph_exec_.reset(exec);
+  }
+
+  struct GraphDeleter {
+    void operator()(cudaGraph_t g) const noexcept { cudaGraphDestroy(g); }
+  };
+  struct GraphExecDeleter {
+    void operator()(cudaGraphExec_t g) const noexcept { cudaGraphExecDestroy(g); }
+  };
 
   // The issued calls with their pointers and launch geometries (which depend on the pointers' alignment):
   // rebuilt by run_on when the caller's buffers change.
   void build_calls() {
     const ReduceKernel kernel = select_reduce_kernel(type_, op_);
+    graph_exec_.reset();  // captured with the old pointers
     calls_.clear();
     calls_.reserve(program_.steps.size());
     for (const Step& s : program_.steps) {
@@ -199,14 +296,14 @@ class CudaBackend final : public Backend {
           c.src = pointer(s.src);
           c.kernel = kernel.id;
           c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.src), sms_[c.gpu]);
+                                       reinterpret_cast<std::uintptr_t>(c.src), sms_[c.gpu], reduce_blocks_[c.gpu]);
           break;
         case StepKind::kScale:
           c.dst = pointer(s.dst);
           c.kernel = scale_kernel_id(type_);
           c.divisor = s.divisor;
           c.geometry = launch_geometry(s.count, type_, reinterpret_cast<std::uintptr_t>(c.dst),
-                                       reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu]);
+                                       reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu], scale_blocks_[c.gpu]);
           break;
         case StepKind::kRecord:
         case StepKind::kWait:
@@ -246,7 +343,7 @@ class CudaBackend final : public Backend {
       DeviceGuard guard(placement_[d].cuda_device);
       for (const Event& e : caller_events_) ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(streams_[d].get(), e.get(), 0));
     }
-    issue_all();
+    launch();
     for (std::size_t d = 0; d < streams_.size(); ++d) {
       DeviceGuard guard(placement_[d].cuda_device);
       ARTUNE_CUDA_CHECK(cudaEventRecord(done_events_[d].get(), streams_[d].get()));
@@ -278,13 +375,7 @@ class CudaBackend final : public Backend {
 
   std::int64_t count_wrong(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    std::int64_t wrong = 0;
-    for (int d : participants_) {
-      copy_sync(host_io_.get(), pointers_[d][0], bytes, d);
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
-    }
-    return wrong;
+    return io().wrong(rank_buffers(), iteration);
   }
 
   std::vector<int> local_ranks() const override { return participants_; }
@@ -299,6 +390,7 @@ class CudaBackend final : public Backend {
   // timeout (an exception left work queued on a wedged device) gets its state abandoned instead.
   void release() noexcept {
     if (!drain()) abandon();
+    graph_exec_.reset();
     calls_.clear();
     events_.clear();
     staging_.clear();
@@ -345,6 +437,7 @@ class CudaBackend final : public Backend {
       PinnedBuffer host_io;
     };
     try {
+      (void)graph_exec_.release();  // its launch may still run on the wedged device
       static auto* const graveyard = new std::vector<std::unique_ptr<Abandoned>>();
       graveyard->push_back(std::make_unique<Abandoned>(Abandoned{std::move(buffers_), std::move(host_buffers_),
                                                                  std::move(staging_), std::move(events_),
@@ -427,10 +520,13 @@ class CudaBackend final : public Backend {
     return gpu_or_host(r.device);
   }
 
-  void copy_sync(void* dst, const void* src, std::size_t bytes, int device) {
-    if (bytes == 0) return;
-    DeviceGuard guard(placement_[device].cuda_device);
-    ARTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+
+  // Every local participant's buffer 0 and the GPU it is on (its stream's GPU for host memory).
+  std::vector<RankBuffer> rank_buffers() const {
+    std::vector<RankBuffer> out;
+    for (int d : participants_) out.push_back({d, pointers_[d][0], placement_[d].cuda_device});
+    return out;
   }
 
   void issue(const Call& c) {
@@ -483,6 +579,7 @@ class CudaBackend final : public Backend {
 
   BackendOptions options_;
   int gpus_ = 0;
+  std::vector<int> bus_order_;  // CUDA ordinals in PCI bus order
   bool prepared_ = false;
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
@@ -498,9 +595,12 @@ class CudaBackend final : public Backend {
   std::vector<DeviceBuffer> staging_;
   std::vector<Event> events_;
   std::vector<Call> calls_;
+  std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> graph_exec_;  // null until built
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
+  std::vector<int> reduce_blocks_;  // per GPU: resident blocks per SM of the prepared reduce kernel
+  std::vector<int> scale_blocks_;   // per GPU: the same for the scale kernel
   std::vector<Event> caller_events_;  // run_on_streams: per participant, the caller's work so far
   std::vector<Event> done_events_;    // run_on_streams: per plan stream, the plan's end
 };

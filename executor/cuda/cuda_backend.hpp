@@ -13,10 +13,12 @@
 
 namespace artune {
 
-/// Creates the cuda backend; throws Unsupported("no CUDA device available") when no GPU is usable.
+/// Creates the cuda backend; throws Unsupported("no CUDA device available") when the machine has no GPU,
+/// BackendFailure naming the CUDA error when the device query fails otherwise (e.g. an insufficient driver).
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
 
-/// Number of CUDA devices usable by this process (0 without a GPU or a working driver); never throws.
-int cuda_device_count() noexcept;
+/// Number of CUDA devices usable by this process: 0 when the machine has no GPU (no device or no driver);
+/// throws BackendFailure naming the error for any other failure (an insufficient driver, …).
+int cuda_device_count();
 
 }  // namespace artune

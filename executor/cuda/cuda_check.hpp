@@ -170,15 +170,53 @@ class PinnedBuffer {
   std::unique_ptr<void, FreePinned> ptr_;
 };
 
-/// Usable CUDA devices; 0 when there is no GPU, no driver or an insufficient one. Never throws.
-inline int usable_device_count() noexcept {
+/// What a device-count query says about this machine.
+enum class DeviceQuery {
+  kDevices,   ///< the query succeeded (the count may still be 0)
+  kNoDevice,  ///< no GPU: cudaErrorNoDevice, or no CUDA driver installed at all
+  kError,     ///< anything else (a driver older than the runtime, a broken install, …): a failure to report
+};
+
+/// Classifies the status of cudaGetDeviceCount. `driver_version` is cudaDriverGetVersion's value: 0
+/// means no driver is installed (libcuda absent), which cudart reports as cudaErrorInsufficientDriver
+/// (or cudaErrorStubLibrary when only the toolkit's stub is found): no GPU, not an error. A real
+/// driver that is too old for this runtime is an error, as is every other status. Pure function.
+constexpr DeviceQuery classify_device_query(cudaError_t status, int driver_version) noexcept {
+  if (status == cudaSuccess) return DeviceQuery::kDevices;
+  if (status == cudaErrorNoDevice) return DeviceQuery::kNoDevice;
+  if ((status == cudaErrorInsufficientDriver || status == cudaErrorStubLibrary) && driver_version == 0) {
+    return DeviceQuery::kNoDevice;
+  }
+  return DeviceQuery::kError;
+}
+
+/// The message of a device-count query that failed (kError): the call, CUDA's name and text for the
+/// status, and the driver and runtime versions ("driver 12.2, runtime 13.0").
+inline std::string device_query_error(cudaError_t status, int driver_version, int runtime_version) {
+  const auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return fmt::format("cudaGetDeviceCount: {} ({}); CUDA driver {}, runtime {}", cudaGetErrorString(status),
+                     cudaGetErrorName(status), driver_version == 0 ? std::string("none") : version(driver_version),
+                     version(runtime_version));
+}
+
+/// Usable CUDA devices; 0 only when the machine has no GPU (no device, no driver). Any other
+/// failure of the query (an insufficient driver, a broken install) throws BackendFailure naming
+/// it, so that callers report it (exit 3) instead of running as if there were no GPU.
+inline int usable_device_count() {
   int n = 0;
   const cudaError_t status = cudaGetDeviceCount(&n);
-  if (status != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" status so later queries start clean
-    return 0;
+  if (status == cudaSuccess) return n;
+  cudaGetLastError();  // clear the status so later queries start clean
+  int driver = 0;
+  int runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  switch (classify_device_query(status, driver)) {
+    case DeviceQuery::kDevices: return n;
+    case DeviceQuery::kNoDevice: return 0;
+    case DeviceQuery::kError: break;
   }
-  return n;
+  throw BackendFailure(device_query_error(status, driver, runtime));
 }
 
 }  // namespace artune::cuda

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <map>
 #include <set>
+#include <tuple>
 #include <string_view>
 #include <utility>
 
@@ -37,8 +40,30 @@ DeviceNameInfo parse_device_name(std::string_view name) {
   return info;
 }
 
-std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo) {
+std::vector<int> pci_bus_order(const std::vector<std::string>& bus_ids) {
+  std::vector<std::pair<std::uint64_t, int>> keyed;
+  for (std::size_t i = 0; i < bus_ids.size(); ++i) {
+    unsigned domain = 0, bus = 0, device = 0, function = 0;
+    char tail = 0;
+    if (std::sscanf(bus_ids[i].c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) {
+      throw InvalidInput(fmt::format("cuda: PCI bus id '{}' of cuda:{} is not dddd:bb:dd.f", bus_ids[i], i));
+    }
+    const std::uint64_t key = (std::uint64_t{domain} << 24) | (std::uint64_t{bus} << 16) |
+                              (std::uint64_t{device} << 8) | std::uint64_t{function};
+    keyed.emplace_back(key, static_cast<int>(i));
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int> order;
+  for (const auto& [key, ordinal] : keyed) order.push_back(ordinal);
+  return order;
+}
+
+std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const Topology* topo,
+                                     const std::vector<int>& bus_order) {
   if (cuda_devices <= 0) throw Unsupported("no CUDA device available");
+  if (!bus_order.empty() && static_cast<int>(bus_order.size()) != cuda_devices) {
+    throw InvalidInput(fmt::format("cuda: {} PCI bus ids for {} devices", bus_order.size(), cuda_devices));
+  }
   const int n = static_cast<int>(plan.devices.size());
   std::vector<Placement> placement(n);
   std::vector<bool> known(n, false);
@@ -75,7 +100,10 @@ std::vector<Placement> place_devices(const Plan& plan, int cuda_devices, const T
         p.host = true;
       }
     }
-    if (!p.host) p.cuda_device = p.local_gpu % cuda_devices;
+    if (!p.host) {
+      const int k = p.local_gpu % cuda_devices;
+      p.cuda_device = bus_order.empty() ? k : bus_order[static_cast<std::size_t>(k)];
+    }
   }
   // Host devices are driven from the stream of the first GPU-placed device's GPU.
   int host_driver = 0;
@@ -299,6 +327,8 @@ class Lowering {
 
   void push_step(StepKind kind, int op, int stream, Ref dst, Ref src, std::int64_t count) {
     Step s;
+    s.phase = phase_.phase;
+    s.round = phase_.round;
     s.kind = kind;
     s.stream = stream;
     s.dst = dst;
@@ -384,20 +414,24 @@ class Lowering {
       }
       return op.root;
     };
+    // Peer order is rotated: in round s (1…g-1) member k pulls from member k+s (mod g), so every member
+    // is read by exactly one peer per round (fan-in 1) instead of every member reading member 0 first.
     auto reduce_scatter = [&]() {
-      for (int k = 0; k < g; ++k) {
-        const auto [off, cnt] = shard(k);
-        for (int j = 0; j < g; ++j) {
-          if (j == k) continue;
+      for (int s = 1; s < g; ++s) {
+        phase_ = {Phase::kReduceScatter, s - 1};
+        for (int k = 0; k < g; ++k) {
+          const int j = (k + s) % g;
+          const auto [off, cnt] = shard(k);
           emit_reduce(op.id, members[k], ref(members[k], buffer, offset + off), ref(members[j], buffer, offset + off),
                       cnt);
         }
       }
     };
     auto all_gather = [&]() {
-      for (int m = 0; m < g; ++m) {
-        for (int k = 0; k < g; ++k) {
-          if (k == m) continue;
+      for (int s = 1; s < g; ++s) {
+        phase_ = {Phase::kAllGather, s - 1};
+        for (int m = 0; m < g; ++m) {
+          const int k = (m + s) % g;
           const auto [off, cnt] = shard(k);
           emit_copy(op.id, members[m], ref(members[m], buffer, offset + off), ref(members[k], buffer, offset + off),
                     cnt);
@@ -406,16 +440,36 @@ class Lowering {
     };
     switch (op.collective) {
       case Collective::kBroadcast: {
+        // Binomial tree from the root: in round r every member that holds the data (relative index
+        // i < 2^r) is pulled from by member i + 2^r, which first waits for i's own pull to finish.
+        // log2(g) rounds of one full copy each, every holder read by one peer per round.
         const int root = root_member();
-        for (int m : members) {
-          if (m != root) emit_copy(op.id, m, ref(m, buffer, offset), ref(root, buffer, offset), count);
+        const int root_at = static_cast<int>(std::find(members.begin(), members.end(), root) - members.begin());
+        auto member = [&](int relative) { return members[(root_at + relative) % g]; };
+        std::vector<int> received(g, -1);  // per relative index: event recorded after its pull
+        int round = 0;
+        for (int span = 1; span < g; span *= 2, ++round) {
+          phase_ = {Phase::kBroadcast, round};
+          for (int i = 0; i < span && i + span < g; ++i) {
+            const int parent = member(i);
+            const int child = member(i + span);
+            if (received[i] >= 0) wait(op.id, child, received[i]);
+            emit_copy(op.id, child, ref(child, buffer, offset), ref(parent, buffer, offset), count);
+            if (2 * span < g) {  // a later round reads the child: record its arrival
+              received[i + span] = new_event(child);
+              record(op.id, child, received[i + span]);
+            }
+          }
         }
         break;
       }
       case Collective::kReduce: {
         const int root = root_member();
+        int round = 0;
         for (int m : members) {
-          if (m != root) emit_reduce(op.id, root, ref(root, buffer, offset), ref(m, buffer, offset), count);
+          if (m == root) continue;
+          phase_ = {Phase::kReduce, round++};
+          emit_reduce(op.id, root, ref(root, buffer, offset), ref(m, buffer, offset), count);
         }
         break;
       }
@@ -439,9 +493,15 @@ class Lowering {
         break;
       }
     }
+    phase_ = {};
     for (int m : members) finish(op, m);
   }
 
+  struct PhaseTag {
+    Phase phase = Phase::kNone;
+    int round = -1;
+  };
+  PhaseTag phase_;  // the group phase and round being lowered (tags the steps it emits)
   const Plan& plan_;
   const std::vector<Placement>& placement_;
   const std::vector<std::vector<bool>>& peer_;
@@ -490,6 +550,89 @@ MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_device
     if (!p.host) ++need.devices_on_gpu[gpu];
   }
   return need;
+}
+
+std::string_view to_string(Phase phase) noexcept {
+  switch (phase) {
+    case Phase::kNone: return "-";
+    case Phase::kBroadcast: return "broadcast";
+    case Phase::kReduce: return "reduce";
+    case Phase::kReduceScatter: return "reduce_scatter";
+    case Phase::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
+int RoundFanIn::max() const { return readers.empty() ? 0 : *std::max_element(readers.begin(), readers.end()); }
+
+std::vector<RoundFanIn> fan_in(const Program& program) {
+  const std::size_t n = program.placement.size();
+  std::vector<RoundFanIn> out;
+  std::map<std::tuple<int, Phase, int>, std::size_t> index;
+  std::vector<std::set<std::pair<int, int>>> seen;  // per round: (read device, reading stream)
+  for (const Step& s : program.steps) {
+    if (s.phase == Phase::kNone || (s.kind != StepKind::kCopy && s.kind != StepKind::kReduce)) continue;
+    const auto key = std::make_tuple(s.op, s.phase, s.round);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, out.size()).first;
+      out.push_back(RoundFanIn{s.op, s.phase, s.round, std::vector<int>(n, 0)});
+      seen.emplace_back();
+    }
+    if (s.src.buffer == Ref::kStaging || s.src.device == s.stream) continue;
+    if (seen[it->second].insert({s.src.device, s.stream}).second) {
+      ++out[it->second].readers[static_cast<std::size_t>(s.src.device)];
+    }
+  }
+  return out;
+}
+
+std::size_t GraphDag::edges() const {
+  std::size_t n = 0;
+  for (const auto& d : deps) n += d.size();
+  return n;
+}
+
+GraphDag graph_of(const Program& program) {
+  GraphDag dag;
+  const std::size_t streams = program.placement.size();
+  std::vector<std::set<int>> frontier(streams);  // per stream: the nodes its next work depends on
+  std::vector<std::set<int>> event_nodes(static_cast<std::size_t>(program.events));
+  for (std::size_t i = 0; i < program.steps.size(); ++i) {
+    const Step& s = program.steps[i];
+    auto& mine = frontier.at(static_cast<std::size_t>(s.stream));
+    switch (s.kind) {
+      case StepKind::kRecord:
+        event_nodes.at(static_cast<std::size_t>(s.event)) = mine;
+        break;
+      case StepKind::kWait: {
+        const auto& theirs = event_nodes.at(static_cast<std::size_t>(s.event));
+        mine.insert(theirs.begin(), theirs.end());
+        break;
+      }
+      default: {
+        const int node = static_cast<int>(dag.step.size());
+        dag.step.push_back(static_cast<int>(i));
+        // As capture records them: the stream's last node and the nodes joined in by waits since.
+        std::vector<int> deps(mine.begin(), mine.end());
+        dag.deps.push_back(std::move(deps));
+        mine = {node};
+        break;
+      }
+    }
+  }
+  return dag;
+}
+
+void add_graph_nodes(const Program& program, GraphBuilder& builder) {
+  const GraphDag dag = graph_of(program);
+  std::vector<int> id(dag.step.size(), -1);
+  for (std::size_t n = 0; n < dag.step.size(); ++n) {
+    std::vector<int> deps;
+    deps.reserve(dag.deps[n].size());
+    for (int d : dag.deps[n]) deps.push_back(id[static_cast<std::size_t>(d)]);
+    id[n] = builder.add(dag.step[n], deps);
+  }
 }
 
 std::string describe(const Program& program) {

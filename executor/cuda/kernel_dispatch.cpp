@@ -40,7 +40,7 @@ const char* to_string(KernelOp op) noexcept {
 }
 
 LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src,
-                               int sm_count) noexcept {
+                               int sm_count, int blocks_per_sm) noexcept {
   LaunchGeometry g;
   g.count = std::max<std::int64_t>(count, 0);
   const auto es = static_cast<std::uintptr_t>(element_size(type));
@@ -60,7 +60,7 @@ LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t
     return g;
   }
   const std::int64_t needed = (items + g.threads - 1) / g.threads;
-  const std::int64_t cap = static_cast<std::int64_t>(std::max(sm_count, 1)) * kBlocksPerSm;
+  const std::int64_t cap = static_cast<std::int64_t>(std::max(sm_count, 1)) * std::max(blocks_per_sm, 1);
   g.blocks = static_cast<int>(std::min(needed, cap));
   return g;
 }

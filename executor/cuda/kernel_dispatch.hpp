@@ -23,7 +23,8 @@ inline constexpr int kKernelOps = 4;
 inline constexpr int kReduceKernelCount = kKernelTypes * kKernelOps;
 /// Threads per block of every kernel (a multiple of the warp size).
 inline constexpr int kThreadsPerBlock = 512;
-/// Resident blocks per SM the grid is capped at; the kernels loop grid-stride beyond that.
+/// Resident blocks per SM the grid is capped at when the occupancy API gave nothing (host tests); the
+/// backends pass the kernel's own figure (reduce_blocks_per_sm). The kernels loop grid-stride beyond.
 inline constexpr int kBlocksPerSm = 4;
 /// Bytes one vectorised access moves (a 128-bit load/store).
 inline constexpr int kVectorBytes = 16;
@@ -73,10 +74,10 @@ struct LaunchGeometry {
 /// pass src = dst for single-operand kernels) sits at the same offset from a 16-byte boundary:
 /// a scalar head of up to 15 bytes' worth of elements brings both to the boundary (plan regions
 /// at odd element offsets of aligned buffers, e.g. ring shards, still vectorise); pointers at
-/// different offsets run scalar. The grid covers the work once up to sm_count·kBlocksPerSm
+/// different offsets run scalar. The grid covers the work once up to sm_count·blocks_per_sm
 /// blocks and loops grid-stride beyond that.
 LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src,
-                               int sm_count) noexcept;
+                               int sm_count, int blocks_per_sm = kBlocksPerSm) noexcept;
 
 /// Value of ncclDataType_t for a type (ncclFloat32 = 7, ncclBfloat16 = 9, …); nccl_backend.cpp
 /// static_asserts these against nccl.h.

@@ -161,6 +161,19 @@ cudaError_t launch_scale_as(void* dst, std::int64_t divisor, const LaunchGeometr
   return cudaGetLastError();
 }
 
+// Resident blocks per SM of a kernel at `threads` per block on the current device (occupancy API).
+using Occupancy = cudaError_t (*)(int*, int);
+
+template <typename T, KernelOp Op>
+cudaError_t reduce_occupancy_as(int* blocks, int threads) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reduce_kernel<T, Op>, threads, 0);
+}
+
+template <typename T>
+cudaError_t scale_occupancy_as(int* blocks, int threads) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, scale_kernel<T>, threads, 0);
+}
+
 // Host twins of the launchers: every lane of the grid, one after the other.
 using HostReduce = void (*)(void*, const void*, const LaunchGeometry&);
 using HostScale = void (*)(void*, std::int64_t, const LaunchGeometry&);
@@ -196,12 +209,15 @@ struct Tables {
   std::array<ScaleLauncher, kKernelTypes> scale{};
   std::array<HostReduce, kReduceKernelCount> host_reduce{};
   std::array<HostScale, kKernelTypes> host_scale{};
+  std::array<Occupancy, kReduceKernelCount> reduce_occupancy{};
+  std::array<Occupancy, kKernelTypes> scale_occupancy{};
 
   template <typename T, KernelOp Op>
   void add_combine() {
     const int id = reduce_kernel_id(kTypeOf<T>, Op);
     reduce[id] = &launch_reduce_as<T, Op>;
     host_reduce[id] = &reduce_on_host_as<T, Op>;
+    reduce_occupancy[id] = &reduce_occupancy_as<T, Op>;
   }
   template <typename T>
   void add_type() {
@@ -211,6 +227,7 @@ struct Tables {
     add_combine<T, KernelOp::kMax>();
     scale[scale_kernel_id(kTypeOf<T>)] = &launch_scale_as<T>;
     host_scale[scale_kernel_id(kTypeOf<T>)] = &scale_on_host_as<T>;
+    scale_occupancy[scale_kernel_id(kTypeOf<T>)] = &scale_occupancy_as<T>;
   }
   Tables() {
     add_type<float>();
@@ -229,6 +246,20 @@ const Tables& tables() {
 }
 
 }  // namespace
+
+cudaError_t reduce_blocks_per_sm(int kernel_id, int threads, int* blocks) {
+  if (kernel_id < 0 || kernel_id >= kReduceKernelCount || tables().reduce_occupancy[kernel_id] == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  return tables().reduce_occupancy[kernel_id](blocks, threads);
+}
+
+cudaError_t scale_blocks_per_sm(int kernel_id, int threads, int* blocks) {
+  if (kernel_id < 0 || kernel_id >= kKernelTypes || tables().scale_occupancy[kernel_id] == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  return tables().scale_occupancy[kernel_id](blocks, threads);
+}
 
 cudaError_t launch_reduce(int kernel_id, void* dst, const void* src, const LaunchGeometry& geometry,
                           cudaStream_t stream) {

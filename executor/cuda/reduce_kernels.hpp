@@ -19,6 +19,12 @@ cudaError_t launch_reduce(int kernel_id, void* dst, const void* src, const Launc
 /// dst[i] = dst[i] / divisor in the type's arithmetic (integers truncate) with scale kernel `kernel_id`.
 cudaError_t launch_scale(int kernel_id, void* dst, std::int64_t divisor, const LaunchGeometry& geometry,
                          cudaStream_t stream);
+/// Resident blocks per SM of reduce kernel `kernel_id` at `threads` threads per block on the current device
+/// (cudaOccupancyMaxActiveBlocksPerMultiprocessor: registers and shared memory decide it); the grid is
+/// sized from it so no block waits for a second wave. cudaErrorInvalidValue for a bad id.
+cudaError_t reduce_blocks_per_sm(int kernel_id, int threads, int* blocks);
+/// The same for scale kernel `kernel_id`.
+cudaError_t scale_blocks_per_sm(int kernel_id, int threads, int* blocks);
 /// Runs reduce kernel `kernel_id` on the host over host memory: the kernel's own lane body for each of the
 /// geometry's blocks × threads lanes in turn (same vector/tail split and grid-stride walk as on the GPU), so
 /// its arithmetic and coverage are tested on machines without a GPU. cudaErrorInvalidValue for a bad id.

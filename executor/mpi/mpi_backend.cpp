@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "executor/mpi/launcher.hpp"
+#include "executor/mpi/mpi_init.hpp"
 #include "executor/reduce_kernels.hpp"
 #include "executor/schedule.hpp"
 #include "executor/test_fault.hpp"
@@ -39,13 +41,7 @@ using Clock = std::chrono::steady_clock;
 // the rank that stopped.
 constexpr double kRootReportGraceSeconds = 10.0;
 
-void mpi_check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw BackendFailure(fmt::format("mpi backend: {} failed: {}", call, std::string(text, static_cast<std::size_t>(len))));
-}
+void mpi_check(int rc, const char* call) { check_mpi(rc, call, "mpi backend: "); }
 
 // MPI_Op bodies for the 16-bit floats (MPI has no such types): inout ⊕= in.
 template <typename Tag, ReduceOp OP>
@@ -84,13 +80,8 @@ class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const BackendOptions& options) : options_(options) {
     // Saturate: a huge timeout must not overflow `now + timeout` deadline arithmetic.
-    if (!(options_.timeout_s <= kMaxTimeoutSeconds)) options_.timeout_s = kMaxTimeoutSeconds;
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      mpi_check(MPI_Init(nullptr, nullptr), "MPI_Init");
-      own_mpi_ = true;
-    }
+    options_.timeout_s = effective_timeout_s(options_.timeout_s);
+    own_mpi_ = ensure_mpi();
     const MPI_Comm parent = options.mpi_comm != nullptr ? *static_cast<const MPI_Comm*>(options.mpi_comm) : MPI_COMM_WORLD;
     mpi_check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -103,17 +94,7 @@ class MpiBackend final : public Backend {
     mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &type16_), "MPI_Type_contiguous");
     mpi_check(MPI_Type_commit(&type16_), "MPI_Type_commit");
     fault_ = read_test_fault();
-    machine_index_ = options.machine_index;
-    if (machine_index_ < 0) {
-      if (const char* env = std::getenv("ARTUNE_MACHINE_INDEX"); env != nullptr && *env != '\0') {
-        char* end = nullptr;
-        const long v = std::strtol(env, &end, 10);
-        if (*end != '\0' || v < 0 || v > INT_MAX) {
-          throw InvalidInput(fmt::format("ARTUNE_MACHINE_INDEX: '{}' is not a machine index", env));
-        }
-        machine_index_ = static_cast<int>(v);
-      }
-    }
+    machine_index_ = declared_machine_index(options.machine_index);
   }
 
   ~MpiBackend() override {

@@ -30,11 +30,15 @@
 #include "core/error.hpp"
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/cuda/cuda_program.hpp"
+#include "executor/cuda/device_io.hpp"
 #include "executor/cuda/kernel_dispatch.hpp"
 #include "executor/cuda/reduce_kernels.hpp"
+#include "executor/mpi/launcher.hpp"
+#include "executor/mpi/mpi_init.hpp"
 #include "executor/nccl/nccl_forced_choice.hpp"
 #include "executor/nccl/nccl_program.hpp"
 #include "executor/schedule.hpp"
+#include "executor/test_fault.hpp"
 #include "executor/verification.hpp"
 #include "topology/topology.hpp"
 
@@ -69,23 +73,13 @@ void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
 }
 #define ARTUNE_NCCL_CHECK(call, comm) check_nccl((call), #call, (comm))
 
-void check_mpi(int status, const char* call) {
-  if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(status, text, &len);
-  throw BackendFailure(fmt::format("{}: {}", call, std::string(text, static_cast<std::size_t>(len))));
-}
 #define ARTUNE_MPI_CHECK(call) check_mpi((call), #call)
 
 bool g_mpi_initialised_here = false;
 
-void ensure_mpi() {
-  int initialised = 0;
-  ARTUNE_MPI_CHECK(MPI_Initialized(&initialised));
-  if (initialised) return;
-  int provided = 0;
-  ARTUNE_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+// MPI at artune's one thread level (mpi/mpi_init.hpp); finalised at exit when this backend started it.
+void ensure_mpi_for_nccl() {
+  if (!ensure_mpi()) return;
   g_mpi_initialised_here = true;
   std::atexit([] {
     int finalised = 0;
@@ -99,7 +93,7 @@ class NcclBackend final : public Backend {
   explicit NcclBackend(const BackendOptions& options) : options_(options) {
     gpus_ = cuda::usable_device_count();
     if (gpus_ <= 0) throw Unsupported("no CUDA device available");
-    ensure_mpi();
+    ensure_mpi_for_nccl();
     ARTUNE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     ARTUNE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
     MPI_Comm local = MPI_COMM_NULL;
@@ -114,7 +108,12 @@ class NcclBackend final : public Backend {
     constexpr int kBusIdLength = 32;
     std::vector<char> bus_ids(static_cast<std::size_t>(kBusIdLength) * static_cast<std::size_t>(local_size), '\0');
     char mine[kBusIdLength] = {};
-    ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdLength, gpu_));
+    fault_ = read_test_fault();
+    // Every bootstrap step that can fail on one rank is agreed on before the collective that follows it.
+    agree_on(MPI_COMM_WORLD, "nccl backend: bootstrap (PCI bus id)", [&] {
+      inject_boot_fault();
+      ARTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(mine, kBusIdLength, gpu_));
+    });
     const int gathered = MPI_Allgather(mine, kBusIdLength, MPI_CHAR, bus_ids.data(), kBusIdLength, MPI_CHAR, local);
     MPI_Comm_free(&local);
     ARTUNE_MPI_CHECK(gathered);
@@ -133,7 +132,10 @@ class NcclBackend final : public Backend {
     stream_ = Stream(gpu_);
 
     ncclUniqueId id;
-    if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    agree_on(MPI_COMM_WORLD, "nccl backend: bootstrap (NCCL unique id)", [&] {
+      inject_boot_fault();
+      if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    });
     ARTUNE_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -214,33 +216,41 @@ class NcclBackend final : public Backend {
     }
     if (bad) throw InvalidInput(fmt::format("nccl backend: rank {}: another rank rejected the plan", rank_));
 
-    // One communicator per distinct group; every rank takes part in every split (NOCOLOR if not a member).
-    destroy_comm_list(groups_);
-    const auto groups = distinct_groups(plan);
-    // Sized once: a non-blocking split writes &groups_[g] later, from NCCL's own thread.
-    groups_.assign(groups.size(), nullptr);
+    // Communicators by key (members' ranks in NCCL rank order), kept across prepare() calls: a sweep
+    // splits each group once, not once per message size. Every rank takes part in every split
+    // (NOCOLOR if not a member), in the same order, since every rank plans from the same plans.
+    // A communicator is its members in NCCL rank order and what it is forced to (nccl.ALGO.PROTO plans).
+    const std::vector<nccl::CommKey> members_of = nccl::communicator_keys(plan, host_of);
+    std::vector<CacheKey> needed;
+    for (std::size_t g = 0; g < members_of.size(); ++g) needed.push_back({members_of[g], forced.at(g)});
+    const auto comms = nccl::plan_communicators(comm_keys_, needed);
+    const std::size_t first_new = groups_.size();
+    // Sized before splitting: a non-blocking split writes &groups_[slot] later, from NCCL's own thread.
+    groups_.resize(first_new + comms.create.size(), nullptr);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(options_.timeout_s));
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      const auto& members = groups[g];
+    for (std::size_t i = 0; i < comms.create.size(); ++i) {
+      const auto& [members, forcing_choice] = comms.create[i];
+      const std::size_t slot = first_new + i;
       int key = -1;
       for (std::size_t k = 0; k < members.size(); ++k) {
-        if (host_of[members[k]] == rank_) key = static_cast<int>(k);
+        if (members[k] == rank_) key = static_cast<int>(k);
       }
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      apply_nccl_forced_channels(forced[g], config.minCTAs, config.maxCTAs);
-      const ScopedNcclForcedChoice forcing(forced[g]);  // NCCL reads it until the communicator is ready
+      ncclConfig_t config = split_config(forcing_choice);
+      const ScopedNcclForcedChoice forcing(forcing_choice);  // NCCL reads it until the communicator is ready
       // Non-blocking: the new communicator stays NULL until the split completes in NCCL's thread,
-      // which the parent reports (ncclInProgress until then); only then is groups_[g] read.
-      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[g], &config),
+      // which the parent reports (ncclInProgress until then); only then is groups_[slot] read.
+      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[slot], &config),
             "ncclCommSplit", {world_}, deadline);
-      if ((groups_[g] != nullptr) != (key >= 0)) {
-        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for group {} returned {} communicator",
-                                             rank_, g, key >= 0 ? "no" : "an unexpected")));
+      if ((groups_[slot] != nullptr) != (key >= 0)) {
+        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} "
+                                             "communicator",
+                                             rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
       }
-      if (groups_[g] != nullptr) wait_ready({groups_[g]}, "ncclCommSplit (new communicator)", deadline);
+      if (groups_[slot] != nullptr) wait_ready({groups_[slot]}, "ncclCommSplit (new communicator)", deadline);
+      comm_keys_.push_back(comms.create[i]);
     }
+    comm_slot_ = comms.slot;
 
     pointers_.assign(n, {});
     for (int d : program_.devices) {
@@ -261,6 +271,11 @@ class NcclBackend final : public Backend {
     ARTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_));
     sms_ = sms;
     kernel_ = cuda::select_reduce_kernel(type, op);
+    // Grid cap from the kernels' own occupancy on this GPU (current device: gpu_).
+    cuda::check(cuda::reduce_blocks_per_sm(kernel_.id, cuda::kThreadsPerBlock, &reduce_blocks_),
+                "reduce_blocks_per_sm");
+    cuda::check(cuda::scale_blocks_per_sm(cuda::scale_kernel_id(type), cuda::kThreadsPerBlock, &scale_blocks_),
+                "scale_blocks_per_sm");
     nccl_type_ = static_cast<ncclDataType_t>(cuda::nccl_data_type_code(type));
     // Group ops carry the sum of an average; the plan's scale ops finalise it.
     nccl_op_ = static_cast<ncclRedOp_t>(cuda::nccl_red_op_code(op == ReduceOp::kAvg ? ReduceOp::kSum : op));
@@ -275,11 +290,7 @@ class NcclBackend final : public Backend {
 
   void fill_inputs(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    for (int d : local_ranks_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
-      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(pointers_[d][0], host_io_.get(), bytes, cudaMemcpyDefault));
-    }
+    io().fill(rank_buffers(), iteration);
   }
 
   void run() override {
@@ -339,13 +350,16 @@ class NcclBackend final : public Backend {
 
   std::int64_t count_wrong(int iteration) override {
     require_prepared();
-    const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
-    std::int64_t wrong = 0;
-    for (int d : local_ranks_) {
-      if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(host_io_.get(), pointers_[d][0], bytes, cudaMemcpyDefault));
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
-    }
-    return wrong;
+    return io().wrong(rank_buffers(), iteration);
+  }
+
+  cuda::DeviceIo io() const { return cuda::DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+
+  // This rank's participant buffers, on its one (current) GPU.
+  std::vector<cuda::RankBuffer> rank_buffers() const {
+    std::vector<cuda::RankBuffer> out;
+    for (int d : local_ranks_) out.push_back({d, pointers_[d][0], -1});
+    return out;
   }
 
   std::vector<int> local_ranks() const override { return local_ranks_; }
@@ -371,23 +385,33 @@ class NcclBackend final : public Backend {
     if (!prepared_) throw InvalidInput("nccl backend: run before prepare");
   }
 
-  // --machine-index, else ARTUNE_MACHINE_INDEX, else -1 (not declared).
-  int declared_machine() const {
-    if (options_.machine_index >= 0) return options_.machine_index;
-    const char* env = std::getenv("ARTUNE_MACHINE_INDEX");
-    if (env == nullptr || *env == '\0') return -1;
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (*end != '\0' || v < 0 || v > 1 << 20) {
-      throw InvalidInput(fmt::format("ARTUNE_MACHINE_INDEX: '{}' is not a machine index", env));
+  // ARTUNE_TEST_FAULT=boot:rankR:iterN: the N-th bootstrap step of rank R fails (tests only).
+  void inject_boot_fault() {
+    ++boot_steps_;
+    if (fault_.fires("boot", rank_, boot_steps_)) {
+      throw BackendFailure(fmt::format("injected failure of bootstrap step {} (ARTUNE_TEST_FAULT)", boot_steps_));
     }
-    return static_cast<int>(v);
   }
+
+  // --machine-index, else ARTUNE_MACHINE_INDEX, else -1 (not declared).
+  int declared_machine() const { return declared_machine_index(options_.machine_index); }
 
   void* pointer(const Ref& r) const {
     char* base = r.buffer == Ref::kStaging ? static_cast<char*>(staging_.get())
                                            : static_cast<char*>(pointers_.at(r.device).at(r.buffer));
     return base + static_cast<std::size_t>(r.offset) * esize_;
+  }
+
+  // The configuration of every communicator split from world_: non-blocking (completion polled under
+  // the deadline) and sharing the parent's resources (splitShare: no new buffers, channels or proxy
+  // per split), with the forced channel count of an nccl.ALGO.PROTO plan (its algorithm and protocol go
+  // through the environment, ScopedNcclForcedChoice).
+  static ncclConfig_t split_config(const NcclForcedChoice& forced) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.splitShare = 1;
+    apply_nccl_forced_channels(forced, config.minCTAs, config.maxCTAs);
+    return config;
   }
 
   std::vector<ncclComm_t> all_comms() const {
@@ -426,6 +450,7 @@ class NcclBackend final : public Backend {
       if (c != nullptr) ncclCommAbort(c);
       c = nullptr;
     }
+    comm_keys_.clear();
   }
 
   [[noreturn]] void abort_all(const Error& error) {
@@ -470,14 +495,14 @@ class NcclBackend final : public Backend {
           void* dst = pointer(step.dst);
           const void* src = pointer(step.src);
           const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(src), sms_);
+                                               reinterpret_cast<std::uintptr_t>(src), sms_, reduce_blocks_);
           cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
           break;
         }
         case StepKind::kScale: {
           void* dst = pointer(step.dst);
           const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(dst), sms_);
+                                               reinterpret_cast<std::uintptr_t>(dst), sms_, scale_blocks_);
           cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
                       "launch_scale(kernel, dst, divisor, geometry, stream)");
           break;
@@ -523,7 +548,7 @@ class NcclBackend final : public Backend {
   }
 
   void collective(const nccl::Step& step, Clock::time_point deadline) {
-    ncclComm_t comm = groups_.at(step.comm);
+    ncclComm_t comm = groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(step.comm))));
     if (comm == nullptr) throw BackendFailure(fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
     cudaStream_t s = stream_.get();
     char* region = static_cast<char*>(pointer(step.dst));
@@ -661,6 +686,8 @@ class NcclBackend final : public Backend {
   std::int64_t count_ = 0;
   std::size_t esize_ = 4;
   int sms_ = 1;
+  int reduce_blocks_ = cuda::kBlocksPerSm;  // resident blocks per SM of the prepared reduce kernel
+  int scale_blocks_ = cuda::kBlocksPerSm;   // and of the scale kernel
   cuda::ReduceKernel kernel_;
   ncclDataType_t nccl_type_ = ncclFloat32;
   ncclRedOp_t nccl_op_ = ncclSum;
@@ -668,13 +695,18 @@ class NcclBackend final : public Backend {
   Event caller_event_;  // run_on_streams: the caller's work so far
   Event done_event_;    // run_on_streams: the plan's end
   ncclComm_t world_ = nullptr;
-  std::vector<ncclComm_t> groups_;
+  std::vector<ncclComm_t> groups_;             // the communicator cache (null where this rank is no member)
+  using CacheKey = std::pair<nccl::CommKey, NcclForcedChoice>;  // members in NCCL rank order, forcing
+  std::vector<CacheKey> comm_keys_;            // per cache slot: its key
+  std::vector<int> comm_slot_;                 // per distinct group of the prepared plan: its cache slot
   Program program_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<PinnedBuffer> host_buffers_;
   std::vector<std::vector<void*>> pointers_;
   DeviceBuffer staging_;
   PinnedBuffer host_io_;
+  TestFault fault_;     // ARTUNE_TEST_FAULT (tests only)
+  int boot_steps_ = 0;  // bootstrap steps so far (fault injection)
   std::vector<int> local_ranks_;
 };
 

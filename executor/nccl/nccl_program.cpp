@@ -243,6 +243,17 @@ std::vector<bool> host_devices_from_names(const Plan& plan) {
   return out;
 }
 
+std::vector<CommKey> communicator_keys(const Plan& plan, const std::vector<int>& host_of_device) {
+  std::vector<CommKey> keys;
+  for (const auto& members : distinct_groups(plan)) {
+    CommKey key;
+    key.reserve(members.size());
+    for (int d : members) key.push_back(host_of_device.at(static_cast<std::size_t>(d)));
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
 std::string describe(const Program& program) {
   std::string out = fmt::format("rank {} (staging {})\n", program.rank, program.staging);
   for (const Step& s : program.steps) {

@@ -21,6 +21,7 @@
 // cudaMemcpyAsync is not stream-ordered). Staging is one device buffer per rank,
 // carved per group (a bump allocator).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -95,6 +96,42 @@ RankMemory rank_memory(const Plan& plan, const Program& program, std::size_t ele
 std::vector<int> machines_from_names(const Plan& plan);
 /// Devices whose name marks a CPU helper ("cpu0", "m1/cpu0", "socket1").
 std::vector<bool> host_devices_from_names(const Plan& plan);
+
+/// A communicator's key: its members' MPI ranks in NCCL rank order (member k is NCCL rank k, so
+/// the same ranks in another order are another communicator).
+using CommKey = std::vector<int>;
+/// Per distinct group of `plan` (distinct_groups order, the index Step::comm uses): its key.
+std::vector<CommKey> communicator_keys(const Plan& plan, const std::vector<int>& host_of_device);
+
+/// Which communicators a prepare() reuses and which it splits. The backend keeps its communicators
+/// across prepare() calls (one per message size in a sweep): a plan whose groups were already split
+/// splits nothing. `Key` is a CommKey, or a CommKey with what else makes a communicator distinct (the
+/// backend adds the forced NCCL algorithm/protocol/channels: the same ranks forced differently are
+/// another communicator).
+template <class Key>
+struct BasicCommPlan {
+  std::vector<int> slot;    ///< per needed group: its index in the cache (after the new ones are appended)
+  std::vector<Key> create;  ///< keys to split now, appended to the cache in this order
+};
+using CommPlan = BasicCommPlan<CommKey>;
+
+/// Plans the communicators for `needed` (per distinct group) given the cache's keys in order. Every rank
+/// computes the same plan from the same sequence of plans, so the splits stay collective.
+template <class Key>
+BasicCommPlan<Key> plan_communicators(const std::vector<Key>& cached, const std::vector<Key>& needed) {
+  BasicCommPlan<Key> out;
+  for (const Key& key : needed) {
+    const auto old = std::find(cached.begin(), cached.end(), key);
+    if (old != cached.end()) {
+      out.slot.push_back(static_cast<int>(old - cached.begin()));
+      continue;
+    }
+    auto fresh = std::find(out.create.begin(), out.create.end(), key);
+    if (fresh == out.create.end()) fresh = out.create.insert(out.create.end(), key);
+    out.slot.push_back(static_cast<int>(cached.size()) + static_cast<int>(fresh - out.create.begin()));
+  }
+  return out;
+}
 
 /// One line per step (debugging, test messages).
 std::string describe(const Program& program);

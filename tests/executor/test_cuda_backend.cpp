@@ -27,9 +27,16 @@ using namespace artune;
 
 namespace {
 
-// Runs before doctest's main: no GPU → skip the whole program.
+// Runs before doctest's main: no GPU → skip the whole program; any other device error fails it.
 const int kGpuCheck = [] {
-  if (cuda_device_count() == 0) {
+  int gpus = 0;
+  try {
+    gpus = cuda_device_count();
+  } catch (const std::exception& e) {
+    std::printf("test_cuda_backend: %s\n", e.what());
+    std::exit(1);
+  }
+  if (gpus == 0) {
     std::puts("test_cuda_backend: no CUDA device available: skipping");
     std::exit(77);
   }

@@ -143,6 +143,18 @@ static void check_coverage(std::int64_t count, DataType type, std::uintptr_t dst
   if (count > 0) CHECK(g.blocks >= 1);
 }
 
+TEST_CASE("cuda_dispatch.grid_is_capped_by_occupancy") {
+  // 1 GiB of float on 132 SMs: the grid is one wave of the kernel's resident blocks as the backend reads
+  // them from the occupancy API (with 40–46 registers per thread, 2 or 3 blocks of 512 fit an SM's 64 K
+  // registers), not a fixed 4 per SM.
+  const std::int64_t count = std::int64_t{1} << 28;
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 264);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 3).blocks == 396);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132).blocks == 132 * kBlocksPerSm);
+  CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 0).blocks == 132);  // never 0 blocks
+  CHECK(launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 1);   // small: as needed
+}
+
 TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
   for (DataType t : all_data_types()) {
     CAPTURE(to_string(t));
@@ -251,6 +263,30 @@ TEST_CASE("cuda_dispatch.stream_query_results") {
                        doctest::Contains("cudaStreamQuery(stream): "), BackendFailure);
   CHECK_THROWS_WITH_AS(finished(cudaErrorIllegalAddress, "q"), doctest::Contains("(cudaErrorIllegalAddress)"),
                        BackendFailure);
+}
+
+TEST_CASE("cuda_dispatch.device_query_classification") {
+  // Only "no device" (or no driver installed at all) means no GPU; everything else is an error to report.
+  CHECK(classify_device_query(cudaSuccess, 13000) == DeviceQuery::kDevices);
+  CHECK(classify_device_query(cudaErrorNoDevice, 13000) == DeviceQuery::kNoDevice);
+  CHECK(classify_device_query(cudaErrorNoDevice, 0) == DeviceQuery::kNoDevice);
+  CHECK(classify_device_query(cudaErrorInsufficientDriver, 0) == DeviceQuery::kNoDevice);  // libcuda absent
+  CHECK(classify_device_query(cudaErrorStubLibrary, 0) == DeviceQuery::kNoDevice);         // only the stub
+  CHECK(classify_device_query(cudaErrorInsufficientDriver, 12020) == DeviceQuery::kError);  // driver too old
+  CHECK(classify_device_query(cudaErrorStubLibrary, 12020) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorInitializationError, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorSystemDriverMismatch, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorCompatNotSupportedOnDevice, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorDevicesUnavailable, 13000) == DeviceQuery::kError);
+  CHECK(classify_device_query(cudaErrorOperatingSystem, 13000) == DeviceQuery::kError);
+  const std::string text = device_query_error(cudaErrorInsufficientDriver, 12020, 13000);
+  CHECK(text.find("cudaGetDeviceCount: ") == 0);
+  CHECK(text.find("(cudaErrorInsufficientDriver)") != std::string::npos);
+  CHECK(text.find("CUDA driver 12.2, runtime 13.0") != std::string::npos);
+  CHECK(device_query_error(cudaErrorInsufficientDriver, 0, 13000).find("CUDA driver none") != std::string::npos);
+  // This machine's own answer is one of the first two: either GPUs or none, never a thrown error here
+  // unless the driver is really broken (which must then fail this test, not skip it).
+  CHECK_NOTHROW(cuda_device_count());
 }
 
 TEST_CASE("cuda_dispatch.cli_exits_2_without_a_gpu") {

@@ -556,6 +556,20 @@ TEST_CASE("cuda_program.placement") {
   CHECK(cuda::parse_device_name("nic0").gpu_index == -1);
 }
 
+TEST_CASE("cuda_program.devices_follow_pci_bus_order") {
+  // CUDA numbers GPUs fastest first; nvidia-smi and topology import by PCI bus id. gpuK is the K-th by bus.
+  const std::vector<int> order = cuda::pci_bus_order({"0000:C1:00.0", "0000:1B:00.0", "0000:43:00.0", "0001:05:00.0"});
+  CHECK(order == std::vector<int>{1, 2, 0, 3});
+  CHECK(cuda::pci_bus_order({"00000000:0A:00.0", "00000000:09:00.1", "00000000:09:00.0"}) == std::vector<int>{2, 1, 0});
+  CHECK_THROWS_AS(cuda::pci_bus_order({"GPU-0"}), InvalidInput);
+  const Plan plan = build({"uniform:8", "xring"}, 8, ReduceOp::kSum);
+  const auto placed = cuda::place_devices(plan, 4, nullptr, order);
+  const std::vector<int> expected{1, 2, 0, 3, 1, 2, 0, 3};  // gpuK -> order[K mod 4]
+  for (std::size_t d = 0; d < 8; ++d) CHECK(placed[d].cuda_device == expected[d]);
+  CHECK(cuda::place_devices(plan, 4)[2].cuda_device == 2);  // without bus ids: CUDA order
+  CHECK_THROWS_AS(cuda::place_devices(plan, 4, nullptr, {0, 1}), InvalidInput);
+}
+
 TEST_CASE("cuda_program.every_family_is_race_free_and_exact") {
   int replays = 0;
   for (const Case& c : kCases) {
@@ -637,6 +651,257 @@ TEST_CASE("cuda_program.group_ops_are_lowered_to_pulls") {
   CHECK(reduces == 12);
   CHECK(copies == 12);
   CHECK(prog.staging[0] == 3);  // no P2P: shards (10 = 3+3+2+2) are staged, the largest is 3
+}
+
+TEST_CASE("cuda_program.group_phases_have_fan_in_one") {
+  // No device is read by more than one peer in any round of any group phase, for g = 2…8, with and
+  // without P2P (staged reads count at their source) and on one GPU; the rotated lowering stays exact.
+  for (int g = 2; g <= 8; ++g) {
+    for (Collective first : {Collective::kReduceScatter, Collective::kReduce, Collective::kAllReduce}) {
+      CAPTURE(g);
+      CAPTURE(to_string(first));
+      const Plan plan = test::group_plan(g, 37, ReduceOp::kSum, first);
+      for (const int mode : {0, 1}) {
+        CAPTURE(mode);
+        const auto placement = cuda::place_devices(plan, g);
+        const cuda::Program prog = cuda::lower_plan(plan, placement, peers(g, mode));
+        std::map<cuda::Phase, int> rounds;
+        for (const cuda::RoundFanIn& r : cuda::fan_in(prog)) {
+          CAPTURE(to_string(r.phase));
+          CAPTURE(r.round);
+          CHECK(r.max() == 1);
+          // Every round reads as many devices as it has pulls: g-1 rounds of g pulls, or a tree.
+          const int reads = static_cast<int>(std::count(r.readers.begin(), r.readers.end(), 1));
+          if (r.phase == cuda::Phase::kReduceScatter || r.phase == cuda::Phase::kAllGather) CHECK(reads == g);
+          if (r.phase == cuda::Phase::kBroadcast) CHECK(reads == std::min(1 << r.round, g - (1 << r.round)));
+          if (r.phase == cuda::Phase::kReduce) CHECK(reads == 1);
+          rounds[r.phase] = std::max(rounds[r.phase], r.round + 1);
+        }
+        int log2g = 0;
+        while ((1 << log2g) < g) ++log2g;
+        switch (first) {
+          case Collective::kReduceScatter:
+          case Collective::kAllReduce:
+            CHECK(rounds[cuda::Phase::kReduceScatter] == g - 1);
+            CHECK(rounds[cuda::Phase::kAllGather] == g - 1);
+            break;
+          default:
+            CHECK(rounds[cuda::Phase::kReduce] == g - 1);
+            CHECK(rounds[cuda::Phase::kBroadcast] == log2g);
+            break;
+        }
+        CudaReplay replay(plan, prog, ReduceOp::kSum);
+        CHECK(replay.run(0) == 0);
+        for (const auto& p : replay.problems()) FAIL_CHECK(p);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda_program.fan_in_sees_an_unrotated_lowering") {
+  // The measure can fail: three members all pulling from member 0 in their first step.
+  cuda::Program prog;
+  prog.placement.resize(4);
+  for (int m = 1; m < 4; ++m) {
+    cuda::Step s;
+    s.kind = cuda::StepKind::kCopy;
+    s.stream = m;
+    s.dst = {m, 0, 0};
+    s.src = {0, 0, 0};
+    s.count = 5;
+    s.op = 0;
+    s.phase = cuda::Phase::kAllGather;
+    s.round = 0;
+    prog.steps.push_back(s);
+  }
+  const auto f = cuda::fan_in(prog);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].max() == 3);
+  CHECK(f[0].readers == std::vector<int>{3, 0, 0, 0});
+}
+
+TEST_CASE("cuda_program.broadcast_is_a_binomial_tree") {
+  // 8 members, root 2 (relative order 2,3,…,1): 7 full copies in 3 rounds; each child pulls from the member
+  // 2^r before it, and a parent that received in an earlier round is waited for.
+  Plan plan = test::empty_plan(8, 16, ReduceOp::kSum);
+  test::add_auto(plan, test::group_op(Collective::kBroadcast, {0, 1, 2, 3, 4, 5, 6, 7}, 0, 0, 16, 2));
+  const cuda::Program prog = cuda::lower_plan(plan, cuda::place_devices(plan, 8), peers(8, 1));
+  std::vector<std::pair<int, int>> pulls;  // (child, parent)
+  int waits = 0;
+  for (const cuda::Step& s : prog.steps) {
+    if (s.kind == cuda::StepKind::kCopy) pulls.emplace_back(s.stream, s.src.device);
+    if (s.kind == cuda::StepKind::kWait) ++waits;
+  }
+  CHECK(pulls == std::vector<std::pair<int, int>>{{3, 2}, {4, 2}, {5, 3}, {6, 2}, {7, 3}, {0, 4}, {1, 5}});
+  CHECK(waits == 4);  // 5 and 7 wait for 3, 0 for 4, 1 for 5 (the root's data needs no event)
+}
+
+namespace {
+
+// Happens-before of the stream/event program, straight from CUDA's stream semantics: per work step,
+// every work step ordered before it (same stream earlier, or before a record its stream waited on).
+std::vector<std::set<int>> stream_order(const cuda::Program& prog) {
+  std::vector<std::set<int>> before_stream(prog.placement.size());
+  std::vector<std::set<int>> before_event(static_cast<std::size_t>(prog.events));
+  std::vector<std::set<int>> out(prog.steps.size());
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const cuda::Step& s = prog.steps[i];
+    auto& mine = before_stream[static_cast<std::size_t>(s.stream)];
+    if (s.kind == cuda::StepKind::kRecord) {
+      before_event[static_cast<std::size_t>(s.event)] = mine;
+    } else if (s.kind == cuda::StepKind::kWait) {
+      const auto& theirs = before_event[static_cast<std::size_t>(s.event)];
+      mine.insert(theirs.begin(), theirs.end());
+    } else {
+      out[i] = mine;
+      mine.insert(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+// Records what add_graph_nodes hands a builder, as the backend's CUDA builder receives it.
+struct RecordingBuilder final : cuda::GraphBuilder {
+  std::vector<int> steps;
+  std::vector<std::vector<int>> deps;
+  int add(int step, const std::vector<int>& d) override {
+    for (int x : d) CHECK(x < static_cast<int>(steps.size()));  // topological order
+    steps.push_back(step);
+    deps.push_back(d);
+    return static_cast<int>(steps.size()) - 1;
+  }
+};
+
+// Per work step: the work steps before it in the graph (transitive closure of the recorded edges).
+std::map<int, std::set<int>> graph_order(const RecordingBuilder& b) {
+  std::vector<std::set<int>> closure(b.steps.size());
+  std::map<int, std::set<int>> out;
+  for (std::size_t n = 0; n < b.steps.size(); ++n) {
+    for (int d : b.deps[n]) {
+      closure[n].insert(b.steps[static_cast<std::size_t>(d)]);
+      closure[n].insert(closure[static_cast<std::size_t>(d)].begin(), closure[static_cast<std::size_t>(d)].end());
+    }
+    out[b.steps[n]] = closure[n];
+  }
+  return out;
+}
+
+bool same_order(const cuda::Program& prog) {
+  RecordingBuilder b;
+  cuda::add_graph_nodes(prog, b);
+  const auto streams = stream_order(prog);
+  const auto graph = graph_order(b);
+  std::size_t work = 0;
+  bool same = true;
+  for (std::size_t i = 0; i < prog.steps.size(); ++i) {
+    const auto k = prog.steps[i].kind;
+    if (k == cuda::StepKind::kRecord || k == cuda::StepKind::kWait) continue;
+    ++work;
+    const auto it = graph.find(static_cast<int>(i));
+    if (it == graph.end() || it->second != streams[i]) same = false;
+  }
+  return same && work == b.steps.size();
+}
+
+}  // namespace
+
+TEST_CASE("cuda_program.graph_dag_equals_the_stream_lowering") {
+  // Every family, one GPU per device with and without P2P and all on one GPU, pipelined too: the graph
+  // the backend builds orders exactly the work the streams and events order (host replay).
+  int checked = 0;
+  for (const Case& c : kCases) {
+    for (int segments : {1, 3}) {
+      const std::string spec_name = c.spec;
+      CAPTURE(spec_name);
+      CAPTURE(segments);
+      const Plan plan = build(c, 101, ReduceOp::kAvg, segments);
+      const int gpus = gpu_devices(plan);
+      for (const auto& [devices, mode] : {std::pair{gpus, 1}, std::pair{gpus, 0}, std::pair{1, 1}}) {
+        const cuda::Program prog = cuda::lower_plan(plan, cuda::place_devices(plan, devices), peers(devices, mode));
+        CHECK(same_order(prog));
+        const cuda::GraphDag dag = cuda::graph_of(prog);
+        std::size_t work = 0;
+        for (const cuda::Step& s : prog.steps) {
+          work += s.kind != cuda::StepKind::kRecord && s.kind != cuda::StepKind::kWait ? 1 : 0;
+        }
+        CHECK(dag.step.size() == work);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == static_cast<int>(std::size(kCases)) * 2 * 3);
+}
+
+TEST_CASE("cuda_program.graph_dag_check_can_fail") {
+  // Dropping a cross-stream wait changes the stream order; an extra graph edge would too: the
+  // comparison sees the difference between a program and the graph of a different one.
+  const Plan plan = build({"uniform:4", "xring"}, 16, ReduceOp::kSum);
+  const cuda::Program good = cuda::lower_plan(plan, cuda::place_devices(plan, 4), peers(4, 1));
+  RecordingBuilder b;
+  cuda::add_graph_nodes(good, b);
+  const auto graph = graph_order(b);
+  int differ = 0;
+  int waits = 0;
+  for (std::size_t i = 0; i < good.steps.size(); ++i) {
+    if (good.steps[i].kind != cuda::StepKind::kWait) continue;
+    ++waits;
+    cuda::Program broken = good;
+    broken.steps.erase(broken.steps.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto streams = stream_order(broken);
+    // Same work steps, shifted by one index after the dropped wait.
+    bool same = true;
+    for (std::size_t j = 0; j < broken.steps.size(); ++j) {
+      const auto k = broken.steps[j].kind;
+      if (k == cuda::StepKind::kRecord || k == cuda::StepKind::kWait) continue;
+      std::set<int> shifted;
+      for (int x : streams[j]) shifted.insert(x >= static_cast<int>(i) ? x + 1 : x);
+      if (graph.at(static_cast<int>(j >= i ? j + 1 : j)) != shifted) same = false;
+    }
+    differ += same ? 0 : 1;
+  }
+  CHECK(waits > 0);
+  CHECK(differ == waits);
+}
+
+TEST_CASE("nccl_program.communicator_cache_reuses_across_sizes") {
+  // The backend's cache as a sweep drives it: the first size splits every group, later sizes none; a
+  // plan with other groups splits only those; the same ranks in another order are another communicator.
+  const Topology topo = load_topology("uniform:2x4");
+  const auto keys_of = [&](const char* spec, std::int64_t count) {
+    BuildOptions o;
+    o.count = count;
+    const Plan plan = build_plan(topo, spec, o);
+    return nccl::communicator_keys(plan, host_processes(plan, device_machines(plan, topo)));
+  };
+  std::vector<nccl::CommKey> cache;
+  int splits = 0;
+  const auto prepare = [&](const std::vector<nccl::CommKey>& needed) {
+    const nccl::CommPlan p = nccl::plan_communicators(cache, needed);
+    splits += static_cast<int>(p.create.size());
+    cache.insert(cache.end(), p.create.begin(), p.create.end());
+    REQUIRE(p.slot.size() == needed.size());
+    for (std::size_t g = 0; g < needed.size(); ++g) CHECK(cache.at(static_cast<std::size_t>(p.slot[g])) == needed[g]);
+    return p;
+  };
+  const auto first = keys_of("nccl/xring", 2);
+  REQUIRE(first.size() == 2);  // one NCCL group per machine
+  CHECK(first[0] == nccl::CommKey{0, 1, 2, 3});
+  CHECK(first[1] == nccl::CommKey{4, 5, 6, 7});
+  prepare(first);
+  CHECK(splits == 2);
+  for (std::int64_t count : {std::int64_t{64}, std::int64_t{1} << 18, std::int64_t{1} << 20}) {
+    const auto again = keys_of("nccl/xring", count);
+    CHECK(again == first);
+    const nccl::CommPlan p = prepare(again);
+    CHECK(p.create.empty());
+    CHECK(p.slot == std::vector<int>{0, 1});
+  }
+  CHECK(splits == 2);
+  // Another key, and a permutation of a cached one, are new; a repeated key is split once.
+  const nccl::CommPlan p = prepare({{0, 4}, {3, 2, 1, 0}, {0, 4}, {4, 5, 6, 7}});
+  CHECK(p.create == std::vector<nccl::CommKey>{{0, 4}, {3, 2, 1, 0}});
+  CHECK(p.slot == std::vector<int>{2, 3, 2, 1});
+  CHECK(splits == 4);
 }
 
 TEST_CASE("nccl_program.every_family_matches_and_is_exact") {

@@ -148,7 +148,13 @@ int worker() {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--worker") return worker();
-  const int gpus = cuda_device_count();
+  int gpus = 0;
+  try {
+    gpus = cuda_device_count();  // any error but "no GPU" fails the test instead of skipping it
+  } catch (const std::exception& e) {
+    std::printf("test_nccl_backend: %s\n", e.what());
+    return 1;
+  }
   if (gpus == 0) {
     std::puts("test_nccl_backend: no CUDA device available: skipping");
     return 77;

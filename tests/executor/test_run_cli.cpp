@@ -146,3 +146,20 @@ TEST_CASE("run_cli.gpu_backends_without_gpu") {
     CHECK((contains(r.out, "not built") || contains(r.out, "no CUDA device available")));
   }
 }
+
+TEST_CASE("run_cli.back_to_back_timing") {
+  // --back-to-back: the header and the JSON say how the time was taken; results are still checked.
+  const Result r = artune_run("-t uniform:4 -s xring --backend cpu -b 8 -e 1K -f 4 -n 5 -w 1 --back-to-back");
+  REQUIRE_MESSAGE(r.status == 0, r.out);
+  CHECK(contains(r.out, "-n 5 -w 1 -c 1, back to back (time = total / n)"));
+  const auto table = rows(r.out);
+  REQUIRE(table.size() == 4);
+  for (const auto& row : table) CHECK(row[7] == "0");
+  const Result j = artune_run("-t uniform:4 -s xring --backend cpu -b 8 -e 8 -n 3 -w 1 --back-to-back --json");
+  REQUIRE_MESSAGE(j.status == 0, j.out);
+  const auto doc = nlohmann::json::parse(j.out.substr(j.out.find('{')));
+  CHECK(doc["timing"] == "back_to_back");
+  const Result d = artune_run("-t uniform:4 -s xring --backend cpu -b 8 -e 8 -n 3 -w 1 --json");
+  REQUIRE_MESSAGE(d.status == 0, d.out);
+  CHECK(nlohmann::json::parse(d.out.substr(d.out.find('{')))["timing"] == "per_iteration");
+}
