@@ -14,6 +14,7 @@
 #include <string>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collective_families.hpp"
 #include "algorithms/families.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
@@ -494,7 +495,11 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
     plan.buffers.push_back({options.count});
   }
   Emitter e(plan, topo);
-  if (range.inter && s.workers.size() > 1) {
+  if (options.collective != Collective::kAllReduce) {
+    // All-gather and reduce-scatter (issue 17): algorithms/collectives.cpp dispatches.
+    plan.collective = options.collective;
+    detail::emit_collective(e, options.collective, range.intra, ranks(s), s.scale_by);
+  } else if (range.inter && s.workers.size() > 1) {
     emit_hybrid(e, s, range);
   } else {
     // One machine: a hybrid is its in-machine algorithm alone (TF's _reduce_non_singleton).
