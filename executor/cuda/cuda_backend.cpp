@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
     op_ = op;
     ranks_ = plan.ranks();
     count_ = plan.count;
+    collective_ = plan.collective;
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
@@ -163,7 +164,7 @@ class CudaBackend final : public Backend {
     require_prepared();
     const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
     for (int d : participants_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
+      fill_collective_input(host_io_.get(), type_, op_, collective_, ranks_, d, count_, iteration);
       copy_sync(pointers_[d][0], host_io_.get(), bytes, d);
     }
   }
@@ -282,7 +283,7 @@ class CudaBackend final : public Backend {
     std::int64_t wrong = 0;
     for (int d : participants_) {
       copy_sync(host_io_.get(), pointers_[d][0], bytes, d);
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
+      wrong += count_collective_wrong(host_io_.get(), type_, op_, collective_, ranks_, d, count_, iteration);
     }
     return wrong;
   }
@@ -488,6 +489,7 @@ class CudaBackend final : public Backend {
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;
   std::int64_t count_ = 0;
+  Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
   std::size_t esize_ = 4;
   std::vector<Placement> placement_;
   Program program_;

@@ -163,6 +163,7 @@ class NcclBackend final : public Backend {
     type_ = type;
     op_ = op;
     count_ = plan.count;
+    collective_ = plan.collective;
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
@@ -272,7 +273,7 @@ class NcclBackend final : public Backend {
     require_prepared();
     const std::size_t bytes = static_cast<std::size_t>(count_) * esize_;
     for (int d : local_ranks_) {
-      fill_input(host_io_.get(), type_, op_, ranks_, d, 0, count_, iteration);
+      fill_collective_input(host_io_.get(), type_, op_, collective_, ranks_, d, count_, iteration);
       if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(pointers_[d][0], host_io_.get(), bytes, cudaMemcpyDefault));
     }
   }
@@ -338,7 +339,7 @@ class NcclBackend final : public Backend {
     std::int64_t wrong = 0;
     for (int d : local_ranks_) {
       if (bytes > 0) ARTUNE_CUDA_CHECK(cudaMemcpy(host_io_.get(), pointers_[d][0], bytes, cudaMemcpyDefault));
-      wrong += artune::count_wrong(host_io_.get(), type_, op_, ranks_, 0, count_, iteration);
+      wrong += count_collective_wrong(host_io_.get(), type_, op_, collective_, ranks_, d, count_, iteration);
     }
     return wrong;
   }
@@ -654,6 +655,7 @@ class NcclBackend final : public Backend {
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;
   std::int64_t count_ = 0;
+  Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
   std::size_t esize_ = 4;
   int sms_ = 1;
   cuda::ReduceKernel kernel_;
