@@ -79,7 +79,10 @@ std::pair<std::string, double> fastest(const std::vector<std::string>& specs, F&
 }  // namespace
 
 SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::int64_t rows, std::int64_t width,
-                             double density, DataType type) {
+                             double density, DataType type, const std::vector<std::string>& dense_specs,
+                             const std::vector<std::string>& gather_specs) {
+  const auto& dense_list = dense_specs.empty() ? sparse_dense_specs() : dense_specs;
+  const auto& gather_list = gather_specs.empty() ? sparse_gather_specs() : gather_specs;
   if (rows < 1 || width < 1) throw InvalidInput("--sparse: ROWS and WIDTH must be ≥ 1");
   if (!(density > 0) || density > 1) throw InvalidInput(fmt::format("--sparse: DENSITY {} is not in (0, 1]", density));
   SparseDecision d;
@@ -88,7 +91,7 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
   d.density = density;
   d.nnz = std::clamp<std::int64_t>(std::llround(density * static_cast<double>(rows)), 1, rows);
   const int ranks = static_cast<int>(topo.gpus().size());
-  const auto dense = fastest(sparse_dense_specs(), [&](const std::string& spec) {
+  const auto dense = fastest(dense_list, [&](const std::string& spec) {
     BuildOptions o;
     o.count = rows * width;
     o.verify = false;
@@ -99,7 +102,7 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
   d.dense_us = dense.second;
   auto sparse_at = [&](std::int64_t nnz) {
     const std::vector<std::int64_t> per_rank(static_cast<std::size_t>(ranks), nnz);
-    return fastest(sparse_gather_specs(), [&](const std::string& spec) {
+    return fastest(gather_list, [&](const std::string& spec) {
       return simulate_sparse_us(topo, model, spec, per_rank, width, type);
     });
   };

@@ -45,8 +45,11 @@ struct SparseDecision {
 const std::vector<std::string>& sparse_dense_specs();
 const std::vector<std::string>& sparse_gather_specs();
 
-/// Decides one tensor from simulated times (every rank touching nnz rows) and finds its crossover density.
+/// Decides one tensor from simulated times (every rank touching nnz rows) and finds its crossover density;
+/// the dense side is the fastest of `dense_specs` (all-reduce), the sparse one the fastest of `gather_specs`
+/// (all-gather families); empty lists = sparse_dense_specs() and sparse_gather_specs().
 SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::int64_t rows, std::int64_t width,
-                             double density, DataType type);
+                             double density, DataType type, const std::vector<std::string>& dense_specs = {},
+                             const std::vector<std::string>& gather_specs = {});
 
 }  // namespace artune

@@ -107,7 +107,11 @@ TEST_CASE("cli_collectives.sparse") {
   const json doc = json::parse(r.out);
   CHECK(doc.at("tensor").at("pick") == "sparse");
   CHECK(doc.at("tensor").at("nnz_per_rank") == 10486);
-  CHECK(doc.at("crossover").size() == 2);
+  REQUIRE(doc.at("crossover").size() == 3);  // 64M, 128M, 256M
+  for (const json& x : doc.at("crossover")) {
+    CHECK(x.at("crossover_density").get<double>() > 0);
+    CHECK(x.at("crossover_density").get<double>() < 1);
+  }
   r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64"});
   CHECK(r.status == 2);
   CHECK(has(r.err, "--sparse: '1M,64' is not ROWS,WIDTH,DENSITY"));

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "algorithms/collectives.hpp"
+#include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "simulator/closed_form.hpp"
 #include "simulator/simulator.hpp"
@@ -62,23 +64,36 @@ TEST_CASE("collective_sim.simulator_matches_bruck_and_halving") {
 }
 
 TEST_CASE("collective_sim.sparse_crossover_uniform_8") {
-  // The classic result: all-gathering the touched rows beats the dense ring all-reduce below a density
-  // of about 2/n·d/(d+1) (indices cost one int64 per row): per rank (n−1)·ρR(d+1)… against 2(n−1)/n·Rd.
+  // Ring against ring: all-gathering the touched rows sends (n−1)·ρR rows of d floats and one int64 index
+  // per rank, the dense ring all-reduce 2(n−1)/n·R rows: bandwidth terms equal at ρ = 2/n · 4d/(4d + 8)
+  // (≈ 2/n for wide rows; the gathered result n·ρR outgrows the table above ρ = 1/n).
   const Topology t = load_topology("uniform:8");
   const CostModel model = CostModel::defaults();
   const std::int64_t rows = 1 << 20, width = 64;
-  const SparseDecision low = decide_sparse(t, model, rows, width, 0.01, DataType::kFloat32);
+  const std::vector<std::string> dense = {"xring"}, sparse = {"ring"};
+  auto decide = [&](double density) {
+    return decide_sparse(t, model, rows, width, density, DataType::kFloat32, dense, sparse);
+  };
+  const SparseDecision low = decide(0.01);
   CHECK(low.sparse);
+  CHECK(low.dense_spec == "xring");
+  CHECK(low.sparse_spec == "ring");
   CHECK(low.sparse_us < low.dense_us);
-  const SparseDecision high = decide_sparse(t, model, rows, width, 0.5, DataType::kFloat32);
+  const SparseDecision high = decide(0.5);
   CHECK_FALSE(high.sparse);
-  // Bandwidth terms alone: int64 indices and float rows, ρ* = 2/n · 4d / (8 + 4d).
-  const double bandwidth_only = 2.0 / 8 * (4.0 * width) / (8.0 + 4.0 * width);
+  // With the dense ring's reduction term (p−1)/p·Sγ too: ρ* = (2 + γ/β)/p · 4d/(4d + 8); the sparse side's
+  // extra latencies (three all-gathers of p−1 steps against 2(p−1) steps) pull it down a little.
+  const AlphaBetaGamma abg = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
+  const double closed = (2.0 + abg.gamma_us_per_byte / abg.beta_us_per_byte) / 8 * (4.0 * width) / (8.0 + 4.0 * width);
   CHECK(low.crossover == high.crossover);
-  CHECK(low.crossover > 1.0 / 8 * 0.9);
-  CHECK(low.crossover <= bandwidth_only * 1.05);
-  CHECK(low.crossover >= bandwidth_only * 0.8);
+  CHECK(low.crossover <= closed);
+  CHECK(low.crossover >= closed * 0.99);
+  CHECK(low.crossover > 1.0 / 8);
   // Just below the crossover sparse wins, just above it dense does.
-  CHECK(decide_sparse(t, model, rows, width, low.crossover * 0.98, DataType::kFloat32).sparse);
-  CHECK_FALSE(decide_sparse(t, model, rows, width, std::min(1.0, low.crossover * 1.02), DataType::kFloat32).sparse);
+  CHECK(decide(low.crossover * 0.98).sparse);
+  CHECK_FALSE(decide(low.crossover * 1.02).sparse);
+  // Over every family (NCCL's multi-channel dense all-reduce included) the answer is still a density in (0, 1).
+  const SparseDecision any = decide_sparse(t, model, rows, width, 0.01, DataType::kFloat32);
+  CHECK(any.crossover > 0);
+  CHECK(any.crossover < 1);
 }
