@@ -95,7 +95,7 @@ struct PlanDevice {
 /// k reduced over all ranks (the rest of its buffer unspecified).
 struct Plan {
   std::string spec;                               ///< the spec it was built from
-  std::int64_t count = 0;                         ///< elements per participant (all-gather/reduce-scatter: the whole buffer)
+  std::int64_t count = 0;                         ///< elements per participant (all-gather etc.: the whole buffer)
   ReduceOp reduce_op = ReduceOp::kSum;            ///< recorded reduce op
   Collective collective = Collective::kAllReduce; ///< what the plan computes: all-reduce, all-gather or reduce-scatter
   std::vector<PlanDevice> devices;                ///< participants (ranks 0..R-1) then helpers

@@ -200,7 +200,8 @@ void run_simulate(const SimulateFlags& f) {
   }
 
   fmt::print("# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
-             collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
+             collective == Collective::kAllReduce ? ""
+                                                  : fmt::format("collective {}, ", collective_flag_name(collective)),
              to_string(spec), to_string(model.profile), f.segments);
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.

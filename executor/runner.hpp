@@ -50,7 +50,7 @@ struct RunRow {
   std::int64_t wrong = -1;            ///< mismatching elements over all ranks; -1 when unchecked
   double spread_pct = 0;              ///< run-to-run spread: interquartile range of the timed iterations / median, %
   std::string plan;                   ///< the plan that ran (Plan::spec; a decision table's label for run --table)
-  Collective collective = Collective::kAllReduce;  ///< what the plan computes (busbw factor, redop "none" for all-gather)
+  Collective collective = Collective::kAllReduce;  ///< what the plan computes (busbw factor; all-gather: redop "none")
 };
 
 /// What `artune run` prints: the rows plus what produced them.

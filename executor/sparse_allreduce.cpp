@@ -87,7 +87,9 @@ std::vector<IndexedSlices> sparse_allreduce(Backend& backend, const Topology& to
   }
   gather(backend, val_plan, DataType::kFloat64, val);
   // 4. Each rank sums duplicate rows of what it gathered.
-  for (std::size_t i = 0; i < local.size(); ++i) out[i] = combine_gathered(nnz, max_nnz, width, idx[i].data(), val[i].data());
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    out[i] = combine_gathered(nnz, max_nnz, width, idx[i].data(), val[i].data());
+  }
   return out;
 }
 

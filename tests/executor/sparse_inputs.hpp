@@ -39,7 +39,8 @@ inline IndexedSlices dense_reference(const std::vector<IndexedSlices>& inputs, s
     for (std::size_t i = 0; i < in.indices.size(); ++i) {
       touched[static_cast<std::size_t>(in.indices[i])] = true;
       for (std::int64_t j = 0; j < width; ++j) {
-        table[static_cast<std::size_t>(in.indices[i] * width + j)] += in.values[i * static_cast<std::size_t>(width) + static_cast<std::size_t>(j)];
+        const auto at = i * static_cast<std::size_t>(width) + static_cast<std::size_t>(j);
+        table[static_cast<std::size_t>(in.indices[i] * width + j)] += in.values[at];
       }
     }
   }

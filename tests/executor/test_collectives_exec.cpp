@@ -46,8 +46,8 @@ struct Case {
   const char* spec;
 };
 const std::vector<Case> kCases = {
-    {Collective::kAllGather, "ring"},     {Collective::kAllGather, "bruck"},       {Collective::kAllGather, "rd"},
-    {Collective::kAllGather, "nccl"},     {Collective::kReduceScatter, "ring"},    {Collective::kReduceScatter, "halving"},
+    {Collective::kAllGather, "ring"},     {Collective::kAllGather, "bruck"},    {Collective::kAllGather, "rd"},
+    {Collective::kAllGather, "nccl"},     {Collective::kReduceScatter, "ring"}, {Collective::kReduceScatter, "halving"},
     {Collective::kReduceScatter, "nccl"},
 };
 
@@ -122,7 +122,9 @@ TEST_CASE("collectives_exec.check_is_per_block") {
   for (int k = 0; k < ranks; ++k) {
     for (std::int64_t i = 0; i < count; ++i) {
       const auto [off, n] = collective_block(count, ranks, k);
-      if (i >= off && i < off + n) buf[static_cast<std::size_t>(i)] = static_cast<float>(input_value(ReduceOp::kSum, ranks, k, i, 0));
+      if (i >= off && i < off + n) {
+        buf[static_cast<std::size_t>(i)] = static_cast<float>(input_value(ReduceOp::kSum, ranks, k, i, 0));
+      }
     }
   }
   CHECK(count_collective_wrong(buf.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kAllGather, ranks, 2, count,
