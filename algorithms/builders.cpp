@@ -498,7 +498,7 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
   if (options.collective != Collective::kAllReduce) {
     // All-gather and reduce-scatter (issue 17): algorithms/collectives.cpp dispatches.
     plan.collective = options.collective;
-    detail::emit_collective(e, options.collective, range.intra, ranks(s), s.scale_by);
+    detail::emit_collective(e, options.collective, range.intra, s.workers, ranks(s), s.scale_by);
   } else if (range.inter && s.workers.size() > 1) {
     emit_hybrid(e, s, range);
   } else {

@@ -35,6 +35,14 @@ void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::in
 /// their partner keeps into it; a non-power-of-two n first reduces the last r ranks into ranks
 /// 0..r−1, which hand block 2^⌊lg n⌋+i back to rank 2^⌊lg n⌋+i at the end.
 void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+/// 2-D all-gather: a ring across machines per local position, then a ring inside each machine over
+/// those columns of blocks. workers[w] = ranks of machine w (the same number on each).
+void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
+                          const std::vector<std::vector<int>>& workers);
+/// 2-D reduce-scatter: a ring inside each machine over columns of blocks, then a ring across machines
+/// per local position; scaled on each owner for avg.
+void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
+                              const std::vector<std::vector<int>>& workers, int scale_by);
 /// One library group op of `c` over the slots (one buffer and offset), then the avg scale of each
 /// owner's block for reduce-scatter.
 void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count,
@@ -42,6 +50,8 @@ void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& sl
 
 /// THE dispatch from (collective, spec token) to the emitters above, over the plan's user buffers
 /// (ranks 0..ranks−1). InvalidInput names the token when the collective has no such family.
-void emit_collective(Emitter& e, Collective c, const AlgToken& token, int ranks, int scale_by);
+/// workers[w] = the ranks on machine w (2d).
+void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
+                     int ranks, int scale_by);
 
 }  // namespace artune::detail

@@ -22,16 +22,20 @@ struct CollectiveAlg {
   const char* description;
 };
 
-constexpr std::array<CollectiveAlg, 7> kCollectiveAlgs{{
+constexpr std::array<CollectiveAlg, 9> kCollectiveAlgs{{
     {Collective::kAllGather, "ring", "ring all-gather: n-1 steps, (n-1)/n of the buffer over each link; alias xring"},
     {Collective::kAllGather, "bruck", "Bruck all-gather: ceil(lg n) steps for any n, blocks copied to their places"},
     {Collective::kAllGather, "rd",
      "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"},
     {Collective::kAllGather, "nccl", "one library all-gather (ncclAllGather) over all participants"},
+    {Collective::kAllGather, "2d",
+     "2-D all-gather: ring across machines per local GPU, then ring inside each machine over those columns"},
     {Collective::kReduceScatter, "ring", "ring reduce-scatter: n-1 steps of reduce into the next rank; alias xring"},
     {Collective::kReduceScatter, "halving",
      "recursive-halving reduce-scatter: lg n steps; a non-power-of-two n folds its extra ranks first"},
     {Collective::kReduceScatter, "nccl", "one library reduce-scatter (ncclReduceScatter) over all participants"},
+    {Collective::kReduceScatter, "2d",
+     "2-D reduce-scatter: ring inside each machine over columns of blocks, then ring across machines"},
 }};
 
 std::string names_of(Collective c) {
@@ -91,7 +95,8 @@ void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& sl
   for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
 }
 
-void emit_collective(Emitter& e, Collective c, const AlgToken& token, int ranks, int scale_by) {
+void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
+                     int ranks, int scale_by) {
   const std::vector<Slot> slots = user_slots(ranks);
   const std::int64_t count = e.plan().count;
   const std::string& name = token.name;
@@ -100,10 +105,12 @@ void emit_collective(Emitter& e, Collective c, const AlgToken& token, int ranks,
     if (name == "bruck") return emit_allgather_bruck(e, slots, count);
     if (name == "rd") return emit_allgather_rd(e, slots, count);
     if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
+    if (name == "2d") return emit_allgather_two_d(e, slots, count, workers);
   } else if (c == Collective::kReduceScatter) {
     if (name == "ring" || name == "xring") return emit_reducescatter_ring(e, slots, count, scale_by);
     if (name == "halving") return emit_reducescatter_halving(e, slots, count, scale_by);
     if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
+    if (name == "2d") return emit_reducescatter_two_d(e, slots, count, workers, scale_by);
   }
   throw InvalidInput(fmt::format("{}: no {} plan of this family (known: {})", name, collective_flag_name(c),
                                  names_of(c)));

@@ -19,6 +19,7 @@ CandidateSet generate_collective_candidates(const Topology& topo, Collective c, 
     (void)what;
     const bool library = name == "nccl";
     if (library && !options.include_nccl) continue;
+    if (name == "2d" && topo.machine_count() < 2) continue;  // on one machine 2d is the ring
     const std::vector<int> depths = library ? std::vector<int>{1} : options.segments;
     for (int segments : depths) {
       Candidate cand;

@@ -63,8 +63,8 @@ bool mentions(const VerifyResult& r, const std::string& fragment) {
                      [&](const std::string& line) { return line.find(fragment) != std::string::npos; });
 }
 
-const std::vector<std::string> kAllGather = {"ring", "bruck", "rd", "nccl"};
-const std::vector<std::string> kReduceScatter = {"ring", "halving", "nccl"};
+const std::vector<std::string> kAllGather = {"ring", "bruck", "rd", "nccl", "2d"};
+const std::vector<std::string> kReduceScatter = {"ring", "halving", "nccl", "2d"};
 
 }  // namespace
 
@@ -153,6 +153,42 @@ TEST_CASE("collectives.structure_steps_and_traffic") {
   }
 }
 
+TEST_CASE("collectives.two_d_across_machines") {
+  for (const char* name : {"uniform:2x4", "uniform:3x2", "uniform:4x3"}) {
+    const Topology& t = topo(name);
+    const int ranks = static_cast<int>(t.gpus().size());
+    const int machines = t.machine_count();
+    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      for (std::int64_t count : {std::int64_t{1}, std::int64_t{13}, std::int64_t{64} * ranks}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+          BuildOptions o = kind_opts(c, count, op);
+          o.verify = false;
+          const Plan plan = build_collective_plan(t, "2d", o);
+          const VerifyResult r = verify(plan);
+          INFO(name, " ", collective_flag_name(c), " count=", count, "\n", problems(r));
+          CHECK(r.ok);
+          if (count != 64 * ranks) continue;
+          // Across machines each GPU receives its column's other W−1 blocks only.
+          std::int64_t across = 0;
+          const auto machine = [&](int d) {
+            return t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(d)].node)].machine;
+          };
+          for (const Op& op : plan.ops) {
+            if (is_transfer(op) && machine(op.src.device) != machine(op.dst.device)) across += op.dst.count;
+          }
+          CHECK(across == std::int64_t{ranks} * (machines - 1) * 64);
+        }
+      }
+    }
+  }
+  // On one machine 2d is the ring.
+  for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    const Plan two_d = build_kind(4, c, "2d", 103, ReduceOp::kAvg);
+    const Plan ring = build_kind(4, c, "ring", 103, ReduceOp::kAvg);
+    CHECK(two_d.ops == ring.ops);
+  }
+}
+
 TEST_CASE("collectives.verifier_allgather_postcondition") {
   // A ring all-gather without its last step leaves blocks undefined.
   Plan plan = build_kind(4, Collective::kAllGather, "ring", 8);
@@ -212,11 +248,11 @@ TEST_CASE("collectives.specs_and_flags") {
                        InvalidInput);
   CHECK(parse_collective_spec(Collective::kAllGather, "xring").ranges.front().intra.name == "ring");
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "halving"),
-                       "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl; a allgather "
+                       "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d; a allgather "
                        "spec is one name, without '#n', ranges or hybrids)",
                        InvalidInput);
   CHECK_THROWS_AS(parse_collective_spec(Collective::kReduceScatter, "ring#2"), InvalidInput);
-  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 3);
+  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 4);
   CHECK(bus_factor(Collective::kAllGather, 8) == doctest::Approx(7.0 / 8));
   CHECK(bus_factor(Collective::kReduceScatter, 4) == doctest::Approx(0.75));
   CHECK(bus_factor(Collective::kAllReduce, 4) == doctest::Approx(1.5));

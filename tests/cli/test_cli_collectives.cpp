@@ -47,7 +47,7 @@ TEST_CASE("cli_collectives.plan") {
   CHECK(doc.at("verified") == true);
   r = run_artune({"plan", "-t", "uniform:4", "--collective", "allgather", "-s", "halving"});
   CHECK(r.status == 2);
-  CHECK(has(r.err, "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl"));
+  CHECK(has(r.err, "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d"));
   r = run_artune({"plan", "-t", "uniform:4", "--collective", "bcast", "-s", "ring"});
   CHECK(r.status == 2);
   CHECK(has(r.err, "--collective: unknown collective 'bcast'"));

@@ -81,6 +81,26 @@ TEST_CASE("collectives_exec.cpu_every_family_type_op_and_odd_count") {
   }
 }
 
+TEST_CASE("collectives_exec.cpu_two_d_across_machines") {
+  CpuBackend backend(BackendOptions{});
+  for (const char* name : {"uniform:2x4", "uniform:3x2"}) {
+    const Topology topo = load_topology(name);
+    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      for (ReduceOp op : all_reduce_ops()) {
+        for (DataType type : {DataType::kFloat32, DataType::kBFloat16, DataType::kUInt8, DataType::kInt64}) {
+          INFO(name << " " << collective_flag_name(c) << " 2d " << to_string(type) << " " << to_string(op));
+          REQUIRE(wrong_after_runs(backend, kind_plan(topo, c, "2d", 1031, op), type, op) == 0);
+        }
+      }
+      for (std::int64_t count : {1, 5, 97}) {
+        INFO(name << " " << collective_flag_name(c) << " 2d count=" << count);
+        REQUIRE(wrong_after_runs(backend, kind_plan(topo, c, "2d", count, ReduceOp::kSum), DataType::kFloat32,
+                                 ReduceOp::kSum) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("collectives_exec.planted_faults_are_caught") {
   const Topology topo = load_topology("uniform:4");
   CpuBackend backend(BackendOptions{});

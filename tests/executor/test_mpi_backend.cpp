@@ -139,7 +139,8 @@ TEST_CASE("mpi_backend.allgather_reducescatter_families") {
   const std::pair<Collective, const char*> cases[] = {
       {Collective::kAllGather, "ring"},        {Collective::kAllGather, "bruck"}, {Collective::kAllGather, "rd"},
       {Collective::kAllGather, "nccl"},        {Collective::kReduceScatter, "ring"},
-      {Collective::kReduceScatter, "halving"}, {Collective::kReduceScatter, "nccl"}};
+      {Collective::kReduceScatter, "halving"}, {Collective::kReduceScatter, "nccl"},
+      {Collective::kAllGather, "2d"},          {Collective::kReduceScatter, "2d"}};
   auto plan_of = [](Collective c, const char* spec, std::int64_t count, ReduceOp op, int segments = 1) {
     BuildOptions options;
     options.count = count;
