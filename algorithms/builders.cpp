@@ -498,7 +498,13 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
   if (options.collective != Collective::kAllReduce) {
     // All-gather and reduce-scatter (issue 17): algorithms/collectives.cpp dispatches.
     plan.collective = options.collective;
-    detail::emit_collective(e, options.collective, range.intra, s.workers, ranks(s), s.scale_by);
+    std::vector<int> ring_order;  // the ring families' order: --gpu-perm inside each machine
+    for (const auto& w : s.workers) {
+      for (std::size_t l = 0; l < w.size(); ++l) {
+        ring_order.push_back(w[options.gpu_perm.empty() ? l : static_cast<std::size_t>(options.gpu_perm[l])]);
+      }
+    }
+    detail::emit_collective(e, options.collective, range.intra, s.workers, ring_order, s.scale_by);
   } else if (range.inter && s.workers.size() > 1) {
     emit_hybrid(e, s, range);
   } else {

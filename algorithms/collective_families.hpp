@@ -19,8 +19,9 @@ inline Location blocks_at(const Slot& slot, std::int64_t count, int n, int first
   return at(slot, lo, off + cnt - lo);
 }
 
-/// Ring all-gather: n−1 steps, in step s rank r copies block (r−s) mod n to rank r+1.
-void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count);
+/// Ring all-gather along `order` (every rank once): n−1 steps, in step s the member at position i copies
+/// the block of the member at i−s to the member at i+1.
+void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& order);
 /// Bruck all-gather, any n: in step k rank r copies the min(2^k, n−2^k) blocks it holds from
 /// rank r + 2^k (blocks r+2^k …), ⌈lg n⌉ steps, straight into their final places.
 void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots, std::int64_t count);
@@ -28,9 +29,10 @@ void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots, std::int64
 /// non-power-of-two n the last r = n − 2^⌊lg n⌋ ranks first give their block to ranks 0..r−1 and
 /// get the whole result back at the end.
 void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots, std::int64_t count);
-/// Ring reduce-scatter: n−1 steps, in step s rank r reduces its block (r−s−1) mod n into rank r+1;
-/// rank k ends with block k, then scaled on it for avg.
-void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+/// Ring reduce-scatter along `order`: n−1 steps, in step s the member at position i reduces the block of
+/// the member at i−s−1 into the member at i+1; rank k ends with block k, then scaled on it for avg.
+void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
+                             const std::vector<int>& order, int scale_by);
 /// Recursive-halving reduce-scatter: pairs at distance 2^⌊lg n⌋/2 … 1 reduce the half of the blocks
 /// their partner keeps into it; a non-power-of-two n first reduces the last r ranks into ranks
 /// 0..r−1, which hand block 2^⌊lg n⌋+i back to rank 2^⌊lg n⌋+i at the end.
@@ -50,8 +52,13 @@ void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& sl
 
 /// THE dispatch from (collective, spec token) to the emitters above, over the plan's user buffers
 /// (ranks 0..ranks−1). InvalidInput names the token when the collective has no such family.
-/// workers[w] = the ranks on machine w (2d).
+/// workers[w] = the ranks on machine w (2d); ring_order = every rank once, the order of the ring families
+/// (--gpu-perm inside each machine).
 void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
-                     int ranks, int scale_by);
+                     const std::vector<int>& ring_order, int scale_by);
+/// A ring over `members` (ranks) where member i owns the blocks sets[i]: in step s member i copies
+/// (all-gather) the set of member i−s, or reduces (reduce-scatter) that of member i−s−1, into member i+1.
+void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,
+                    const std::vector<std::vector<int>>& sets, bool reduce);
 
 }  // namespace artune::detail

@@ -13,30 +13,6 @@ namespace artune::detail {
 
 namespace {
 
-// A ring over `members` (ranks) where member i owns the blocks sets[i]: in step s member i copies
-// (or reduces) the set of member i−s (all-gather) or i−s−1 (reduce-scatter) into member i+1.
-void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,
-                    const std::vector<std::vector<int>>& sets, bool reduce) {
-  const int k = static_cast<int>(members.size());
-  const int n = static_cast<int>(slots.size());
-  for (int s = 0; s + 1 < k; ++s) {
-    for (int i = 0; i < k; ++i) {
-      const int owner = ((i - s - (reduce ? 1 : 0)) % k + k) % k;
-      const Slot& from = slots[static_cast<std::size_t>(members[static_cast<std::size_t>(i)])];
-      const Slot& to = slots[static_cast<std::size_t>(members[static_cast<std::size_t>((i + 1) % k)])];
-      for (int b : sets[static_cast<std::size_t>(owner)]) {
-        const Location src = blocks_at(from, count, n, b, b + 1);
-        const Location dst = blocks_at(to, count, n, b, b + 1);
-        if (reduce) {
-          e.reduce(src, dst);
-        } else {
-          e.copy(src, dst);
-        }
-      }
-    }
-  }
-}
-
 void check_grid(const std::vector<std::vector<int>>& workers, const char* what) {
   for (const auto& w : workers) {
     if (w.size() != workers.front().size()) {

@@ -96,18 +96,19 @@ void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& sl
 }
 
 void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
-                     int ranks, int scale_by) {
-  const std::vector<Slot> slots = user_slots(ranks);
+                     const std::vector<int>& ring_order, int scale_by) {
+  const std::vector<Slot> slots = user_slots(static_cast<int>(ring_order.size()));
+
   const std::int64_t count = e.plan().count;
   const std::string& name = token.name;
   if (c == Collective::kAllGather) {
-    if (name == "ring" || name == "xring") return emit_allgather_ring(e, slots, count);
+    if (name == "ring" || name == "xring") return emit_allgather_ring(e, slots, count, ring_order);
     if (name == "bruck") return emit_allgather_bruck(e, slots, count);
     if (name == "rd") return emit_allgather_rd(e, slots, count);
     if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
     if (name == "2d") return emit_allgather_two_d(e, slots, count, workers);
   } else if (c == Collective::kReduceScatter) {
-    if (name == "ring" || name == "xring") return emit_reducescatter_ring(e, slots, count, scale_by);
+    if (name == "ring" || name == "xring") return emit_reducescatter_ring(e, slots, count, ring_order, scale_by);
     if (name == "halving") return emit_reducescatter_halving(e, slots, count, scale_by);
     if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
     if (name == "2d") return emit_reducescatter_two_d(e, slots, count, workers, scale_by);

@@ -189,6 +189,26 @@ TEST_CASE("collectives.two_d_across_machines") {
   }
 }
 
+TEST_CASE("collectives.ring_follows_gpu_perm") {
+  // DGX-1: rank order 0…7 crosses the sockets between GPUs 3 and 4; 0,3,2,1,5,6,7,4 is an NVLink ring.
+  const Topology& t = topo("dgx1-v100");
+  const std::vector<int> perm = {0, 3, 2, 1, 5, 6, 7, 4};
+  for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    BuildOptions o = kind_opts(c, 800);
+    o.gpu_perm = perm;
+    const Plan plan = build_collective_plan(t, "ring", o);
+    CHECK(verify(plan).ok);
+    int transfers = 0;
+    for (const Op& op : plan.ops) {
+      if (!is_transfer(op)) continue;
+      ++transfers;
+      const auto at = std::find(perm.begin(), perm.end(), op.src.device) - perm.begin();
+      CHECK(op.dst.device == perm[static_cast<std::size_t>((at + 1) % 8)]);
+    }
+    CHECK(transfers == 56);
+  }
+}
+
 TEST_CASE("collectives.verifier_allgather_postcondition") {
   // A ring all-gather without its last step leaves blocks undefined.
   Plan plan = build_kind(4, Collective::kAllGather, "ring", 8);
