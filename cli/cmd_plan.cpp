@@ -265,7 +265,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, spec_help())->required();
   cmd->add_option("--collective", flags->collective,
-                  "allreduce, allgather (specs ring, bruck, rd, nccl) or reducescatter (ring, halving, nccl)")
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d) or reducescatter (ring, halving, nccl, 2d)")
       ->capture_default_str();
   cmd->add_option("--count", flags->count,
                   "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements; at most 1P bytes "

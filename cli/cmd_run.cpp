@@ -277,8 +277,8 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "sum, prod, min, max, avg")->capture_default_str();
   cmd->add_option("--collective", flags->collective,
-                  "allreduce, allgather (specs ring, bruck, rd, nccl; all_gather_perf columns) or reducescatter "
-                  "(ring, halving, nccl; reduce_scatter_perf columns): size = the whole buffer, busbw = "
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d; all_gather_perf columns) or reducescatter "
+                  "(ring, halving, nccl, 2d; reduce_scatter_perf columns): size = the whole buffer, busbw = "
                   "algbw*(n-1)/n; with --table: the table's own")
       ->capture_default_str()
       ->each([flags](const std::string&) { flags->collective_given = true; });

@@ -737,8 +737,8 @@ void add_tuner_commands(CLI::App& app) {
                  "pick dense all-reduce or sparse all-gather from simulated times and print the crossover density "
                  "per size of the -b/-e sweep");
   at->add_option("--collective", flags->collective,
-                 "the table's collective: allreduce, allgather (ring, bruck, rd, nccl) or reducescatter (ring, "
-                 "halving, nccl); run --table then runs that collective")
+                 "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d) or reducescatter (ring, "
+                 "halving, nccl, 2d); run --table then runs that collective")
       ->capture_default_str();
   at->add_option("--measure", flags->measure, "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl)");
   at->add_option("-j,--jobs", flags->jobs,
