@@ -14,6 +14,7 @@
 #include <string>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collective_families.hpp"
 #include "algorithms/families.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
@@ -494,7 +495,17 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
     plan.buffers.push_back({options.count});
   }
   Emitter e(plan, topo);
-  if (range.inter && s.workers.size() > 1) {
+  if (options.collective != Collective::kAllReduce) {
+    // All-gather and reduce-scatter (issue 17): algorithms/collectives.cpp dispatches.
+    plan.collective = options.collective;
+    std::vector<int> ring_order;  // the ring families' order: --gpu-perm inside each machine
+    for (const auto& w : s.workers) {
+      for (std::size_t l = 0; l < w.size(); ++l) {
+        ring_order.push_back(w[options.gpu_perm.empty() ? l : static_cast<std::size_t>(options.gpu_perm[l])]);
+      }
+    }
+    detail::emit_collective(e, options.collective, range.intra, s.workers, ring_order, s.scale_by);
+  } else if (range.inter && s.workers.size() > 1) {
     emit_hybrid(e, s, range);
   } else {
     // One machine: a hybrid is its in-machine algorithm alone (TF's _reduce_non_singleton).

@@ -20,6 +20,7 @@ struct BuildOptions {
   std::vector<int> gather;           ///< topology node indices of gather devices (shuffle); empty = default
   int segments = 1;                  ///< pipeline depth applied after building (1 = none)
   bool verify = true;                ///< prove the plan with verify_or_throw before returning it (callers that verify anyway may skip)
+  Collective collective = Collective::kAllReduce;  ///< what the plan computes (others: collectives.hpp)
 };
 
 /// Builds the plan for `spec` (the range that applies to options.count) on `topo`.

@@ -58,6 +58,34 @@ std::string_view to_string(Collective c) noexcept {
   return "?";
 }
 
+std::string_view collective_flag_name(Collective c) noexcept {
+  switch (c) {
+    case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllReduce: break;
+  }
+  return "allreduce";
+}
+
+Collective parse_collective_kind(std::string_view text, std::string_view flag) {
+  if (text == "allreduce" || text == "all_reduce") return Collective::kAllReduce;
+  if (text == "allgather" || text == "all_gather") return Collective::kAllGather;
+  if (text == "reducescatter" || text == "reduce_scatter") return Collective::kReduceScatter;
+  throw InvalidInput(fmt::format("{}: unknown collective '{}' (allreduce, allgather, reducescatter)", flag, text));
+}
+
+double bus_factor(Collective c, int ranks) noexcept {
+  if (ranks <= 1) return 0.0;
+  const double n = ranks;
+  return c == Collective::kAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k) {
+  return even_piece(count, ranks, k);
+}
+
 std::vector<int> op_devices(const Op& op) {
   std::vector<int> out;
   switch (op.kind) {
@@ -184,6 +212,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   doc["spec"] = plan.spec;
   doc["count"] = plan.count;
   doc["op"] = std::string(to_string(plan.reduce_op));
+  if (plan.collective != Collective::kAllReduce) doc["collective"] = std::string(to_string(plan.collective));
   nlohmann::json ranks = nlohmann::json::array();
   nlohmann::json helpers = nlohmann::json::array();
   for (std::size_t i = 0; i < plan.devices.size(); ++i) {
@@ -233,6 +262,12 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   if (doc.contains("op")) {
     const std::string op = r.string(doc["op"], "op");
     plan.reduce_op = parse_reduce_op(op, fmt::format("{}: op", source));
+  }
+  if (doc.contains("collective")) {
+    plan.collective = parse_collective(r, r.string(doc["collective"], "collective"), "collective");
+    if (plan.collective == Collective::kBroadcast || plan.collective == Collective::kReduce) {
+      r.fail("collective", "a plan computes all_reduce, all_gather or reduce_scatter");
+    }
   }
 
   // Devices: ranks 0..R-1, then helpers.
@@ -485,6 +520,7 @@ Plan pipeline(const Plan& plan, int segments) {
   out.spec = plan.spec;
   out.count = plan.count;
   out.reduce_op = plan.reduce_op;
+  out.collective = plan.collective;
   out.devices = plan.devices;
   out.buffers = plan.buffers;
   out.ops.reserve(plan.ops.size() * static_cast<std::size_t>(segments));

@@ -84,11 +84,20 @@ struct PlanDevice {
   friend bool operator==(const PlanDevice&, const PlanDevice&) = default;
 };
 
-/// A complete all-reduce plan.
+/// A complete plan of one collective (all-reduce unless `collective` says otherwise).
+///
+/// `collective` is what the whole plan computes (issue 17): kAllReduce, kAllGather or kReduceScatter.
+/// Buffer 0 of every rank holds `count` elements in all three, cut into blocks
+/// even_piece(count, ranks, k) (in-place, as NCCL's ncclAllGather/ncclReduceScatter with
+/// sendbuff = recvbuff + rank·block): all-gather starts with rank k's input in its block k (the rest
+/// of its buffer undefined) and ends with every block k holding rank k's input on every rank;
+/// reduce-scatter starts with every rank's input over the whole buffer and ends with rank k's block
+/// k reduced over all ranks (the rest of its buffer unspecified).
 struct Plan {
   std::string spec;                               ///< the spec it was built from
-  std::int64_t count = 0;                         ///< elements per participant
+  std::int64_t count = 0;                         ///< elements per participant (all-gather etc.: the whole buffer)
   ReduceOp reduce_op = ReduceOp::kSum;            ///< recorded reduce op
+  Collective collective = Collective::kAllReduce; ///< what the plan computes: all-reduce, all-gather or reduce-scatter
   std::vector<PlanDevice> devices;                ///< participants (ranks 0..R-1) then helpers
   std::vector<std::vector<std::int64_t>> buffers; ///< per device: element count of each buffer
   std::vector<Op> ops;                            ///< in dependency order, ids = positions
@@ -106,6 +115,17 @@ struct Plan {
 std::string_view to_string(OpKind kind) noexcept;
 /// Name of a collective ("all_reduce", "broadcast", "reduce", "reduce_scatter", "all_gather").
 std::string_view to_string(Collective c) noexcept;
+
+/// Name of a plan-level collective for the command line ("allreduce", "allgather", "reducescatter").
+std::string_view collective_flag_name(Collective c) noexcept;
+/// Parses --collective (allreduce, allgather, reducescatter; also all_gather, reduce_scatter, all_reduce);
+/// InvalidInput naming `flag` for anything else (broadcast and reduce are not plan kinds).
+Collective parse_collective_kind(std::string_view text, std::string_view flag = "--collective");
+/// nccl-tests' bus-bandwidth factor busbw/algbw of a plan-level collective over `ranks` ranks:
+/// all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n (algbw counts the whole buffer); 0 for one rank.
+double bus_factor(Collective c, int ranks) noexcept;
+/// Block k of a plan-level all-gather or reduce-scatter over `count` elements: even_piece(count, ranks, k).
+std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k);
 
 /// Devices an op touches (src and dst devices; every group member for group ops), deduplicated.
 std::vector<int> op_devices(const Op& op);

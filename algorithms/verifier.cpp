@@ -402,6 +402,12 @@ class Verifier {
         state_[static_cast<std::size_t>(d)][b].init(list[b], Cell{input ? values_.input(d) : Values::kUndefined, 0});
         access_[static_cast<std::size_t>(d)][b].init(list[b], Access{});
       }
+      if (d < r && plan_.collective == Collective::kAllGather && !list.empty()) {
+        // All-gather: rank d brings only its own block; the rest of its buffer is output space.
+        const auto [off, cnt] = collective_block(plan_.count, r, d);
+        state(d, 0).init(list[0], Cell{});
+        write(d, 0, off, off + cnt, {{0, cnt, Cell{values_.input(d), 0}}});
+      }
     }
   }
 
@@ -647,9 +653,37 @@ class Verifier {
     }
   }
 
+  // What rank d's buffer 0 must end with (issue 17: per collective): regions and the rank whose
+  // input each must hold exactly (-1: every rank's, reduced).
+  struct Expect {
+    std::int64_t lo;
+    std::int64_t hi;
+    int owner;
+  };
+  std::vector<Expect> expected_result(int d) const {
+    const int r = plan_.ranks();
+    switch (plan_.collective) {
+      case Collective::kAllGather: {
+        std::vector<Expect> out;
+        for (int k = 0; k < r; ++k) {
+          const auto [off, cnt] = collective_block(plan_.count, r, k);
+          if (cnt > 0) out.push_back({off, off + cnt, k});
+        }
+        return out;
+      }
+      case Collective::kReduceScatter: {
+        const auto [off, cnt] = collective_block(plan_.count, r, d);
+        if (cnt == 0) return {};
+        return {{off, off + cnt, -1}};
+      }
+      default: return {{0, plan_.count, -1}};
+    }
+  }
+
   void final_check() {
     const int r = plan_.ranks();
-    const bool avg = plan_.reduce_op == ReduceOp::kAvg;
+    // An all-gather moves inputs and reduces nothing: avg does not apply to it.
+    const bool avg = plan_.reduce_op == ReduceOp::kAvg && plan_.collective != Collective::kAllGather;
     for (int d = 0; d < r; ++d) {
       // Adjacent intervals with the same defect are reported as one range.
       std::string pending;
@@ -660,34 +694,47 @@ class Verifier {
         }
         pending.clear();
       };
-      for (const auto& [lo, piece] : state(d, 0).map()) {
-        const Cell& c = piece.value;
-        std::vector<std::string> why;
-        if (c.value == Values::kUndefined) {
-          why.push_back("is undefined");
-        } else {
-          const Value& v = values_.get(c.value);
-          std::vector<int> missing, doubled;
-          for (int k = 0; k < r; ++k) {
-            if (v.counts[static_cast<std::size_t>(k)] == 0) missing.push_back(k);
-            if (v.counts[static_cast<std::size_t>(k)] > 1) doubled.push_back(k);
+      for (const Expect& x : expected_result(d)) {
+        auto [first, last] = state(d, 0).range(x.lo, x.hi);
+        for (auto it = first; it != last; ++it) {
+          const std::int64_t lo = it->first;
+          const Cell& c = it->second.value;
+          std::vector<std::string> why;
+          if (c.value == Values::kUndefined) {
+            why.push_back("is undefined");
+          } else {
+            const Value& v = values_.get(c.value);
+            std::vector<int> missing, doubled, foreign;
+            for (int k = 0; k < r; ++k) {
+              const std::uint8_t n = v.counts[static_cast<std::size_t>(k)];
+              const bool wanted = x.owner < 0 || x.owner == k;
+              if (wanted && n == 0) missing.push_back(k);
+              if (n > 1) doubled.push_back(k);
+              if (!wanted && n > 0) foreign.push_back(k);
+            }
+            if (!missing.empty()) {
+              why.push_back(fmt::format("misses the input of ranks {}", fmt::join(missing, ",")));
+            }
+            if (!doubled.empty()) {
+              why.push_back(fmt::format("holds the input of ranks {} more than once", fmt::join(doubled, ",")));
+            }
+            if (!foreign.empty()) {
+              why.push_back(fmt::format("holds the input of ranks {} (all-gather block of rank {})",
+                                        fmt::join(foreign, ","), x.owner));
+            }
+            if (c.shift != 0) why.push_back(fmt::format("holds input elements shifted by {}", c.shift));
+            if (avg && v.scaled == 0) why.push_back("is not scaled");
+            if (avg && v.scaled > 1) why.push_back(fmt::format("is scaled {} times", v.scaled));
+            if (!avg && v.scaled > 0) why.push_back("is scaled");
           }
-          if (!missing.empty()) why.push_back(fmt::format("misses the input of ranks {}", fmt::join(missing, ",")));
-          if (!doubled.empty()) {
-            why.push_back(fmt::format("holds the input of ranks {} more than once", fmt::join(doubled, ",")));
+          const std::string text = fmt::format("{}", fmt::join(why, "; "));
+          if (text != pending || lo != pending_hi) {
+            flush();
+            pending = text;
+            pending_lo = lo;
           }
-          if (c.shift != 0) why.push_back(fmt::format("holds input elements shifted by {}", c.shift));
-          if (avg && v.scaled == 0) why.push_back("is not scaled");
-          if (avg && v.scaled > 1) why.push_back(fmt::format("is scaled {} times", v.scaled));
-          if (!avg && v.scaled > 0) why.push_back("is scaled");
+          pending_hi = it->second.hi;
         }
-        const std::string text = fmt::format("{}", fmt::join(why, "; "));
-        if (text != pending || lo != pending_hi) {
-          flush();
-          pending = text;
-          pending_lo = lo;
-        }
-        pending_hi = piece.hi;
       }
       flush();
     }

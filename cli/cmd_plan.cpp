@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collectives.hpp"
 #include "algorithms/plan.hpp"
 #include "algorithms/spec.hpp"
 #include "algorithms/verifier.hpp"
@@ -47,6 +48,7 @@ struct PlanFlags {
   int segments = 1;
   std::string op = "sum";
   std::string type = "float";
+  std::string collective = "allreduce";
   bool json = false;
   std::string lower;  // --lower cuda|nccl: print the backend's lowered program instead of the plan
   int gpus = 0;
@@ -174,8 +176,15 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
   }
 
   if (verdict.ok) {
-    fmt::print("\nverification ok: every rank ends with each input exactly once{}, no races\n",
-               plan.reduce_op == ReduceOp::kAvg ? " (scaled once)" : "");
+    if (plan.collective == Collective::kAllGather) {
+      fmt::print("\nverification ok: every rank ends with every rank's block, in rank order, no races\n");
+    } else if (plan.collective == Collective::kReduceScatter) {
+      fmt::print("\nverification ok: rank k ends with block k holding each input exactly once{}, no races\n",
+                 plan.reduce_op == ReduceOp::kAvg ? " (scaled once)" : "");
+    } else {
+      fmt::print("\nverification ok: every rank ends with each input exactly once{}, no races\n",
+                 plan.reduce_op == ReduceOp::kAvg ? " (scaled once)" : "");
+    }
   } else {
     fmt::print("\nverification FAILED ({} problems):\n", verdict.problems.size());
     for (const auto& p : verdict.problems) fmt::print("  {}\n", p);
@@ -185,8 +194,10 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
 void run_plan(const PlanFlags& f) {
   const Topology topo = load_topology(f.topo);
   if (f.spec.empty()) throw InvalidInput("-s/--spec: missing (e.g. -s xring#2, -s nccl/xring, -s pscpu:64K:xring)");
-  const AllReduceSpec spec = parse_spec(f.spec);
+  const Collective collective = parse_collective_kind(f.collective);
+  const AllReduceSpec spec = parse_collective_spec(collective, f.spec);
   BuildOptions options;
+  options.collective = collective;
   const DataType type = parse_data_type(f.type, "-d/--type");
   options.count = parse_count(f.count, element_size(type), to_string(type));
   options.reduce_op = parse_reduce_op(f.op, "-o/--op");
@@ -277,6 +288,9 @@ void add_plan_command(CLI::App& app) {
                   "topology: a built-in name, a generator (uniform:G, uniform:NxG, NxNAME) or a JSON file")
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, spec_help())->required();
+  cmd->add_option("--collective", flags->collective,
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d) or reducescatter (ring, halving, nccl, 2d)")
+      ->capture_default_str();
   cmd->add_option("--count", flags->count,
                   "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements; at most 1P bytes "
                   "per rank); a range spec picks its range by this count")

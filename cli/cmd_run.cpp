@@ -38,6 +38,8 @@ struct RunFlags {
   SweepFlags sweep{"32M", "32M", 2.0};
   std::string type = "float";
   std::string op = "sum";
+  std::string collective = "allreduce";
+  bool collective_given = false;
   int iterations = 20;
   int warmup = 5;
   int check = 1;
@@ -157,6 +159,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   topo = load_topology(topology_arg);
   BuildOptions base;
   base.reduce_op = config.op;
+  base.collective = parse_collective_kind(f.collective);
   base.segments = f.segments;
   if (!f.gpu_perm.empty()) base.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
   if (kind == BackendKind::kCpu && topo.gpus().size() > static_cast<std::size_t>(kMaxCpuDevices)) {
@@ -192,6 +195,13 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
                                      fmt::join(ops, ", ")));
     }
     DecisionTable table = select_table(tables, config.type, config.op, f.table);
+    // The table's collective (autotune --collective) is what runs; --collective may only repeat it.
+    const Collective tuned = table.ranges.empty() ? Collective::kAllReduce : table.ranges.front().plan.collective;
+    if (f.collective_given && tuned != base.collective) {
+      throw InvalidInput(fmt::format("--collective: {} but the table {} was tuned for {}",
+                                     collective_flag_name(base.collective), f.table, collective_flag_name(tuned)));
+    }
+    base.collective = tuned;
     try {
       check_table_topology(table, topo, f.table);
     } catch (const InvalidInput& e) {
@@ -212,6 +222,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   report.backend = std::string(to_string(kind));
   report.config = config;
   report.plan_column = !f.table.empty();
+  report.collective = base.collective;
   const bool print_table = backend->is_root() && !f.json;
   // The header goes out once the sweep passed the backend's up-front checks: a sweep refused there (e.g. mpirun
   // -np 3 for a 4-rank plan, checked by check_plan on every rank before anything runs) prints its one-line error
@@ -264,6 +275,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "float, double, half, bfloat16, int32, int64, uint8")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "sum, prod, min, max, avg")->capture_default_str();
+  cmd->add_option("--collective", flags->collective,
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d; all_gather_perf columns) or reducescatter "
+                  "(ring, halving, nccl, 2d; reduce_scatter_perf columns): size = the whole buffer, busbw = "
+                  "algbw*(n-1)/n; with --table: the table's own")
+      ->capture_default_str()
+      ->each([flags](const std::string&) { flags->collective_given = true; });
   cmd->add_option("-n,--iters", flags->iterations, fmt::format("timed iterations per size (1 to {})", kMaxIterations))->capture_default_str();
   cmd->add_option("-w,--warmup_iters", flags->warmup, "warm-up iterations per size (not timed)")
       ->capture_default_str();

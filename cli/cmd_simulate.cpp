@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collectives.hpp"
 #include "algorithms/spec.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -32,6 +33,7 @@ struct SimulateFlags {
   SweepFlags sweep;
   std::string type = "float";
   std::string op = "sum";
+  std::string collective = "allreduce";
   int segments = 1;
   std::string backend;
   std::string calibration;
@@ -129,9 +131,12 @@ std::string nccl_text(const SimResult& r) {
 
 void run_simulate(const SimulateFlags& f) {
   const Topology topo = load_topology(f.topo);
-  const AllReduceSpec spec = parse_spec(f.spec);
+  const Collective collective = parse_collective_kind(f.collective);
+  const AllReduceSpec spec = parse_collective_spec(collective, f.spec);
   const DataType type = parse_data_type(f.type, "-d/--datatype");
   const ReduceOp op = parse_reduce_op(f.op, "-o/--op");
+  // nccl-tests prints "none" as the all-gather's redop: it reduces nothing.
+  const std::string redop(collective == Collective::kAllGather ? "none" : to_string(op));
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
   const CostModel model = make_model(f);
   const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
@@ -145,6 +150,7 @@ void run_simulate(const SimulateFlags& f) {
   BuildOptions options;
   options.reduce_op = op;
   options.segments = f.segments;
+  options.collective = collective;
   if (f.has_gpu_perm) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
   if (f.has_gather) options.gather = parse_node_list(topo, f.gather, "--gather");
 
@@ -167,7 +173,8 @@ void run_simulate(const SimulateFlags& f) {
     doc["spec"] = to_string(spec);
     doc["backend"] = std::string(to_string(model.profile));
     doc["type"] = std::string(to_string(type));
-    doc["redop"] = std::string(to_string(op));
+    doc["redop"] = redop;
+    doc["collective"] = std::string(collective_flag_name(collective));
     doc["segments"] = f.segments;
     doc["ranks"] = ranks;
     doc["cost_model"] = model.to_json();
@@ -175,7 +182,7 @@ void run_simulate(const SimulateFlags& f) {
     for (const Row& row : rows) {
       const SimResult& r = row.result;
       nlohmann::json j = {{"size", row.size},         {"count", row.count},
-                          {"type", to_string(type)},  {"redop", to_string(op)},
+                          {"type", to_string(type)},  {"redop", redop},
                           {"time_us", r.time_us},     {"algbw_gbps", r.algbw_gbps},
                           {"busbw_gbps", r.busbw_gbps}};
       j["bottleneck"] = r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
@@ -192,7 +199,9 @@ void run_simulate(const SimulateFlags& f) {
     return;
   }
 
-  fmt::print("# artune simulate: topology {} ({} ranks), spec {}, backend {}, segments {}\n", topo.name(), ranks,
+  fmt::print("# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
+             collective == Collective::kAllReduce ? ""
+                                                  : fmt::format("collective {}, ", collective_flag_name(collective)),
              to_string(spec), to_string(model.profile), f.segments);
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.
@@ -208,11 +217,11 @@ void run_simulate(const SimulateFlags& f) {
     const SimResult& r = row.result;
     if (nccl_column) {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>19}  {}\n", row.size, row.count,
-                 to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r),
+                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r),
                  bottleneck_text(topo, r));
     } else {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
-                 to_string(type), to_string(op), r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
     }
   }
   if (f.links && !rows.empty()) {
@@ -252,6 +261,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64, uint8)")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
+  cmd->add_option("--collective", flags->collective,
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d) or reducescatter (ring, halving, nccl, 2d); "
+                  "busbw = algbw*(n-1)/n for the last two, as nccl-tests")
+      ->capture_default_str();
   cmd->add_option("--segments", flags->segments, "pipeline segments per op (1 = no pipelining)")->capture_default_str();
   cmd->add_option("--backend", flags->backend,
                   "executor whose costs to model: cuda, nccl, cpu, mpi (default nccl, or the calibration's)")

@@ -31,6 +31,7 @@
 #include "topology/io.hpp"
 #include "tuner/calibration.hpp"
 #include "tuner/decision_table.hpp"
+#include "tuner/collective_tuning.hpp"
 #include "tuner/fusion.hpp"
 #include "tuner/nccl_target.hpp"
 #include "tuner/report.hpp"
@@ -107,6 +108,8 @@ struct AutotuneFlags {
   std::string op = "sum";
   std::string measure;
   std::string target = "artune";  ///< --target: artune (every plan family) or nccl (NCCL's own choices only)
+  std::string collective = "allreduce";  ///< --collective: the table's collective (issue 17)
+  std::string sparse;  ///< --sparse ROWS,WIDTH,DENSITY: dense all-reduce or sparse all-gather (issue 17)
   int top = 3;
   int jobs = 0;
   bool exhaustive = false;
@@ -136,6 +139,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
   if (f.type != "float") cmd += " -d " + shell_word(f.type);
   if (f.op != "sum") cmd += " --op " + shell_word(f.op);
+  if (f.collective != "allreduce") cmd += " --collective " + shell_word(f.collective);
   if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
   if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
   if (!f.measure.empty()) {
@@ -337,6 +341,66 @@ void run_autotune(AutotuneFlags& f) {
   tune(f, resolve_local(f, progress), true);
 }
 
+// autotune --sparse ROWS,WIDTH,DENSITY (issue 17): the tensor's dense all-reduce against its sparse
+// all-reduce (all-gather of indices and rows) from simulated times, and the crossover density of a
+// table of WIDTH-wide rows at every size of the sweep.
+void run_sparse(const AutotuneFlags& f, const Topology& topo, const CostModel& model, DataType type) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = f.sparse.find(',', at);
+    parts.push_back(f.sparse.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (parts.size() != 3) throw InvalidInput(fmt::format("--sparse: '{}' is not ROWS,WIDTH,DENSITY", f.sparse));
+  const auto rows = static_cast<std::int64_t>(parse_size(parts[0], "--sparse ROWS"));
+  const auto width = static_cast<std::int64_t>(parse_size(parts[1], "--sparse WIDTH"));
+  double density = 0;
+  try {
+    std::size_t used = 0;
+    density = std::stod(parts[2], &used);
+    if (used != parts[2].size()) throw std::invalid_argument(parts[2]);
+  } catch (const std::exception&) {
+    throw InvalidInput(fmt::format("--sparse: DENSITY '{}' is not a number", parts[2]));
+  }
+  const SparseDecision d = decide_sparse(topo, model, rows, width, density, type);
+  const std::size_t es = element_size(type);
+  std::vector<SparseDecision> per_size;
+  for (const std::uint64_t bytes : sweep_sizes(f.sweep)) {
+    const auto table_rows = static_cast<std::int64_t>(bytes / (es * static_cast<std::uint64_t>(width)));
+    if (table_rows >= 1) per_size.push_back(decide_sparse(topo, model, table_rows, width, 1.0 / table_rows, type));
+  }
+  auto to_json = [&](const SparseDecision& x) {
+    return nlohmann::json{{"rows", x.rows},           {"width", x.width},
+                          {"bytes", static_cast<std::uint64_t>(x.rows * x.width) * es},
+                          {"density", x.density},     {"nnz_per_rank", x.nnz},
+                          {"dense_spec", x.dense_spec}, {"dense_us", x.dense_us},
+                          {"sparse_spec", x.sparse_spec}, {"sparse_us", x.sparse_us},
+                          {"pick", x.sparse ? "sparse" : "dense"}, {"crossover_density", x.crossover}};
+  };
+  if (f.json) {
+    nlohmann::json doc{{"topology", topo.name()}, {"type", to_string(type)}, {"tensor", to_json(d)}};
+    doc["crossover"] = nlohmann::json::array();
+    for (const auto& x : per_size) doc["crossover"].push_back(to_json(x));
+    print_json(doc);
+    return;
+  }
+  const int n = static_cast<int>(topo.gpus().size());
+  fmt::print("# artune autotune --sparse: topology {} ({} ranks), {} rows x {} {}, density {:g} ({} rows per rank)\n",
+             topo.name(), n, rows, width, to_string(type), density, d.nnz);
+  fmt::print("# dense all-reduce  {:<8} {:>12.2f} us\n", d.dense_spec, d.dense_us);
+  fmt::print("# sparse all-gather {:<8} {:>12.2f} us\n", d.sparse_spec, d.sparse_us);
+  fmt::print("# pick: {} (sparse wins at densities up to {:.4g}; 1/n = {:.4g})\n", d.sparse ? "sparse" : "dense",
+             d.crossover, n > 0 ? 1.0 / n : 0.0);
+  fmt::print("#\n# crossover density per table size (rows of {} {}):\n", width, to_string(type));
+  fmt::print("# {:>12}  {:>10}  {:>8}  {:>12}  {:>8}  {:>9}\n", "size", "rows", "dense", "dense(us)", "sparse",
+             "crossover");
+  for (const auto& x : per_size) {
+    fmt::print("  {:>12}  {:>10}  {:>8}  {:>12.2f}  {:>8}  {:>9.4g}\n", static_cast<std::uint64_t>(x.rows * width) * es,
+               x.rows, x.dense_spec, x.dense_us, x.sparse_spec, x.crossover);
+  }
+}
+
 void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   Progress progress(f.quiet || !root);
   const bool discovered = resolved.discovered;
@@ -388,6 +452,18 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     so.generate = generate_nccl_candidates;
   } else if (f.target != "artune") {
     throw InvalidInput(fmt::format("--target: '{}' is not artune or nccl", f.target));
+  }
+  // A table per collective (issue 17): the all-gather or reduce-scatter families instead of all-reduce's.
+  if (const Collective kind = parse_collective_kind(f.collective); kind != Collective::kAllReduce) {
+    if (f.target == "nccl") throw InvalidInput("--collective: --target nccl tunes all-reduce only");
+    if (!f.fusion.empty()) throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
+    so.generate = [kind](const Topology& t, const CandidateOptions& o) {
+      return generate_collective_candidates(t, kind, o);
+    };
+  }
+  if (!f.sparse.empty()) {
+    run_sparse(f, topo, so.model, types.front());
+    return;
   }
   so.candidates.max_cycles = f.max_cycles;
   so.candidates.max_subchunks = f.max_subchunks;
@@ -652,6 +728,14 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("--target", flags->target,
                  "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
                  "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
+      ->capture_default_str();
+  at->add_option("--sparse", flags->sparse,
+                 "ROWS,WIDTH,DENSITY: an embedding gradient touching DENSITY of ROWS rows of WIDTH values per rank; "
+                 "pick dense all-reduce or sparse all-gather from simulated times and print the crossover density "
+                 "per size of the -b/-e sweep");
+  at->add_option("--collective", flags->collective,
+                 "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d) or reducescatter (ring, "
+                 "halving, nccl, 2d); run --table then runs that collective")
       ->capture_default_str();
   at->add_option("--measure", flags->measure,
                  "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl; with --target nccl: "

@@ -9,6 +9,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "algorithms/collectives.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
 #include "executor/verification.hpp"
@@ -53,6 +54,7 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   row.op = config.op;
   row.ranks = plan.ranks();
   row.plan = plan.spec;
+  row.collective = plan.collective;
 
   try {
     backend.prepare(plan, config.type, config.op);
@@ -96,7 +98,7 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
     }
     if (row.time_us > 0) {
       row.algbw_gbps = static_cast<double>(row.bytes) / (row.time_us * 1e-6) / 1e9;
-      row.busbw_gbps = row.algbw_gbps * allreduce_bus_factor(row.ranks);
+      row.busbw_gbps = row.algbw_gbps * bus_factor(plan.collective, row.ranks);
     }
   }
 
@@ -145,7 +147,7 @@ std::vector<RunRow> run_sweep(Backend& backend, const PlanFactory& make_plan, co
 }
 
 PlanFactory spec_plan_factory(const Topology& topo, const std::string& spec, const BuildOptions& base) {
-  const AllReduceSpec parsed = parse_spec(spec);
+  const AllReduceSpec parsed = parse_collective_spec(base.collective, spec);
   return [&topo, parsed, base](std::int64_t count) {
     BuildOptions options = base;
     options.count = count;
@@ -156,7 +158,10 @@ PlanFactory spec_plan_factory(const Topology& topo, const std::string& spec, con
 }
 
 void print_run_header(std::FILE* out, const RunReport& report) {
-  fmt::print(out, "# artune run: topology {}, spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\n", report.topology,
+  const Collective c = report.rows.empty() ? report.collective : report.rows.front().collective;
+  fmt::print(out, "# artune run: topology {}, {}spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\n", report.topology,
+             c == Collective::kAllReduce ? "" : fmt::format("collective {} ({}_perf), ", collective_flag_name(c),
+                                                            to_string(c)),
              report.spec, report.backend, to_string(report.config.type), to_string(report.config.op),
              report.config.iterations, report.config.warmup, report.config.check,
              report.config.back_to_back ? ", back to back (time = total / n)" : "");
@@ -168,8 +173,10 @@ void print_run_header(std::FILE* out, const RunReport& report) {
 
 void print_run_row(std::FILE* out, const RunRow& row, bool plan_column) {
   const std::string wrong = row.wrong < 0 ? "N/A" : std::to_string(row.wrong);
+  // nccl-tests prints "none" as the all-gather's redop: it reduces nothing.
+  const std::string_view redop = row.collective == Collective::kAllGather ? "none" : to_string(row.op);
   fmt::print(out, "  {:>10} {:>12} {:>8} {:>6} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}{}\n", row.bytes, row.count,
-             to_string(row.type), to_string(row.op), row.time_us, row.algbw_gbps, row.busbw_gbps, wrong,
+             to_string(row.type), redop, row.time_us, row.algbw_gbps, row.busbw_gbps, wrong,
              plan_column ? "  " + row.plan : std::string());
   std::fflush(out);
 }
@@ -189,7 +196,7 @@ nlohmann::json run_report_to_json(const RunReport& report) {
     rows.push_back({{"size", r.bytes},
                     {"count", r.count},
                     {"type", to_string(r.type)},
-                    {"redop", to_string(r.op)},
+                    {"redop", r.collective == Collective::kAllGather ? "none" : to_string(r.op)},
                     {"time_us", r.time_us},
                     {"algbw_gbps", r.algbw_gbps},
                     {"busbw_gbps", r.busbw_gbps},
@@ -198,6 +205,7 @@ nlohmann::json run_report_to_json(const RunReport& report) {
                     {"plan", r.plan}});
   }
   return {{"topology", report.topology},
+          {"collective", collective_flag_name(report.collective)},
           {"spec", report.spec},
           {"backend", report.backend},
           {"ranks", report.rows.empty() ? 0 : report.rows.front().ranks},

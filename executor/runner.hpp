@@ -53,6 +53,7 @@ struct RunRow {
   std::int64_t wrong = -1;            ///< mismatching elements over all ranks; -1 when unchecked
   double spread_pct = 0;              ///< run-to-run spread: interquartile range of the timed iterations / median, %
   std::string plan;                   ///< the plan that ran (Plan::spec; a decision table's label for run --table)
+  Collective collective = Collective::kAllReduce;  ///< what the plan computes (busbw factor; all-gather: redop "none")
 };
 
 /// What `artune run` prints: the rows plus what produced them.
@@ -63,13 +64,14 @@ struct RunReport {
   SweepConfig config;
   std::vector<RunRow> rows;
   bool plan_column = false;           ///< print each row's plan (run --table: the table's pick per size)
+  Collective collective = Collective::kAllReduce;  ///< what the plans compute (header and JSON)
   /// Mean busbw over the rows (nccl-tests' "Avg bus bandwidth").
   double avg_busbw_gbps() const;
   /// Sum of #wrong over the checked rows.
   std::int64_t total_wrong() const;
 };
 
-/// nccl-tests bus bandwidth factor of all-reduce: 2(n−1)/n (0 for one rank).
+/// nccl-tests bus bandwidth factor of all-reduce: 2(n−1)/n (0 for one rank); other collectives: bus_factor().
 double allreduce_bus_factor(int ranks) noexcept;
 
 /// Prepares, warms up, times and checks one plan on `backend`.

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstddef>
 #include <type_traits>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -265,6 +267,44 @@ std::int64_t count_mismatches(const void* data, const void* expected, DataType t
     ++wrong;
   }
   return wrong;
+}
+
+void fill_collective_input(void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
+                           std::int64_t count, int iteration) {
+  if (c != Collective::kAllGather) {
+    fill_input(data, type, op, ranks, rank, 0, count, iteration);
+    return;
+  }
+  const std::size_t es = element_size(type);
+  std::memset(data, 0, static_cast<std::size_t>(count) * es);
+  const auto [off, n] = collective_block(count, ranks, rank);
+  fill_input(static_cast<std::byte*>(data) + static_cast<std::size_t>(off) * es, type, op, ranks, rank, off, n,
+             iteration);
+}
+
+std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
+                                    std::int64_t count, int iteration) {
+  const std::size_t es = element_size(type);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  switch (c) {
+    case Collective::kAllGather: {
+      std::int64_t wrong = 0;
+      std::vector<std::byte> want;
+      for (int k = 0; k < ranks; ++k) {
+        const auto [off, n] = collective_block(count, ranks, k);
+        want.resize(static_cast<std::size_t>(n) * es);
+        fill_input(want.data(), type, op, ranks, k, off, n, iteration);
+        // Exact: an all-gather moves inputs and rounds nothing (sum has no avg tolerance).
+        wrong += count_mismatches(bytes + static_cast<std::size_t>(off) * es, want.data(), type, ReduceOp::kSum, n);
+      }
+      return wrong;
+    }
+    case Collective::kReduceScatter: {
+      const auto [off, n] = collective_block(count, ranks, rank);
+      return count_wrong(bytes + static_cast<std::size_t>(off) * es, type, op, ranks, off, n, iteration);
+    }
+    default: return count_wrong(data, type, op, ranks, 0, count, iteration);
+  }
 }
 
 double load_as_double(const void* data, DataType type, std::int64_t index) noexcept {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "algorithms/plan.hpp"
 #include "core/types.hpp"
 
 namespace artune {
@@ -116,6 +117,21 @@ int max_verifiable_ranks(DataType type, ReduceOp op) noexcept;
 /// InvalidInput naming -d/--datatype and -o/--op when `ranks` exceed max_verifiable_ranks (a check
 /// would report correct results as wrong); callers skip it when nothing is checked.
 void require_verifiable(DataType type, ReduceOp op, int ranks);
+
+// ---------------------------------------------------------------------------
+// Plan-level collectives (issue 17). Buffer 0 of every rank holds `count` elements cut into
+// blocks collective_block(count, ranks, k) (see Plan).
+
+/// Writes rank `rank`'s buffer 0 before collective `c`: all-reduce and reduce-scatter, the inputs
+/// above over every element; all-gather, the inputs of its own block and 0 elsewhere (no input is
+/// 0, so a block that never arrives is caught).
+void fill_collective_input(void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
+                           std::int64_t count, int iteration);
+/// Wrong elements of rank `rank`'s buffer 0 after collective `c`: all-reduce, every element against
+/// the reduced result; reduce-scatter, block `rank` only; all-gather, every block k against rank k's
+/// input (exact, no avg tolerance: nothing is reduced).
+std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
+                                    std::int64_t count, int iteration);
 
 /// Reads element `index` of a buffer of `type` as a double (tests and diagnostics).
 double load_as_double(const void* data, DataType type, std::int64_t index) noexcept;

@@ -41,6 +41,28 @@ double ring_allreduce_us(int p, double n, const AlphaBetaGamma& c) {
   return 2.0 * (p - 1) * c.alpha_us + 2.0 * frac * n * c.beta_us_per_byte + frac * n * c.gamma_us_per_byte;
 }
 
+double ring_allgather_us(int p, double n, const AlphaBetaGamma& c) {
+  check(p, n);
+  return (p - 1) * c.alpha_us + static_cast<double>(p - 1) / p * n * c.beta_us_per_byte;
+}
+
+double ring_reducescatter_us(int p, double n, const AlphaBetaGamma& c) {
+  check(p, n);
+  return (p - 1) * c.alpha_us + static_cast<double>(p - 1) / p * n * (c.beta_us_per_byte + c.gamma_us_per_byte);
+}
+
+double bruck_allgather_us(int p, double n, const AlphaBetaGamma& c) {
+  check(p, n);
+  const int rounds = p == 1 ? 0 : floor_log2(p - 1) + 1;
+  return rounds * c.alpha_us + static_cast<double>(p - 1) / p * n * c.beta_us_per_byte;
+}
+
+double halving_reducescatter_us(int p, double n, const AlphaBetaGamma& c) {
+  check(p, n);
+  if ((p & (p - 1)) != 0) throw InvalidInput(fmt::format("halving_reducescatter_us: p = {} is not a power of two", p));
+  return floor_log2(p) * c.alpha_us + static_cast<double>(p - 1) / p * n * (c.beta_us_per_byte + c.gamma_us_per_byte);
+}
+
 double recursive_doubling_us(int p, double n, const AlphaBetaGamma& c) {
   check(p, n);
   const int lg = floor_log2(p);

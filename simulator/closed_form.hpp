@@ -34,6 +34,14 @@ double halving_doubling_us(int p, double n_bytes, const AlphaBetaGamma& c);
 /// all at once (α + n/g·β): pα + p·n/g·β + (p−1)·n/g·γ. A shard on a helper (a CPU) first copies
 /// one piece, so it costs one more α + n/g·β.
 double shuffle_us(int p, int gathers, double n_bytes, const AlphaBetaGamma& c, bool gather_on_ranks = true);
+/// Ring all-gather of n bytes in all (n/p per rank; issue 17): (p−1)α + (p−1)/p·nβ.
+double ring_allgather_us(int p, double n_bytes, const AlphaBetaGamma& c);
+/// Ring reduce-scatter of n bytes per rank: (p−1)α + (p−1)/p·n(β + γ).
+double ring_reducescatter_us(int p, double n_bytes, const AlphaBetaGamma& c);
+/// Bruck all-gather: ⌈lg p⌉α + (p−1)/p·nβ (every rank receives each other block once, lg p rounds).
+double bruck_allgather_us(int p, double n_bytes, const AlphaBetaGamma& c);
+/// Recursive-halving reduce-scatter, p a power of two: lg p·α + (p−1)/p·n(β + γ).
+double halving_reducescatter_us(int p, double n_bytes, const AlphaBetaGamma& c);
 /// Patarasuk–Yuan lower bound on the bandwidth term of any all-reduce: 2(p−1)/p · n / B (B in GB/s).
 double allreduce_lower_bound_us(int p, double n_bytes, double bandwidth_gbps);
 

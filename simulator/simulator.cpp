@@ -849,7 +849,7 @@ SimResult Simulation::run() {
   if (result.time_us > 0) {
     result.algbw_gbps = static_cast<double>(result.bytes) / (result.time_us * kBytesPerUsPerGbps);
     const int n = result.ranks;
-    result.busbw_gbps = n > 0 ? result.algbw_gbps * 2.0 * (n - 1) / n : 0.0;
+    result.busbw_gbps = result.algbw_gbps * bus_factor(plan_.collective, n);  // nccl-tests' factor per collective
   }
   for (int l = 0; l < links_; ++l) {
     const detail::ResourceStats& st = engine.stats(l);

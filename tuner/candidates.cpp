@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collectives.hpp"
 #include "core/output_file.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
@@ -40,12 +41,15 @@ BuildOptions Candidate::build_options(const Topology& topo, std::int64_t count, 
     options.gather.push_back(node);
   }
   options.segments = segments;
+  options.collective = collective;
   return options;
 }
 
 nlohmann::json candidate_to_json(const Candidate& c) {
-  return {{"family", c.family}, {"spec", c.spec},         {"gpu_perm", c.gpu_perm},
-          {"gather", c.gather}, {"segments", c.segments}, {"label", c.label()}};
+  nlohmann::json doc = {{"family", c.family}, {"spec", c.spec},         {"gpu_perm", c.gpu_perm},
+                        {"gather", c.gather}, {"segments", c.segments}, {"label", c.label()}};
+  if (c.collective != Collective::kAllReduce) doc["collective"] = std::string(collective_flag_name(c.collective));
+  return doc;
 }
 
 Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where) {
@@ -59,6 +63,14 @@ Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where)
   const Field gather = f.at("gather");
   for (std::size_t i = 0; i < gather.array_size(); ++i) c.gather.push_back(gather[i].str());
   c.segments = f.at("segments").int_in(1, kMaxSegments);
+  if (f.has("collective")) {
+    const Field kind = f.at("collective");
+    try {
+      c.collective = parse_collective_kind(kind.str(), "collective");
+    } catch (const InvalidInput&) {
+      kind.fail("must be allreduce, allgather or reducescatter");
+    }
+  }
   if (f.has("label") && f.at("label").str() != c.label()) {
     f.at("label").fail(fmt::format("does not match the plan's fields (expected '{}')", c.label()));
   }
@@ -69,7 +81,7 @@ Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int6
                      bool verify) {
   BuildOptions options = candidate.build_options(topo, count, op);
   options.verify = verify;
-  return build_plan(topo, std::string_view(candidate.spec), options);
+  return build_plan(topo, parse_collective_spec(candidate.collective, candidate.spec), options);
 }
 
 namespace {

@@ -24,6 +24,7 @@ struct Candidate {
   std::vector<int> gpu_perm;        ///< order of local GPUs inside each machine; empty = identity
   std::vector<std::string> gather;  ///< gather devices by topology node id (shuffle); empty = builder default
   int segments = 1;                 ///< pipeline depth (1 = none)
+  Collective collective = Collective::kAllReduce;  ///< what it computes (autotune --collective; issue 17)
 
   /// Unique readable text, e.g. "xring#2 perm=0,3,2,1,5,6,7,4 seg=4".
   std::string label() const;
@@ -32,7 +33,7 @@ struct Candidate {
   friend bool operator==(const Candidate&, const Candidate&) = default;
 };
 
-/// A candidate as JSON: {"family","spec","gpu_perm","gather","segments","label"}.
+/// A candidate as JSON: {"family","spec","gpu_perm","gather","segments","label"} (+ "collective" unless all-reduce).
 nlohmann::json candidate_to_json(const Candidate& candidate);
 /// Reads candidate_to_json's output; InvalidInput naming `where` (e.g. "t.json: ranges[2].plan").
 Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where);

@@ -314,7 +314,9 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
       p.nccl_predicted = *scores.predicted[it->second];
     }
     // TF's choice, simulated (it may be one of the candidates already).
-    const Candidate tf = tf_choose_the_best(topo, scores.bytes);
+    Candidate tf = tf_choose_the_best(topo, scores.bytes);
+    // A table of another collective (issue 17): TF's pick applied to it (nccl: the library's own; others do not build).
+    if (!result.set.candidates.empty()) tf.collective = result.set.candidates.front().collective;
     p.tf_pick = tf.label();
     if (auto it = by_label.find(p.tf_pick); it != by_label.end()) p.tf_measured = measured_of(it->second);
     if (auto it = by_label.find(p.tf_pick); it != by_label.end() && scores.predicted[it->second]) {

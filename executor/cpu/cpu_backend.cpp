@@ -455,6 +455,13 @@ void CpuBackend::fill_inputs(int iteration) {
     throw InvalidInput("cpu backend: fill_inputs() before run_on() bound the caller buffers");
   }
   const int ranks = plan_.ranks();
+  if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
+    parallel_for(ranks, plan_.count * ranks, [&](int r) {
+      fill_collective_input(buffers_[static_cast<std::size_t>(r)][0].data, type_, op_, plan_.collective, ranks, r,
+                            plan_.count, iteration);
+    });
+    return;
+  }
   // Split each rank's buffer into pieces so both a few large and many small ranks parallelise.
   constexpr int kPieces = 4;
   parallel_for(ranks * kPieces, plan_.count * ranks, [&](int i) {
@@ -472,6 +479,16 @@ std::int64_t CpuBackend::count_wrong(int iteration) {
   }
   const int ranks = plan_.ranks();
   const std::int64_t count = plan_.count;
+  if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
+    std::vector<std::int64_t> wrong(static_cast<std::size_t>(ranks), 0);
+    parallel_for(ranks, count * ranks, [&](int r) {
+      wrong[static_cast<std::size_t>(r)] = count_collective_wrong(buffers_[static_cast<std::size_t>(r)][0].data, type_,
+                                                                  op_, plan_.collective, ranks, r, count, iteration);
+    });
+    std::int64_t total = 0;
+    for (std::int64_t w : wrong) total += w;
+    return total;
+  }
   std::vector<std::byte> expected(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * elem_);
   constexpr int kPieces = 16;
   parallel_for(kPieces, count * ranks, [&](int i) {

@@ -112,6 +112,7 @@ class CudaBackend final : public Backend {
     op_ = op;
     ranks_ = plan.ranks();
     count_ = plan.count;
+    collective_ = plan.collective;
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
@@ -520,7 +521,7 @@ class CudaBackend final : public Backend {
     return gpu_or_host(r.device);
   }
 
-  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get(), collective_}; }
 
   // Every local participant's buffer 0 and the GPU it is on (its stream's GPU for host memory).
   std::vector<RankBuffer> rank_buffers() const {
@@ -585,6 +586,7 @@ class CudaBackend final : public Backend {
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;
   std::int64_t count_ = 0;
+  Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
   std::size_t esize_ = 4;
   std::vector<Placement> placement_;
   Program program_;

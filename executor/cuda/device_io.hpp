@@ -21,19 +21,21 @@ struct RankBuffer {
   int gpu = -1;  ///< -1: the current device
 };
 
-/// What every participant buffer holds: `count` elements of `type` reduced with `op` over `ranks` ranks.
+/// What every participant buffer holds: `count` elements of `type`, the result of `collective` with `op`
+/// over `ranks` ranks (all-gather / reduce-scatter: per-rank blocks, verification.hpp).
 struct DeviceIo {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int ranks = 0;
   std::int64_t count = 0;
   void* host = nullptr;  ///< pinned staging of count elements
+  Collective collective = Collective::kAllReduce;
 
   /// Writes the inputs of `iteration` into every buffer.
   void fill(std::span<const RankBuffer> buffers, int iteration) const {
     const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
     for (const RankBuffer& b : buffers) {
-      fill_input(host, type, op, ranks, b.rank, 0, count, iteration);
+      fill_collective_input(host, type, op, collective, ranks, b.rank, count, iteration);
       copy(b.data, host, bytes, b.gpu);
     }
   }
@@ -44,7 +46,7 @@ struct DeviceIo {
     std::int64_t n = 0;
     for (const RankBuffer& b : buffers) {
       copy(host, b.data, bytes, b.gpu);
-      n += count_wrong(host, type, op, ranks, 0, count, iteration);
+      n += count_collective_wrong(host, type, op, collective, ranks, b.rank, count, iteration);
     }
     return n;
   }

@@ -166,6 +166,7 @@ class NcclBackend final : public Backend {
     type_ = type;
     op_ = op;
     count_ = plan.count;
+    collective_ = plan.collective;
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
@@ -353,7 +354,7 @@ class NcclBackend final : public Backend {
     return io().wrong(rank_buffers(), iteration);
   }
 
-  cuda::DeviceIo io() const { return cuda::DeviceIo{type_, op_, ranks_, count_, host_io_.get()}; }
+  cuda::DeviceIo io() const { return cuda::DeviceIo{type_, op_, ranks_, count_, host_io_.get(), collective_}; }
 
   // This rank's participant buffers, on its one (current) GPU.
   std::vector<cuda::RankBuffer> rank_buffers() const {
@@ -684,6 +685,7 @@ class NcclBackend final : public Backend {
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;
   std::int64_t count_ = 0;
+  Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
   std::size_t esize_ = 4;
   int sms_ = 1;
   int reduce_blocks_ = cuda::kBlocksPerSm;  // resident blocks per SM of the prepared reduce kernel

@@ -11,10 +11,13 @@
 #include <string>
 
 #include "algorithms/builders.hpp"
+#include "algorithms/collectives.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
 #include "executor/backend.hpp"
+#include "executor/sparse_allreduce.hpp"
 #include "hand_plans.hpp"
+#include "sparse_inputs.hpp"
 #include "topology/io.hpp"
 
 using namespace artune;
@@ -129,6 +132,57 @@ TEST_CASE("mpi_backend.hand_plans_with_library_collectives") {
     }
   }
   REQUIRE(wrong_after_runs(hierarchical_plan(8, 3, 100, ReduceOp::kSum), DataType::kInt32, ReduceOp::kSum) == 0);
+}
+
+TEST_CASE("mpi_backend.allgather_reducescatter_families") {
+  // Issue 17: every all-gather and reduce-scatter family, every type and op, odd counts, a pipeline.
+  const std::pair<Collective, const char*> cases[] = {
+      {Collective::kAllGather, "ring"},        {Collective::kAllGather, "bruck"}, {Collective::kAllGather, "rd"},
+      {Collective::kAllGather, "nccl"},        {Collective::kReduceScatter, "ring"},
+      {Collective::kReduceScatter, "halving"}, {Collective::kReduceScatter, "nccl"},
+      {Collective::kAllGather, "2d"},          {Collective::kReduceScatter, "2d"}};
+  auto plan_of = [](Collective c, const char* spec, std::int64_t count, ReduceOp op, int segments = 1) {
+    BuildOptions options;
+    options.count = count;
+    options.reduce_op = op;
+    options.collective = c;
+    options.segments = segments;
+    return build_collective_plan(topology(), spec, options);
+  };
+  for (const auto& [c, spec] : cases) {
+    for (ReduceOp op : all_reduce_ops()) {
+      const Plan plan = plan_of(c, spec, 1031, op);
+      for (DataType type : all_data_types()) {
+        INFO(topology_name() << " " << collective_flag_name(c) << " " << spec << " " << to_string(type) << " "
+                             << to_string(op));
+        REQUIRE(wrong_after_runs(plan, type, op) == 0);
+      }
+    }
+    for (std::int64_t count : {1, 7, 9, 97}) {
+      INFO(topology_name() << " " << collective_flag_name(c) << " " << spec << " count=" << count);
+      REQUIRE(wrong_after_runs(plan_of(c, spec, count, ReduceOp::kSum), DataType::kFloat32, ReduceOp::kSum) == 0);
+      REQUIRE(wrong_after_runs(plan_of(c, spec, count, ReduceOp::kAvg), DataType::kFloat16, ReduceOp::kAvg) == 0);
+    }
+    INFO(topology_name() << " " << collective_flag_name(c) << " " << spec << " segments=3");
+    REQUIRE(wrong_after_runs(plan_of(c, spec, 1031, ReduceOp::kMax, 3), DataType::kInt64, ReduceOp::kMax) == 0);
+  }
+}
+
+TEST_CASE("mpi_backend.sparse_allreduce") {
+  // Issue 17: IndexedSlices all-gathered (every family) and summed, against a dense reference of all ranks.
+  const int ranks = static_cast<int>(topology().gpus().size());
+  const int me = mpi().local_ranks().empty() ? 0 : mpi().local_ranks().front();
+  for (const char* spec : {"ring", "bruck", "rd", "nccl"}) {
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      std::vector<IndexedSlices> all;
+      for (int r = 0; r < ranks; ++r) all.push_back(sparse_input(pattern, r, 40, 3));
+      const auto got = sparse_allreduce(mpi(), topology(), spec, {all[static_cast<std::size_t>(me)]});
+      INFO(topology_name() << " " << spec << " pattern " << pattern << " rank " << me);
+      REQUIRE(got.size() == 1);
+      const bool same = got.front() == dense_reference(all, 40, 3);
+      REQUIRE(mpi().all_sum(same ? 0 : 1) == 0);
+    }
+  }
 }
 
 TEST_CASE("mpi_backend.planted_faults_are_caught") {

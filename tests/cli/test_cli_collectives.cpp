@@ -1,0 +1,121 @@
+// `--collective` and `--sparse` through the built binary (issue 17): plan, simulate, run (the
+// all_gather_perf / reduce_scatter_perf tables with #wrong), autotune tables per collective that
+// run --table runs, and the sparse crossover report.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.hpp"
+
+using json = nlohmann::json;
+using artune_test::CliResult;
+using artune_test::run_artune;
+
+namespace {
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// A scratch file name, removed when the guard goes.
+struct ScratchFile {
+  std::string path;
+  ScratchFile() {
+    char pattern[] = "/tmp/artune_cli_coll_XXXXXX";
+    const int fd = mkstemp(pattern);
+    REQUIRE(fd >= 0);
+    close(fd);
+    path = pattern;
+  }
+  ~ScratchFile() { std::remove(path.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("cli_collectives.plan") {
+  CliResult r = run_artune({"plan", "-t", "uniform:4", "--collective", "allgather", "-s", "bruck", "--count", "10"});
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "every rank ends with every rank's block, in rank order"));
+  r = run_artune({"plan", "-t", "uniform:5", "--collective", "reducescatter", "-s", "halving", "--count", "11",
+                  "--json"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("collective") == "reduce_scatter");
+  CHECK(doc.at("verified") == true);
+  r = run_artune({"plan", "-t", "uniform:4", "--collective", "allgather", "-s", "halving"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d"));
+  r = run_artune({"plan", "-t", "uniform:4", "--collective", "bcast", "-s", "ring"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--collective: unknown collective 'bcast'"));
+}
+
+TEST_CASE("cli_collectives.simulate_bus_factor") {
+  const CliResult r = run_artune({"simulate", "-t", "uniform:4", "--collective", "reducescatter", "-s", "ring", "-b",
+                                  "1M", "-e", "4M", "--json"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("collective") == "reducescatter");
+  for (const json& row : doc.at("results")) {
+    CHECK(row.at("busbw_gbps").get<double>() == doctest::Approx(row.at("algbw_gbps").get<double>() * 0.75));
+  }
+  const CliResult ag = run_artune({"simulate", "-t", "uniform:4", "--collective", "allgather", "-s", "bruck", "-b",
+                                   "1M", "-e", "1M"});
+  REQUIRE(ag.status == 0);
+  CHECK(has(ag.out, "collective allgather"));
+  CHECK(has(ag.out, " none "));
+}
+
+TEST_CASE("cli_collectives.run_tables") {
+  CliResult r = run_artune({"run", "-t", "uniform:4", "--collective", "allgather", "-s", "ring", "--backend", "cpu",
+                            "-b", "1K", "-e", "8K", "-n", "2", "-w", "1", "-d", "half"});
+  REQUIRE(r.status == 0);
+  CHECK(has(r.out, "all_gather_perf"));
+  CHECK(has(r.out, " none "));
+  CHECK(has(r.out, "Out of bounds values : 0 OK"));
+  r = run_artune({"run", "-t", "uniform:3", "--collective", "reducescatter", "-s", "halving", "--backend", "cpu", "-b",
+                  "100", "-e", "100", "-n", "1", "-w", "0", "-o", "avg", "--json"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("collective") == "reducescatter");
+  CHECK(doc.at("wrong") == 0);
+  const json& row = doc.at("rows").at(0);
+  CHECK(row.at("busbw_gbps").get<double>() == doctest::Approx(row.at("algbw_gbps").get<double>() * 2.0 / 3.0));
+}
+
+TEST_CASE("cli_collectives.autotune_table_then_run") {
+  ScratchFile table;
+  CliResult r = run_artune({"autotune", "-t", "uniform:4", "--collective", "allgather", "-b", "1K", "-e", "1M",
+                            "--out", table.path, "-q"});
+  REQUIRE(r.status == 0);
+  r = run_artune({"run", "--table", table.path, "--backend", "cpu", "-b", "1K", "-e", "4K", "-n", "1", "-w", "0"});
+  REQUIRE(r.status == 0);
+  CHECK(has(r.out, "all_gather_perf"));
+  CHECK(has(r.out, "Out of bounds values : 0 OK"));
+  r = run_artune({"run", "--table", table.path, "--collective", "reducescatter", "--backend", "cpu", "-b", "1K"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--collective: reducescatter but the table"));
+}
+
+TEST_CASE("cli_collectives.sparse") {
+  CliResult r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,0.01", "-b", "64M", "-e", "256M",
+                            "--json"});
+  REQUIRE(r.status == 0);
+  const json doc = json::parse(r.out);
+  CHECK(doc.at("tensor").at("pick") == "sparse");
+  CHECK(doc.at("tensor").at("nnz_per_rank") == 10486);
+  REQUIRE(doc.at("crossover").size() == 3);  // 64M, 128M, 256M
+  for (const json& x : doc.at("crossover")) {
+    CHECK(x.at("crossover_density").get<double>() > 0);
+    CHECK(x.at("crossover_density").get<double>() < 1);
+  }
+  r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--sparse: '1M,64' is not ROWS,WIDTH,DENSITY"));
+  r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,2"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--sparse: DENSITY 2 is not in (0, 1]"));
+}

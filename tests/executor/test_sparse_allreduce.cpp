@@ -1,0 +1,69 @@
+// Sparse all-reduce of IndexedSlices on the cpu backend (issue 17): every all-gather family, rank
+// counts 2…8, against a dense reference; duplicates within and across ranks, empty ranks, every
+// rank on one row, all empty; bad inputs refused naming the rank.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "executor/cpu/cpu_backend.hpp"
+#include "executor/sparse_allreduce.hpp"
+#include "sparse_inputs.hpp"
+#include "topology/io.hpp"
+
+using namespace artune;
+using namespace artune::test;
+
+TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
+  CpuBackend backend(BackendOptions{});
+  const std::int64_t rows = 40;
+  for (int p : {2, 3, 5, 8}) {
+    const Topology topo = load_topology(fmt::format("uniform:{}", p));
+    for (const char* spec : {"ring", "bruck", "rd", "nccl"}) {
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        for (std::int64_t width : {1, 3}) {
+          std::vector<IndexedSlices> inputs;
+          for (int r = 0; r < p; ++r) inputs.push_back(sparse_input(pattern, r, rows, width));
+          const IndexedSlices want = dense_reference(inputs, rows, width);
+          const auto got = sparse_allreduce(backend, topo, spec, inputs);
+          REQUIRE(got.size() == static_cast<std::size_t>(p));
+          for (int r = 0; r < p; ++r) {
+            INFO("p=" << p << " " << spec << " pattern " << pattern << " width " << width << " rank " << r);
+            CHECK(got[static_cast<std::size_t>(r)] == want);
+          }
+          if (pattern == 2) CHECK(want.indices == std::vector<std::int64_t>{7});
+          if (pattern == 3) CHECK(want.indices.empty());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sparse_allreduce.duplicates_are_summed") {
+  CpuBackend backend(BackendOptions{});
+  const Topology topo = load_topology("uniform:3");
+  std::vector<IndexedSlices> in(3);
+  in[0] = {2, {5, 1, 5}, {1, 2, 10, 20, 100, 200}};
+  in[1] = {2, {}, {}};
+  in[2] = {2, {1, 9}, {3, 4, 5, 6}};
+  const IndexedSlices want{2, {1, 5, 9}, {13, 24, 101, 202, 5, 6}};
+  for (const auto& got : sparse_allreduce(backend, topo, "bruck", in)) CHECK(got == want);
+}
+
+TEST_CASE("sparse_allreduce.bad_inputs_name_the_rank") {
+  CpuBackend backend(BackendOptions{});
+  const Topology topo = load_topology("uniform:2");
+  std::vector<IndexedSlices> in(2);
+  in[0] = {1, {0}, {1}};
+  in[1] = {1, {-3}, {1}};
+  CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
+                       "sparse all-reduce: rank 1: indices[0] = -3 is negative", InvalidInput);
+  in[1] = {2, {3}, {1, 2}};
+  CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
+                       "sparse all-reduce: rank 1 has rows of width 2 but rank 0 of width 1", InvalidInput);
+  in[1] = {1, {3}, {1, 2}};
+  CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
+                       "sparse all-reduce: rank 1: 2 values for 1 indices of width 1 (expected 1)", InvalidInput);
+  CHECK_THROWS_AS(sparse_allreduce(backend, topo, "ring", {in[0]}), InvalidInput);
+  CHECK_THROWS_AS(sparse_allreduce(backend, topo, "halving", {in[0], in[0]}), InvalidInput);
+}

@@ -1,0 +1,99 @@
+// The simulator on all-gather and reduce-scatter plans (issue 17): held to the closed forms on
+// uniform:p (see test_closed_form.cpp for the constants), nccl-tests' (n−1)/n bus factor, and the
+// sparse all-reduce's crossover density against the dense ring all-reduce.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "algorithms/collectives.hpp"
+#include "core/error.hpp"
+#include "core/sizes.hpp"
+#include "simulator/closed_form.hpp"
+#include "simulator/simulator.hpp"
+#include "topology/io.hpp"
+#include "tuner/collective_tuning.hpp"
+
+using namespace artune;
+
+namespace {
+
+void check_closed(Collective c, const char* spec, double (*closed)(int, double, const AlphaBetaGamma&),
+                  std::initializer_list<int> ranks) {
+  const CostModel model = CostModel::defaults();
+  for (const int p : ranks) {
+    const Topology t = load_topology("uniform:" + std::to_string(p));
+    const AlphaBetaGamma abg = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
+    for (const std::uint64_t bytes : size_sweep(1024, std::uint64_t{1} << 30, 4.0)) {
+      BuildOptions options;
+      options.count = static_cast<std::int64_t>(bytes / 4);
+      options.collective = c;
+      const SimResult r = simulate(build_collective_plan(t, spec, options), t, model, 4);
+      const double expected = closed(p, static_cast<double>(bytes), abg);
+      INFO(spec, " p=", p, " bytes=", bytes, " simulated=", r.time_us, " closed form=", expected);
+      CHECK(std::abs(r.time_us - expected) <= 0.01 * expected);
+      CHECK(r.busbw_gbps == doctest::Approx(r.algbw_gbps * (p - 1) / p));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("collective_sim.closed_forms") {
+  const AlphaBetaGamma c{1.0, 0.01, 0.001};
+  CHECK(ring_allgather_us(4, 1000, c) == doctest::Approx(3 + 7.5));
+  CHECK(ring_reducescatter_us(4, 1000, c) == doctest::Approx(3 + 7.5 + 0.75));
+  CHECK(bruck_allgather_us(5, 1000, c) == doctest::Approx(3 + 8));
+  CHECK(halving_reducescatter_us(8, 1000, c) == doctest::Approx(3 + 8.75 + 0.875));
+  CHECK(ring_allgather_us(1, 1000, c) == 0.0);
+  CHECK_THROWS_AS(halving_reducescatter_us(6, 1000, c), InvalidInput);
+}
+
+TEST_CASE("collective_sim.simulator_matches_ring_allgather") {
+  check_closed(Collective::kAllGather, "ring", ring_allgather_us, {2, 3, 4, 8});
+}
+
+TEST_CASE("collective_sim.simulator_matches_ring_reducescatter") {
+  check_closed(Collective::kReduceScatter, "ring", ring_reducescatter_us, {2, 3, 4, 8});
+}
+
+TEST_CASE("collective_sim.simulator_matches_bruck_and_halving") {
+  check_closed(Collective::kAllGather, "bruck", bruck_allgather_us, {2, 4, 8});
+  check_closed(Collective::kReduceScatter, "halving", halving_reducescatter_us, {2, 4, 8});
+}
+
+TEST_CASE("collective_sim.sparse_crossover_uniform_8") {
+  // Ring against ring: all-gathering the touched rows sends (n−1)·ρR rows of d floats and one int64 index
+  // per rank, the dense ring all-reduce 2(n−1)/n·R rows: bandwidth terms equal at ρ = 2/n · 4d/(4d + 8)
+  // (≈ 2/n for wide rows; the gathered result n·ρR outgrows the table above ρ = 1/n).
+  const Topology t = load_topology("uniform:8");
+  const CostModel model = CostModel::defaults();
+  const std::int64_t rows = 1 << 20, width = 64;
+  const std::vector<std::string> dense = {"xring"}, sparse = {"ring"};
+  auto decide = [&](double density) {
+    return decide_sparse(t, model, rows, width, density, DataType::kFloat32, dense, sparse);
+  };
+  const SparseDecision low = decide(0.01);
+  CHECK(low.sparse);
+  CHECK(low.dense_spec == "xring");
+  CHECK(low.sparse_spec == "ring");
+  CHECK(low.sparse_us < low.dense_us);
+  const SparseDecision high = decide(0.5);
+  CHECK_FALSE(high.sparse);
+  // With the dense ring's reduction term (p−1)/p·Sγ too: ρ* = (2 + γ/β)/p · 4d/(4d + 8); the sparse side's
+  // extra latencies (three all-gathers of p−1 steps against 2(p−1) steps) pull it down a little.
+  const AlphaBetaGamma abg = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
+  const double closed = (2.0 + abg.gamma_us_per_byte / abg.beta_us_per_byte) / 8 * (4.0 * width) / (8.0 + 4.0 * width);
+  CHECK(low.crossover == high.crossover);
+  CHECK(low.crossover <= closed);
+  CHECK(low.crossover >= closed * 0.99);
+  CHECK(low.crossover > 1.0 / 8);
+  // Just below the crossover sparse wins, just above it dense does.
+  CHECK(decide(low.crossover * 0.98).sparse);
+  CHECK_FALSE(decide(low.crossover * 1.02).sparse);
+  // Over every family (NCCL's multi-channel dense all-reduce included) the answer is still a density in (0, 1).
+  const SparseDecision any = decide_sparse(t, model, rows, width, 0.01, DataType::kFloat32);
+  CHECK(any.crossover > 0);
+  CHECK(any.crossover < 1);
+}
