@@ -9,8 +9,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,7 +20,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using Result = artune_test::CliResult;
 using artune_test::require_env;
 
@@ -36,41 +33,32 @@ std::string error_run(const std::string& env) {
   return env + " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"";
 }
 
-// mpirun -np 8 [mpirun flags] [wrapper] artune run --backend mpi ARGS, with a hard 120 s cap.
-Result mpirun_artune(const std::string& env, const std::string& args, int gpus_per_machine = 0, int ranks = 8,
-                     const std::string& mpirun_flags = "", const std::string& rank_wrapper = "") {
+// mpirun -np 8 [machine wrapper] artune run --backend mpi ARGS, with a hard 120 s cap.
+Result mpirun_artune(const std::string& env, const std::string& args, int gpus_per_machine = 0, int ranks = 8) {
   const std::string bin = require_env("ARTUNE_BIN");
   const std::string wrapper = gpus_per_machine > 0
                                   ? "sh " + require_env("ARTUNE_SOURCE_ROOT") + "/tests/executor/machine_index.sh "
-                                  : rank_wrapper;
+                                  : "";
   const std::string per =
       gpus_per_machine > 0 ? "ARTUNE_TEST_GPUS_PER_MACHINE=" + std::to_string(gpus_per_machine) + " " : "";
   return artune_test::run_shell(
       "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + per + env +
-      " timeout -s KILL 120 mpirun -np " + std::to_string(ranks) + " --oversubscribe " + mpirun_flags + wrapper + bin +
+      " timeout -s KILL 120 mpirun -np " + std::to_string(ranks) + " --oversubscribe " + wrapper + bin +
       " run --backend mpi " + args + " 2>&1");
-}
-
-/// How one rank ended, as tests/executor/rank_status.sh recorded it.
-struct RankEnd {
-  int status = -1;
-  double at = 0;  ///< seconds since the epoch
-};
-
-RankEnd rank_end(const artune_test::ScratchDir& dir, int rank) {
-  RankEnd e;
-  std::ifstream in(dir.path() / ("rank-" + std::to_string(rank)));
-  in >> e.status >> e.at;
-  return e;
 }
 
 using artune_test::count_of;
 
 // True when no process runs with DIR/NAME on its command line (the pattern's bracket keeps pgrep's own shell
-// from matching itself).
+// from matching itself) within 10 s of the job's end: a rank that mpirun has just killed may still be exiting
+// (slowly under a sanitizer); one that is still there after that is an orphan.
 bool no_process_with(const artune_test::ScratchDir& dir, const std::string& name) {
   const std::string pattern = dir.path().filename().string() + "/[" + name.substr(0, 1) + "]" + name.substr(1);
-  return artune_test::run_shell("pgrep -f " + artune_test::shell_quote(pattern)).out.empty();
+  for (int i = 0; i < 100; ++i) {
+    if (artune_test::run_shell("pgrep -f " + artune_test::shell_quote(pattern)).out.empty()) return true;
+    ::usleep(100000);
+  }
+  return false;
 }
 
 // Table rows (not comments) whose type and redop columns are `type` and `op` and whose #wrong is 0.
@@ -197,44 +185,4 @@ TEST_CASE("mpi_cli.killed_rank_ends_the_job") {
   CHECK(r.status != 0);
   CHECK((count_of(r.out, "rank 6") >= 1 || count_of(r.out, "no progress") >= 1));
   CHECK(r.seconds < 60);
-}
-
-TEST_CASE("mpi_cli.killed_rank_survivors_exit_3_by_themselves") {
-  // The case with a launcher that leaves the survivors running when a rank dies (Open MPI's
-  // --enable-recovery; the default mpirun ends them at once, as the test above checks): rank 2 dies (SIGKILL) at
-  // its 5th run of 4 ranks x 64 MiB x 200 iterations, --timeout 10. Each surviving rank must notice on its own:
-  // one clear line, its own exit status 3, within the timeout plus the backend's 10 s grace for rank 0's report
-  // (a rank other than 0 waits that long before it speaks), and no process left behind. Each rank's output and
-  // status are kept by tests/executor/rank_status.sh, apart from mpirun: Open MPI 4.1's mpirun may itself crash
-  // in recovery mode once rank 0 calls MPI_Abort, which must not hide what the ranks did.
-  artune_test::ScratchDir dir("artune-fault");
-  const std::string topo = dir.file("fault-survive-topology.json");
-  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo)).status == 0);
-  const std::string wrapper = "sh " + require_env("ARTUNE_SOURCE_ROOT") + "/tests/executor/rank_status.sh ";
-  const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=kill:rank2:iter5 ARTUNE_TEST_STATUS_DIR=" +
-                                           artune_test::shell_quote(dir.path().string())),
-                                 "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4,
-                                 "--enable-recovery ", wrapper);
-  INFO(r.out);
-  // Every rank has ended within 90 s (a hang would not).
-  for (int i = 0; i < 900 && !(fs::exists(dir.path() / "rank-0") && fs::exists(dir.path() / "rank-1") &&
-                               fs::exists(dir.path() / "rank-2") && fs::exists(dir.path() / "rank-3"));
-       ++i) {
-    ::usleep(100000);
-  }
-  const RankEnd killed = rank_end(dir, 2);
-  CHECK(killed.status == 137);
-  for (const int rank : {0, 1, 3}) {
-    CAPTURE(rank);
-    const RankEnd e = rank_end(dir, rank);
-    const std::string out = artune_test::slurp(dir.path() / ("rank-" + std::to_string(rank) + ".out"));
-    INFO(out);
-    CHECK(e.status == 3);
-    CHECK(e.at - killed.at >= 10);          // it waited out --timeout …
-    CHECK(e.at - killed.at < 10 + 10 + 8);  // … and ended within timeout + grace + a few seconds
-    const std::string who = rank == 0 ? "artune: " : "artune: rank " + std::to_string(rank) + ": ";
-    CHECK(count_of(out, who + "mpi backend: no progress for 10 s (a peer stopped or died)") == 1);
-  }
-  CHECK(no_process_with(dir, "fault-survive-topology.json"));
 }
