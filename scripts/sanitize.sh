@@ -5,7 +5,9 @@
 #                                           suite, or only the named tests (meson test names)
 #   bash scripts/sanitize.sh --fuzz SECONDS clang + libFuzzer + ASan/UBSan build in build-fuzz/
 #                                           (-Dfuzz=true), then every fuzz target for SECONDS on a copy of
-#                                           its seed corpus (new inputs stay in build-fuzz/corpus/)
+#                                           its seed corpus (new inputs stay in build-fuzz/corpus/); exits 2
+#                                           with one line when clang or libFuzzer is missing
+#                                           (`bash scripts/setup.sh --with-clang` installs them)
 #
 # Leaks are reported except inside MPI, hwloc and CUDA/NVML initialisation (scripts/lsan.supp); every
 # UBSan finding is fatal. Sanitizer builds reserve terabytes of address space, so the tests that cap
@@ -23,6 +25,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 if [ "${1:-}" = "--fuzz" ]; then
   seconds=${2:?usage: sanitize.sh --fuzz SECONDS}
+  # libFuzzer comes with clang only (Debian: clang and libclang-rt-14-dev): check that it links before setup.
+  probe=$(mktemp -d)
+  trap 'rm -rf "$probe"' EXIT
+  printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' >"$probe/p.cpp"
+  if ! command -v clang++ >/dev/null 2>&1 ||
+     ! clang++ -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" >/dev/null 2>&1; then
+    echo "sanitize.sh: --fuzz needs clang++ with libFuzzer; install them with: bash scripts/setup.sh --with-clang" >&2
+    exit 2
+  fi
   if [ ! -f build-fuzz/build.ninja ]; then
     CXX=clang++ CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbuildtype=debugoptimized -Dbenchmarks=disabled -Dcuda=disabled

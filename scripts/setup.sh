@@ -2,6 +2,8 @@
 # Installs the Debian packages artune's build, tests, benchmarks and reports
 # need. Idempotent: installs only what is missing and runs `apt-get update`
 # at most once per invocation. Run as root (or through sudo).
+#   bash scripts/setup.sh               the build, tests, benchmarks and reports
+#   bash scripts/setup.sh --with-clang  also clang and libFuzzer (scripts/sanitize.sh --fuzz)
 set -euo pipefail
 
 packages=(
@@ -12,6 +14,12 @@ packages=(
   gnuplot-nox python3
   python3-dev python3-numpy python3-pybind11 pybind11-dev
 )
+
+case "${1:-}" in
+  "") ;;
+  --with-clang) packages+=(clang libclang-rt-14-dev) ;;
+  *) echo "setup.sh: unknown argument '$1' (the only one is --with-clang)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -3,6 +3,7 @@
 # programs of examples/ against that tree through pkg-config only and runs them: the install set
 # (headers, libartune static and shared with its SONAME, artune.pc) is tested, not assumed.
 # Usage: install_examples.sh BUILD_DIR SOURCE_DIR
+# ARTUNE_EXAMPLE_FLAGS: extra compiler flags for the examples (a sanitized build's -fsanitize=…).
 set -eu
 build=$1
 src=$2
@@ -18,6 +19,7 @@ export PKG_CONFIG_SYSROOT_DIR="$dest"
 in_dest() { case "$1" in "$dest"*) echo "$1" ;; *) echo "$dest$1" ;; esac; }
 libdir=$(in_dest "$(pkg-config --variable=libdir artune)")
 incdir=$(in_dest "$(pkg-config --variable=includedir artune)")
+cxx="c++ -std=c++20 ${ARTUNE_EXAMPLE_FLAGS:-}"
 fail=0
 expect() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
 
@@ -32,7 +34,7 @@ expect '[ "$(echo $(pkg-config --libs artune))" = "-L$libdir -lartune" ]' "a sha
 
 # threads/cpu example against the shared library, then the static one; neither sees the source tree.
 cd "$dest"
-c++ -std=c++20 -o threads_cpu "$src/examples/threads_cpu.cpp" $(pkg-config --cflags --libs artune)
+$cxx -o threads_cpu "$src/examples/threads_cpu.cpp" $(pkg-config --cflags --libs artune)
 out=$(LD_LIBRARY_PATH="$libdir" ./threads_cpu)
 expect 'echo "$out" | grep -q "rank 3: 513 elements, first 2.50 (expected 2.50)"' "threads_cpu (shared): $out"
 expect 'LD_LIBRARY_PATH="$libdir" ldd ./threads_cpu | grep -q "libartune.so.0.1 => $libdir"' "threads_cpu links the installed libartune.so"
@@ -40,13 +42,13 @@ expect 'LD_LIBRARY_PATH="$libdir" ldd ./threads_cpu | grep -q "libartune.so.0.1 
 # libraries, its Libs.private outside the sysroot).
 private_requires=$(pkg-config --print-requires-private artune | cut -d' ' -f1)
 private_libs=$(sed -n 's/^Libs.private: //p' "$pc")
-c++ -std=c++20 -o threads_cpu_static "$src/examples/threads_cpu.cpp" $(pkg-config --cflags artune) \
+$cxx -o threads_cpu_static "$src/examples/threads_cpu.cpp" $(pkg-config --cflags artune) \
   "$libdir/libartune.a" $(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs $private_requires) $private_libs
 expect './threads_cpu_static | grep -q "first 2.50"' "threads_cpu (static)"
 
 # MPI example: pkg-config for artune (installed tree) and for the system's Open MPI (outside the sysroot).
 if pkg-config --exists ompi-cxx && command -v mpirun >/dev/null; then
-  c++ -std=c++20 -o mpi_allreduce "$src/examples/mpi_allreduce.cpp" $(pkg-config --cflags --libs artune) \
+  $cxx -o mpi_allreduce "$src/examples/mpi_allreduce.cpp" $(pkg-config --cflags --libs artune) \
     $(PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs ompi-cxx)
   out=$(LD_LIBRARY_PATH="$libdir" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         timeout -s KILL 120 mpirun -np 3 --oversubscribe -x LD_LIBRARY_PATH ./mpi_allreduce)
