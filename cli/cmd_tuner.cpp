@@ -475,6 +475,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   so.progress = progress.fn();
   so.jobs = f.jobs;
   so.exhaustive = f.exhaustive;
+  so.prune = !measure && f.report.empty();  // measuring needs the top K, a report every family's figures
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
 
@@ -599,14 +600,16 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     }
     print_json(doc);
   } else {
-    std::size_t simulations = 0;
-    for (const auto& r : results) simulations += r.simulations;
+    std::size_t simulations = 0, pruned = 0;
+    for (const auto& r : results) simulations += r.simulations, pruned += r.pruned;
     const std::size_t pairs = results.size() * result.set.candidates.size() * result.sizes.size();
     fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}\n", result.set.candidates.size(),
                result.set.rejected.size(), result.sizes.size(), to_string(so.model.profile),
                so.calibration.empty() ? "" : ", calibrated by " + so.calibration);
     fmt::print("# {} simulations for {} (candidate, size) pairs{}\n", simulations, pairs,
-               so.exhaustive ? " (--exhaustive)" : "; the others interpolated where verified affine");
+               so.exhaustive ? " (--exhaustive)"
+                             : fmt::format("; {} pruned by their lower bound, the others interpolated where verified "
+                                           "affine", pruned));
     for (const auto& r : results) fmt::print("{}", format_decision_table(r.table));
     fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
     for (const auto& fr : fusion) {

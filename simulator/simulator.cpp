@@ -131,10 +131,12 @@ class Simulation {
       }
       link_capacity_[l] = capacities[l] = link.bandwidth_gbps * eff * kBytesPerUsPerGbps;
     }
+    capacity_ = capacities;
     engine_.emplace(std::move(capacities), host_);
   }
 
   SimResult run();
+  double lower_bound();
 
  private:
   int node_of(int device, int op, const char* what) const {
@@ -188,6 +190,7 @@ class Simulation {
   int cores_res_ = -1;   // engine resource of the host's cores, -1 = none
   int memory_res_ = -1;  // engine resource of the host's memory bandwidth, -1 = none
   std::vector<double> link_capacity_;
+  std::vector<double> capacity_;  // every engine resource's capacity (links, devices, host)
   std::optional<detail::FlowEngine> engine_;
 
   std::vector<int> res_pool_;
@@ -884,11 +887,65 @@ SimResult Simulation::run() {
   return result;
 }
 
+// Two bounds no run of the compiled program can beat, from its flows alone (no events):
+//  - resources: every flow's work crosses each of its resources, which max-min sharing never fills past its
+//    capacity (Σ weight·rate ≤ capacity at every instant), and nothing moves before the run starts: the run
+//    ends no earlier than start + (work the resource must carry) / capacity, for every resource;
+//  - paths: an op starts no earlier than its last dependency (serial devices included) ends, a phase takes
+//    its delay plus, for each of its flows, work / (the flow's fastest possible rate: its cap, and capacity /
+//    weight on each resource it crosses): the run ends no earlier than the longest chain of such ops.
+// The larger of the two, less a relative 1e-9 for the rounding of the event simulation's arithmetic.
+double Simulation::lower_bound() {
+  compile();
+  const int n_ops = static_cast<int>(plan_.ops.size());
+  const double t0 = model_.host.run_overhead_us;
+  std::vector<double> load(capacity_.size(), 0.0);
+  std::vector<double> start(static_cast<std::size_t>(n_ops), t0);
+  double path = t0;
+  for (int i = 0; i < n_ops; ++i) {
+    const Program& p = programs_[static_cast<std::size_t>(i)];
+    double duration = 0;
+    for (int k = 0; k < p.phase_count; ++k) {
+      const Phase& ph = phases_[static_cast<std::size_t>(p.phase_begin + k)];
+      const double times = k + 1 == p.phase_count ? p.last_repeats : 1;
+      double longest = 0;
+      for (int fi = ph.flow_begin; fi < ph.flow_begin + ph.flow_count; ++fi) {
+        const FlowSpec& f = flows_[static_cast<std::size_t>(fi)];
+        double rate = f.cap > 0 ? f.cap : std::numeric_limits<double>::infinity();
+        for (int j = 0; j < f.res_count; ++j) {
+          const auto at = static_cast<std::size_t>(f.res_begin + j);
+          const double w = f.weighted ? w_pool_[at] : 1.0;
+          const auto r = static_cast<std::size_t>(res_pool_[at]);
+          rate = std::min(rate, capacity_[r] / w);
+          load[r] += f.work * w * times;
+        }
+        if (f.work > 0 && std::isfinite(rate)) longest = std::max(longest, f.work / rate);
+      }
+      duration += (ph.delay + longest) * times;
+    }
+    const double end = start[static_cast<std::size_t>(i)] + duration;
+    path = std::max(path, end);
+    for (int k = succ_begin_[static_cast<std::size_t>(i)]; k < succ_begin_[static_cast<std::size_t>(i) + 1]; ++k) {
+      double& next = start[static_cast<std::size_t>(succ_[static_cast<std::size_t>(k)])];
+      next = std::max(next, end);
+    }
+  }
+  double resources = t0;
+  for (std::size_t r = 0; r < capacity_.size(); ++r) resources = std::max(resources, t0 + load[r] / capacity_[r]);
+  return std::max(path, resources) * (1.0 - 1e-9);
+}
+
 }  // namespace
 
 SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes) {
   Simulation sim(plan, topo, model, element_bytes);
   return sim.run();
+}
+
+double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model,
+                            std::size_t element_bytes) {
+  Simulation sim(plan, topo, model, element_bytes);
+  return sim.lower_bound();
 }
 
 std::string link_name(const Topology& topo, int link) {

@@ -71,6 +71,11 @@ struct SimResult {
 /// InvalidInput when the plan names devices, links or ops that do not exist.
 SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);
 
+/// A time simulate() can never beat for the same inputs, from the compiled plan without running it: the larger of
+/// the busiest resource's work over its capacity and the longest dependency chain of ops each at its flows'
+/// fastest possible rates (see simulator.cpp). Costs a compilation, not a simulation. InvalidInput as simulate().
+double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);
+
 /// A result as JSON (links by topology node ids).
 nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo);
 

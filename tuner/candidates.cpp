@@ -15,6 +15,7 @@
 #include "core/output_file.hpp"
 #include "algorithms/verifier.hpp"
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "simulator/nccl_model.hpp"
 #include "tuner/json_fields.hpp"
 
@@ -283,6 +284,7 @@ class Generator {
         }
       }
     }
+    build_pending();
     return std::move(set_);
   }
 
@@ -306,24 +308,42 @@ class Generator {
   }
 
   void add(Candidate c) {
-    const std::string label = c.label();
-    if (!labels_.insert(label).second) return;
-    try {
-      // build_plan verifies the plan (verify_or_throw) and throws on a problem: caught below.
-      const Plan plan = build_candidate(topo_, c, options_.verify_count, ReduceOp::kSum);
-      set_.plan_ops.push_back(plan.ops.size());
-    } catch (const Error& e) {
-      const std::string why = e.what();
-      set_.rejected.push_back(why.rfind(label + ":", 0) == 0 ? why : fmt::format("{}: {}", label, why));
-      return;
+    if (!labels_.insert(c.label()).second) return;
+    pending_.push_back(std::move(c));
+  }
+
+  // Builds and verifies every pending candidate on options_.jobs threads (each fills its own slot), then keeps
+  // them in generation order: the set is the same whatever the number of threads.
+  void build_pending() {
+    std::vector<std::size_t> ops(pending_.size(), 0);
+    std::vector<std::string> why(pending_.size());
+    parallel_for(pending_.size(), options_.jobs, [&](std::size_t i) {
+      try {
+        // build_plan verifies the plan (verify_or_throw) and throws on a problem: caught here.
+        ops[i] = build_candidate(topo_, pending_[i], options_.verify_count, ReduceOp::kSum).ops.size();
+      } catch (const Error& e) {
+        const std::string label = pending_[i].label();
+        const std::string what = e.what();
+        why[i] = what.rfind(label + ":", 0) == 0 ? what : fmt::format("{}: {}", label, what);
+        if (why[i].empty()) why[i] = label;
+      }
+    });
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      if (!why[i].empty()) {
+        set_.rejected.push_back(std::move(why[i]));
+        continue;
+      }
+      set_.plan_ops.push_back(ops[i]);
+      set_.candidates.push_back(std::move(pending_[i]));
     }
-    set_.candidates.push_back(std::move(c));
+    pending_.clear();
   }
 
   const Topology& topo_;
   const CandidateOptions& options_;
   CandidateSet set_;
   std::set<std::string> labels_;
+  std::vector<Candidate> pending_;  ///< unique candidates not yet built and verified
 };
 
 // The DMA adjacency TF's _has_dgx1_like_links compares against (cross_tower_ops._dgx1_links).

@@ -49,6 +49,7 @@ struct CandidateOptions {
   std::vector<int> segments = {1, 2, 4};     ///< pipeline depths tried on point-to-point families
   bool include_nccl = true;                  ///< library collectives (nccl, hybrids with nccl)
   std::int64_t verify_count = 1000;          ///< elements used to build and verify each candidate
+  int jobs = 0;                              ///< threads building and verifying them (0 = every core; same set)
 };
 
 /// What generation produced.

@@ -79,7 +79,10 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   SearchResult result;
   result.topology_name = topo.name();
   if (options.progress) options.progress(0, 1, "generating and verifying candidates");
-  result.set = options.generate ? options.generate(topo, options.candidates) : generate_candidates(topo, options.candidates);
+  CandidateOptions candidate_options = options.candidates;
+  candidate_options.jobs = options.jobs;
+  result.set =
+      options.generate ? options.generate(topo, candidate_options) : generate_candidates(topo, candidate_options);
   if (result.set.candidates.empty()) {
     throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo.name(),
                                   result.set.rejected.empty() ? "" : " (" + result.set.rejected.front() + ")"));
@@ -92,6 +95,19 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   // and everything after reads them in order: the table is the same whatever the number of threads.
   std::vector<std::optional<Figures>> predicted(n * n_sizes);
   std::vector<char> simulated(n * n_sizes, 0);
+  std::vector<int> bottleneck(n * n_sizes, -1);  // simulated slots: their bottleneck link's class
+  // The sampler compares bottlenecks by class (link kind and bandwidth), not by index: on symmetric machines
+  // which of several equally loaded links saturates longest flips with rounding from size to size, while the
+  // time keeps the same slope (bytes over the same capacity); the middle size still has to sit on the line.
+  std::vector<int> link_class(topo.links().size() + 1, -1);
+  {
+    std::map<std::pair<int, double>, int> classes;
+    for (std::size_t l = 0; l < topo.links().size(); ++l) {
+      const Link& link = topo.links()[l];
+      const auto key = std::make_pair(static_cast<int>(link.kind), link.bandwidth_gbps);
+      link_class[l + 1] = classes.emplace(key, static_cast<int>(classes.size())).first->second;
+    }
+  }
   std::atomic<std::size_t> simulations{0};
   // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
   // simulation on large machines, and only the plans a size keeps need its proof, below).
@@ -104,6 +120,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
           build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
       SimResult r = simulate(plan, topo, options.model, esize);
       predicted[slot] = figures_of(r);
+      bottleneck[slot] = link_class[static_cast<std::size_t>(r.bottleneck_link + 1)];
       return r;
     } catch (const InvalidInput&) {
       // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
@@ -120,17 +137,91 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return result.set.plan_ops[a] > result.set.plan_ops[b]; });
   }
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
+  // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
+  // anyway) and the cheapest candidate (fewest plan ops) of every family. The second fastest family there bounds
+  // the sizes: a candidate whose lower bound is above it is slower than seeds of two families, so it can be
+  // neither the pick (slower than either) nor the runner-up (one of them is of another family than the pick, and
+  // faster). The bound is fixed before the candidates run: the same pairs are pruned whatever the threads.
+  const bool prune = options.prune && !options.exhaustive;
+  std::vector<double> prune_above(n_sizes, std::numeric_limits<double>::infinity());
+  std::vector<char> seed(n, 0);
+  if (prune) {
+    if (const auto nccl = by_label.find("nccl"); nccl != by_label.end()) seed[nccl->second] = 1;
+    for (const std::uint64_t bytes : options.sizes) {
+      if (const auto tf = by_label.find(tf_choose_the_best(topo, bytes).label()); tf != by_label.end()) {
+        seed[tf->second] = 1;
+      }
+    }
+    std::map<std::string, std::size_t> cheapest;  // family → candidate
+    for (std::size_t c = 0; c < n && result.set.plan_ops.size() == n; ++c) {
+      const auto [it, added] = cheapest.emplace(result.set.candidates[c].family, c);
+      if (!added && result.set.plan_ops[c] < result.set.plan_ops[it->second]) it->second = c;
+    }
+    for (const auto& [family, c] : cheapest) seed[c] = 1;
+    std::vector<std::pair<std::size_t, std::size_t>> seeds;  // (size, candidate), costliest first
+    for (const std::size_t c : order) {
+      for (std::size_t si = 0; si < n_sizes && seed[c]; ++si) seeds.emplace_back(si, c);
+    }
+    parallel_for(seeds.size(), options.jobs,
+                 [&](std::size_t i) { (void)simulate_at(seeds[i].first, seeds[i].second); });
+    for (std::size_t si = 0; si < n_sizes; ++si) {
+      std::map<std::string, double> fastest;  // family → its fastest seed here
+      for (std::size_t c = 0; c < n; ++c) {
+        const auto& f = predicted[si * n + c];
+        if (!seed[c] || !f) continue;
+        const auto [it, added] = fastest.emplace(result.set.candidates[c].family, f->time_us);
+        if (!added) it->second = std::min(it->second, f->time_us);
+      }
+      std::vector<double> times;
+      for (const auto& [family, t] : fastest) times.push_back(t);
+      std::sort(times.begin(), times.end());
+      if (times.size() >= 2) prune_above[si] = times[1];
+    }
+  }
+  std::atomic<std::size_t> pruned{0};
+  // Whether candidate c can be skipped at size si: its lower bound is above prune_above (a plan that does not
+  // build there is skipped too: it has no figures either way).
+  auto prunable = [&](std::size_t si, std::size_t c) {
+    if (!std::isfinite(prune_above[si])) return false;
+    try {
+      const Plan plan =
+          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
+      return simulate_lower_bound(plan, topo, options.model, esize) > prune_above[si];
+    } catch (const InvalidInput&) {
+    } catch (const Unsupported&) {
+    }
+    return false;
+  };
   SimulationProgress tracker(options.progress, n);
   parallel_for(n, options.jobs, [&](std::size_t k) {
     const std::size_t c = order[k];
     if (options.exhaustive) {
       for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
     } else {
-      const auto times = sample_sizes(options.sizes, [&](std::size_t si) -> std::optional<SizeSample> {
-        const auto r = simulate_at(si, c);
-        if (!r) return std::nullopt;
-        return SizeSample{r->time_us, r->bottleneck_link};
+      // The sizes at either end where the candidate is pruned; the ones between are sampled.
+      std::size_t lo = 0, hi = n_sizes;
+      if (prune && !seed[c]) {
+        while (lo < hi && prunable(lo, c)) ++lo;
+        while (hi > lo && prunable(hi - 1, c)) --hi;
+        pruned.fetch_add(n_sizes - (hi - lo), std::memory_order_relaxed);
+      }
+      if (lo == hi) {
+        tracker.item_done();
+        return;
+      }
+      const std::vector<std::uint64_t> range(options.sizes.begin() + static_cast<std::ptrdiff_t>(lo),
+                                             options.sizes.begin() + static_cast<std::ptrdiff_t>(hi));
+      auto times = sample_sizes(range, [&](std::size_t i) -> std::optional<SizeSample> {
+        // Seeds were simulated at some sizes already: their figures are in their slots.
+        const std::size_t slot = (lo + i) * n + c;
+        if (!simulated[slot]) (void)simulate_at(lo + i, c);
+        if (!predicted[slot]) return std::nullopt;
+        return SizeSample{predicted[slot]->time_us, bottleneck[slot]};
       });
+      times.insert(times.begin(), lo, std::nullopt);
+      times.resize(n_sizes);
       // busbw / algbw is the same at every size of a plan (2(n−1)/n): take it from a simulated size.
       double bus_per_alg = 0;
       for (std::size_t si = 0; si < n_sizes && bus_per_alg == 0; ++si) {
@@ -138,7 +229,8 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
         if (simulated[si * n + c] && f && f->algbw_gbps > 0) bus_per_alg = f->busbw_gbps / f->algbw_gbps;
       }
       for (std::size_t si = 0; si < n_sizes; ++si) {
-        if (!times[si] || times[si]->simulated) continue;
+        // Slots simulated before (seeds) keep their simulated figures.
+        if (!times[si] || times[si]->simulated || simulated[si * n + c]) continue;
         const double t = times[si]->time_us;
         const double algbw = t > 0 ? static_cast<double>(options.sizes[si]) / (t * kBytesPerUsPerGbps) : 0;
         predicted[si * n + c] = Figures{t, algbw, algbw * bus_per_alg};
@@ -146,8 +238,6 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     }
     tracker.item_done();
   });
-  std::map<std::string, std::size_t> by_label;
-  for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
   for (std::size_t si = 0; si < n_sizes; ++si) {
     const std::uint64_t bytes = options.sizes[si];
     // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
@@ -228,6 +318,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   }
   tracker.finish();
   result.simulations = simulations.load();
+  result.pruned = pruned.load();
   rebuild_table(result, topo, options);
   return result;
 }

@@ -40,6 +40,11 @@ struct SearchOptions {
   /// Simulate every candidate at every size; false: interpolate sizes where a candidate's time is verified
   /// affine (size_sampling.hpp); the figures of picks, runners-up and NCCL are simulated either way.
   bool exhaustive = false;
+  /// Without exhaustive: skip a candidate at the sizes at either end of the sweep where its lower bound
+  /// (simulate_lower_bound) is already slower than NCCL's plan and TF's pick simulated there (two families, so it
+  /// can be neither the pick nor the runner-up). Its figures there are then absent: off when the top K are
+  /// measured or a report plots every family.
+  bool prune = true;
 };
 
 /// The simulated scores of all candidates at one size.
@@ -59,6 +64,7 @@ struct SearchResult {
   std::vector<SizeScores> sizes;
   std::vector<std::size_t> pick;         ///< per size: the chosen candidate
   std::size_t simulations = 0;           ///< (candidate, size) simulations run
+  std::size_t pruned = 0;                ///< (candidate, size) pairs skipped by their lower bound (prune)
   DecisionTable table;
   std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };

@@ -28,7 +28,8 @@ namespace artune {
 /// the range be interpolated.
 inline constexpr double kInterpolationTolerance = 0.01;
 
-/// What one simulation of a size says: its time and its bottleneck link (-1: none).
+/// What one simulation of a size says: its time and its bottleneck (-1: none; any id the caller compares by:
+/// autotune passes the bottleneck link's class, kind and bandwidth, as symmetric links trade places).
 struct SizeSample {
   double time_us = 0;
   int bottleneck = -1;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithms/builders.hpp"
+#include "core/error.hpp"
 #include "core/sizes.hpp"
 #include "simulator/simulator.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
@@ -159,4 +160,54 @@ TEST_CASE("contention.library_ring_on_dgx1_uses_nv2_links") {
   CHECK(bottleneck_kind(t, r) == LinkKind::kNvLink);
   CHECK(r.busbw_gbps <= 120.0);
   CHECK(r.busbw_gbps > 119.0);
+}
+
+TEST_CASE("simulator.lower_bound_never_beats_the_simulation") {
+  // simulate_lower_bound() prunes autotune's candidates: it must be at or below the simulated time of every plan,
+  // on every profile (NCCL's model, one-ring groups, host flows with weights), and exact where one flow alone on
+  // one link is the whole plan.
+  const Topology pair = [] {
+    Topology t = gpu_nodes(2);
+    t.add_duplex_link(0, 1, LinkKind::kNvLink, 20.0, 1.0);
+    t.finalize();
+    return t;
+  }();
+  Plan copy = plan_over(pair, {0, 1}, 250000);
+  add_xfer(copy, OpKind::kCopy, 0, 1, 0, 250000);
+  const double alone = simulate(copy, pair, round_model(), 4).time_us;
+  CHECK(simulate_lower_bound(copy, pair, round_model(), 4) == doctest::Approx(alone).epsilon(1e-8));
+  CHECK(simulate_lower_bound(copy, pair, round_model(), 4) <= alone);
+  std::size_t checked = 0, tight = 0;
+  for (const char* name : {"dgx1-v100", "pcie-8gpu", "4xdgx1-v100", "2xdgx-h100"}) {
+    const Topology t = load_topology(name);
+    for (const BackendProfile profile : {BackendProfile::kNccl, BackendProfile::kCpu}) {
+      const CostModel model = CostModel::defaults(profile);
+      for (const char* spec :
+           {"xring", "xring#2", "rechd", "nccl", "tree", "shuffle", "2d", "nccl/xring", "pscpu/pscpu"}) {
+        for (const std::uint64_t bytes : {std::uint64_t{1024}, std::uint64_t{1} << 20, std::uint64_t{1} << 28}) {
+          for (const int segments : {1, 4}) {
+            BuildOptions options;
+            options.count = static_cast<std::int64_t>(bytes / 4);
+            options.segments = segments;
+            Plan plan;
+            try {
+              plan = build_plan(t, spec, options);
+            } catch (const Error&) {
+              continue;  // not every spec applies to every machine
+            }
+            INFO(name << " " << spec << " " << bytes << " seg " << segments << " " << to_string(profile));
+            const double time = simulate(plan, t, model, 4).time_us;
+            const double bound = simulate_lower_bound(plan, t, model, 4);
+            CHECK(bound > 0);
+            CHECK(bound <= time);
+            ++checked;
+            if (bound >= 0.5 * time) ++tight;
+          }
+        }
+      }
+    }
+  }
+  CHECK(checked > 100);
+  // A bound far below every time would prune nothing: most plans are within a factor of two of it.
+  CHECK(tight * 2 > checked);
 }
