@@ -7,7 +7,7 @@
 //
 // Adding a family costs one new file (named in algorithms/meson.build) and one line here:
 //
-//   1. algorithms/my_family.cpp (listed in algorithms/meson.build) defines its
+//   1. a new file under algorithms/ (listed in its meson.build) defines its
 //      emitter and, at the bottom, its record:
 //
 //        namespace artune::family {
