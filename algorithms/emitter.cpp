@@ -18,9 +18,8 @@ std::vector<Slot> user_slots(int ranks) {
 }
 
 std::pair<std::int64_t, std::int64_t> padded_piece(std::int64_t count, int pieces, int index) {
-  if (pieces < 1 || index < 0 || index >= pieces || count < 0) {
-    throw InvalidInput(fmt::format("padded_piece: piece {} of {} over {} elements", index, pieces, count));
-  }
+  ARTUNE_CHECK(pieces >= 1 && index >= 0 && index < pieces && count >= 0,
+               fmt::format("padded_piece: piece {} of {} over {} elements", index, pieces, count));
   const std::int64_t size = (count + pieces - 1) / pieces;
   const std::int64_t begin = std::min(count, size * index);
   const std::int64_t end = std::min(count, begin + size);
@@ -75,9 +74,7 @@ int Emitter::finish(Op op, std::vector<int> deps) {
 }
 
 int Emitter::copy(const Location& src, const Location& dst) {
-  if (src.count != dst.count) {
-    throw InvalidInput(fmt::format("emitter: copy of {} elements into {}", src.count, dst.count));
-  }
+  ARTUNE_CHECK(src.count == dst.count, fmt::format("emitter: copy of {} elements into {}", src.count, dst.count));
   if (dst.count == 0) return -1;
   const int id = static_cast<int>(plan_.ops.size());
   std::vector<int> deps;
@@ -91,9 +88,7 @@ int Emitter::copy(const Location& src, const Location& dst) {
 }
 
 int Emitter::reduce(const Location& src, const Location& dst) {
-  if (src.count != dst.count) {
-    throw InvalidInput(fmt::format("emitter: reduce of {} elements into {}", src.count, dst.count));
-  }
+  ARTUNE_CHECK(src.count == dst.count, fmt::format("emitter: reduce of {} elements into {}", src.count, dst.count));
   if (dst.count == 0) return -1;
   const int id = static_cast<int>(plan_.ops.size());
   std::vector<int> deps;

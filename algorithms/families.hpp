@@ -24,7 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/builders.hpp"
 #include "algorithms/plan.hpp"
+#include "algorithms/registry.hpp"
 #include "topology/topology.hpp"
 
 namespace artune::detail {
@@ -211,8 +213,8 @@ void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, 
 // ---------------------------------------------------------------------------
 // Hybrids (TF _build_nccl_hybrid, _build_shuffle_hybrid).
 
-/// The upper level of a hybrid: an all-reduce across one representative slot per machine.
-using UpperLevel = std::function<void(Emitter& e, const std::vector<Slot>& reps, std::int64_t count, int scale_by)>;
+// UpperLevel (the upper level of a hybrid: an all-reduce across one representative slot per machine) is
+// declared in registry.hpp.
 
 /// TF's _build_nccl_hybrid: a group all-reduce inside each machine, `upper` across the first slot of
 /// each machine, a group broadcast from it inside each machine. machines[m] = slots of machine m.
@@ -222,5 +224,37 @@ void emit_nccl_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines
 /// across those, copied back to each machine's slots. gather[m] = plan device gathering machine m.
 void emit_shuffle_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines, std::int64_t count,
                          const std::vector<int>& gather, const UpperLevel& upper, int scale_by);
+
+// ---------------------------------------------------------------------------
+// What build_plan resolves once and every family's parameter builder reads.
+
+/// The participants of one build: ranks, their machines, the options.
+struct Setup {
+  const Topology& topo;
+  const BuildOptions& options;
+  std::vector<int> nodes;                  ///< topology node of each rank
+  std::vector<std::vector<int>> workers;   ///< ranks of each worker (machine), in rank order
+  std::vector<int> worker_machine;         ///< topology machine index of each worker
+  int per_worker = -1;                     ///< ranks per worker when equal, else -1
+  int scale_by = kNoScale;
+};
+
+/// Ranks of the setup.
+inline int ranks(const Setup& s) { return static_cast<int>(s.nodes.size()); }
+/// "xring#2": a token as error messages quote it.
+std::string token_text(const AlgToken& t);
+/// Ops of a ring all-reduce over n members whose region is cut into `chunks` pieces.
+std::uint64_t ring_ops(std::int64_t n, std::int64_t chunks, std::int64_t count);
+/// Refuses a plan whose op count (computed in closed form before anything is emitted) is beyond kMaxPlanOps.
+void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops);
+/// The local ring order: --gpu-perm, or identity; InvalidInput unless a permutation of 0..G−1.
+std::vector<int> local_order(const Setup& s, const AlgToken& token);
+/// Slots of buffer 0 of the given ranks.
+std::vector<Slot> machine_slots(const std::vector<int>& ranks_of_worker);
+/// Ranks in the order of --gpu-perm inside each worker, workers concatenated (rank order without it).
+std::vector<Slot> ordered_slots(const Setup& s, const AlgToken& token);
+/// Orders of TF's _ring_permutations mapped from global device index (worker·G + i) to slots.
+RingParams ring_params(const AlgToken& token, const std::vector<std::vector<int>>& workers,
+                       const std::vector<int>& perm);
 
 }  // namespace artune::detail

@@ -69,4 +69,64 @@ void emit_nccl_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines
   }
 }
 
+// ---------------------------------------------------------------------------
+// The library (NCCL) family's record.
+
+namespace {
+
+void emit_nccl_family(Emitter& e, const Setup& s, const AlgToken& token) {
+  emit_nccl(e, user_slots(ranks(s)), s.options.count, s.scale_by, token.variant);
+}
+
+// TF's _build_nccl_hybrid: a group all-reduce in each machine, `upper` across, a group broadcast back.
+void nccl_lower(Emitter& e, const Setup& s, const SpecRange& range, const UpperLevel& upper) {
+  std::vector<std::vector<Slot>> machines;
+  for (const auto& w : s.workers) machines.push_back(machine_slots(w));
+  emit_nccl_hybrid(e, machines, s.options.count, upper, s.scale_by, range.intra.variant);
+}
+
+// Run as one ring (host profiles): launch, then 2(p−1) steps of an n/p chunk on every ring edge at
+// once: exact on one machine. Run as NCCL's model (GPU profiles): the least latency NCCL charges here,
+// then every rank must take in at least (p−1)/p·n bytes over the links into it, a lower bound.
+ClosedForm nccl_closed_form(const ClosedFormInput& in) {
+  if (in.ranks < 2) return {0.0, Exactness::kExact};
+  const int p = in.ranks;
+  if (in.library_as_ring && in.token.variant.empty()) {
+    const double chunk = in.bytes / p;
+    const double t = in.group_launch_us + 2.0 * (p - 1) * (in.group_step_us + chunk * in.link.beta_us_per_byte);
+    return {t, in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  }
+  return {in.library_latency_us + static_cast<double>(p - 1) / p * in.bytes * in.ingress_us_per_byte,
+          Exactness::kLowerBound};
+}
+
+// The library's own choice, then each algorithm NCCL has here, forced (a forced one can beat NCCL's pick
+// where its cost table misjudges the machine).
+void nccl_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (!ctx.include_library) return;
+  out.push_back({"nccl", {}, {}, CandidateSeed::Segments::kOne});
+  for (const std::string& algo : ctx.library_algorithms) {
+    out.push_back({fmt::format("nccl.{}", algo), {}, {}, CandidateSeed::Segments::kOne});
+  }
+}
+
+}  // namespace
+
 }  // namespace artune::detail
+
+namespace artune::family {
+const Family nccl{
+    .name = "nccl",
+    .readable = "nccl",
+    .specs = {{"nccl", nullptr, ArgKind::kNone,
+               "one NCCL all-reduce over all participants, NCCL's own algorithm x protocol per size; "
+               "nccl.ALGO[.PROTO] forces one as NCCL_ALGO/NCCL_PROTO do (ALGO: ring, tree, nvls, nvlstree, pat; "
+               "PROTO: ll, ll128, simple; e.g. nccl.ring, nccl.tree.ll, nccl.nvls)",
+               {"xring", "rechd", "pscpu", "shuffle"}}},
+    .emit = detail::emit_nccl_family,
+    .lower = detail::nccl_lower,
+    .closed_form = detail::nccl_closed_form,
+    .candidates = detail::nccl_candidates,
+    .tuner_position = 80,
+};
+}  // namespace artune::family

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
 
 namespace artune {
 
@@ -125,31 +126,22 @@ class Reader {
   explicit Reader(std::string_view source) : source_(source) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& reason) const {
-    throw InvalidInput(fmt::format("{}: {}: {}", source_, path, reason));
+    json_reader::fail(source_, path, reason);
   }
 
   const nlohmann::json& field(const nlohmann::json& obj, const std::string& path, const char* key) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path, fmt::format("missing field '{}'", key));
-    return *it;
+    return json_reader::required(obj, source_, path, key);
   }
 
   void expect_object(const nlohmann::json& v, const std::string& path) const {
-    if (!v.is_object()) fail(path, "must be an object");
+    json_reader::expect_object(v, source_, path);
   }
   void expect_array(const nlohmann::json& v, const std::string& path) const {
-    if (!v.is_array()) fail(path, "must be an array");
+    json_reader::expect_array(v, source_, path);
   }
 
   std::int64_t integer(const nlohmann::json& v, const std::string& path) const {
-    if (v.is_number_unsigned()) {
-      if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        fail(path, "integer too large");
-      }
-      return static_cast<std::int64_t>(v.get<std::uint64_t>());
-    }
-    if (!v.is_number_integer()) fail(path, "must be an integer");
-    return v.get<std::int64_t>();
+    return json_reader::integer(v, source_, path);
   }
 
   int small_int(const nlohmann::json& v, const std::string& path) const {
@@ -159,17 +151,13 @@ class Reader {
   }
 
   std::string string(const nlohmann::json& v, const std::string& path) const {
-    if (!v.is_string()) fail(path, "must be a string");
-    return v.get<std::string>();
+    return json_reader::string(v, source_, path);
   }
 
   // Rejects keys the format does not know, so that typos do not pass silently.
-  void only_keys(const nlohmann::json& obj, const std::string& path, std::initializer_list<const char*> keys) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      bool known = false;
-      for (const char* k : keys) known = known || it.key() == k;
-      if (!known) fail(path, fmt::format("unknown field '{}'", it.key()));
-    }
+  void only_keys(const nlohmann::json& obj, const std::string& path,
+                 std::initializer_list<std::string_view> keys) const {
+    json_reader::allow_keys(obj, source_, path, keys);
   }
 
  private:
@@ -254,10 +242,10 @@ nlohmann::json plan_to_json(const Plan& plan) {
 
 Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   const Reader r(source);
-  r.expect_object(doc, "(root)");
+  r.expect_object(doc, "");
   Plan plan;
   plan.spec = doc.contains("spec") ? r.string(doc["spec"], "spec") : std::string();
-  plan.count = r.integer(r.field(doc, "(root)", "count"), "count");
+  plan.count = r.integer(r.field(doc, "", "count"), "count");
   if (plan.count < 0) r.fail("count", "must be ≥ 0");
   if (doc.contains("op")) {
     const std::string op = r.string(doc["op"], "op");
@@ -271,7 +259,7 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   }
 
   // Devices: ranks 0..R-1, then helpers.
-  const auto& ranks = r.field(doc, "(root)", "ranks");
+  const auto& ranks = r.field(doc, "", "ranks");
   r.expect_array(ranks, "ranks");
   auto read_device = [&](const nlohmann::json& v, const std::string& path, const char* index_key,
                          bool participant) {
@@ -302,7 +290,7 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   const int ndev = static_cast<int>(plan.devices.size());
 
   // Buffers.
-  const auto& buffers = r.field(doc, "(root)", "buffers");
+  const auto& buffers = r.field(doc, "", "buffers");
   r.expect_array(buffers, "buffers");
   if (static_cast<int>(buffers.size()) != ndev) {
     r.fail("buffers", fmt::format("must list the buffers of each of the {} devices (has {})", ndev, buffers.size()));
@@ -328,7 +316,7 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   }
 
   // Ops.
-  const auto& ops = r.field(doc, "(root)", "ops");
+  const auto& ops = r.field(doc, "", "ops");
   r.expect_array(ops, "ops");
   auto check_location = [&](const Location& l, const std::string& path) {
     if (l.device < 0 || l.device >= ndev) {

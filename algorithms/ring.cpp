@@ -155,4 +155,93 @@ void emit_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, c
 }
 
 }  // namespace detail
+// ---------------------------------------------------------------------------
+// The ring family's record.
+
+namespace detail {
+
+// Orders of TF's _ring_permutations mapped from global device index (worker·G + i) to slots.
+RingParams ring_params(const AlgToken& token, const std::vector<std::vector<int>>& workers,
+                               const std::vector<int>& perm) {
+  const int subchunks = token.arg < 0 ? 1 : token.arg;
+  const int g = static_cast<int>(perm.size());
+  if (subchunks > g) {
+    throw InvalidInput(fmt::format("{}: {} subchunks exceed the {} devices per worker of the ring (TF requires "
+                                   "num_subchunks <= num_gpus)", token_text(token), subchunks, g));
+  }
+  const RingPermutations perms = ring_permutations(static_cast<int>(workers.size()), subchunks, perm);
+  RingParams p;
+  for (const auto& order : perms.order_by_s) {
+    std::vector<int> mapped;
+    for (int d : order) mapped.push_back(workers[static_cast<std::size_t>(d / g)][static_cast<std::size_t>(d % g)]);
+    p.orders.push_back(std::move(mapped));
+  }
+  return p;
+}
+
+namespace {
+
+void emit_ring_family(Emitter& e, const Setup& s, const AlgToken& token) {
+  const RingParams params = ring_params(token, s.workers, local_order(s, token));
+  const auto subchunks = static_cast<std::int64_t>(params.orders.size());
+  require_plan_size(s, token, ring_ops(ranks(s), subchunks * ranks(s), s.options.count));
+  emit_ring(e, user_slots(ranks(s)), s.options.count, params, s.scale_by);
+}
+
+// TF build_nccl_then_ring / build_shuffle_then_ring: a ring over the workers with gpu_perm [0].
+UpperLevel ring_upper(Emitter&, const Setup& s, const SpecRange& range) {
+  std::vector<std::vector<int>> one_each;
+  for (int w = 0; w < static_cast<int>(s.workers.size()); ++w) one_each.push_back({w});
+  const RingParams p = ring_params(*range.inter, one_each, {0});
+  return [p](Emitter& em, const std::vector<Slot>& reps, std::int64_t count, int scale_by) {
+    emit_ring(em, reps, count, p, scale_by);
+  };
+}
+
+// One subchunk on one machine: exact (every tick one transfer and reduce per link, all in lockstep). S
+// subchunks: the chain of one subchunk's ring over n/S bytes, a lower bound (its S rings may share links
+// and every device's reducer). Across machines: the same with the best pair's constants, a lower bound.
+ClosedForm ring_closed_form(const ClosedFormInput& in) {
+  const int subchunks = in.token.arg < 0 ? 1 : in.token.arg;
+  const double t = ring_allreduce_us(in.ranks, in.bytes / subchunks, in.link);
+  const bool exact = subchunks == 1 && in.machines == 1;
+  return {t, exact ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+bool is_identity(const std::vector<int>& perm) {
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// Every subchunk count for the best few orders (and identity), one subchunk for the rest.
+void ring_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  for (std::size_t k = 0; k < ctx.orders.size(); ++k) {
+    const bool expand = k < ctx.expanded_orders || is_identity(ctx.orders[k]);
+    const std::vector<int> perm = is_identity(ctx.orders[k]) ? std::vector<int>{} : ctx.orders[k];
+    for (int s : ctx.subchunks) {
+      if (!expand && s != 1) continue;
+      out.push_back({s == 1 ? "xring" : fmt::format("xring#{}", s), perm, {},
+                     expand ? CandidateSeed::Segments::kAll : CandidateSeed::Segments::kNone});
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+namespace family {
+const Family ring{
+    .name = "ring",
+    .readable = "ring",
+    .specs = {{"xring", "ring", ArgKind::kSubchunks, "ring all-reduce (TF build_ring_all_reduce); #S = subchunks"}},
+    .emit = detail::emit_ring_family,
+    .upper = detail::ring_upper,
+    .closed_form = detail::ring_closed_form,
+    .candidates = detail::ring_candidates,
+    .tuner_position = 10,
+};
+}  // namespace family
+
 }  // namespace artune

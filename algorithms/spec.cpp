@@ -8,47 +8,12 @@
 #include <string>
 #include <utility>
 
+#include "algorithms/registry.hpp"
 #include "core/error.hpp"
 
 namespace artune {
 
 namespace {
-
-// What `#n` means for each algorithm; kNone: the algorithm takes no argument.
-enum class ArgKind { kNone, kSubchunks, kShards, kPacks, kRings };
-
-struct AlgInfo {
-  const char* name;
-  ArgKind arg;
-  const char* description;
-};
-
-constexpr std::array<AlgInfo, 10> kAlgorithms{{
-    {"xring", ArgKind::kSubchunks, "ring all-reduce (TF build_ring_all_reduce); #S = subchunks, alias ring"},
-    {"rechd", ArgKind::kNone, "recursive halving-doubling (TF build_recursive_hd_all_reduce), any device count"},
-    {"pscpu", ArgKind::kShards, "shuffle reduce gathered on CPU sockets; #N = gather shards"},
-    {"psgpu", ArgKind::kShards, "shuffle reduce gathered on GPUs; #N = gather shards"},
-    {"shuffle", ArgKind::kShards, "shuffle reduce on the --gather devices; #N = gather shards"},
-    {"hiercopy", ArgKind::kPacks, "hierarchical copy over NVLink cliques (TF DGX-1 algorithm); #P = packs"},
-    {"nccl", ArgKind::kNone,
-     "one NCCL all-reduce over all participants, NCCL's own algorithm x protocol per size; nccl.ALGO[.PROTO] "
-     "forces one as NCCL_ALGO/NCCL_PROTO do (ALGO: ring, tree, nvls, nvlstree, pat; PROTO: ll, ll128, simple; "
-     "e.g. nccl.ring, nccl.tree.ll, nccl.nvls)"},
-    {"mring", ArgKind::kRings, "multi-ring over link-disjoint Hamiltonian cycles; #K = rings"},
-    {"tree", ArgKind::kNone, "double binary tree"},
-    {"2d", ArgKind::kNone, "2-D hierarchical: reduce-scatter in machine, all-reduce across, all-gather in machine"},
-}};
-
-// intra/inter pairs the builders implement (TF's hybrids plus two more).
-constexpr std::array<std::pair<const char*, const char*>, 7> kHybrids{{
-    {"nccl", "xring"},
-    {"nccl", "rechd"},
-    {"nccl", "pscpu"},
-    {"nccl", "shuffle"},
-    {"pscpu", "xring"},
-    {"pscpu", "pscpu"},
-    {"pscpu", "rechd"},
-}};
 
 // `#n` beyond this is certainly a typo and would only overflow sizes downstream.
 constexpr int kMaxArg = 1 << 16;
@@ -65,26 +30,32 @@ std::string quoted(std::string_view text) {
   return fmt::format("{}… ({} characters)", text.substr(0, cut), text.size());
 }
 
-const AlgInfo* find_alg(std::string_view name) {
-  for (const AlgInfo& a : kAlgorithms) {
-    if (name == a.name) return &a;
-  }
-  return nullptr;
-}
-
+// Every token, each followed by its readable alias.
 std::string known_names() {
   std::string out;
-  for (const AlgInfo& a : kAlgorithms) {
-    if (!out.empty()) out += ", ";
-    out += a.name;
-    if (std::string_view(a.name) == "xring") out += ", ring";
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      out += fmt::format("{}{}", out.empty() ? "" : ", ", n.token);
+      if (n.alias != nullptr) out += fmt::format(", {}", n.alias);
+    }
+  }
+  return out;
+}
+
+// intra/inter pairs the builders implement (TF's hybrids plus two more), in --help order.
+std::vector<std::pair<std::string, std::string>> hybrids() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      for (const char* upper : n.hybrid_uppers) out.emplace_back(n.token, upper);
+    }
   }
   return out;
 }
 
 std::string known_hybrids() {
   std::string out;
-  for (const auto& [intra, inter] : kHybrids) {
+  for (const auto& [intra, inter] : hybrids()) {
     if (!out.empty()) out += ", ";
     out += fmt::format("{}/{}", intra, inter);
   }
@@ -121,7 +92,6 @@ class Parser {
     const std::size_t hash = tok.find('#');
     std::string_view name = tok.substr(0, hash);
     if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", quoted(tok)));
-    if (name == "ring") name = "xring";
     // nccl.ALGO[.PROTO]: NCCL with its algorithm (and protocol) forced, as NCCL_ALGO / NCCL_PROTO do.
     std::string variant;
     if (name.substr(0, 5) == "nccl.") {
@@ -129,16 +99,16 @@ class Parser {
       name = "nccl";
       check_nccl_variant(tok, variant);
     }
-    const AlgInfo* info = find_alg(name);
+    const SpecName* info = find_spec_name(name).second;
     if (info == nullptr) {
       fail(fmt::format("unknown algorithm '{}' (known: {})", quoted(tok.substr(0, hash)), known_names()));
     }
     AlgToken out;
-    out.name = info->name;
+    out.name = info->token;
     out.variant = std::move(variant);
     if (hash == std::string_view::npos) return out;
     const std::string_view arg = tok.substr(hash + 1);
-    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", quoted(tok), info->name));
+    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", quoted(tok), info->token));
     if (arg.empty() || arg.size() > 9 ||
         !std::all_of(arg.begin(), arg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       fail(fmt::format("'{}': #n must be a positive whole number", quoted(tok)));
@@ -166,7 +136,8 @@ class Parser {
     if (lo.empty() || hi.empty()) fail(fmt::format("'{}': empty level around '/'", quoted(part)));
     r.intra = token(lo);
     r.inter = token(hi);
-    const bool valid = std::any_of(kHybrids.begin(), kHybrids.end(), [&](const auto& h) {
+    const auto pairs = hybrids();
+    const bool valid = std::any_of(pairs.begin(), pairs.end(), [&](const auto& h) {
       return r.intra.name == h.first && r.inter->name == h.second;
     });
     if (!valid) {
@@ -280,8 +251,13 @@ std::string to_string(const AllReduceSpec& spec) {
 
 std::vector<std::pair<std::string, std::string>> spec_algorithms() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const AlgInfo& a : kAlgorithms) out.emplace_back(a.name, a.description);
-  for (const auto& [intra, inter] : kHybrids) {
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      out.emplace_back(n.token, n.alias == nullptr ? std::string(n.description)
+                                                   : fmt::format("{} (alias {})", n.description, n.alias));
+    }
+  }
+  for (const auto& [intra, inter] : hybrids()) {
     out.emplace_back(fmt::format("{}/{}", intra, inter),
                      fmt::format("{} inside each machine, {} across machines over one device each, then "
                                  "broadcast back (TF hybrid)",

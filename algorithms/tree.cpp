@@ -78,4 +78,78 @@ void emit_tree(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, i
   }
 }
 
+// ---------------------------------------------------------------------------
+// The double-binary-tree family's record.
+
+namespace {
+
+void emit_tree_family(Emitter& e, const Setup& s, const AlgToken& token) {
+  emit_tree(e, ordered_slots(s, token), s.options.count, s.scale_by);
+}
+
+// One tree of the pair over `bytes`, every op alone on its link and reducer: the reduces into a node
+// run one after another in emission order (they write the same region), each waiting for its child's
+// subtree; then the copies down, each waiting for its parent's.
+double tree_alone_us(const std::vector<int>& parent, double bytes, const AlphaBetaGamma& c) {
+  const int n = static_cast<int>(parent.size());
+  std::vector<int> depth(static_cast<std::size_t>(n), 0);
+  for (int v = 0; v < n; ++v) {
+    for (int u = v; parent[static_cast<std::size_t>(u)] >= 0; u = parent[static_cast<std::size_t>(u)]) {
+      ++depth[static_cast<std::size_t>(v)];
+    }
+  }
+  std::vector<int> by_depth(static_cast<std::size_t>(n));
+  std::iota(by_depth.begin(), by_depth.end(), 0);
+  std::stable_sort(by_depth.begin(), by_depth.end(), [&](int a, int b) {
+    return depth[static_cast<std::size_t>(a)] > depth[static_cast<std::size_t>(b)];
+  });
+  const double up = c.alpha_us + bytes * (c.beta_us_per_byte + c.gamma_us_per_byte);
+  const double down = c.alpha_us + bytes * c.beta_us_per_byte;
+  std::vector<double> written(static_cast<std::size_t>(n), 0.0);  // when a node's region was last written
+  for (int v : by_depth) {
+    const int u = parent[static_cast<std::size_t>(v)];
+    if (u < 0) continue;
+    written[static_cast<std::size_t>(u)] =
+        std::max(written[static_cast<std::size_t>(u)], written[static_cast<std::size_t>(v)]) + up;
+  }
+  double end = 0;
+  std::vector<double> has(static_cast<std::size_t>(n), 0.0);  // when a node holds the result
+  for (auto it = by_depth.rbegin(); it != by_depth.rend(); ++it) {
+    const int v = *it;
+    const int u = parent[static_cast<std::size_t>(v)];
+    const auto vi = static_cast<std::size_t>(v);
+    const auto ui = static_cast<std::size_t>(u);
+    has[vi] = u < 0 ? written[vi] : std::max(has[ui], written[ui]) + down;
+    end = std::max(end, has[static_cast<std::size_t>(v)]);
+  }
+  return end;
+}
+
+// The slower of the two trees, each as if alone (each carries half the buffer): a lower bound, as the
+// trees share links and reducers where they meet.
+ClosedForm tree_closed_form(const ClosedFormInput& in) {
+  if (in.ranks < 2) return {0.0, Exactness::kLowerBound};
+  const auto [first, second] = double_btree_parents(in.ranks);
+  const double half = in.bytes / 2;
+  return {std::max(tree_alone_us(first, half, in.link), tree_alone_us(second, half, in.link)), Exactness::kLowerBound};
+}
+
+void tree_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (ctx.machines == 1) out.push_back({"tree", {}, {}});
+}
+
+}  // namespace
+
 }  // namespace artune::detail
+
+namespace artune::family {
+const Family double_binary_tree{
+    .name = "tree",
+    .readable = "double-binary-tree",
+    .specs = {{"tree", "double-binary-tree", ArgKind::kNone, "double binary tree"}},
+    .emit = detail::emit_tree_family,
+    .closed_form = detail::tree_closed_form,
+    .candidates = detail::tree_candidates,
+    .tuner_position = 60,
+};
+}  // namespace artune::family

@@ -57,4 +57,64 @@ void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, 
   for (const auto& ms : machine_slots) emit_ring_all_gather(e, ms, count, local);
 }
 
+// ---------------------------------------------------------------------------
+// The 2-D family's record.
+
+namespace {
+
+void emit_two_d_family(Emitter& e, const Setup& s, const AlgToken& token) {
+  TwoDParams p{s.workers, local_order(s, token)};
+  // A ring in every machine (reduce-scatter and all-gather) plus one ring across machines per local GPU.
+  const std::int64_t count = s.options.count;
+  const auto machines = static_cast<std::int64_t>(s.workers.size());
+  const auto gpus = static_cast<std::int64_t>(p.local_order.size());
+  require_plan_size(s, token, static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) +
+                                  ring_ops(machines, gpus * machines, count));
+  emit_two_d(e, user_slots(ranks(s)), count, p, s.scale_by);
+}
+
+// One machine: the ring, exact. W machines of G GPUs: the local reduce-scatter (G−1)(α + n/G·(β + γ)),
+// a ring all-reduce of n/G across the machines, the local all-gather (G−1)(α + n/G·β); a lower bound,
+// as the G rings across machines share the network.
+ClosedForm two_d_closed_form(const ClosedFormInput& in) {
+  if (in.machines <= 1) return {ring_allreduce_us(in.ranks, in.bytes, in.link), Exactness::kExact};
+  const int g = in.ranks / in.machines;
+  const double shard = in.bytes / g;
+  const AlphaBetaGamma& c = in.link;
+  const double local = (g - 1) * (2 * c.alpha_us + shard * (2 * c.beta_us_per_byte + c.gamma_us_per_byte));
+  return {local + ring_allreduce_us(in.machines, shard, in.network), Exactness::kLowerBound};
+}
+
+bool is_identity(const std::vector<int>& perm) {
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// Clusters: the best few ring orders (and identity) for the in-machine rings.
+void two_d_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (ctx.machines == 1) return;
+  for (std::size_t k = 0; k < ctx.orders.size(); ++k) {
+    const bool identity = is_identity(ctx.orders[k]);
+    if (k >= ctx.expanded_orders && !identity) continue;
+    out.push_back({"2d", identity ? std::vector<int>{} : ctx.orders[k], {}});
+  }
+}
+
+}  // namespace
+
 }  // namespace artune::detail
+
+namespace artune::family {
+const Family two_d{
+    .name = "2d",
+    .readable = "2d-hierarchical",
+    .specs = {{"2d", "2d-hierarchical", ArgKind::kNone,
+               "2-D hierarchical: reduce-scatter in machine, all-reduce across, all-gather in machine"}},
+    .emit = detail::emit_two_d_family,
+    .closed_form = detail::two_d_closed_form,
+    .candidates = detail::two_d_candidates,
+    .tuner_position = 70,
+};
+}  // namespace artune::family

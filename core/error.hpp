@@ -14,6 +14,7 @@ enum class ErrorCode {
   kBackendFailure,  ///< a library call (CUDA, NCCL, MPI, OS) failed (exit 3)
   kTimeout,         ///< a peer did not answer in time (exit 3)
   kWrongResult,     ///< a run produced wrong values (exit 1)
+  kInternal,        ///< a broken invariant inside artune: a bug, whatever the input (exit 4)
 };
 
 /// Base of all artune exceptions: a message and an ErrorCode.
@@ -56,7 +57,27 @@ class Timeout : public Error {
   explicit Timeout(const std::string& message) : Error(ErrorCode::kTimeout, message) {}
 };
 
-/// The process exit status for an error code (0 ok, 1 wrong results, 2 bad input, 3 runtime failure).
+/// A broken invariant inside artune (a bug, not bad input): "internal error: WHAT (file:line), please report".
+class InternalError : public Error {
+ public:
+  /// Builds an internal error around `what` (the invariant that broke, with its values).
+  explicit InternalError(const std::string& what)
+      : Error(ErrorCode::kInternal, "internal error: " + what + ", please report") {}
+};
+
+/// Throws InternalError naming `what` and the source line (ARTUNE_CHECK's failure path).
+[[noreturn]] void check_failed(const char* file, int line, const std::string& what);
+
+/// The process exit status for an error code (0 ok, 1 wrong results, 2 bad input, 3 runtime failure,
+/// 4 internal error).
 int exit_status(ErrorCode code) noexcept;
 
 }  // namespace artune
+
+/// Checks an invariant of artune's own code: when `cond` is false, throws InternalError with `what` (a
+/// std::string, built only on failure) and the source line. Bad input is never checked this way: it is an
+/// InvalidInput naming the file, flag or field.
+#define ARTUNE_CHECK(cond, what)                                 \
+  do {                                                           \
+    if (!(cond)) ::artune::check_failed(__FILE__, __LINE__, what); \
+  } while (false)

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "simulator/nccl_model.hpp"
 
 namespace artune {
 
@@ -14,83 +15,35 @@ namespace {
 
 constexpr double kBytesPerUsPerGbps = 1e3;
 
-void check(int p, double n) {
-  if (p < 1) throw InvalidInput(fmt::format("closed form: p = {} must be ≥ 1", p));
-  if (!(n >= 0)) throw InvalidInput("closed form: message size must be ≥ 0");
-}
-
-int floor_log2(int p) {
-  int lg = 0;
-  while ((2 << lg) <= p) ++lg;
-  return lg;
-}
-
-// The fold that brings p ranks down to a power of two p' and back.
-double fold_us(int p, double n, const AlphaBetaGamma& c) {
-  const int pp = 1 << floor_log2(p);
-  if (pp == p) return 0.0;
-  return (c.alpha_us + n * c.beta_us_per_byte + n * c.gamma_us_per_byte) + (c.alpha_us + n * c.beta_us_per_byte);
+// The least latency NCCL's model charges an all-reduce over every GPU of `topo` (of the algorithm ×
+// protocol pairs it offers there, or the ones the token forces), shifted as the simulator shifts it by a
+// calibration's link-kind α; 0 where the model does not apply (machines of different GPU counts).
+double library_latency_us(const Topology& topo, const AlgToken& token, const CostModel& model) {
+  nccl::Graph g;
+  try {
+    g = nccl::search(topo, topo.gpus());
+  } catch (const Error&) {
+    return 0.0;
+  }
+  const nccl::CostTable table = nccl::all_reduce_table(g);
+  const nccl::Forced forced = nccl::parse_variant(token.variant, "closed form");
+  const CostModel defaults = CostModel::defaults(model.profile);
+  auto shift = [&](LinkKind kind) { return model.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
+  const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
+  double best = std::numeric_limits<double>::infinity();
+  for (int a = 0; a < nccl::kAlgos; ++a) {
+    for (int p = 0; p < nccl::kProtos; ++p) {
+      if (table.bandwidth[a][p] <= 0) continue;
+      if (forced.algo && static_cast<int>(*forced.algo) != a) continue;
+      if (forced.proto && static_cast<int>(*forced.proto) != p) continue;
+      const auto algo = static_cast<nccl::Algo>(a);
+      best = std::min(best, nccl::all_reduce_latency_us(g, algo, static_cast<nccl::Proto>(p), adjust));
+    }
+  }
+  return std::isfinite(best) ? std::max(best, 0.0) : 0.0;
 }
 
 }  // namespace
-
-double ring_allreduce_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  if (p == 1) return 0.0;
-  const double frac = static_cast<double>(p - 1) / p;
-  return 2.0 * (p - 1) * c.alpha_us + 2.0 * frac * n * c.beta_us_per_byte + frac * n * c.gamma_us_per_byte;
-}
-
-double ring_allgather_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  return (p - 1) * c.alpha_us + static_cast<double>(p - 1) / p * n * c.beta_us_per_byte;
-}
-
-double ring_reducescatter_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  return (p - 1) * c.alpha_us + static_cast<double>(p - 1) / p * n * (c.beta_us_per_byte + c.gamma_us_per_byte);
-}
-
-double bruck_allgather_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  const int rounds = p == 1 ? 0 : floor_log2(p - 1) + 1;
-  return rounds * c.alpha_us + static_cast<double>(p - 1) / p * n * c.beta_us_per_byte;
-}
-
-double halving_reducescatter_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  if ((p & (p - 1)) != 0) throw InvalidInput(fmt::format("halving_reducescatter_us: p = {} is not a power of two", p));
-  return floor_log2(p) * c.alpha_us + static_cast<double>(p - 1) / p * n * (c.beta_us_per_byte + c.gamma_us_per_byte);
-}
-
-double recursive_doubling_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  const int lg = floor_log2(p);
-  return lg * (c.alpha_us + n * c.beta_us_per_byte + n * c.gamma_us_per_byte) + fold_us(p, n, c);
-}
-
-double halving_doubling_us(int p, double n, const AlphaBetaGamma& c) {
-  check(p, n);
-  const int lg = floor_log2(p);
-  const int pp = 1 << lg;
-  const double frac = static_cast<double>(pp - 1) / pp;
-  return 2.0 * lg * c.alpha_us + 2.0 * frac * n * c.beta_us_per_byte + frac * n * c.gamma_us_per_byte +
-         fold_us(p, n, c);
-}
-
-double shuffle_us(int p, int gathers, double n, const AlphaBetaGamma& c, bool gather_on_ranks) {
-  check(p, n);
-  if (gathers < 1) throw InvalidInput(fmt::format("closed form: gathers = {} must be ≥ 1", gathers));
-  const double shard = n / gathers;
-  const double steps = gather_on_ranks ? p : p + 1;  // transfers on a shard's critical chain
-  return steps * (c.alpha_us + shard * c.beta_us_per_byte) + (p - 1) * shard * c.gamma_us_per_byte;
-}
-
-double allreduce_lower_bound_us(int p, double n, double bandwidth_gbps) {
-  check(p, n);
-  if (!(bandwidth_gbps > 0)) throw InvalidInput("closed form: bandwidth must be > 0");
-  return 2.0 * (p - 1) / p * n / (bandwidth_gbps * kBytesPerUsPerGbps);
-}
 
 AlphaBetaGamma implied_alpha_beta_gamma(const Topology& topo, const CostModel& model, int src, int dst) {
   const Route& route = topo.route(src, dst);
@@ -112,6 +65,64 @@ AlphaBetaGamma implied_alpha_beta_gamma(const Topology& topo, const CostModel& m
   c.beta_us_per_byte = std::isfinite(min_bw) ? 1.0 / (min_bw * kBytesPerUsPerGbps) : 0.0;
   c.gamma_us_per_byte = 1.0 / (model.reduce_for(topo.nodes()[dst].kind) * kBytesPerUsPerGbps);
   return c;
+}
+
+ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model) {
+  const std::vector<int> gpus = topo.gpus();
+  if (gpus.empty()) throw InvalidInput(fmt::format("closed form: topology '{}' has no GPUs", topo.name()));
+  ClosedFormInput in{.topo = topo, .token = token};
+  in.ranks = static_cast<int>(gpus.size());
+  in.machines = topo.machine_count();
+  in.bytes = bytes;
+  // The fastest pair of each kind (smallest α + β·bytes), so that the formulas stay lower bounds.
+  auto best = [&](auto&& wanted) {
+    AlphaBetaGamma out;
+    double cost = std::numeric_limits<double>::infinity();
+    for (const int a : gpus) {
+      for (const int b : gpus) {
+        if (a == b || !wanted(a, b)) continue;
+        const AlphaBetaGamma c = implied_alpha_beta_gamma(topo, model, a, b);
+        const double t = c.alpha_us + bytes * c.beta_us_per_byte;
+        if (t < cost) cost = t, out = c;
+      }
+      break;  // GPU 0 stands for every GPU (its machine is the one the families look at)
+    }
+    return out;
+  };
+  const int m0 = topo.nodes()[gpus.front()].machine;
+  in.link = best([&](int, int b) { return topo.nodes()[b].machine == m0; });
+  in.network = in.machines > 1 ? best([&](int, int b) { return topo.nodes()[b].machine != m0; }) : in.link;
+  if (in.ranks == 1) in.network = in.link;
+  const auto cpus = topo.nodes_of_kind(NodeKind::kCpu, m0);
+  if (!cpus.empty()) in.host = implied_alpha_beta_gamma(topo, model, gpus.front(), cpus.front());
+  in.group_launch_us = model.group_base_latency_us;
+  double step_latency = 0;
+  if (in.ranks > 1) {
+    const Route& r = topo.route(gpus[0], gpus[1]);
+    step_latency = r.latency_us;
+    bool seen[8] = {};
+    for (const int l : r.links) {
+      const auto k = static_cast<std::size_t>(topo.links()[l].kind);
+      if (k < 8 && !seen[k]) {
+        seen[k] = true;
+        step_latency += model.link_for(topo.links()[l].kind).alpha_us;
+      }
+    }
+  }
+  in.group_step_us = model.group_hop_latency_us + step_latency;
+  in.library_as_ring = model.profile != BackendProfile::kNccl && model.profile != BackendProfile::kCuda;
+  if (!in.library_as_ring && in.ranks > 1) in.library_latency_us = library_latency_us(topo, token, model);
+  double ingress = 0;
+  for (const Link& l : topo.links()) {
+    if (l.dst == gpus.front()) ingress += l.bandwidth_gbps * model.link_for(l.kind).efficiency;
+  }
+  in.ingress_us_per_byte = ingress > 0 ? 1.0 / (ingress * kBytesPerUsPerGbps) : 0.0;
+  return in;
+}
+
+ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model) {
+  const Family& f = family_of(token);
+  return f.closed_form(closed_form_input(topo, token, bytes, model));
 }
 
 }  // namespace artune

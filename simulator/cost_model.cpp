@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
 
 namespace artune {
 
@@ -64,12 +65,12 @@ const NodeKind kAllNodeKinds[] = {NodeKind::kGpu,      NodeKind::kCpu, NodeKind:
                                   NodeKind::kNvSwitch, NodeKind::kNic, NodeKind::kNetSwitch};
 
 [[noreturn]] void bad(std::string_view source, const std::string& path, std::string_view reason) {
-  throw InvalidInput(fmt::format("{}: {}: {}", source, path, reason));
+  json_reader::fail(source, path, reason);
 }
 
 double number_at(const nlohmann::json& v, std::string_view source, const std::string& path, bool allow_zero,
                  double max = INFINITY) {
-  if (!v.is_number()) bad(source, path, "must be a number");
+  json_reader::number(v, source, path);
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < 0 || (!allow_zero && x == 0) || x > max) {
     if (max == 1.0) bad(source, path, "must be in (0, 1]");
@@ -198,7 +199,7 @@ LinkClassCost CostModel::link_for(LinkKind kind) const {
 }
 
 void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view source) {
-  if (!overlay.is_object()) bad(source, "(root)", "must be an object");
+  json_reader::expect_object(overlay, source, "");
   // Validate into a copy so that a bad overlay leaves the model untouched.
   CostModel m = *this;
   for (const auto& [key, value] : overlay.items()) {
@@ -214,12 +215,12 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
     } else if (key == "transfer_cap_gbps") {
       m.transfer_cap_gbps = bandwidth_at(value, source, key, true);
     } else if (key == "links") {
-      if (!value.is_object()) bad(source, key, "must be an object of link kinds");
+      if (!value.is_object()) bad(source, key, json_reader::type_error("an object of link kinds", value));
       for (const auto& [kind_name, fields] : value.items()) {
         const std::string path = fmt::format("links.{}", kind_name);
         const auto kind = parse_link_kind(kind_name);
         if (!kind) bad(source, path, "unknown link kind (nvlink, pcie, smp, network, loopback)");
-        if (!fields.is_object()) bad(source, path, "must be an object");
+        json_reader::expect_object(fields, source, path);
         LinkClassCost cost = m.link_for(*kind);
         for (const auto& [field, v] : fields.items()) {
           const std::string fpath = fmt::format("{}.{}", path, field);
@@ -237,12 +238,12 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         m.link[*kind] = cost;
       }
     } else if (key == "devices") {
-      if (!value.is_object()) bad(source, key, "must be an object of device kinds");
+      if (!value.is_object()) bad(source, key, json_reader::type_error("an object of device kinds", value));
       for (const auto& [kind_name, fields] : value.items()) {
         const std::string path = fmt::format("devices.{}", kind_name);
         const auto kind = parse_node_kind(kind_name);
         if (!kind) bad(source, path, "unknown device kind (gpu, cpu, pcie_switch, nvswitch, nic, net_switch)");
-        if (!fields.is_object()) bad(source, path, "must be an object");
+        json_reader::expect_object(fields, source, path);
         for (const auto& [field, v] : fields.items()) {
           const std::string fpath = fmt::format("{}.{}", path, field);
           if (field == "reduce_gbps") {
@@ -255,14 +256,13 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         }
       }
     } else if (key == "host") {
-      if (!value.is_object()) bad(source, key, "must be an object");
+      json_reader::expect_object(value, source, key);
       for (const auto& [field, v] : value.items()) {
         const std::string fpath = fmt::format("host.{}", field);
         if (field == "run_overhead_us") {
           m.host.run_overhead_us = latency_at(v, source, fpath);
         } else if (field == "serial_devices") {
-          if (!v.is_boolean()) bad(source, fpath, "must be true or false");
-          m.host.serial_devices = v.get<bool>();
+          m.host.serial_devices = json_reader::boolean(v, source, fpath);
         } else if (field == "cores") {
           const double x = number_at(v, source, fpath, true);
           if (x != 0 && (x < kMinHostCores || x > kMaxHostCores)) {

@@ -28,6 +28,7 @@
 #include "core/error.hpp"
 #include "core/input.hpp"
 #include "core/json_input.hpp"
+#include "core/json_reader.hpp"
 #include "topology/io_embedded.hpp"
 
 namespace artune {
@@ -112,13 +113,11 @@ std::string join_list(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string field(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
+std::string field(const std::string& path, std::string_view key) { return json_reader::member_path(path, key); }
 
-std::string item(const std::string& path, std::size_t index) { return fmt::format("{}[{}]", path, index); }
+std::string item(const std::string& path, std::size_t index) { return json_reader::index_path(path, index); }
 
-bool is_ignored_key(std::string_view key) { return key == "comment" || (!key.empty() && key.front() == '_'); }
+bool is_ignored_key(std::string_view key) { return json_reader::is_free_key(key); }
 
 // Reads typed fields and reports errors as "SOURCE: path: reason".
 class Reader {
@@ -129,15 +128,15 @@ class Reader {
   const fs::path& base_dir() const { return base_dir_; }
 
   [[noreturn]] void fail(const std::string& path, const std::string& reason) const {
-    throw InvalidInput(one_line(fmt::format("{}: {}: {}", source_, path.empty() ? "(document)" : path, reason)));
+    throw InvalidInput(one_line(json_reader::message(source_, path, reason)));
   }
 
   void expect_object(const json& value, const std::string& path) const {
-    if (!value.is_object()) fail(path, fmt::format("must be an object, not {}", describe(value)));
+    if (!value.is_object()) fail(path, json_reader::type_error("an object", value));
   }
 
   void expect_array(const json& value, const std::string& path) const {
-    if (!value.is_array()) fail(path, fmt::format("must be an array, not {}", describe(value)));
+    if (!value.is_array()) fail(path, json_reader::type_error("an array", value));
   }
 
   // Rejects keys outside `allowed` (typos such as "bandwith" would otherwise
@@ -167,7 +166,7 @@ class Reader {
   }
 
   std::string string(const json& value, const std::string& path) const {
-    if (!value.is_string()) fail(path, fmt::format("must be a string, not {}", describe(value)));
+    if (!value.is_string()) fail(path, json_reader::type_error("a string", value));
     return value.get<std::string>();
   }
 
@@ -181,7 +180,7 @@ class Reader {
   }
 
   double number(const json& value, const std::string& path) const {
-    if (!value.is_number()) fail(path, fmt::format("must be a number, not {}", describe(value)));
+    if (!value.is_number()) fail(path, json_reader::type_error("a number", value));
     const double x = value.get<double>();
     if (!std::isfinite(x)) fail(path, "must be a finite number");
     return x;
@@ -205,7 +204,7 @@ class Reader {
   }
 
   long long integer(const json& value, const std::string& path, long long lo, long long hi) const {
-    if (!value.is_number_integer()) fail(path, fmt::format("must be an integer, not {}", describe(value)));
+    if (!value.is_number_integer()) fail(path, json_reader::type_error("an integer", value));
     long long x = 0;
     if (value.is_number_unsigned()) {
       const auto u = value.get<std::uint64_t>();
@@ -219,19 +218,11 @@ class Reader {
   }
 
   bool boolean(const json& value, const std::string& path) const {
-    if (!value.is_boolean()) fail(path, fmt::format("must be true or false, not {}", describe(value)));
+    if (!value.is_boolean()) fail(path, json_reader::type_error("true or false", value));
     return value.get<bool>();
   }
 
-  static std::string describe(const json& value) {
-    if (value.is_number()) return "a number";
-    if (value.is_string()) return "a string";
-    if (value.is_boolean()) return "a boolean";
-    if (value.is_null()) return "null";
-    if (value.is_array()) return "an array";
-    if (value.is_object()) return "an object";
-    return value.type_name();
-  }
+  static std::string describe(const json& value) { return json_reader::describe(value); }
 
  private:
   std::string source_;

@@ -12,8 +12,10 @@
 
 #include "algorithms/builders.hpp"
 #include "algorithms/collectives.hpp"
+#include "algorithms/registry.hpp"
 #include "core/output_file.hpp"
 #include "algorithms/verifier.hpp"
+#include "core/output_file.hpp"
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "simulator/nccl_model.hpp"
@@ -111,51 +113,6 @@ std::pair<double, double> ring_score(const std::vector<int>& order, const std::v
   return {bottleneck, sum};
 }
 
-/// Recursive halving-doubling cost of a device order (first step pairs neighbours, as TF does):
-/// Σ over steps of the data exchanged / the slowest pair of that step, in arbitrary units.
-double rechd_cost(const std::vector<int>& order, const std::vector<std::vector<double>>& bw) {
-  const std::size_t p = order.size();
-  double cost = 0, data = 0.5;
-  for (std::size_t span = 1; span < p; span *= 2, data /= 2) {
-    double slowest = std::numeric_limits<double>::infinity();
-    for (std::size_t d = 0; d + span < p; ++d) {
-      if ((d % (2 * span)) >= span) continue;
-      const int a = order[d], b = order[d + span];
-      slowest = std::min(slowest, std::min(bw[a][b], bw[b][a]));
-    }
-    cost += data / std::max(slowest, 1e-9);
-  }
-  return cost;
-}
-
-/// Hill-climbs pairwise swaps from `start` to lower rechd_cost (deterministic, first improvement).
-std::vector<int> improve_rechd_order(std::vector<int> order, const std::vector<std::vector<double>>& bw) {
-  double best = rechd_cost(order, bw);
-  for (bool improved = true; improved;) {
-    improved = false;
-    for (std::size_t i = 0; i < order.size() && !improved; ++i) {
-      for (std::size_t j = i + 1; j < order.size() && !improved; ++j) {
-        std::swap(order[i], order[j]);
-        const double c = rechd_cost(order, bw);
-        if (c < best - 1e-12) {
-          best = c;
-          improved = true;
-        } else {
-          std::swap(order[i], order[j]);
-        }
-      }
-    }
-  }
-  return order;
-}
-
-bool is_identity(const std::vector<int>& perm) {
-  for (std::size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] != static_cast<int>(i)) return false;
-  }
-  return true;
-}
-
 std::vector<int> subchunk_counts(int gpus, int max_subchunks) {
   const int cap = std::max(1, std::min(gpus, max_subchunks));
   std::vector<int> out;
@@ -208,81 +165,32 @@ class Generator {
     huge_ = g > kHugeGpus;
     const int max_sub = options_.max_subchunks > 0 ? options_.max_subchunks : huge_ ? 2 : large ? kLargeSubchunks : g;
     const auto subs = subchunk_counts(g, max_sub);
-    // Full expansion (subchunks × segments) for the best few orders; the rest once each.
-    for (std::size_t k = 0; k < orders.size(); ++k) {
-      const bool expand = k < kExpandedOrders || orders[k] == identity;
-      const std::vector<int> perm = is_identity(orders[k]) ? std::vector<int>{} : orders[k];
-      for (int s : subs) {
-        if (!expand && s != 1) continue;
-        add_segmented("ring", s == 1 ? "xring" : fmt::format("xring#{}", s), perm, {}, expand);
-      }
+    // Every family's candidates, in their tuner positions (ties keep generation order, so the order is fixed).
+    CandidateContext ctx{.topo = topo_, .machines = machines, .gpus = g, .large = large};
+    ctx.orders = orders;
+    ctx.expanded_orders = kExpandedOrders;
+    ctx.subchunks = subs;
+    ctx.best_cycles = cycles;
+    ctx.bandwidth = bw;
+    ctx.exhaustive_gpus = kExhaustiveGpus;
+    ctx.include_library = options_.include_nccl;
+    if (options_.include_nccl) ctx.library_algorithms = library_algorithms();
+    ctx.disjoint_rings = &set_.disjoint_rings;
+    ctx.cliques = &set_.cliques;
+    std::vector<std::pair<int, const Family*>> order;
+    for (const Family* f : families()) {
+      if (f->candidates != nullptr) order.emplace_back(f->tuner_position, f);
     }
-
-    if (machines == 1) {
-      if (g >= 3) {
-        const auto rings = link_disjoint_rings(topo_, 0, large ? kLargeRings : g);
-        set_.disjoint_rings = static_cast<int>(rings.size());
-        for (int k = 2; k <= static_cast<int>(rings.size()); ++k) {
-          add_segmented("mring", fmt::format("mring#{}", k), {}, {}, true);
-        }
+    order.emplace_back(kHybridPosition, nullptr);
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [position, family] : order) {
+      if (family == nullptr) {
+        if (machines > 1) add_hybrids();
+        continue;
       }
-      // Recursive halving-doubling: identity, the best ring order, and a hill-climbed order.
-      std::set<std::vector<int>> rechd_orders;
-      rechd_orders.insert(identity);
-      if (!cycles.empty()) rechd_orders.insert(cycles.front());
-      if ((g & (g - 1)) == 0 && !large) rechd_orders.insert(improve_rechd_order(identity, bw));
-      for (const auto& o : rechd_orders) add_segmented("rechd", "rechd", is_identity(o) ? std::vector<int>{} : o, {}, true);
-      // Shuffle: each CPU socket alone, all sockets, GPU 0 alone, every GPU (psgpu).
-      const auto cpus = topo_.nodes_of_kind(NodeKind::kCpu, 0);
-      std::vector<std::string> all_cpus;
-      for (int c : cpus) {
-        add_segmented("shuffle", "shuffle", {}, {topo_.nodes()[c].id}, true);
-        all_cpus.push_back(topo_.nodes()[c].id);
-      }
-      if (all_cpus.size() > 1) add_segmented("shuffle", "shuffle", {}, all_cpus, true);
-      std::vector<std::string> all_gpus;
-      for (int gpu : gpus0) all_gpus.push_back(topo_.nodes()[gpu].id);
-      add_segmented("shuffle", "shuffle", {}, {all_gpus.front()}, true);
-      add_segmented("shuffle", "shuffle", {}, all_gpus, true);
-      // Hierarchical copy over the NVLink cliques, 1…2n packs (powers of two).
-      set_.cliques = nvlink_cliques(topo_, 0);
-      const bool joined = std::any_of(set_.cliques.begin(), set_.cliques.end(), [](const auto& c) { return c.size() > 1; });
-      if (set_.cliques.size() >= 2 && joined) {
-        for (int packs = 1; packs <= 2 * std::min(g, kExhaustiveGpus); packs *= 2) add_segmented("hiercopy", fmt::format("hiercopy#{}", packs), {}, {}, false);
-      }
-      add_segmented("tree", "tree", {}, {}, true);
-    } else {
-      // Clusters: flat rechd across every GPU, the TF hybrids and the 2-D plan.
-      add_segmented("rechd", "rechd", {}, {}, true);
-      for (const char* spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "pscpu/xring", "pscpu/rechd", "pscpu/pscpu"}) {
-        const bool library = std::string_view(spec).substr(0, 4) == "nccl";
-        if (library && !options_.include_nccl) continue;
-        add_segmented("hybrid", spec, {}, {}, true);
-      }
-      // 2d is point-to-point rings only (no library collective): its in-machine
-      // reduce-scatter/all-gather ring follows each of the best ring orders.
-      for (std::size_t k = 0; k < orders.size(); ++k) {
-        if (k >= kExpandedOrders && orders[k] != identity) continue;
-        add_segmented("2d", "2d", is_identity(orders[k]) ? std::vector<int>{} : orders[k], {}, true);
-      }
-      set_.cliques = nvlink_cliques(topo_, 0);
-    }
-    if (options_.include_nccl) {
-      add(Candidate{"nccl", "nccl", {}, {}, 1});
-      // NCCL's algorithms one at a time, as NCCL_ALGO forces them, where NCCL has them here: a forced one
-      // can beat NCCL's own pick where its cost table misjudges the machine.
-      nccl::CostTable table;
-      try {
-        if (topo_.gpus().size() > 1) table = nccl::all_reduce_table(nccl::search(topo_, topo_.gpus()));
-      } catch (const Error&) {
-        // Machines with different GPU counts: NCCL's model needs the same count on each; no variants.
-      }
-      for (const nccl::Algo a : {nccl::Algo::kRing, nccl::Algo::kTree, nccl::Algo::kNvls, nccl::Algo::kNvlsTree}) {
-        const auto& bw = table.bandwidth[static_cast<int>(a)];
-        if (bw[0] > 0 || bw[1] > 0 || bw[2] > 0) {
-          add(Candidate{"nccl", fmt::format("nccl.{}", nccl::to_string(a)), {}, {}, 1});
-        }
-      }
+      std::vector<CandidateSeed> seeds;
+      family->candidates(ctx, seeds);
+      for (CandidateSeed& seed : seeds) add_seed(family->name, std::move(seed));
     }
     build_pending();
     return std::move(set_);
@@ -292,10 +200,45 @@ class Generator {
   static constexpr int kCycleSearchLimit = 4096;
   static constexpr int kExhaustiveGpus = 16;   ///< GPUs per machine up to which the searches are exhaustive
   static constexpr int kLargeSubchunks = 8;    ///< default subchunk cap beyond kExhaustiveGpus
-  static constexpr int kLargeRings = 4;
   static constexpr int kHugeGpus = 64;         ///< GPUs per machine beyond which plans are not segmented
-  bool huge_ = false;        ///< link-disjoint rings sought beyond kExhaustiveGpus
+  bool huge_ = false;        ///< no pipelined candidates beyond kHugeGpus
   static constexpr std::size_t kExpandedOrders = 2;
+  static constexpr int kHybridPosition = 65;   ///< TF's hybrids come after the tree, before 2d
+
+  // TF's hybrids across machines (in-machine level / across machines).
+  void add_hybrids() {
+    for (const char* spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "pscpu/xring", "pscpu/rechd", "pscpu/pscpu"}) {
+      const bool library = std::string_view(spec).substr(0, 4) == "nccl";
+      if (library && !options_.include_nccl) continue;
+      add_segmented("hybrid", spec, {}, {}, true);
+    }
+  }
+
+  // NCCL's algorithms that its model offers here (a forced one can beat NCCL's own pick where its cost
+  // table misjudges the machine).
+  std::vector<std::string> library_algorithms() const {
+    std::vector<std::string> out;
+    nccl::CostTable table;
+    try {
+      if (topo_.gpus().size() > 1) table = nccl::all_reduce_table(nccl::search(topo_, topo_.gpus()));
+    } catch (const Error&) {
+      // Machines with different GPU counts: NCCL's model needs the same count on each; no variants.
+      return out;
+    }
+    for (const nccl::Algo a : {nccl::Algo::kRing, nccl::Algo::kTree, nccl::Algo::kNvls, nccl::Algo::kNvlsTree}) {
+      const auto& bw = table.bandwidth[static_cast<int>(a)];
+      if (bw[0] > 0 || bw[1] > 0 || bw[2] > 0) out.emplace_back(nccl::to_string(a));
+    }
+    return out;
+  }
+
+  void add_seed(const std::string& family, CandidateSeed seed) {
+    if (seed.segments == CandidateSeed::Segments::kOne) {
+      add(Candidate{family, std::move(seed.spec), std::move(seed.gpu_perm), std::move(seed.gather), 1});
+      return;
+    }
+    add_segmented(family, seed.spec, seed.gpu_perm, seed.gather, seed.segments == CandidateSeed::Segments::kAll);
+  }
 
   void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
                      const std::vector<std::string>& gather, bool segmented) {

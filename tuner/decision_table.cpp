@@ -168,7 +168,7 @@ nlohmann::json table_to_json(const DecisionTable& table) {
 namespace {
 
 void check_schema(const Field& root) {
-  const nlohmann::json& doc = root.value;
+  const nlohmann::json& doc = root.value();
   if (!doc.is_object()) root.fail("not a decision table (expected a JSON object)");
   if (!root.has("schema") || !doc["schema"].is_string() || doc["schema"].get<std::string>() != kDecisionTableSchema) {
     root.fail(fmt::format("not a decision table (\"schema\" is not \"{}\")", kDecisionTableSchema));
@@ -209,7 +209,7 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
   t.machines = topo.at("machines").int_in(0, std::numeric_limits<int>::max());
   t.type = parse_data_type(root.at("type").str(), fmt::format("{}.type", source));
   t.op = parse_reduce_op(root.at("op").str(), fmt::format("{}.op", source));
-  if (!root.at("cost_model").value.is_object()) root.at("cost_model").fail("expected an object");
+  root.at("cost_model").expect_object();
   t.cost_model = doc["cost_model"];
   t.calibration = root.at("calibration").str();
   t.measured_backend = root.at("measured_backend").str();
@@ -225,7 +225,7 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
     if (!t.ranges.empty() && range.min_bytes <= t.ranges.back().max_bytes) {
       r.fail("ranges must ascend without overlapping");
     }
-    range.plan = candidate_from_json(r.at("plan").value, r.at("plan").path);
+    range.plan = candidate_from_json(r.at("plan").value(), r.at("plan").where());
     const Field points = r.at("points");
     const std::size_t np = points.array_size();
     for (std::size_t k = 0; k < np; ++k) {
@@ -294,7 +294,7 @@ std::vector<DecisionTable> tables_from_json(const nlohmann::json& doc, std::stri
     if (item.at("schema_version").integer() != kDecisionTableSchemaVersion) {
       item.at("schema_version").fail(fmt::format("must be {} inside \"tables\"", kDecisionTableSchemaVersion));
     }
-    DecisionTable t = table_from_json(item.value, item.path);
+    DecisionTable t = table_from_json(item.value(), item.where());
     if (t.fingerprint != fingerprint) item.at("topology").at("fingerprint").fail("differs from the file's topology");
     for (const auto& other : out) {
       if (other.type == t.type && other.op == t.op) item.fail(fmt::format("a second table for {}", type_op_text(t)));

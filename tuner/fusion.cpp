@@ -67,7 +67,7 @@ std::uint64_t GradientList::total_elements() const {
 
 GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source) {
   const Field root{doc, source};
-  if (!doc.is_object()) root.fail("expected an object with \"tensors\"");
+  if (!doc.is_object()) root.fail(fmt::format("must be an object with \"tensors\", not {}", json_reader::describe(doc)));
   GradientList list;
   list.source = source;
   list.model = root.has("model") ? root.at("model").str() : std::string();
@@ -91,7 +91,7 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
       if (bytes % esize != 0) f.fail(fmt::format("{} bytes is not a multiple of the element size {}", bytes, esize));
       return bytes / esize;
     };
-    if (t.value.is_number()) {
+    if (t.value().is_number()) {
       // Bare numbers count in the file's unit.
       elements = unit == "bytes" ? from_bytes(t, t.unsigned_integer()) : t.unsigned_integer();
     } else {
@@ -126,7 +126,7 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
     }
     list.names.push_back(std::move(name));
     list.elements.push_back(elements);
-    if (!t.value.is_number() && t.has("backward_us")) {
+    if (!t.value().is_number() && t.has("backward_us")) {
       const double b = t.at("backward_us").num();
       if (!(b >= 0) || !std::isfinite(b)) t.at("backward_us").fail("must be a finite time ≥ 0 (µs)");
       if (list.backward_us.size() != i) t.fail("\"backward_us\" must be given on every tensor or on none");

@@ -24,7 +24,8 @@ artune_result_t code_of(artune::ErrorCode code) {
     case artune::ErrorCode::kUnsupported: return ARTUNE_ERR_UNSUPPORTED;
     case artune::ErrorCode::kBackendFailure: return ARTUNE_ERR_REMOTE;
     case artune::ErrorCode::kTimeout: return ARTUNE_ERR_TIMEOUT;
-    case artune::ErrorCode::kWrongResult: break;
+    case artune::ErrorCode::kWrongResult:
+    case artune::ErrorCode::kInternal: break;
   }
   return ARTUNE_ERR_INTERNAL;
 }

@@ -68,7 +68,8 @@ MPI_User_function* user_function(ReduceOp op) {
     case ErrorCode::kUnsupported: throw Unsupported(message);
     case ErrorCode::kBackendFailure: throw BackendFailure(message);
     case ErrorCode::kTimeout: throw Timeout(message);
-    case ErrorCode::kWrongResult: break;
+    case ErrorCode::kWrongResult:
+    case ErrorCode::kInternal: break;
   }
   throw Error(code, message);
 }

@@ -159,23 +159,25 @@ TEST_CASE("plan.json_errors") {
   CHECK(with("/ops/1/dst/offset", 8) == "plan.json: ops[1].dst: [8, 11) exceeds device 2 buffer 1 of 3 elements");
   CHECK(with("/ops/1/kind", "move") ==
         "plan.json: ops[1].kind: unknown op kind 'move' (copy, reduce, scale, group)");
-  CHECK(with("/ops/1/dst/count", "3") == "plan.json: ops[1].dst.count: must be an integer");
-  CHECK(with("/ops/1/dst/count", 2.5) == "plan.json: ops[1].dst.count: must be an integer");
-  CHECK(with("/ops/1/colour", 1) == "plan.json: ops[1]: unknown field 'colour'");
+  CHECK(with("/ops/1/dst/count", "3") == "plan.json: ops[1].dst.count: must be an integer, not a string");
+  CHECK(with("/ops/1/dst/count", 2.5) == "plan.json: ops[1].dst.count: must be an integer, not a number");
+  CHECK(with("/ops/1/colour", 1) ==
+        "plan.json: ops[1].colour: unknown field (expected id, kind, src, dst, deps, collective, group, root, divisor, "
+        "algo)");
   CHECK(with("/count", -1) == "plan.json: count: must be ≥ 0");
   CHECK(with("/op", "median").find("plan.json: op: ") == 0);
   CHECK(with("/ranks/1/rank", 2) == "plan.json: ranks[1].rank: must be 1 (ranks first, then helpers, in order)");
   CHECK(with("/buffers/1/0", 5) == "plan.json: buffers[1][0]: user buffer must hold count = 9 elements (has 5)");
   CHECK(with("/buffers/1", json::array()) == "plan.json: buffers[1]: a rank needs its user buffer 0");
   CHECK(with("/buffers", json::parse("[[9]]")) == "plan.json: buffers: must list the buffers of each of the 3 devices (has 1)");
-  CHECK(with("/ops", 3) == "plan.json: ops: must be an array");
+  CHECK(with("/ops", 3) == "plan.json: ops: must be an array, not a number");
   {
     json d = good;
     d["ops"][0].erase("src");
     CHECK(load_error(d) == "plan.json: ops[0]: missing field 'src'");
     d = good;
     d.erase("count");
-    CHECK(load_error(d) == "plan.json: (root): missing field 'count'");
+    CHECK(load_error(d) == "plan.json: count: missing");
   }
   // Group ops.
   Plan g = empty_plan(2, 4);
@@ -194,5 +196,5 @@ TEST_CASE("plan.json_errors") {
         "plan.json: ops[0].collective: unknown collective 'gather' (all_reduce, broadcast, reduce, reduce_scatter, "
         "all_gather)");
   CHECK(gwith("/ops/0/dst/count", 5) == "plan.json: ops[0].dst: [0, 5) exceeds device 0 buffer 0 of 4 elements");
-  CHECK(load_error(json::array()) == "plan.json: (root): must be an object");
+  CHECK(load_error(json::array()) == "plan.json: must be an object, not an array");
 }

@@ -106,8 +106,9 @@ TEST_CASE("spec.round_trip") {
 
 TEST_CASE("spec.rejections") {
   CHECK(parse_error("nccl/xrng") ==
-        "--spec 'nccl/xrng': unknown algorithm 'xrng' (known: xring, ring, rechd, pscpu, psgpu, shuffle, hiercopy, "
-        "nccl, mring, tree, 2d)");
+        "--spec 'nccl/xrng': unknown algorithm 'xrng' (known: xring, ring, rechd, halving-doubling, pscpu, "
+        "shuffle-cpu, psgpu, shuffle-gpu, shuffle, hiercopy, hierarchical-copy, nccl, mring, multi-ring, tree, "
+        "double-binary-tree, 2d, 2d-hierarchical)");
   CHECK(parse_error("foo#2").find("--spec 'foo#2': unknown algorithm 'foo' (known: ") == 0);
   CHECK(parse_error("Xring").find("unknown algorithm 'Xring'") != std::string::npos);
   CHECK(parse_error("xring#0") == "--spec 'xring#0': 'xring#0': #n must be ≥ 1");
@@ -140,8 +141,8 @@ TEST_CASE("spec.rejections") {
   CHECK(parse_error("nccl:0:xring") == "--spec 'nccl:0:xring': limit '0' must be ≥ 1");
   CHECK(parse_error("nccl:99999999999999T:xring").find("is too large") != std::string::npos);
   CHECK(parse_error("xring/nccl") ==
-        "--spec 'xring/nccl': 'xring/nccl': xring/nccl is not a supported hierarchy (supported: nccl/xring, "
-        "nccl/rechd, nccl/pscpu, nccl/shuffle, pscpu/xring, pscpu/pscpu, pscpu/rechd)");
+        "--spec 'xring/nccl': 'xring/nccl': xring/nccl is not a supported hierarchy (supported: pscpu/xring, "
+        "pscpu/pscpu, pscpu/rechd, nccl/xring, nccl/rechd, nccl/pscpu, nccl/shuffle)");
   CHECK(parse_error("nccl/nccl").find("nccl/nccl is not a supported hierarchy") != std::string::npos);
   CHECK(parse_error("nccl/xring/pscpu") ==
         "--spec 'nccl/xring/pscpu': 'nccl/xring/pscpu': at most two levels (intra/inter machine)");

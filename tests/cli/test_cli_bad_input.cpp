@@ -456,7 +456,7 @@ TEST_CASE("cli_bad_input.simulate") {
       {with({"--calibration", "deep.json"}), {"--calibration", "deep.json"}},
       {with({"--calibration", "/dev/zero"}), {"--calibration", "/dev/zero"}},
       {with({"--calibration", "cal_huge_number.json"}), {"cal_huge_number.json", "1e400"}},
-      {with({"--calibration", "cal_array.json"}), {"cal_array.json", "(root)"}},
+      {with({"--calibration", "cal_array.json"}), {"cal_array.json", "must be an object, not an array"}},
       {with({"--calibration", "cal_bad_profile.json"}), {"cal_bad_profile.json", "profile"}},
       {with({"--calibration", "cal_negative.json"}), {"cal_negative.json", "links.nvlink.alpha_us"}},
       {with({"--calibration", "cal_unknown.json"}), {"cal_unknown.json", "bogus"}},

@@ -111,4 +111,20 @@ TEST_CASE("core.exit_status") {
   CHECK(exit_status(ErrorCode::kUnsupported) == 2);
   CHECK(exit_status(ErrorCode::kWrongResult) == 1);
   CHECK(exit_status(ErrorCode::kTimeout) == 3);
+  CHECK(exit_status(ErrorCode::kInternal) == 4);
+}
+
+TEST_CASE("core.internal_error") {
+  const int count = 3;
+  ARTUNE_CHECK(count == 3, std::string("never built"));
+  try {
+    ARTUNE_CHECK(count == 4, "count is " + std::to_string(count));
+    FAIL("ARTUNE_CHECK did not throw");
+  } catch (const InternalError& e) {
+    CHECK(e.code() == ErrorCode::kInternal);
+    const std::string what = e.what();
+    CHECK(what.rfind("internal error: count is 3 (tests/core/test_core.cpp:", 0) == 0);
+    CHECK(what.size() > std::string(", please report").size());
+    CHECK(what.substr(what.size() - std::string(", please report").size()) == ", please report");
+  }
 }

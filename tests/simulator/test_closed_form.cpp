@@ -15,6 +15,8 @@
 #include "algorithms/builders.hpp"
 #include "core/error.hpp"
 #include "core/sizes.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/spec.hpp"
 #include "simulator/closed_form.hpp"
 #include "simulator/simulator.hpp"
 #include "topology/io.hpp"
@@ -59,14 +61,14 @@ CostModel round_model() {
   return m;
 }
 
-struct Family {
+struct FormulaCase {
   const char* spec;
   double (*closed)(int, double, const AlphaBetaGamma&);
 };
 
 double shuffle_on_ranks(int p, double n, const AlphaBetaGamma& c) { return shuffle_us(p, p, n, c, true); }
 
-void check_family(const Family& f, const CostModel& model) {
+void check_family(const FormulaCase& f, const CostModel& model) {
   for (const int p : {2, 4, 8, 16}) {
     const Topology t = load_topology("uniform:" + std::to_string(p));
     const AlphaBetaGamma c = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
@@ -110,4 +112,122 @@ TEST_CASE("closed_form.simulated_ring_respects_lower_bound") {
       CHECK(r.time_us >= allreduce_lower_bound_us(p, static_cast<double>(bytes), 25.0 * 0.8));
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Every registered family's closed form against the simulator on uniform machines (every GPU pair its
+// own NVLink): equal (within 0.1%) where the family says exact, never above (and within the stated
+// factor) where it says lower bound.
+
+namespace {
+
+struct Expectation {
+  const char* spec;
+  CostModel model;
+  Exactness exactness;
+  double max_ratio;  // simulated / closed form at most this (1.001 for exact forms)
+};
+
+CostModel library_ring_model() {
+  // A host profile's library ring (group ops as one ring) with the host's threads left out, so that every
+  // op is an uncontended transfer as on the GPU profiles.
+  CostModel m = CostModel::defaults(BackendProfile::kMpi);
+  m.host = HostModel{};
+  return m;
+}
+
+void check_against_simulator(const Expectation& x, const std::vector<int>& ranks) {
+  for (const int p : ranks) {
+    const Topology t = load_topology("uniform:" + std::to_string(p));
+    const AlgToken token = parse_spec(x.spec).ranges[0].intra;
+    for (const std::uint64_t bytes : size_sweep(4096, std::uint64_t{1} << 28, 8.0)) {
+      BuildOptions options;
+      options.count = static_cast<std::int64_t>(bytes / 4);
+      const SimResult r = simulate(build_plan(t, x.spec, options), t, x.model, 4);
+      const ClosedForm f = closed_form_time(t, token, static_cast<double>(bytes), x.model);
+      INFO(std::string(x.spec), " p=", p, " bytes=", bytes, " simulated=", r.time_us, " closed form=", f.time_us);
+      CHECK(f.exactness == x.exactness);
+      CHECK(f.time_us > 0);
+      CHECK(r.time_us >= f.time_us * (1 - 1e-9));
+      CHECK(r.time_us <= f.time_us * x.max_ratio);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("closed_form.every_family_has_one") {
+  const Topology t = load_topology("uniform:4");
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      CAPTURE(n.token);
+      const ClosedForm c = closed_form_time(t, parse_spec(n.token).ranges[0].intra, 1 << 20, CostModel::defaults());
+      CHECK(c.time_us > 0);
+    }
+  }
+}
+
+TEST_CASE("closed_form.exact_families") {
+  const CostModel nccl = CostModel::defaults();
+  for (const auto& x : {Expectation{"xring", nccl, Exactness::kExact, 1.001},
+                        Expectation{"xring", round_model(), Exactness::kExact, 1.001},
+                        Expectation{"rechd", nccl, Exactness::kExact, 1.001},
+                        Expectation{"shuffle", nccl, Exactness::kExact, 1.001},
+                        Expectation{"shuffle#2", nccl, Exactness::kExact, 1.001},
+                        Expectation{"psgpu", nccl, Exactness::kExact, 1.001},
+                        Expectation{"pscpu", nccl, Exactness::kExact, 1.001},
+                        Expectation{"hiercopy", nccl, Exactness::kExact, 1.001},
+                        Expectation{"hiercopy#2", nccl, Exactness::kExact, 1.001},
+                        Expectation{"hiercopy#16", round_model(), Exactness::kExact, 1.001},
+                        Expectation{"mring#2", nccl, Exactness::kExact, 1.001},
+                        Expectation{"2d", nccl, Exactness::kExact, 1.001},
+                        Expectation{"nccl", library_ring_model(), Exactness::kExact, 1.001}}) {
+    check_against_simulator(x, {4, 8});
+  }
+}
+
+TEST_CASE("closed_form.lower_bounds") {
+  const CostModel nccl = CostModel::defaults();
+  // The factors are what these sweeps give (uniform: the two trees and the shards on one rank never
+  // meet on a link, so those bounds are met exactly; two subchunk rings share links).
+  for (const auto& x : {Expectation{"xring#2", nccl, Exactness::kLowerBound, 2.0},
+                        Expectation{"tree", nccl, Exactness::kLowerBound, 1.001},
+                        Expectation{"shuffle#16", nccl, Exactness::kLowerBound, 1.001},
+                        Expectation{"nccl", nccl, Exactness::kLowerBound, 2.6}}) {
+    check_against_simulator(x, {4, 8});
+  }
+}
+
+TEST_CASE("closed_form.below_the_simulator_elsewhere") {
+  // Off the uniform machine the constants are the best pair's, so every family's closed form stays at or
+  // below the simulated time (what the tuner may prune with).
+  int checked = 0;
+  for (const char* name : {"dgx1-v100", "dgx2", "pcie-8gpu", "uniform:2x4", "2xdgx1-v100"}) {
+    const Topology t = load_topology(name);
+    for (const BackendProfile profile : {BackendProfile::kNccl, BackendProfile::kCuda}) {
+      const CostModel model = CostModel::defaults(profile);
+      for (const Family* f : families()) {
+        for (const SpecName& n : f->specs) {
+          const AlgToken token = parse_spec(n.token).ranges[0].intra;
+          for (const std::uint64_t bytes : size_sweep(4096, std::uint64_t{1} << 28, 64.0)) {
+            BuildOptions options;
+            options.count = static_cast<std::int64_t>(bytes / 4);
+            Plan plan;
+            try {
+              plan = build_plan(t, n.token, options);
+            } catch (const InvalidInput&) {
+              continue;  // the family does not apply here (hiercopy without NVLink cliques, …)
+            }
+            const SimResult r = simulate(plan, t, model, 4);
+            const ClosedForm c = closed_form_time(t, token, static_cast<double>(bytes), model);
+            INFO(std::string(name), " ", std::string(n.token), " bytes=", bytes, " simulated=", r.time_us,
+                 " closed form=", c.time_us);
+            CHECK(c.time_us <= r.time_us * (1 + 1e-9));
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  CHECK(checked > 250);
 }

@@ -77,7 +77,7 @@ TEST_CASE("cost_model.overlay_replaces_only_given_fields") {
 
 TEST_CASE("cost_model.overlay_errors_name_source_and_path") {
   CHECK(overlay_error(R"({"bogus": 1})").rfind("calib.json: bogus: unknown key", 0) == 0);
-  CHECK(overlay_error(R"({"op_overhead_us": "fast"})") == "calib.json: op_overhead_us: must be a number");
+  CHECK(overlay_error(R"({"op_overhead_us": "fast"})") == "calib.json: op_overhead_us: must be a number, not a string");
   CHECK(overlay_error(R"({"op_overhead_us": -1})") == "calib.json: op_overhead_us: must be a finite number ≥ 0");
   CHECK(overlay_error(R"({"links": {"nvlink": {"efficiency": 1.5}}})") ==
         "calib.json: links.nvlink.efficiency: must be in (0, 1]");
@@ -88,7 +88,7 @@ TEST_CASE("cost_model.overlay_errors_name_source_and_path") {
   CHECK(overlay_error(R"({"devices": {"gpu": {"reduce_gbps": 0}}})") ==
         "calib.json: devices.gpu.reduce_gbps: must be a finite number > 0");
   CHECK(overlay_error(R"({"devices": {"tpu": {}}})").rfind("calib.json: devices.tpu: unknown device kind", 0) == 0);
-  CHECK(overlay_error(R"([1, 2])") == "calib.json: (root): must be an object");
+  CHECK(overlay_error(R"([1, 2])") == "calib.json: must be an object, not an array");
   CHECK(overlay_error(R"({"profile": "gloo"})").rfind("calib.json: profile: 'gloo' is not a backend", 0) == 0);
   // A failed overlay leaves the model as it was.
   CostModel m = CostModel::defaults();
@@ -117,11 +117,11 @@ TEST_CASE("cost_model.host_overlay_round_trip") {
 }
 
 TEST_CASE("cost_model.host_overlay_errors_name_the_field") {
-  CHECK(overlay_error(R"({"host": 3})") == "calib.json: host: must be an object");
+  CHECK(overlay_error(R"({"host": 3})") == "calib.json: host: must be an object, not a number");
   CHECK(overlay_error(R"({"host": {"cores": -1}})") == "calib.json: host.cores: must be a finite number ≥ 0");
   CHECK(overlay_error(R"({"host": {"cores": 0.001}})") ==
         "calib.json: host.cores: must be 0 (no limit) or in [0.01, 1e+06] (got 0.001)");
-  CHECK(overlay_error(R"({"host": {"cores": "two"}})") == "calib.json: host.cores: must be a number");
+  CHECK(overlay_error(R"({"host": {"cores": "two"}})") == "calib.json: host.cores: must be a number, not a string");
   CHECK(overlay_error(R"({"host": {"run_overhead_us": 2e6}})") ==
         "calib.json: host.run_overhead_us: must be at most 1e+06 µs (got 2e+06)");
   CHECK(overlay_error(R"({"host": {"cache_bytes": 1e16}})") ==
@@ -129,7 +129,7 @@ TEST_CASE("cost_model.host_overlay_errors_name_the_field") {
   CHECK(overlay_error(R"({"host": {"cache_gbps": -3}})") == "calib.json: host.cache_gbps: must be a finite number ≥ 0");
   CHECK(overlay_error(R"({"host": {"dram_gbps": 1e-9}})") ==
         "calib.json: host.dram_gbps: must be at least 1e-06 GB/s (got 1e-09)");
-  CHECK(overlay_error(R"({"host": {"serial_devices": 1}})") == "calib.json: host.serial_devices: must be true or false");
+  CHECK(overlay_error(R"({"host": {"serial_devices": 1}})") == "calib.json: host.serial_devices: must be true or false, not a number");
   CHECK(overlay_error(R"({"host": {"threads": 4}})").rfind("calib.json: host.threads: unknown key (run_overhead_us", 0) == 0);
   // One line, and a bad field leaves the model as it was.
   CHECK(overlay_error(R"({"host": {"cores": -1}})").find('\n') == std::string::npos);

@@ -176,7 +176,7 @@ TEST_CASE("io.rejects_missing_fields") {
   doc = base();
   doc.erase("devices");
   doc.erase("links");
-  CHECK(error_of(doc) == "x.json: (document): missing \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
+  CHECK(error_of(doc) == "x.json: missing \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
 }
 
 TEST_CASE("io.rejects_wrong_types") {
@@ -195,7 +195,7 @@ TEST_CASE("io.rejects_wrong_types") {
   doc = base();
   doc["links"][2] = json::array();
   CHECK(error_of(doc) == "x.json: links[2]: must be an object, not an array");
-  CHECK(error_of(json::array()) == "x.json: (document): must be an object, not an array");
+  CHECK(error_of(json::array()) == "x.json: must be an object, not an array");
   doc = base();
   doc["name"] = "";
   CHECK(error_of(doc) == "x.json: name: must not be empty");
@@ -276,7 +276,7 @@ TEST_CASE("io.rejects_ambiguous_form") {
   json doc = base();
   doc["compact"] = {{"gpus", 2}};
   CHECK(error_of(doc) ==
-        "x.json: (document): give exactly one of \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
+        "x.json: give exactly one of \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
 }
 
 TEST_CASE("io.compact_form_builds_the_layout") {
