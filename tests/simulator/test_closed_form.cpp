@@ -189,11 +189,12 @@ TEST_CASE("closed_form.exact_families") {
 TEST_CASE("closed_form.lower_bounds") {
   const CostModel nccl = CostModel::defaults();
   // The factors are what these sweeps give (uniform: the two trees and the shards on one rank never
-  // meet on a link, so those bounds are met exactly; two subchunk rings share links).
+  // meet on a link, so those bounds are met exactly; two subchunk rings share links; nccl's simulated time
+  // also pays NCCL's kernel launch, nccl::launch_us, which its bound leaves out).
   for (const auto& x : {Expectation{"xring#2", nccl, Exactness::kLowerBound, 2.0},
                         Expectation{"tree", nccl, Exactness::kLowerBound, 1.001},
                         Expectation{"shuffle#16", nccl, Exactness::kLowerBound, 1.001},
-                        Expectation{"nccl", nccl, Exactness::kLowerBound, 2.6}}) {
+                        Expectation{"nccl", nccl, Exactness::kLowerBound, 2.7}}) {
     check_against_simulator(x, {4, 8});
   }
 }
