@@ -31,7 +31,7 @@ void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t cou
 }
 
 void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                        const std::vector<int>& order) {
+                         const std::vector<int>& order) {
   std::vector<std::vector<int>> own;
   for (int r : order) own.push_back({r});
   ring_over_sets(e, slots, count, order, own, false);

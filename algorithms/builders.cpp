@@ -40,16 +40,19 @@ std::uint64_t ring_ops(std::int64_t n, std::int64_t chunks, std::int64_t count) 
 // emitter's own limit stops them.
 void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops) {
   if (ops <= kMaxPlanOps) return;
-  throw InvalidInput(fmt::format("--spec {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
-                                 "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)",
-                                 token_text(token), ranks(s), ops, kMaxPlanOps));
+  throw InvalidInput(
+      fmt::format("--spec {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
+                  "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)",
+                  token_text(token), ranks(s), ops, kMaxPlanOps));
 }
 
 // The local ring order: --gpu-perm, or identity; must be a permutation of 0..G−1.
 std::vector<int> local_order(const Setup& s, const AlgToken& token) {
   if (s.per_worker < 0) {
-    throw InvalidInput(fmt::format("{}: machines hold different numbers of participants; a ring over workers "
-                                   "needs the same number on each", token_text(token)));
+    throw InvalidInput(
+        fmt::format("{}: machines hold different numbers of participants; a ring over workers "
+                    "needs the same number on each",
+                    token_text(token)));
   }
   const int g = s.per_worker;
   if (s.options.gpu_perm.empty()) {
@@ -65,8 +68,8 @@ std::vector<int> local_order(const Setup& s, const AlgToken& token) {
   if (check != id) {
     std::string text;
     for (int x : perm) text += (text.empty() ? "" : ",") + std::to_string(x);
-    throw InvalidInput(fmt::format("--gpu-perm {}: must be a permutation of 0..{} (the participants of each machine)",
-                                   text, g - 1));
+    throw InvalidInput(
+        fmt::format("--gpu-perm {}: must be a permutation of 0..{} (the participants of each machine)", text, g - 1));
   }
   return perm;
 }
@@ -115,19 +118,21 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
       }
       const NodeKind kind = nodes[static_cast<std::size_t>(node)].kind;
       if (kind != NodeKind::kGpu && kind != NodeKind::kCpu) {
-        throw InvalidInput(fmt::format("participants[{}]: {} is a {}, not a GPU or CPU",
-                                       i, nodes[static_cast<std::size_t>(node)].id, to_string(kind)));
+        throw InvalidInput(fmt::format("participants[{}]: {} is a {}, not a GPU or CPU", i,
+                                       nodes[static_cast<std::size_t>(node)].id, to_string(kind)));
       }
       if (std::find(s.nodes.begin(), s.nodes.end(), node) != s.nodes.end()) {
-        throw InvalidInput(fmt::format("participants[{}]: {} appears twice", i, nodes[static_cast<std::size_t>(node)].id));
+        throw InvalidInput(
+            fmt::format("participants[{}]: {} appears twice", i, nodes[static_cast<std::size_t>(node)].id));
       }
       s.nodes.push_back(node);
     }
   }
   if (s.nodes.size() > kMaxPlanRanks) {
-    throw InvalidInput(fmt::format("topology '{}': a plan over its {} GPUs would have more than artune's limit of {} "
-                                   "ranks per plan (give --participants, or a smaller topology)",
-                                   topo.name(), s.nodes.size(), kMaxPlanRanks));
+    throw InvalidInput(
+        fmt::format("topology '{}': a plan over its {} GPUs would have more than artune's limit of {} "
+                    "ranks per plan (give --participants, or a smaller topology)",
+                    topo.name(), s.nodes.size(), kMaxPlanRanks));
   }
   std::map<int, int> worker_of_machine;
   std::vector<int> machines;
@@ -156,8 +161,9 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
 void validate_gpu_perm(const Setup& s) {
   if (s.options.gpu_perm.empty()) return;
   if (s.per_worker < 0) {
-    throw InvalidInput("--gpu-perm: the machines hold different numbers of participants, so no one local order "
-                       "applies to all of them");
+    throw InvalidInput(
+        "--gpu-perm: the machines hold different numbers of participants, so no one local order "
+        "applies to all of them");
   }
   detail::local_order(s, AlgToken{"gpu-perm", -1, ""});
 }
@@ -183,8 +189,8 @@ void validate_gather(const Setup& s) {
 Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
   if (options.count < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 (got {})", options.count));
   if (static_cast<std::uint64_t>(options.count) > kMaxMessageBytes) {
-    throw InvalidInput(fmt::format("--count: {} elements per rank is more than artune's limit of {}",
-                                   options.count, kMaxMessageBytes));
+    throw InvalidInput(fmt::format("--count: {} elements per rank is more than artune's limit of {}", options.count,
+                                   kMaxMessageBytes));
   }
   if (options.segments < 1 || options.segments > kMaxSegments) {
     throw InvalidInput(fmt::format("--segments: must be between 1 and {} (got {})", kMaxSegments, options.segments));

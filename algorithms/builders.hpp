@@ -13,13 +13,15 @@ namespace artune {
 
 /// Inputs every builder shares.
 struct BuildOptions {
-  std::int64_t count = 0;            ///< elements per participant (≥ 1)
+  std::int64_t count = 0;  ///< elements per participant (≥ 1)
   ReduceOp reduce_op = ReduceOp::kSum;
-  std::vector<int> participants;     ///< topology node indices of the ranks; empty = every GPU by global index
-  std::vector<int> gpu_perm;         ///< order of local GPUs inside each machine (xring, 2d rings; rechd, tree rank order); empty = identity
-  std::vector<int> gather;           ///< topology node indices of gather devices (shuffle); empty = default
-  int segments = 1;                  ///< pipeline depth applied after building (1 = none)
-  bool verify = true;                ///< prove the plan with verify_or_throw before returning it (callers that verify anyway may skip)
+  std::vector<int> participants;  ///< topology node indices of the ranks; empty = every GPU by global index
+  std::vector<int> gpu_perm;  ///< order of local GPUs inside each machine (xring, 2d rings; rechd, tree rank order);
+                              ///< empty = identity
+  std::vector<int> gather;    ///< topology node indices of gather devices (shuffle); empty = default
+  int segments = 1;           ///< pipeline depth applied after building (1 = none)
+  bool verify =
+      true;  ///< prove the plan with verify_or_throw before returning it (callers that verify anyway may skip)
   Collective collective = Collective::kAllReduce;  ///< what the plan computes (others: collectives.hpp)
 };
 
@@ -35,7 +37,7 @@ Plan build_plan(const Topology& topo, std::string_view spec, const BuildOptions&
 struct RingPermutations {
   std::vector<std::vector<int>> pred_by_s_d;
   std::vector<std::vector<int>> rank_by_s_d;
-  std::vector<std::vector<int>> order_by_s;   ///< the full ring order of each subchunk
+  std::vector<std::vector<int>> order_by_s;  ///< the full ring order of each subchunk
 };
 /// Exactly TF's _ring_permutations (InvalidInput when subchunks > gpus per worker).
 RingPermutations ring_permutations(int workers, int subchunks, const std::vector<int>& gpu_perm);

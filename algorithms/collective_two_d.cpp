@@ -16,8 +16,8 @@ namespace {
 void check_grid(const std::vector<std::vector<int>>& workers, const char* what) {
   for (const auto& w : workers) {
     if (w.size() != workers.front().size()) {
-      throw InvalidInput(fmt::format("2d: {} needs the same number of participants on every machine ({} and {})",
-                                     what, w.size(), workers.front().size()));
+      throw InvalidInput(fmt::format("2d: {} needs the same number of participants on every machine ({} and {})", what,
+                                     w.size(), workers.front().size()));
     }
   }
 }

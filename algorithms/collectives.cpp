@@ -74,9 +74,10 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
     }
   }
   const std::string shown(text.substr(0, 80));
-  throw InvalidInput(fmt::format("--spec '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
-                                 "'#n', ranges or hybrids)",
-                                 shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
+  throw InvalidInput(
+      fmt::format("--spec '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
+                  "'#n', ranges or hybrids)",
+                  shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
 }
 
 Plan build_collective_plan(const Topology& topo, std::string_view spec, const BuildOptions& options) {
@@ -85,8 +86,7 @@ Plan build_collective_plan(const Topology& topo, std::string_view spec, const Bu
 
 namespace detail {
 
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count,
-                           int scale_by) {
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
   const int n = static_cast<int>(slots.size());
   std::vector<int> devices;
   for (const Slot& s : slots) devices.push_back(s.device);
@@ -113,8 +113,8 @@ void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std:
     if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
     if (name == "2d") return emit_reducescatter_two_d(e, slots, count, workers, scale_by);
   }
-  throw InvalidInput(fmt::format("{}: no {} plan of this family (known: {})", name, collective_flag_name(c),
-                                 names_of(c)));
+  throw InvalidInput(
+      fmt::format("{}: no {} plan of this family (known: {})", name, collective_flag_name(c), names_of(c)));
 }
 
 }  // namespace detail

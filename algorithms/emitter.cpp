@@ -62,8 +62,10 @@ void Emitter::write(const Location& loc, int op, std::vector<int>& deps) {
 int Emitter::finish(Op op, std::vector<int> deps) {
   if (plan_.ops.size() >= kMaxPlanOps) {
     // The backstop for families without an up-front estimate (see builders.cpp).
-    throw InvalidInput(fmt::format("--spec {}: the plan needs more than {} ops, artune's limit per plan (use fewer "
-                                   "participants, subchunks, shards or packs)", plan_.spec, kMaxPlanOps));
+    throw InvalidInput(
+        fmt::format("--spec {}: the plan needs more than {} ops, artune's limit per plan (use fewer "
+                    "participants, subchunks, shards or packs)",
+                    plan_.spec, kMaxPlanOps));
   }
   const int id = static_cast<int>(plan_.ops.size());
   std::sort(deps.begin(), deps.end());

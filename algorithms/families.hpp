@@ -69,8 +69,8 @@ class Emitter {
   /// dst := dst / divisor; -1 when count is 0.
   int scale(const Location& dst, int divisor);
   /// A library collective over `devices` on the same (buffer, offset, count) of each; -1 when count is 0.
-  int group(Collective collective, const std::vector<int>& devices, int buffer, std::int64_t offset,
-            std::int64_t count, int root = -1);
+  int group(Collective collective, const std::vector<int>& devices, int buffer, std::int64_t offset, std::int64_t count,
+            int root = -1);
 
   /// The plan device of topology node `node`: a rank running on it, else a helper (added on first use).
   int device_for_node(int node);
@@ -112,9 +112,7 @@ struct RingChunks {
   int devices = 0;
   int subchunks = 1;
   /// (offset, count) of chunk `c` inside the region (TF padded split, padding stripped).
-  std::pair<std::int64_t, std::int64_t> chunk(int c) const {
-    return padded_piece(count, devices * subchunks, c);
-  }
+  std::pair<std::int64_t, std::int64_t> chunk(int c) const { return padded_piece(count, devices * subchunks, c); }
 };
 
 /// TF's _build_ring_gather over the slots: n−1 ticks; afterwards the slot at rank r of
@@ -148,8 +146,7 @@ void emit_gather_to(Emitter& e, const std::vector<Slot>& slots, std::int64_t off
 void emit_scatter_from(Emitter& e, const Slot& source, const std::vector<Slot>& slots, std::int64_t offset,
                        std::int64_t count);
 /// Shuffle all-reduce: each shard gathered, reduced and scaled on its device, then copied back.
-void emit_shuffle(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const ShuffleParams& p,
-                  int scale_by);
+void emit_shuffle(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const ShuffleParams& p, int scale_by);
 
 // ---------------------------------------------------------------------------
 // Hierarchical copy (TF aggregate_gradients_using_hierarchical_copy).
@@ -232,10 +229,10 @@ void emit_shuffle_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machi
 struct Setup {
   const Topology& topo;
   const BuildOptions& options;
-  std::vector<int> nodes;                  ///< topology node of each rank
-  std::vector<std::vector<int>> workers;   ///< ranks of each worker (machine), in rank order
-  std::vector<int> worker_machine;         ///< topology machine index of each worker
-  int per_worker = -1;                     ///< ranks per worker when equal, else -1
+  std::vector<int> nodes;                 ///< topology node of each rank
+  std::vector<std::vector<int>> workers;  ///< ranks of each worker (machine), in rank order
+  std::vector<int> worker_machine;        ///< topology machine index of each worker
+  int per_worker = -1;                    ///< ranks per worker when equal, else -1
   int scale_by = kNoScale;
 };
 

@@ -36,8 +36,8 @@ constexpr int kMaxRingsAsked = 1024;
 struct RingGraph {
   int n = 0;
   std::vector<std::vector<char>> usable;            // usable[a][b]: a ring may go a→b
-  std::vector<int> capacity;                         // per resource
-  std::vector<std::vector<std::vector<int>>> uses;   // uses[a][b]: resources one ring a→b consumes
+  std::vector<int> capacity;                        // per resource
+  std::vector<std::vector<std::vector<int>>> uses;  // uses[a][b]: resources one ring a→b consumes
 };
 
 class ResourceTable {
@@ -122,7 +122,8 @@ RingGraph routed_graph(const Topology& topo, const std::vector<int>& gpus) {
       const Route* r = try_route(topo, gpus[static_cast<std::size_t>(a)], gpus[static_cast<std::size_t>(b)]);
       if (r == nullptr) continue;
       auto& uses = g.uses[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
-      for (int l : r->links) uses.push_back(table.get({3, l, -1}, std::max(1, topo.links()[static_cast<std::size_t>(l)].lanes), g));
+      for (int l : r->links)
+        uses.push_back(table.get({3, l, -1}, std::max(1, topo.links()[static_cast<std::size_t>(l)].lanes), g));
       g.usable[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = 1;
     }
   }
@@ -279,7 +280,8 @@ std::vector<int> find_ring(const RingGraph& g, std::vector<int>& left) {
       return g.usable[static_cast<std::size_t>(last)][0] && take(last, 0);
     }
     for (int v = 1; v < g.n; ++v) {
-      if (used[static_cast<std::size_t>(v)] || !g.usable[static_cast<std::size_t>(last)][static_cast<std::size_t>(v)]) continue;
+      if (used[static_cast<std::size_t>(v)] || !g.usable[static_cast<std::size_t>(last)][static_cast<std::size_t>(v)])
+        continue;
       if (!take(last, v)) continue;
       used[static_cast<std::size_t>(v)] = 1;
       path.push_back(v);

@@ -48,8 +48,8 @@ void emit_hiercopy(Emitter& e, const std::vector<Slot>& slots, std::int64_t coun
     // other quad ((main + n/2) % n on DGX-1). Other groups follow group 0 cyclically.
     const int main0 = i % n;
     const auto [g0, q0] = group_of[static_cast<std::size_t>(main0)];
-    std::vector<int> order;   // groups, group 0 first
-    std::vector<int> mains;   // main device of each entry of `order`
+    std::vector<int> order;  // groups, group 0 first
+    std::vector<int> mains;  // main device of each entry of `order`
     for (int k = 0; k < groups; ++k) {
       const int g = (g0 + k) % groups;
       const auto& members = p.groups[static_cast<std::size_t>(g)];
@@ -110,8 +110,10 @@ HierCopyParams hiercopy_params(const Setup& s, const AlgToken& token) {
     if (!placed[static_cast<std::size_t>(r)]) p.groups.push_back({r});  // CPU ranks: groups of their own
   }
   if (!any && ranks(s) > 1) {
-    throw InvalidInput(fmt::format("{}: topology '{}' has no NVLink groups (hierarchical copy needs GPUs joined "
-                                   "by NVLink)", token_text(token), s.topo.name()));
+    throw InvalidInput(
+        fmt::format("{}: topology '{}' has no NVLink groups (hierarchical copy needs GPUs joined "
+                    "by NVLink)",
+                    token_text(token), s.topo.name()));
   }
   return p;
 }

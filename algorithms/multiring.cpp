@@ -53,10 +53,10 @@ MultiRingParams multiring_params(const Setup& s, const AlgToken& token) {
       const auto it = std::find(gpus.begin(), gpus.end(), node);
       rank_of_local[static_cast<std::size_t>(it - gpus.begin())] = r;
     }
-    if (static_cast<std::size_t>(std::count_if(rank_of_local.begin(), rank_of_local.end(), [](int r) { return r >= 0; })) !=
-        gpus.size()) {
-      throw InvalidInput(fmt::format("{}: rings span whole machines; every GPU of machine {} must take part",
-                                     token_text(token), m));
+    if (static_cast<std::size_t>(
+            std::count_if(rank_of_local.begin(), rank_of_local.end(), [](int r) { return r >= 0; })) != gpus.size()) {
+      throw InvalidInput(
+          fmt::format("{}: rings span whole machines; every GPU of machine {} must take part", token_text(token), m));
     }
     std::vector<std::vector<int>> rings;
     for (const auto& ring : link_disjoint_rings(s.topo, m, token.arg < 0 ? kMaxRings : token.arg)) {

@@ -18,8 +18,8 @@ namespace {
 void check_uniform(const std::vector<Slot>& slots, const char* what) {
   for (const Slot& s : slots) {
     if (s.buffer != slots.front().buffer || s.offset != slots.front().offset) {
-      throw InvalidInput(fmt::format("{}: a library collective needs the same buffer and offset on every device",
-                                     what));
+      throw InvalidInput(
+          fmt::format("{}: a library collective needs the same buffer and offset on every device", what));
     }
   }
 }
@@ -32,12 +32,14 @@ std::vector<int> devices_of(const std::vector<Slot>& slots) {
 
 }  // namespace
 
-void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by, const std::string& variant) {
+void emit_nccl(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by,
+               const std::string& variant) {
   if (slots.empty()) return;
   check_uniform(slots, "nccl");
   // The group carries the sum; an average is that sum scaled on every rank (ncclAvg does the same).
   if (slots.size() > 1) {
-    const int id = e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
+    const int id =
+        e.group(Collective::kAllReduce, devices_of(slots), slots.front().buffer, slots.front().offset, count);
     if (id >= 0) e.plan().ops[static_cast<std::size_t>(id)].algo = variant;
   }
   if (scale_by != kNoScale) {
@@ -118,7 +120,9 @@ namespace artune::family {
 const Family nccl{
     .name = "nccl",
     .readable = "nccl",
-    .specs = {{"nccl", nullptr, ArgKind::kNone,
+    .specs = {{"nccl",
+               nullptr,
+               ArgKind::kNone,
                "one NCCL all-reduce over all participants, NCCL's own algorithm x protocol per size; "
                "nccl.ALGO[.PROTO] forces one as NCCL_ALGO/NCCL_PROTO do (ALGO: ring, tree, nvls, nvlstree, pat; "
                "PROTO: ll, ll128, simple; e.g. nccl.ring, nccl.tree.ll, nccl.nvls)",

@@ -26,8 +26,8 @@ int Plan::add(Op op) {
 
 int Plan::add_buffer(int device, std::int64_t elements) {
   if (device < 0 || device >= static_cast<int>(devices.size())) {
-    throw InvalidInput(fmt::format("plan: add_buffer: device {} out of range (plan has {} devices)", device,
-                                   devices.size()));
+    throw InvalidInput(
+        fmt::format("plan: add_buffer: device {} out of range (plan has {} devices)", device, devices.size()));
   }
   if (elements < 0) throw InvalidInput(fmt::format("plan: add_buffer: negative size {}", elements));
   if (buffers.size() < devices.size()) buffers.resize(devices.size());
@@ -183,12 +183,12 @@ OpKind parse_kind(const Reader& r, const std::string& text, const std::string& p
 }
 
 Collective parse_collective(const Reader& r, const std::string& text, const std::string& path) {
-  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
-                       Collective::kReduceScatter, Collective::kAllGather}) {
+  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kReduceScatter,
+                       Collective::kAllGather}) {
     if (text == to_string(c)) return c;
   }
-  r.fail(path, fmt::format("unknown collective '{}' (all_reduce, broadcast, reduce, reduce_scatter, all_gather)",
-                           text));
+  r.fail(path,
+         fmt::format("unknown collective '{}' (all_reduce, broadcast, reduce, reduce_scatter, all_gather)", text));
 }
 
 const Location kUnusedLocation{};
@@ -261,14 +261,13 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
   // Devices: ranks 0..R-1, then helpers.
   const auto& ranks = r.field(doc, "", "ranks");
   r.expect_array(ranks, "ranks");
-  auto read_device = [&](const nlohmann::json& v, const std::string& path, const char* index_key,
-                         bool participant) {
+  auto read_device = [&](const nlohmann::json& v, const std::string& path, const char* index_key, bool participant) {
     r.expect_object(v, path);
     r.only_keys(v, path, {index_key, "device", "node"});
     const int index = r.small_int(r.field(v, path, index_key), path + "." + index_key);
     if (index != static_cast<int>(plan.devices.size())) {
-      r.fail(path + "." + index_key, fmt::format("must be {} (ranks first, then helpers, in order)",
-                                                 plan.devices.size()));
+      r.fail(path + "." + index_key,
+             fmt::format("must be {} (ranks first, then helpers, in order)", plan.devices.size()));
     }
     PlanDevice d;
     d.participant = participant;
@@ -324,8 +323,8 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     }
     const auto& list = plan.buffers[static_cast<std::size_t>(l.device)];
     if (l.buffer < 0 || l.buffer >= static_cast<int>(list.size())) {
-      r.fail(path + ".buffer", fmt::format("buffer {} out of range (device {} has {})", l.buffer, l.device,
-                                           list.size()));
+      r.fail(path + ".buffer",
+             fmt::format("buffer {} out of range (device {} has {})", l.buffer, l.device, list.size()));
     }
     if (l.offset < 0) r.fail(path + ".offset", "must be ≥ 0");
     if (l.count < 0) r.fail(path + ".count", "must be ≥ 0");
@@ -378,7 +377,8 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     if (v.contains("group")) {
       const auto& g = v["group"];
       r.expect_array(g, path + ".group");
-      for (std::size_t k = 0; k < g.size(); ++k) op.group.push_back(r.small_int(g[k], fmt::format("{}.group[{}]", path, k)));
+      for (std::size_t k = 0; k < g.size(); ++k)
+        op.group.push_back(r.small_int(g[k], fmt::format("{}.group[{}]", path, k)));
     }
     if (v.contains("root")) op.root = r.small_int(v["root"], path + ".root");
     if (v.contains("divisor")) op.divisor = r.small_int(v["divisor"], path + ".divisor");
@@ -477,8 +477,8 @@ bool splittable(const Op& op) {
 std::int64_t op_count(const Op& op) { return op.dst.count; }
 
 struct Segments {
-  int first = 0;                         // id of the first segment in the new plan
-  std::vector<std::int64_t> starts;      // relative start of each segment; ends = next start / total
+  int first = 0;                     // id of the first segment in the new plan
+  std::vector<std::int64_t> starts;  // relative start of each segment; ends = next start / total
   std::int64_t total = 0;
   int size() const { return static_cast<int>(starts.size()); }
   std::int64_t end(int j) const { return j + 1 < size() ? starts[static_cast<std::size_t>(j) + 1] : total; }
@@ -499,9 +499,10 @@ Plan pipeline(const Plan& plan, int segments) {
     total_ops += static_cast<std::size_t>(std::max<std::int64_t>(1, pieces));
   }
   if (total_ops > kMaxPlanOps) {
-    throw InvalidInput(fmt::format("--segments {}: plan {} would grow from {} to {} ops, more than artune's limit of "
-                                   "{} ops per plan (use fewer segments)",
-                                   segments, plan.spec, plan.ops.size(), total_ops, kMaxPlanOps));
+    throw InvalidInput(
+        fmt::format("--segments {}: plan {} would grow from {} to {} ops, more than artune's limit of "
+                    "{} ops per plan (use fewer segments)",
+                    segments, plan.spec, plan.ops.size(), total_ops, kMaxPlanOps));
   }
 
   Plan out;

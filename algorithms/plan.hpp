@@ -63,24 +63,24 @@ struct Location {
 struct Op {
   int id = -1;
   OpKind kind = OpKind::kCopy;
-  Location src;             ///< copy/reduce source (unused by scale and group)
-  Location dst;             ///< copy/reduce/scale destination; group: the region (device field unused)
-  std::vector<int> deps;    ///< ops that must finish first; each shares a device with this op
+  Location src;           ///< copy/reduce source (unused by scale and group)
+  Location dst;           ///< copy/reduce/scale destination; group: the region (device field unused)
+  std::vector<int> deps;  ///< ops that must finish first; each shares a device with this op
   // Group ops only.
   Collective collective = Collective::kAllReduce;
-  std::vector<int> group;   ///< plan devices taking part, in the library's rank order
-  int root = -1;            ///< plan device of the root (broadcast, reduce)
-  std::string algo;         ///< NCCL algorithm[.protocol] the spec forces ("ring", "tree.ll"); empty = NCCL's choice
+  std::vector<int> group;  ///< plan devices taking part, in the library's rank order
+  int root = -1;           ///< plan device of the root (broadcast, reduce)
+  std::string algo;        ///< NCCL algorithm[.protocol] the spec forces ("ring", "tree.ll"); empty = NCCL's choice
   // Scale ops only.
-  int divisor = 1;          ///< dst is divided by this (avg: the number of participants)
+  int divisor = 1;  ///< dst is divided by this (avg: the number of participants)
   friend bool operator==(const Op&, const Op&) = default;
 };
 
 /// A device of the plan and the topology node it runs on.
 struct PlanDevice {
-  int node = -1;              ///< topology node index
-  std::string name;           ///< the topology node's id (for JSON and reports)
-  bool participant = true;    ///< ranks hold user data; helpers (gather shards) only scratch
+  int node = -1;            ///< topology node index
+  std::string name;         ///< the topology node's id (for JSON and reports)
+  bool participant = true;  ///< ranks hold user data; helpers (gather shards) only scratch
   friend bool operator==(const PlanDevice&, const PlanDevice&) = default;
 };
 
@@ -94,13 +94,13 @@ struct PlanDevice {
 /// reduce-scatter starts with every rank's input over the whole buffer and ends with rank k's block
 /// k reduced over all ranks (the rest of its buffer unspecified).
 struct Plan {
-  std::string spec;                               ///< the spec it was built from
-  std::int64_t count = 0;                         ///< elements per participant (all-gather etc.: the whole buffer)
-  ReduceOp reduce_op = ReduceOp::kSum;            ///< recorded reduce op
-  Collective collective = Collective::kAllReduce; ///< what the plan computes: all-reduce, all-gather or reduce-scatter
-  std::vector<PlanDevice> devices;                ///< participants (ranks 0..R-1) then helpers
-  std::vector<std::vector<std::int64_t>> buffers; ///< per device: element count of each buffer
-  std::vector<Op> ops;                            ///< in dependency order, ids = positions
+  std::string spec;                                ///< the spec it was built from
+  std::int64_t count = 0;                          ///< elements per participant (all-gather etc.: the whole buffer)
+  ReduceOp reduce_op = ReduceOp::kSum;             ///< recorded reduce op
+  Collective collective = Collective::kAllReduce;  ///< what the plan computes: all-reduce, all-gather or reduce-scatter
+  std::vector<PlanDevice> devices;                 ///< participants (ranks 0..R-1) then helpers
+  std::vector<std::vector<std::int64_t>> buffers;  ///< per device: element count of each buffer
+  std::vector<Op> ops;                             ///< in dependency order, ids = positions
 
   /// Number of participants (ranks).
   int ranks() const;

@@ -95,18 +95,18 @@ double allreduce_lower_bound_us(int p, double n_bytes, double bandwidth_gbps);
 
 /// What a closed form is given (simulator/closed_form.hpp fills it from a topology and a cost model).
 struct ClosedFormInput {
-  const Topology& topo;      ///< where (families read their structure from it: rings, cliques, trees)
-  const AlgToken& token;     ///< the spec token (its `#n`)
-  int ranks = 0;             ///< participants p (all GPUs)
-  int machines = 1;          ///< machines holding them (same count on each)
-  double bytes = 0;          ///< message size n
-  AlphaBetaGamma link = {};  ///< one uncontended transfer between two GPUs of a machine (the best pair)
-  AlphaBetaGamma network = {};  ///< between GPUs of two machines (equal to `link` on one machine)
-  AlphaBetaGamma host = {};  ///< from a GPU to a CPU socket of its machine (shards gathered on CPUs)
+  const Topology& topo;            ///< where (families read their structure from it: rings, cliques, trees)
+  const AlgToken& token;           ///< the spec token (its `#n`)
+  int ranks = 0;                   ///< participants p (all GPUs)
+  int machines = 1;                ///< machines holding them (same count on each)
+  double bytes = 0;                ///< message size n
+  AlphaBetaGamma link = {};        ///< one uncontended transfer between two GPUs of a machine (the best pair)
+  AlphaBetaGamma network = {};     ///< between GPUs of two machines (equal to `link` on one machine)
+  AlphaBetaGamma host = {};        ///< from a GPU to a CPU socket of its machine (shards gathered on CPUs)
   double ingress_us_per_byte = 0;  ///< 1 / Σ achievable bandwidth of the links into one GPU
-  double group_launch_us = 0;  ///< library collective: launch latency (once)
-  double group_step_us = 0;    ///< library collective: per ring step latency (hop + route + link-kind α)
-  double library_latency_us = 0;  ///< NCCL's model: the least latency it charges here (0 under the ring)
+  double group_launch_us = 0;      ///< library collective: launch latency (once)
+  double group_step_us = 0;        ///< library collective: per ring step latency (hop + route + link-kind α)
+  double library_latency_us = 0;   ///< NCCL's model: the least latency it charges here (0 under the ring)
   /// The simulator runs a library all-reduce as one ring (host profiles); false: as NCCL's model (GPU
   /// profiles), for which only a lower bound is known in closed form.
   bool library_as_ring = true;
@@ -138,26 +138,26 @@ struct CandidateSeed {
 struct CandidateContext {
   const Topology& topo;
   int machines = 1;
-  int gpus = 0;                                  ///< GPUs of machine 0
-  bool large = false;                            ///< beyond the exhaustive searches' size
-  std::vector<std::vector<int>> orders = {};     ///< ring orders of machine 0, best first (identity included)
-  std::size_t expanded_orders = 0;               ///< orders[0..expanded) (and identity) get every variant
-  std::vector<int> subchunks = {};               ///< ring subchunk counts to try
+  int gpus = 0;                                     ///< GPUs of machine 0
+  bool large = false;                               ///< beyond the exhaustive searches' size
+  std::vector<std::vector<int>> orders = {};        ///< ring orders of machine 0, best first (identity included)
+  std::size_t expanded_orders = 0;                  ///< orders[0..expanded) (and identity) get every variant
+  std::vector<int> subchunks = {};                  ///< ring subchunk counts to try
   std::vector<std::vector<int>> best_cycles = {};   ///< NVLink Hamiltonian cycles of machine 0, best first
   std::vector<std::vector<double>> bandwidth = {};  ///< route GB/s between the local GPUs of machine 0
-  int exhaustive_gpus = 16;                      ///< GPUs per machine up to which searches are exhaustive
-  bool include_library = true;                   ///< library collectives (nccl) wanted
+  int exhaustive_gpus = 16;                         ///< GPUs per machine up to which searches are exhaustive
+  bool include_library = true;                      ///< library collectives (nccl) wanted
   /// NCCL algorithms the library model offers on this topology ("ring", "tree", …), filled by the tuner.
   std::vector<std::string> library_algorithms = {};
   // Filled by the families for the tuner's summary.
-  int* disjoint_rings = nullptr;                 ///< link-disjoint rings found on machine 0
+  int* disjoint_rings = nullptr;                     ///< link-disjoint rings found on machine 0
   std::vector<std::vector<int>>* cliques = nullptr;  ///< NVLink cliques of machine 0
 };
 
 /// One algorithm family.
 struct Family {
-  const char* name = "";      ///< short label in candidates, decision tables and reports (pinned by tables)
-  const char* readable = "";  ///< readable name for code, docs and --help
+  const char* name = "";        ///< short label in candidates, decision tables and reports (pinned by tables)
+  const char* readable = "";    ///< readable name for code, docs and --help
   std::vector<SpecName> specs;  ///< its spec tokens, in --help order
   /// Builds its parameters from the setup and emits the whole all-reduce (one level).
   void (*emit)(detail::Emitter& e, const detail::Setup& s, const AlgToken& token) = nullptr;

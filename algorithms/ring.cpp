@@ -162,12 +162,14 @@ namespace detail {
 
 // Orders of TF's _ring_permutations mapped from global device index (worker·G + i) to slots.
 RingParams ring_params(const AlgToken& token, const std::vector<std::vector<int>>& workers,
-                               const std::vector<int>& perm) {
+                       const std::vector<int>& perm) {
   const int subchunks = token.arg < 0 ? 1 : token.arg;
   const int g = static_cast<int>(perm.size());
   if (subchunks > g) {
-    throw InvalidInput(fmt::format("{}: {} subchunks exceed the {} devices per worker of the ring (TF requires "
-                                   "num_subchunks <= num_gpus)", token_text(token), subchunks, g));
+    throw InvalidInput(
+        fmt::format("{}: {} subchunks exceed the {} devices per worker of the ring (TF requires "
+                    "num_subchunks <= num_gpus)",
+                    token_text(token), subchunks, g));
   }
   const RingPermutations perms = ring_permutations(static_cast<int>(workers.size()), subchunks, perm);
   RingParams p;
@@ -222,7 +224,9 @@ void ring_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
     const std::vector<int> perm = is_identity(ctx.orders[k]) ? std::vector<int>{} : ctx.orders[k];
     for (int s : ctx.subchunks) {
       if (!expand && s != 1) continue;
-      out.push_back({s == 1 ? "xring" : fmt::format("xring#{}", s), perm, {},
+      out.push_back({s == 1 ? "xring" : fmt::format("xring#{}", s),
+                     perm,
+                     {},
                      expand ? CandidateSeed::Segments::kAll : CandidateSeed::Segments::kNone});
     }
   }

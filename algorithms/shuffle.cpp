@@ -83,8 +83,8 @@ void emit_shuffle(Emitter& e, const std::vector<Slot>& slots, std::int64_t count
 void emit_shuffle_hybrid(Emitter& e, const std::vector<std::vector<Slot>>& machines, std::int64_t count,
                          const std::vector<int>& gather, const UpperLevel& upper, int scale_by) {
   if (gather.size() != machines.size()) {
-    throw InvalidInput(fmt::format("shuffle hybrid: {} gather devices for {} machines (one per machine)",
-                                   gather.size(), machines.size()));
+    throw InvalidInput(fmt::format("shuffle hybrid: {} gather devices for {} machines (one per machine)", gather.size(),
+                                   machines.size()));
   }
   std::vector<Slot> reps;
   for (std::size_t m = 0; m < machines.size(); ++m) {
@@ -212,16 +212,16 @@ UpperLevel shuffle_upper(Emitter& e, const Setup& s, const SpecRange& range) {
 // TF's _build_shuffle_hybrid: each machine gathered on its CPU (or its --gather device), `upper` across.
 void shuffle_lower(Emitter& e, const Setup& s, const SpecRange& range, const UpperLevel& upper) {
   if (range.intra.name != "pscpu") {
-    throw InvalidInput(fmt::format("{}: {} cannot be the in-machine level of a hybrid", to_string(range),
-                                   token_text(range.intra)));
+    throw InvalidInput(
+        fmt::format("{}: {} cannot be the in-machine level of a hybrid", to_string(range), token_text(range.intra)));
   }
   std::vector<std::vector<Slot>> machines;
   for (const auto& w : s.workers) machines.push_back(machine_slots(w));
   std::vector<int> gather;
   if (!s.options.gather.empty() && range.inter->name != "pscpu" && range.inter->name != "shuffle") {
     if (s.options.gather.size() != s.workers.size()) {
-      throw InvalidInput(fmt::format("--gather: {} needs one gather device per machine ({}), got {}",
-                                     to_string(range), s.workers.size(), s.options.gather.size()));
+      throw InvalidInput(fmt::format("--gather: {} needs one gather device per machine ({}), got {}", to_string(range),
+                                     s.workers.size(), s.options.gather.size()));
     }
     gather = to_plan_devices(e, gather_nodes_or(s, {}));
   } else {
@@ -267,7 +267,10 @@ namespace artune::family {
 const Family shuffle{
     .name = "shuffle",
     .readable = "shuffle",
-    .specs = {{"pscpu", "shuffle-cpu", ArgKind::kShards, "shuffle reduce gathered on CPU sockets; #N = gather shards",
+    .specs = {{"pscpu",
+               "shuffle-cpu",
+               ArgKind::kShards,
+               "shuffle reduce gathered on CPU sockets; #N = gather shards",
                {"xring", "pscpu", "rechd"}},
               {"psgpu", "shuffle-gpu", ArgKind::kShards, "shuffle reduce gathered on GPUs; #N = gather shards"},
               {"shuffle", nullptr, ArgKind::kShards, "shuffle reduce on the --gather devices; #N = gather shards"}},

@@ -14,8 +14,8 @@ Plan sparse_header_plan(const Topology& topo, std::string_view spec, BuildOption
   base.collective = Collective::kAllGather;
   base.reduce_op = ReduceOp::kSum;
   base.count = 1;  // counted after the participants are known
-  const int ranks = base.participants.empty() ? static_cast<int>(topo.gpus().size())
-                                              : static_cast<int>(base.participants.size());
+  const int ranks =
+      base.participants.empty() ? static_cast<int>(topo.gpus().size()) : static_cast<int>(base.participants.size());
   base.count = kSparseHeader * std::max(ranks, 1);
   return build_collective_plan(topo, spec, base);
 }
@@ -23,8 +23,8 @@ Plan sparse_header_plan(const Topology& topo, std::string_view spec, BuildOption
 Plan sparse_payload_plan(const Topology& topo, std::string_view spec, std::int64_t per_rank, BuildOptions base) {
   base.collective = Collective::kAllGather;
   base.reduce_op = ReduceOp::kSum;
-  const int ranks = base.participants.empty() ? static_cast<int>(topo.gpus().size())
-                                              : static_cast<int>(base.participants.size());
+  const int ranks =
+      base.participants.empty() ? static_cast<int>(topo.gpus().size()) : static_cast<int>(base.participants.size());
   base.count = per_rank * std::max(ranks, 1);
   return build_collective_plan(topo, spec, base);
 }
@@ -55,8 +55,8 @@ IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, std::int64_
 std::string sparse_input_problem(const IndexedSlices& input) {
   if (input.width < 1) return fmt::format("width {} must be ≥ 1", input.width);
   if (input.values.size() != input.indices.size() * static_cast<std::size_t>(input.width)) {
-    return fmt::format("{} values for {} indices of width {} (expected {})", input.values.size(),
-                       input.indices.size(), input.width, input.indices.size() * static_cast<std::size_t>(input.width));
+    return fmt::format("{} values for {} indices of width {} (expected {})", input.values.size(), input.indices.size(),
+                       input.width, input.indices.size() * static_cast<std::size_t>(input.width));
   }
   for (std::size_t i = 0; i < input.indices.size(); ++i) {
     if (input.indices[i] < 0) return fmt::format("indices[{}] = {} is negative", i, input.indices[i]);

@@ -137,9 +137,8 @@ class Parser {
     r.intra = token(lo);
     r.inter = token(hi);
     const auto pairs = hybrids();
-    const bool valid = std::any_of(pairs.begin(), pairs.end(), [&](const auto& h) {
-      return r.intra.name == h.first && r.inter->name == h.second;
-    });
+    const bool valid = std::any_of(pairs.begin(), pairs.end(),
+                                   [&](const auto& h) { return r.intra.name == h.first && r.inter->name == h.second; });
     if (!valid) {
       fail(fmt::format("'{}': {}/{} is not a supported hierarchy (supported: {})", quoted(part), r.intra.name,
                        r.inter->name, known_hybrids()));

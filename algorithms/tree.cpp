@@ -61,19 +61,22 @@ void emit_tree(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, i
     }
     std::vector<int> by_depth(static_cast<std::size_t>(n));
     std::iota(by_depth.begin(), by_depth.end(), 0);
-    std::stable_sort(by_depth.begin(), by_depth.end(),
-                     [&](int a, int b) { return depth[static_cast<std::size_t>(a)] > depth[static_cast<std::size_t>(b)]; });
+    std::stable_sort(by_depth.begin(), by_depth.end(), [&](int a, int b) {
+      return depth[static_cast<std::size_t>(a)] > depth[static_cast<std::size_t>(b)];
+    });
     // Reduce up: deepest first, so every node forwards its whole subtree's sum.
     for (int v : by_depth) {
       const int u = parent[static_cast<std::size_t>(v)];
-      if (u >= 0) e.reduce(at(slots[static_cast<std::size_t>(v)], off, len), at(slots[static_cast<std::size_t>(u)], off, len));
+      if (u >= 0)
+        e.reduce(at(slots[static_cast<std::size_t>(v)], off, len), at(slots[static_cast<std::size_t>(u)], off, len));
     }
     if (scale_by != kNoScale) e.scale(at(slots[static_cast<std::size_t>(root)], off, len), scale_by);
     // Broadcast down: shallowest first.
     for (auto it = by_depth.rbegin(); it != by_depth.rend(); ++it) {
       const int v = *it;
       const int u = parent[static_cast<std::size_t>(v)];
-      if (u >= 0) e.copy(at(slots[static_cast<std::size_t>(u)], off, len), at(slots[static_cast<std::size_t>(v)], off, len));
+      if (u >= 0)
+        e.copy(at(slots[static_cast<std::size_t>(u)], off, len), at(slots[static_cast<std::size_t>(v)], off, len));
     }
   }
 }

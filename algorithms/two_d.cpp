@@ -18,8 +18,8 @@ void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, 
   const int gpus = static_cast<int>(p.local_order.size());
   for (const auto& row : p.grid) {
     if (static_cast<int>(row.size()) != gpus) {
-      throw InvalidInput(fmt::format("2d: machines must hold the same number of participants ({} and {})",
-                                     row.size(), gpus));
+      throw InvalidInput(
+          fmt::format("2d: machines must hold the same number of participants ({} and {})", row.size(), gpus));
     }
   }
   const RingParams local{{p.local_order}};
@@ -68,8 +68,9 @@ void emit_two_d_family(Emitter& e, const Setup& s, const AlgToken& token) {
   const std::int64_t count = s.options.count;
   const auto machines = static_cast<std::int64_t>(s.workers.size());
   const auto gpus = static_cast<std::int64_t>(p.local_order.size());
-  require_plan_size(s, token, static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) +
-                                  ring_ops(machines, gpus * machines, count));
+  require_plan_size(
+      s, token,
+      static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) + ring_ops(machines, gpus * machines, count));
   emit_two_d(e, user_slots(ranks(s)), count, p, s.scale_by);
 }
 

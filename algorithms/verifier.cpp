@@ -380,8 +380,8 @@ class Verifier {
         bool shared = false;
         for (int d : mine) shared = shared || std::binary_search(theirs.begin(), theirs.end(), d);
         if (!shared && !theirs.empty()) {
-          problem("op {}: depends on op {} which shares no device (devices {} vs {})", op.id, dep,
-                  fmt::join(mine, ","), fmt::join(theirs, ","));
+          problem("op {}: depends on op {} which shares no device (devices {} vs {})", op.id, dep, fmt::join(mine, ","),
+                  fmt::join(theirs, ","));
         }
       }
     }

@@ -76,10 +76,12 @@ void on_threads(int ranks, F&& fn) {
 // Per-call seconds of `calls` cpu-communicator calls of `count` floats on every rank.
 double cpu_per_call(std::vector<Communicator>& comms, std::int64_t count, int calls) {
   const int ranks = static_cast<int>(comms.size());
-  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks), std::vector<float>(static_cast<std::size_t>(count), 1.0f));
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks),
+                                       std::vector<float>(static_cast<std::size_t>(count), 1.0f));
   const auto t0 = Clock::now();
   on_threads(ranks, [&](int r) {
-    for (int i = 0; i < calls; ++i) comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+    for (int i = 0; i < calls; ++i)
+      comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
   });
   return seconds_since(t0) / calls;
 }
@@ -107,7 +109,8 @@ int overhead(int argc, char** argv) {
   auto mpi_round = [&] {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < calls; ++i)
+      MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     return slowest(seconds_since(t0)) / calls;
   };
   // What the mpi backend's engine does for one group op: the non-blocking collective, polled.
@@ -195,7 +198,8 @@ int large(int argc, char** argv) {
   CpuBackend backend(BackendOptions{});
   backend.prepare(build_plan(topo, spec, b), DataType::kFloat32, ReduceOp::kSum);
   backend.fill_inputs(0);
-  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks), std::vector<float>(static_cast<std::size_t>(count), 1.0f));
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks),
+                                       std::vector<float>(static_cast<std::size_t>(count), 1.0f));
   // Per-call times of `n` communicator calls, taken on rank 0's thread; the rank threads live for all of them.
   auto comm_calls = [&](int n) {
     std::vector<double> times;
@@ -269,10 +273,11 @@ int resnet(int argc, char** argv) {
   std::vector<std::vector<float>> grads(static_cast<std::size_t>(ranks));
   for (auto& g : grads) g.assign(static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end())), 1.0f);
   long peak_threads = 0;
-  std::printf("resnet: %zu different sizes (%zu distinct tensor sizes of %s and neighbours), %lld floats per step, "
-              "%d ranks, plans tuned in memory on uniform:%d (%zu size buckets)\n",
-              sizes.size(), distinct.size(), argv[3], static_cast<long long>(total), ranks, ranks,
-              comms[0].size_buckets().size());
+  std::printf(
+      "resnet: %zu different sizes (%zu distinct tensor sizes of %s and neighbours), %lld floats per step, "
+      "%d ranks, plans tuned in memory on uniform:%d (%zu size buckets)\n",
+      sizes.size(), distinct.size(), argv[3], static_cast<long long>(total), ranks, ranks,
+      comms[0].size_buckets().size());
   for (int step = 0; step < steps; ++step) {
     const auto t0 = Clock::now();
     on_threads(ranks, [&](int r) {
@@ -283,8 +288,8 @@ int resnet(int argc, char** argv) {
     });
     std::printf("  step %d: %8.1f ms%s\n", step, seconds_since(t0) * 1e3, step == 0 ? " (compiles the plans)" : "");
   }
-  std::printf("  peak threads %ld (main 1 + %d rank threads + %zu workers; %ld before the communicator)\n", peak_threads,
-              ranks, comms[0].worker_threads(), threads_before);
+  std::printf("  peak threads %ld (main 1 + %d rank threads + %zu workers; %ld before the communicator)\n",
+              peak_threads, ranks, comms[0].worker_threads(), threads_before);
   std::printf("  peak RSS %ld MiB, plans compiled %llu, cached %zu, pad limit %llu B\n", proc_status("VmHWM") / 1024,
               static_cast<unsigned long long>(comms[0].compiled_plans()), comms[0].cached_plans().size(),
               static_cast<unsigned long long>(o.pad_limit));

@@ -28,7 +28,7 @@ const Topology& dgx1() {
 }
 
 // Every family on dgx1-v100 (hybrids need several machines).
-const std::vector<std::string> kFamilies = {"xring", "xring#2", "rechd", "pscpu", "psgpu#4", "shuffle",
+const std::vector<std::string> kFamilies = {"xring",    "xring#2", "rechd", "pscpu", "psgpu#4", "shuffle",
                                             "hiercopy", "nccl",    "mring", "tree",  "2d"};
 
 // Results go here rather than through benchmark::DoNotOptimize(double&), whose

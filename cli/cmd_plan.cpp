@@ -95,7 +95,8 @@ std::map<std::string, Traffic> traffic_by_route(const Topology& topo, const Plan
     if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
     const int a = plan.devices[static_cast<std::size_t>(op.src.device)].node;
     const int b = plan.devices[static_cast<std::size_t>(op.dst.device)].node;
-    const std::string key = op.src.device == op.dst.device ? std::string("local") : std::string(to_string(topo.route(a, b).type));
+    const std::string key =
+        op.src.device == op.dst.device ? std::string("local") : std::string(to_string(topo.route(a, b).type));
     Traffic& t = out[key];
     ++t.transfers;
     t.bytes += static_cast<std::uint64_t>(op.dst.count) * esize;
@@ -114,14 +115,16 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
   for (int r = 0; r < ranks && r < kMaxListedRanks; ++r) {
     rank_text += fmt::format("{}{}={}", r == 0 ? "" : " ", r, plan.devices[static_cast<std::size_t>(r)].name);
   }
-  if (ranks > kMaxListedRanks) rank_text += fmt::format(" … {}={}", ranks - 1, plan.devices[static_cast<std::size_t>(ranks - 1)].name);
+  if (ranks > kMaxListedRanks)
+    rank_text += fmt::format(" … {}={}", ranks - 1, plan.devices[static_cast<std::size_t>(ranks - 1)].name);
   fmt::print("ranks        {}: {}\n", ranks, rank_text);
   if (static_cast<int>(plan.devices.size()) > ranks) {
     std::string helpers;
     for (std::size_t d = static_cast<std::size_t>(ranks); d < plan.devices.size(); ++d) {
       std::string sizes;
       for (std::int64_t b : plan.buffers[d]) sizes += (sizes.empty() ? "" : "+") + std::to_string(b);
-      helpers += fmt::format("{}{}={} (scratch {} elements)", helpers.empty() ? "" : ", ", d, plan.devices[d].name, sizes);
+      helpers +=
+          fmt::format("{}{}={} (scratch {} elements)", helpers.empty() ? "" : ", ", d, plan.devices[d].name, sizes);
     }
     fmt::print("helpers      {}\n", helpers);
   }
@@ -240,7 +243,8 @@ void run_plan(const PlanFlags& f) {
     print_summary(topo, plan, f, verdict);
   }
   if (!verdict.ok) {
-    throw Error(ErrorCode::kWrongResult, fmt::format("plan {} failed verification: {}", plan.spec, verdict.problems.front()));
+    throw Error(ErrorCode::kWrongResult,
+                fmt::format("plan {} failed verification: {}", plan.spec, verdict.problems.front()));
   }
 }
 
@@ -252,8 +256,9 @@ nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan) {
     if (op.kind != OpKind::kGroup || op.collective != Collective::kAllReduce || op.group.size() < 2) continue;
     std::vector<int> nodes;
     for (const int d : op.group) nodes.push_back(plan.devices[static_cast<std::size_t>(d)].node);
-    const bool gpus = std::all_of(nodes.begin(), nodes.end(),
-                                  [&](int n) { return topo.nodes()[static_cast<std::size_t>(n)].kind == NodeKind::kGpu; });
+    const bool gpus = std::all_of(nodes.begin(), nodes.end(), [&](int n) {
+      return topo.nodes()[static_cast<std::size_t>(n)].kind == NodeKind::kGpu;
+    });
     if (!gpus) continue;
     const nccl::Graph g = nccl::search(topo, nodes);
     nlohmann::json rings = nlohmann::json::array();
@@ -265,9 +270,13 @@ nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan) {
       if (!nics.empty()) c["nics"] = std::move(nics);
       rings.push_back(std::move(c));
     }
-    out.push_back({{"op", op.id}, {"algo", op.algo.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.algo)},
-                   {"channels", g.channels}, {"bw_intra_gbps", g.bw_intra}, {"bw_inter_gbps", g.bw_inter},
-                   {"nvls_heads", g.nvls_channels}, {"rings", std::move(rings)}});
+    out.push_back({{"op", op.id},
+                   {"algo", op.algo.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.algo)},
+                   {"channels", g.channels},
+                   {"bw_intra_gbps", g.bw_intra},
+                   {"bw_inter_gbps", g.bw_inter},
+                   {"nvls_heads", g.nvls_channels},
+                   {"rings", std::move(rings)}});
   }
   return out;
 }
@@ -291,13 +300,15 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--collective", flags->collective,
                   "allreduce, allgather (specs ring, bruck, rd, nccl, 2d) or reducescatter (ring, halving, nccl, 2d)")
       ->capture_default_str();
-  cmd->add_option("--count", flags->count,
-                  "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements; at most 1P bytes "
-                  "per rank); a range spec picks its range by this count")
+  cmd->add_option(
+         "--count", flags->count,
+         "elements per rank, K/M/G suffixes are powers of 1024 (default 1M = 1048576 elements; at most 1P bytes "
+         "per rank); a range spec picks its range by this count")
       ->capture_default_str();
-  cmd->add_option("--gpu-perm", flags->gpu_perm,
-                  "order of the GPUs inside each machine, e.g. 0,3,2,1,5,6,7,4: the ring of xring and 2d, the pairing order of "
-                  "rechd, the rank order of tree (default identity)")
+  cmd->add_option(
+         "--gpu-perm", flags->gpu_perm,
+         "order of the GPUs inside each machine, e.g. 0,3,2,1,5,6,7,4: the ring of xring and 2d, the pairing order of "
+         "rechd, the rank order of tree (default identity)")
       ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
   cmd->add_option("--gather", flags->gather,
                   "gather devices for the shuffle families, comma-separated node ids such as cpu0,cpu1 or gpu2")
@@ -310,8 +321,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("-o,--op", flags->op, "reduce op: sum, prod, min, max, avg (avg = sum then one scale)")
       ->capture_default_str();
   cmd->add_option("-d,--type", flags->type, "element type, for the byte counts of the summary")->capture_default_str();
-  cmd->add_flag("--json", flags->json,
-                "print the plan as JSON ({\"spec\",\"ranks\",\"count\",\"ops\":[…],\"verified\"}) instead of the summary");
+  cmd->add_flag(
+      "--json", flags->json,
+      "print the plan as JSON ({\"spec\",\"ranks\",\"count\",\"ops\":[…],\"verified\"}) instead of the summary");
   cmd->add_option("--lower", flags->lower,
                   "print what a GPU backend will run instead of the plan: cuda (placement, streams, steps, events, "
                   "CUDA graph nodes, fan-in per round of every group phase) or nccl (per rank: NCCL groups, sends, "
@@ -325,8 +337,8 @@ void add_plan_command(CLI::App& app) {
   cmd->footer(
       "Ranks are the topology's GPUs in global index order (machine·G + local); with -t uniform:WxG the workers are "
       "the machines. Helper devices (gather shards such as a CPU socket) follow the ranks. Exit status: 0 when the "
-      "plan verifies, 1 when it does not, 2 on bad input.\n"
-      + plan_limits_help());
+      "plan verifies, 1 when it does not, 2 on bad input.\n" +
+      plan_limits_help());
   cmd->callback([flags] { run_plan(*flags); });
 }
 

@@ -50,7 +50,7 @@ struct RunFlags {
   std::string gpu_perm;
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
   bool json = false;
-  bool back_to_back = false;  // --back-to-back: nccl-tests timing (n iterations in flight, one wait)
+  bool back_to_back = false;    // --back-to-back: nccl-tests timing (n iterations in flight, one wait)
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
@@ -117,8 +117,8 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
           fmt::format("--machine-index: {} must be between 0 and {}", f.machine_index, kMaxMachineIndex));
     }
     if (kind != BackendKind::kMpi && kind != BackendKind::kNccl) {
-      throw InvalidInput(fmt::format("--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)",
-                                     to_string(kind)));
+      throw InvalidInput(fmt::format(
+          "--machine-index: only for the mpi and nccl backends (--backend {} runs in one process)", to_string(kind)));
     }
   }
   // With --table and no -t, the table names its topology: built-in names and generators load by name, a file
@@ -140,18 +140,19 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
           if (load_topology(tables.front().topology_name).fingerprint() == tables.front().fingerprint) {
             source = tables.front().topology_name;
           }
-        } catch (const Error&) {
-        }
+        } catch (const Error&) {}
       }
       if (source.empty()) {
-        throw InvalidInput(fmt::format("--table: {} was tuned on a discovered topology ('{}') that has no name to "
-                                       "load; give that topology with -t (e.g. the file of `artune topo discover --out`)",
-                                       f.table, tables.front().topology_name));
+        throw InvalidInput(
+            fmt::format("--table: {} was tuned on a discovered topology ('{}') that has no name to "
+                        "load; give that topology with -t (e.g. the file of `artune topo discover --out`)",
+                        f.table, tables.front().topology_name));
       }
       if (source.front() == '/' && !std::filesystem::exists(source)) {
-        throw InvalidInput(fmt::format("--table: {} was tuned on the topology file {}, which does not exist here; give "
-                                       "the topology with -t",
-                                       f.table, source));
+        throw InvalidInput(
+            fmt::format("--table: {} was tuned on the topology file {}, which does not exist here; give "
+                        "the topology with -t",
+                        f.table, source));
       }
       topology_arg = source;
     }
@@ -164,9 +165,10 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   if (!f.gpu_perm.empty()) base.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
   if (kind == BackendKind::kCpu && topo.gpus().size() > static_cast<std::size_t>(kMaxCpuDevices)) {
     // Refused before building a plan of that size (seconds for a thousand GPUs).
-    throw InvalidInput(fmt::format("-t/--topology: {} has {} GPUs; the cpu backend runs one thread per device and "
-                                   "takes at most {} (use a smaller topology or the mpi backend)",
-                                   topology_arg, topo.gpus().size(), kMaxCpuDevices));
+    throw InvalidInput(
+        fmt::format("-t/--topology: {} has {} GPUs; the cpu backend runs one thread per device and "
+                    "takes at most {} (use a smaller topology or the mpi backend)",
+                    topology_arg, topo.gpus().size(), kMaxCpuDevices));
   }
   if (f.machine_index_given && f.machine_index >= topo.machine_count()) {
     throw InvalidInput(fmt::format("--machine-index: {} but topology {} has {} machine(s)", f.machine_index,
@@ -181,7 +183,8 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     if (!has([&](const DecisionTable& t) { return t.type == config.type; })) {
       std::vector<std::string> types;
       for (const auto& t : tables) {
-        if (std::find(types.begin(), types.end(), to_string(t.type)) == types.end()) types.emplace_back(to_string(t.type));
+        if (std::find(types.begin(), types.end(), to_string(t.type)) == types.end())
+          types.emplace_back(to_string(t.type));
       }
       throw InvalidInput(fmt::format("-d/--datatype: {} but the table {} was tuned for {}", to_string(config.type),
                                      f.table, fmt::join(types, ", ")));
@@ -236,12 +239,15 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
         if (print_table) print_run_header(stdout, report);
       });
   if (backend->is_root()) {
-    if (f.json) print_json(run_report_to_json(report));
-    else print_run_footer(stdout, report);
+    if (f.json)
+      print_json(run_report_to_json(report));
+    else
+      print_run_footer(stdout, report);
   }
   if (report.total_wrong() > 0) {
-    throw Error(ErrorCode::kWrongResult, fmt::format("run: {} wrong elements (spec {} on {}, backend {})",
-                                                     report.total_wrong(), report.spec, report.topology, report.backend));
+    throw Error(ErrorCode::kWrongResult,
+                fmt::format("run: {} wrong elements (spec {} on {}, backend {})", report.total_wrong(), report.spec,
+                            report.topology, report.backend));
   }
 }
 
@@ -249,23 +255,25 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
 
 void add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "run",
-      "Run an all-reduce plan for real and print an nccl-tests style table.\n"
-      "Inputs are small integers per (rank, index, iteration), exact in every type; #wrong counts\n"
-      "mismatching elements over all ranks and any wrong element makes the command exit 1.\n"
-      "Checks are refused where a narrow type cannot hold the exact result (sum: bfloat16 > 256,\n"
-      "half > 2048 ranks; avg: bfloat16 > 64, half > 512, uint8 > 85); -c 0 times them unchecked.\n"
-      "time(us) is the median of -n iterations after -w warm-ups (the slowest rank per iteration);\n"
-      "algbw = size/time, busbw = algbw*2(n-1)/n as nccl-tests. Backends: cpu (threads, one per\n"
-      "device), mpi (`mpirun -np RANKS artune run --backend mpi ...`, one rank per participant;\n"
-      "only rank 0 prints), cuda, nccl (when built, on GPUs).");
-  CLI::Option* topology = cmd->add_option("-t,--topology", flags->topology,
-                  "topology: built-in name, generator (uniform:8, uniform:2x8) or JSON file (with --table: default "
-                  "the table's own topology)")
-      ->capture_default_str();
-  CLI::Option* spec = cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl/xring, 2d, ...)")
-      ->capture_default_str();
+  CLI::App* cmd =
+      app.add_subcommand("run",
+                         "Run an all-reduce plan for real and print an nccl-tests style table.\n"
+                         "Inputs are small integers per (rank, index, iteration), exact in every type; #wrong counts\n"
+                         "mismatching elements over all ranks and any wrong element makes the command exit 1.\n"
+                         "Checks are refused where a narrow type cannot hold the exact result (sum: bfloat16 > 256,\n"
+                         "half > 2048 ranks; avg: bfloat16 > 64, half > 512, uint8 > 85); -c 0 times them unchecked.\n"
+                         "time(us) is the median of -n iterations after -w warm-ups (the slowest rank per iteration);\n"
+                         "algbw = size/time, busbw = algbw*2(n-1)/n as nccl-tests. Backends: cpu (threads, one per\n"
+                         "device), mpi (`mpirun -np RANKS artune run --backend mpi ...`, one rank per participant;\n"
+                         "only rank 0 prints), cuda, nccl (when built, on GPUs).");
+  CLI::Option* topology =
+      cmd->add_option("-t,--topology", flags->topology,
+                      "topology: built-in name, generator (uniform:8, uniform:2x8) or JSON file (with --table: default "
+                      "the table's own topology)")
+          ->capture_default_str();
+  CLI::Option* spec =
+      cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl/xring, 2d, ...)")
+          ->capture_default_str();
   cmd->add_option("--table", flags->table,
                   "run, for each size, the plan an `artune autotune --out` decision table picks (the table for -d "
                   "and -o when it holds several)")
@@ -281,15 +289,18 @@ void add_run_command(CLI::App& app) {
                   "algbw*(n-1)/n; with --table: the table's own")
       ->capture_default_str()
       ->each([flags](const std::string&) { flags->collective_given = true; });
-  cmd->add_option("-n,--iters", flags->iterations, fmt::format("timed iterations per size (1 to {})", kMaxIterations))->capture_default_str();
-  cmd->add_option("-w,--warmup_iters", flags->warmup, "warm-up iterations per size (not timed)")
+  cmd->add_option("-n,--iters", flags->iterations, fmt::format("timed iterations per size (1 to {})", kMaxIterations))
       ->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", flags->warmup, "warm-up iterations per size (not timed)")->capture_default_str();
   cmd->add_option("-c,--check", flags->check, "checked iterations per size (0: no check, #wrong N/A)")
       ->capture_default_str();
-  cmd->add_option("--timeout", flags->timeout_s, fmt::format("seconds without progress before a stuck peer ends the run (at most {:.0f})", kMaxTimeoutSeconds))
+  cmd->add_option(
+         "--timeout", flags->timeout_s,
+         fmt::format("seconds without progress before a stuck peer ends the run (at most {:.0f})", kMaxTimeoutSeconds))
       ->capture_default_str();
-  CLI::Option* machine = cmd->add_option("--machine-index", flags->machine_index,
-                  "mpi/nccl: this rank's machine in the topology (checked; default: ARTUNE_MACHINE_INDEX)");
+  CLI::Option* machine =
+      cmd->add_option("--machine-index", flags->machine_index,
+                      "mpi/nccl: this rank's machine in the topology (checked; default: ARTUNE_MACHINE_INDEX)");
   cmd->add_option("--segments", flags->segments, "pipeline every op into K segments")->capture_default_str();
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4");
   cmd->add_flag("--json", flags->json, "print the table as JSON");

@@ -116,7 +116,10 @@ nlohmann::json links_json(const Topology& topo, const Row& row) {
 nlohmann::json nccl_json(const SimResult& r) {
   nlohmann::json out = nlohmann::json::array();
   for (const GroupRun& g : r.groups) {
-    out.push_back({{"op", g.op}, {"algorithm", g.algorithm}, {"protocol", g.protocol}, {"channels", g.channels},
+    out.push_back({{"op", g.op},
+                   {"algorithm", g.algorithm},
+                   {"protocol", g.protocol},
+                   {"channels", g.channels},
                    {"latency_us", g.latency_us}});
   }
   return out;
@@ -181,11 +184,11 @@ void run_simulate(const SimulateFlags& f) {
     nlohmann::json results = nlohmann::json::array();
     for (const Row& row : rows) {
       const SimResult& r = row.result;
-      nlohmann::json j = {{"size", row.size},         {"count", row.count},
-                          {"type", to_string(type)},  {"redop", redop},
-                          {"time_us", r.time_us},     {"algbw_gbps", r.algbw_gbps},
-                          {"busbw_gbps", r.busbw_gbps}};
-      j["bottleneck"] = r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
+      nlohmann::json j = {
+          {"size", row.size},     {"count", row.count},         {"type", to_string(type)},   {"redop", redop},
+          {"time_us", r.time_us}, {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}};
+      j["bottleneck"] =
+          r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
       j["critical_path_ops"] = r.critical_path.size();
       if (!r.groups.empty()) j["nccl"] = nccl_json(r);
       results.push_back(std::move(j));
@@ -199,10 +202,10 @@ void run_simulate(const SimulateFlags& f) {
     return;
   }
 
-  fmt::print("# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
-             collective == Collective::kAllReduce ? ""
-                                                  : fmt::format("collective {}, ", collective_flag_name(collective)),
-             to_string(spec), to_string(model.profile), f.segments);
+  fmt::print(
+      "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
+      collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
+      to_string(spec), to_string(model.profile), f.segments);
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.
   const bool nccl_column = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.result.groups.empty(); });
@@ -217,8 +220,7 @@ void run_simulate(const SimulateFlags& f) {
     const SimResult& r = row.result;
     if (nccl_column) {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>19}  {}\n", row.size, row.count,
-                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r),
-                 bottleneck_text(topo, r));
+                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r), bottleneck_text(topo, r));
     } else {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
                  to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
@@ -246,15 +248,15 @@ void run_simulate(const SimulateFlags& f) {
 void add_simulate_command(CLI::App& app) {
   auto flags = std::make_shared<SimulateFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "simulate",
-      "Predict all-reduce time, algbw and busbw of a plan over a size sweep with the cost-model simulator");
+      "simulate", "Predict all-reduce time, algbw and busbw of a plan over a size sweep with the cost-model simulator");
   cmd->footer(
       "Prints one nccl-tests style row per size plus the link that limited it (saturated longest).\n"
       "busbw = algbw * 2(n-1)/n. The cost model's constants are those of --backend (default nccl),\n"
       "optionally overlaid by a calibration file (artune calibrate). Example:\n"
       "  artune simulate -t dgx1-v100 -s xring --gpu-perm 0,3,2,1,5,6,7,4 -b 1M -e 1G --links\n" +
       plan_limits_help());
-  cmd->add_option("-t,--topology", flags->topo, "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file")
+  cmd->add_option("-t,--topology", flags->topo,
+                  "topology: built-in name, generator (uniform:8, 4xdgx1-v100) or JSON file")
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, "all-reduce spec (xring, rechd, pscpu, nccl, nccl/xring, ...)")->required();
   add_sweep_flags(cmd, flags->sweep);

@@ -45,9 +45,10 @@ void print_line(std::string line) {
 std::string topology_flag_help() {
   std::string names;
   for (const auto& name : builtin_topology_names()) names += (names.empty() ? "" : ", ") + name;
-  return fmt::format("topology: a built-in ({}), a generator (uniform:G, uniform:NxG, NxNAME such as 4xdgx1-v100) "
-                     "or a JSON file",
-                     names);
+  return fmt::format(
+      "topology: a built-in ({}), a generator (uniform:G, uniform:NxG, NxNAME such as 4xdgx1-v100) "
+      "or a JSON file",
+      names);
 }
 
 // nvidia-smi's cell for a GPU pair: X, NV# (bonded lanes on the route), PIX, …
@@ -88,12 +89,12 @@ void print_devices_and_links(const Topology& topo, bool all) {
   } else {
     std::size_t width = 2;
     for (const Node& n : nodes) width = std::max(width, n.id.size());
-    print_line(fmt::format("  {:<{}}  {:<11}  {:>7}  {:>5}  {:>6}  {}", "id", width, "kind", "machine", "local", "global",
-                           "arch/port  bus"));
+    print_line(fmt::format("  {:<{}}  {:<11}  {:>7}  {:>5}  {:>6}  {}", "id", width, "kind", "machine", "local",
+                           "global", "arch/port  bus"));
     for (const Node& n : nodes) {
       print_line(fmt::format("  {:<{}}  {:<11}  {:>7}  {:>5}  {:>6}  {:<9}{}", n.id, width, to_string(n.kind),
-                             n.machine < 0 ? std::string("-") : std::to_string(n.machine), n.local_index, n.global_index,
-                             n.arch, n.bus_id.empty() ? "" : "  " + n.bus_id));
+                             n.machine < 0 ? std::string("-") : std::to_string(n.machine), n.local_index,
+                             n.global_index, n.arch, n.bus_id.empty() ? "" : "  " + n.bus_id));
     }
   }
   const nlohmann::json model = topology_model_to_json(topo);
@@ -127,8 +128,8 @@ void print_matrices(const Topology& topo, bool all) {
     return;
   }
   if (gpus.size() > kMaxMatrixGpus && !all) {
-    fmt::print("\nMatrices omitted for {} GPUs (more than {}); --all prints them, --json gives them as data.\n", gpus.size(),
-               kMaxMatrixGpus);
+    fmt::print("\nMatrices omitted for {} GPUs (more than {}); --all prints them, --json gives them as data.\n",
+               gpus.size(), kMaxMatrixGpus);
     return;
   }
   if (gpus.size() > kMaxAllMatrixGpus) {
@@ -147,13 +148,16 @@ void print_matrices(const Topology& topo, bool all) {
   print_line(line);
   for (std::size_t i = 0; i < n; ++i) {
     line = fmt::format("{:<{}}", fmt::format("{}:", i), label);
-    for (std::size_t j = 0; j < n; ++j) line += fmt::format("{}{:>{}}", j == 0 ? "" : " ", peers[i][j] ? "Y" : "N", digits);
+    for (std::size_t j = 0; j < n; ++j)
+      line += fmt::format("{}{:>{}}", j == 0 ? "" : " ", peers[i][j] ? "Y" : "N", digits);
     print_line(line);
   }
 
   // Path types as nvidia-smi topo -m prints them.
   const std::size_t cell = std::max<std::size_t>(6, fmt::format("GPU{}", n - 1).size() + 2);
-  fmt::print("\nPath types (X self, NV# bonded NVLinks, PIX/PXB PCIe switches, PHB host bridge, SYS across sockets, NET network)\n");
+  fmt::print(
+      "\nPath types (X self, NV# bonded NVLinks, PIX/PXB PCIe switches, PHB host bridge, SYS across sockets, NET "
+      "network)\n");
   line = fmt::format("{:<{}}", "", cell);
   for (std::size_t j = 0; j < n; ++j) line += fmt::format("{:<{}}", fmt::format("GPU{}", j), cell);
   print_line(line);
@@ -187,8 +191,8 @@ std::string read_input(const std::string& path) {
   while (std::cin.read(buffer, sizeof buffer) || std::cin.gcount() > 0) {
     text.append(buffer, static_cast<std::size_t>(std::cin.gcount()));
     if (text.size() > kMaxInputFileBytes) {
-      throw InvalidInput(fmt::format("<stdin>: more than the {} bytes artune reads from one input file",
-                                     kMaxInputFileBytes));
+      throw InvalidInput(
+          fmt::format("<stdin>: more than the {} bytes artune reads from one input file", kMaxInputFileBytes));
     }
   }
   if (std::cin.bad()) throw InvalidInput("<stdin>: cannot read standard input");
@@ -207,8 +211,8 @@ struct ImportOptions {
   std::string output;
   std::string name;
   bool name_given = false;
-  std::string gpu;            // --gpu: the GPU generation, for the NVLink lane and PCIe rates of nvidia-smi text
-  double lane_gbps = 0;       // --nvlink-lane-gbps (0: from --gpu, else NVLink 2's 25)
+  std::string gpu;       // --gpu: the GPU generation, for the NVLink lane and PCIe rates of nvidia-smi text
+  double lane_gbps = 0;  // --nvlink-lane-gbps (0: from --gpu, else NVLink 2's 25)
   bool lane_given = false;
 };
 
@@ -255,9 +259,10 @@ void run_show(const ShowOptions& opts) {
   const Topology topo = load_topology(opts.topology);
   // The matrices are GPUs² cells: 65536 GPUs would mean 4·10⁹ cells and minutes of work.
   if (opts.json && topo.gpus().size() > kMaxJsonMatrixGpus) {
-    throw InvalidInput(fmt::format("--json: topology {} has {} GPUs; the JSON carries GPU x GPU matrices and is "
-                                   "limited to {} GPUs (plain `topo show` summarises larger topologies)",
-                                   topo.name(), topo.gpus().size(), kMaxJsonMatrixGpus));
+    throw InvalidInput(
+        fmt::format("--json: topology {} has {} GPUs; the JSON carries GPU x GPU matrices and is "
+                    "limited to {} GPUs (plain `topo show` summarises larger topologies)",
+                    topo.name(), topo.gpus().size(), kMaxJsonMatrixGpus));
   }
   if (opts.json) {
     print_json(topology_to_json(topo));
@@ -286,15 +291,15 @@ void run_import(const ImportOptions& opts) {
     }
   }
   if (opts.from == "nccl-xml" && (!opts.gpu.empty() || opts.lane_given)) {
-    throw InvalidInput(fmt::format("{}: only for --from nvidia-smi (an NCCL topology XML names each GPU's generation "
-                                   "in its sm attribute)",
-                                   opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
+    throw InvalidInput(
+        fmt::format("{}: only for --from nvidia-smi (an NCCL topology XML names each GPU's generation "
+                    "in its sm attribute)",
+                    opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
   }
   const NvidiaSmiImportOptions rates = nvidia_smi_rates(opts);
   const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
   const std::string text = read_input(opts.input);
-  Topology topo =
-      opts.from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
+  Topology topo = opts.from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
   if (opts.name_given) {
     topo.set_name(opts.name);
   } else if (topo.name().empty()) {
@@ -345,8 +350,8 @@ void add_topo_command(CLI::App& app) {
   import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
   add_out_option(import, import_opts->output,
                  fmt::format("output JSON file (default: standard output; {})", kOutputPathHelp));
-  auto* name = import->add_option("--name", import_opts->name,
-                                   "name of the imported topology (default: the input file's stem)");
+  auto* name =
+      import->add_option("--name", import_opts->name, "name of the imported topology (default: the input file's stem)");
   import->add_option("--gpu", import_opts->gpu,
                      "nvidia-smi: the GPUs' generation, for the rate of an NV# cell (# lanes x the lane rate) and "
                      "of PCIe: p100 (20 GB/s per lane, PCIe Gen3), v100 (25, Gen3), a100 (25, Gen4), h100 (25, "
@@ -355,12 +360,12 @@ void add_topo_command(CLI::App& app) {
                                   "nvidia-smi: GB/s per NVLink lane and direction (overrides --gpu's)");
   import->callback([import_opts, name, import, lane] {
     warn_deprecated_output(import);
-    import_opts->lane_given = lane->count() > 0;
-    import_opts->name_given = name->count() > 0;
-    run_import(*import_opts);
-  });
+  import_opts->lane_given = lane->count() > 0;
+  import_opts->name_given = name->count() > 0;
+  run_import(*import_opts);
+});
 
-  add_topo_discover_command(topo);
-}
+add_topo_discover_command(topo);
+}  // namespace artune::cli
 
 }  // namespace artune::cli

@@ -91,7 +91,9 @@ void print_machine(const DiscoveryResult& r) {
     for (std::size_t a = 0; a < nv.size(); ++a) {
       fmt::print("  {:>6}", fmt::format("GPU{}", a));
       for (std::size_t b = 0; b < nv.size(); ++b) {
-        std::string cell = a == b ? "X" : nv[a][b] > 0 ? fmt::format("NV{}", nv[a][b]) : std::string(to_string(types[a][b]));
+        std::string cell = a == b         ? "X"
+                           : nv[a][b] > 0 ? fmt::format("NV{}", nv[a][b])
+                                          : std::string(to_string(types[a][b]));
         fmt::print("{:>6}", cell);
       }
       fmt::print("\n");
@@ -131,9 +133,14 @@ bool wants_gpu_topology(const DiscoverFlags& f) { return (!f.output.empty() || f
 
 void finish_single(const DiscoverFlags& flags, const DiscoveryResult& r) {
   if (flags.json) {
-    nlohmann::json doc = {{"hostname", r.hostname}, {"gpu_count", r.gpu_count}, {"notes", r.notes},
-                          {"packages", r.packages}, {"numa_nodes", r.numa_nodes}, {"cores", r.cores},
-                          {"pus", r.pus}, {"topology", topology_to_json(r.topology)}};
+    nlohmann::json doc = {{"hostname", r.hostname},
+                          {"gpu_count", r.gpu_count},
+                          {"notes", r.notes},
+                          {"packages", r.packages},
+                          {"numa_nodes", r.numa_nodes},
+                          {"cores", r.cores},
+                          {"pus", r.pus},
+                          {"topology", topology_to_json(r.topology)}};
     print_json(doc);
   } else {
     print_machine(r);
@@ -141,9 +148,10 @@ void finish_single(const DiscoverFlags& flags, const DiscoveryResult& r) {
   if (r.gpu_count == 0) {
     if (!flags.json) fmt::print("{}\n", kNoGpuMessage);
     if (wants_gpu_topology(flags))
-      throw Unsupported(fmt::format("no GPU found on {}: cannot produce a GPU topology{} (--allow-no-gpu writes the "
-                                    "CPU/NIC topology anyway)",
-                                    r.hostname, flags.output.empty() ? "" : " for --out " + flags.output));
+      throw Unsupported(
+          fmt::format("no GPU found on {}: cannot produce a GPU topology{} (--allow-no-gpu writes the "
+                      "CPU/NIC topology anyway)",
+                      r.hostname, flags.output.empty() ? "" : " for --out " + flags.output));
   }
   if (!flags.output.empty()) {
     write_json_file(flags.output, topology_to_json(r.topology));
@@ -172,9 +180,10 @@ void finish_single(const DiscoverFlags& flags, const DiscoveryResult& r) {
     if (first.gpu_count == 0) which += fmt::format("{}{}", which.empty() ? "" : ", ", first.hostname);
   }
   if (!which.empty() && wants_gpu_topology(flags)) {
-    throw Unsupported(fmt::format("no GPU found on {}: cannot produce a GPU cluster topology (--allow-no-gpu writes it "
-                                  "anyway)",
-                                  which));
+    throw Unsupported(
+        fmt::format("no GPU found on {}: cannot produce a GPU cluster topology (--allow-no-gpu writes it "
+                    "anyway)",
+                    which));
   }
   NetworkSpec net;
   net.nic_bandwidth_gbps = flags.nic_bandwidth;
@@ -247,8 +256,9 @@ void add_topo_discover_command(CLI::App* topo) {
       "peer access (CUDA runtime) and NVLinks (NVML). Under mpirun, every rank discovers its machine and rank 0 "
       "joins one cluster topology (ranks on the same host form one machine).");
   auto flags = std::make_shared<DiscoverFlags>();
-  add_out_option(cmd, flags->output,
-                 fmt::format("write the discovered topology as JSON (exit 2 if no GPU was found; {})", kOutputPathHelp));
+  add_out_option(
+      cmd, flags->output,
+      fmt::format("write the discovered topology as JSON (exit 2 if no GPU was found; {})", kOutputPathHelp));
   auto* require_gpu = cmd->add_flag("--require-gpu", flags->require_gpu, "exit with status 2 when no GPU is found");
   auto* allow_no_gpu = cmd->add_flag("--allow-no-gpu", flags->allow_no_gpu,
                                      "write the topology even without GPUs (CPU sockets, PCIe switches and NICs only); "
@@ -259,11 +269,12 @@ void add_topo_discover_command(CLI::App* topo) {
                   "read an hwloc XML export (lstopo --of xml) instead of probing this machine; CUDA and NVML are "
                   "not consulted")
       ->check(CLI::ExistingFile);
-  auto* hostname = cmd->add_option("--hostname", flags->hostname,
-                  "group MPI ranks by this name instead of the host name (containers that share a host name)");
-  cmd->add_option("--nic-bandwidth", flags->nic_bandwidth,
-                  fmt::format("cluster: per-NIC bandwidth in GB/s per direction ({:g} to {:g})", kMinBandwidthGbps,
-                              kMaxFigure))
+  auto* hostname =
+      cmd->add_option("--hostname", flags->hostname,
+                      "group MPI ranks by this name instead of the host name (containers that share a host name)");
+  cmd->add_option(
+         "--nic-bandwidth", flags->nic_bandwidth,
+         fmt::format("cluster: per-NIC bandwidth in GB/s per direction ({:g} to {:g})", kMinBandwidthGbps, kMaxFigure))
       ->capture_default_str();
   cmd->add_option("--net-latency", flags->net_latency,
                   fmt::format("cluster: NIC-to-switch latency in microseconds (0 to {:g})", kMaxFigure))

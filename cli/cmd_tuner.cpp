@@ -107,7 +107,7 @@ struct AutotuneFlags {
   std::string type = "float";
   std::string op = "sum";
   std::string measure;
-  std::string target = "artune";  ///< --target: artune (every plan family) or nccl (NCCL's own choices only)
+  std::string target = "artune";         ///< --target: artune (every plan family) or nccl (NCCL's own choices only)
   std::string collective = "allreduce";  ///< --collective: the table's collective (issue 17)
   std::string sparse;  ///< --sparse ROWS,WIDTH,DENSITY: dense all-reduce or sparse all-gather (issue 17)
   int top = 3;
@@ -143,7 +143,8 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
   if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
   if (!f.measure.empty()) {
-    cmd += fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
+    cmd +=
+        fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
     if (!f.measure_max.empty()) cmd += " --measure-max " + shell_word(f.measure_max);
   }
   if (f.max_cycles != CandidateOptions{}.max_cycles) cmd += fmt::format(" --max-cycles {}", f.max_cycles);
@@ -206,9 +207,10 @@ void refuse_cpu_under_mpirun(const std::string& backend, std::string_view flag, 
     std::fflush(stdout);
     std::exit(exit_status(ErrorCode::kInvalidInput));
   }
-  throw InvalidInput(fmt::format("{} cpu: the cpu backend runs every device as a thread of one process and ignores "
-                                 "the {} MPI ranks; under mpirun use {} mpi (or run without mpirun)",
-                                 flag, world, flag));
+  throw InvalidInput(
+      fmt::format("{} cpu: the cpu backend runs every device as a thread of one process and ignores "
+                  "the {} MPI ranks; under mpirun use {} mpi (or run without mpirun)",
+                  flag, world, flag));
 }
 
 /// The topology to tune and how it was found.
@@ -228,9 +230,9 @@ Resolved resolve_local(AutotuneFlags& f, Progress& progress) {
   }
   DiscoveryResult d = discover_local_machine();
   if (d.gpu_count == 0) {
-    const std::string line = fmt::format("no GPU found on {}; tuning the default topology {}",
-                                         d.hostname.empty() ? std::string("this machine") : d.hostname,
-                                         kDefaultTopology);
+    const std::string line =
+        fmt::format("no GPU found on {}; tuning the default topology {}",
+                    d.hostname.empty() ? std::string("this machine") : d.hostname, kDefaultTopology);
     progress.note(line);
     r.notes.push_back(line);
     f.topo = std::string(kDefaultTopology);
@@ -276,7 +278,8 @@ std::string host_ranks_generator(const std::vector<ClusterMachine>& machines) {
   for (const auto& m : machines) {
     if (m.ranks.size() != per) return "a topology file with one GPU node per rank";
   }
-  return machines.size() == 1 ? fmt::format("-t uniform:{}", per) : fmt::format("-t uniform:{}x{}", machines.size(), per);
+  return machines.size() == 1 ? fmt::format("-t uniform:{}", per)
+                              : fmt::format("-t uniform:{}x{}", machines.size(), per);
 }
 
 void run_cluster_in(AutotuneFlags& f, MpiSession& mpi) {
@@ -308,7 +311,8 @@ void run_cluster_in(AutotuneFlags& f, MpiSession& mpi) {
                                                             mpi.size(), host_ranks_generator(machines))}}
                            .dump();
       } else {
-        const Topology joined = join_cluster(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
+        const Topology joined =
+            join_cluster(machines, NetworkSpec{}, fmt::format("cluster of {}", fmt::join(hosts, ",")));
         cluster_text = nlohmann::json{{"topology", topology_to_json(joined)},
                                       {"note", fmt::format("cluster discovered under mpirun: {} machine(s) ({})",
                                                            hosts.size(), fmt::join(hosts, ", "))}}
@@ -371,12 +375,17 @@ void run_sparse(const AutotuneFlags& f, const Topology& topo, const CostModel& m
     if (table_rows >= 1) per_size.push_back(decide_sparse(topo, model, table_rows, width, 1.0 / table_rows, type));
   }
   auto to_json = [&](const SparseDecision& x) {
-    return nlohmann::json{{"rows", x.rows},           {"width", x.width},
+    return nlohmann::json{{"rows", x.rows},
+                          {"width", x.width},
                           {"bytes", static_cast<std::uint64_t>(x.rows * x.width) * es},
-                          {"density", x.density},     {"nnz_per_rank", x.nnz},
-                          {"dense_spec", x.dense_spec}, {"dense_us", x.dense_us},
-                          {"sparse_spec", x.sparse_spec}, {"sparse_us", x.sparse_us},
-                          {"pick", x.sparse ? "sparse" : "dense"}, {"crossover_density", x.crossover}};
+                          {"density", x.density},
+                          {"nnz_per_rank", x.nnz},
+                          {"dense_spec", x.dense_spec},
+                          {"dense_us", x.dense_us},
+                          {"sparse_spec", x.sparse_spec},
+                          {"sparse_us", x.sparse_us},
+                          {"pick", x.sparse ? "sparse" : "dense"},
+                          {"crossover_density", x.crossover}};
   };
   if (f.json) {
     nlohmann::json doc{{"topology", topo.name()}, {"type", to_string(type)}, {"tensor", to_json(d)}};
@@ -418,7 +427,8 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   {
     const int g = static_cast<int>(topo.gpus_of_machine(0).size());
     if (f.max_subchunks != -1 && (f.max_subchunks < 1 || f.max_subchunks > g)) {
-      throw InvalidInput(fmt::format("--max-subchunks: {} is not -1 (GPUs per machine) or in 1..{}", f.max_subchunks, g));
+      throw InvalidInput(
+          fmt::format("--max-subchunks: {} is not -1 (GPUs per machine) or in 1..{}", f.max_subchunks, g));
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "--out");
@@ -428,8 +438,8 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   so.sizes = sweep_sizes(f.sweep);
   // Several types and ops tune into one table file (one table per pair, types outer): mixed precision needs
   // float and half/bfloat16 plans side by side.
-  const std::vector<DataType> types =
-      parse_list<DataType>(f.type, "-d/--datatype", [](const std::string& t) { return parse_data_type(t, "-d/--datatype"); });
+  const std::vector<DataType> types = parse_list<DataType>(
+      f.type, "-d/--datatype", [](const std::string& t) { return parse_data_type(t, "-d/--datatype"); });
   const std::vector<ReduceOp> ops =
       parse_list<ReduceOp>(f.op, "--op", [](const std::string& o) { return parse_reduce_op(o, "--op"); });
   so.type = types.front();
@@ -484,7 +494,8 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   std::string topology_source;
   if (!discovered) {
     std::error_code ec;
-    topology_source = std::filesystem::is_regular_file(f.topo, ec) ? std::filesystem::absolute(f.topo).string() : f.topo;
+    topology_source =
+        std::filesystem::is_regular_file(f.topo, ec) ? std::filesystem::absolute(f.topo).string() : f.topo;
   }
 
   std::vector<SearchResult> results;
@@ -563,9 +574,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     in.notes = notes;
     for (const auto& n : f.report_notes) in.notes.push_back(n);
     if (measure) {
-      in.notes.push_back(fmt::format("top {} candidates per size measured on the {} backend ({} iterations after {} "
-                                     "warm-up), verified with #wrong = 0",
-                                     f.top, f.measure, f.iters, f.warmup));
+      in.notes.push_back(
+          fmt::format("top {} candidates per size measured on the {} backend ({} iterations after {} "
+                      "warm-up), verified with #wrong = 0",
+                      f.top, f.measure, f.iters, f.warmup));
     }
     if (results.size() > 1) {
       std::vector<std::string> others;
@@ -609,24 +621,26 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     fmt::print("# {} simulations for {} (candidate, size) pairs{}\n", simulations, pairs,
                so.exhaustive ? " (--exhaustive)"
                              : fmt::format("; {} pruned by their lower bound, the others interpolated where verified "
-                                           "affine", pruned));
+                                           "affine",
+                                           pruned));
     for (const auto& r : results) fmt::print("{}", format_decision_table(r.table));
     fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
     for (const auto& fr : fusion) {
       const auto& best = fr.result.options.at(fr.result.best);
       const auto& flat = fr.result.options.at(fr.result.best_no_overlap);
-      fmt::print("# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): step {:.0f} us = backward {:.0f} us "
-                 "+ {:.0f} us exposed all-reduce; without overlap: {} ({} packs), {:.0f} us of all-reduce\n",
-                 fr.list.model, fr.result.tensors, fr.result.total_bytes, pack_size_text(best.bytes_per_pack),
-                 best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us,
-                 pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
+      fmt::print(
+          "# fusion {}: {} tensors, {} bytes; best pack size {} ({} packs): step {:.0f} us = backward {:.0f} us "
+          "+ {:.0f} us exposed all-reduce; without overlap: {} ({} packs), {:.0f} us of all-reduce\n",
+          fr.list.model, fr.result.tensors, fr.result.total_bytes, pack_size_text(best.bytes_per_pack),
+          best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us, pack_size_text(flat.bytes_per_pack),
+          flat.pack_bytes.size(), flat.total_us);
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
     if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);
   }
   if (wrong != 0) {
-    throw Error(ErrorCode::kWrongResult, fmt::format("{} wrong elements while measuring: {}", wrong,
-                                                     fmt::join(wrong_plans, "; ")));
+    throw Error(ErrorCode::kWrongResult,
+                fmt::format("{} wrong elements while measuring: {}", wrong, fmt::join(wrong_plans, "; ")));
   }
 }
 
@@ -649,7 +663,8 @@ struct CalibrateFlags {
 };
 
 void run_calibrate(const CalibrateFlags& f) {
-  if (const auto world = launcher_world_size(); world && *world > 1) refuse_cpu_under_mpirun(f.backend, "--backend", *world);
+  if (const auto world = launcher_world_size(); world && *world > 1)
+    refuse_cpu_under_mpirun(f.backend, "--backend", *world);
   Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
   // Every flag is checked before the first measurement, so that no progress line precedes an error.
   if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
@@ -665,8 +680,8 @@ void run_calibrate(const CalibrateFlags& f) {
   const std::uint64_t esize = element_size(co.type);
   for (const auto bytes : co.sizes) {
     if (bytes % esize != 0) {
-      throw InvalidInput(fmt::format("-b/-e/-f: size {} is not a multiple of the {}-byte element size of {}", bytes,
-                                     esize, f.type));
+      throw InvalidInput(
+          fmt::format("-b/-e/-f: size {} is not a multiple of the {}-byte element size of {}", bytes, esize, f.type));
     }
   }
   if (!f.output.empty()) check_output_file(f.output, "--out");
@@ -685,16 +700,15 @@ void run_calibrate(const CalibrateFlags& f) {
   if (!f.report.empty()) {
     namespace fs = std::filesystem;
     make_output_folder(f.report, "--report");
-    const std::string cmd = fmt::format("artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}",
-                                        shell_word(f.topo), shell_word(f.backend), shell_word(f.sweep.min_bytes),
-                                        shell_word(f.sweep.max_bytes), f.sweep.factor,
-                                        f.type != "float" ? " -d " + shell_word(f.type) : std::string(),
-                                        f.output.empty() ? std::string() : " --out " + shell_word(f.output),
-                                        " --report " + shell_word(f.report));
+    const std::string cmd = fmt::format(
+        "artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", shell_word(f.topo), shell_word(f.backend),
+        shell_word(f.sweep.min_bytes), shell_word(f.sweep.max_bytes), f.sweep.factor,
+        f.type != "float" ? " -d " + shell_word(f.type) : std::string(),
+        f.output.empty() ? std::string() : " --out " + shell_word(f.output), " --report " + shell_word(f.report));
     write_output_file((fs::path(f.report) / "CALIBRATION.md").string(),
-                          fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
-                                      "```\n{}```\n",
-                                      topo.name(), f.backend, cmd, r.summary()),
+                      fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
+                                  "```\n{}```\n",
+                                  topo.name(), f.backend, cmd, r.summary()),
                       "--report");
     nlohmann::json doc = r.to_json();
     doc["command"] = cmd;
@@ -766,7 +780,8 @@ void add_tuner_commands(CLI::App& app) {
   at->add_option("--max-cycles", flags->max_cycles, "NVLink Hamiltonian ring orders kept (best first)")
       ->capture_default_str();
   at->add_option("--segments", flags->segments, "pipeline depths to try (comma-separated)")->capture_default_str();
-  at->add_option("--max-subchunks", flags->max_subchunks, "ring subchunks tried up to this (-1: GPUs per machine; powers of two beyond 4)")
+  at->add_option("--max-subchunks", flags->max_subchunks,
+                 "ring subchunks tried up to this (-1: GPUs per machine; powers of two beyond 4)")
       ->capture_default_str();
   at->add_flag("--json", flags->json, "print the decision table as JSON");
   at->add_flag("-q,--quiet", flags->quiet, "no progress output");
@@ -783,7 +798,8 @@ void add_tuner_commands(CLI::App& app) {
       "calibrate",
       "Microbenchmark a backend (copies per device-pair class, concurrent copies, reductions per type, per-op "
       "overhead), fit alpha and bandwidth by least squares, refine the model against whole-plan runs of every family "
-      "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, MAPE)");
+      "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, "
+      "MAPE)");
   cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
   cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
   add_out_option(cal, cf->output,

@@ -31,8 +31,9 @@ std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags) {
 
 std::string shell_word(std::string_view text) {
   const std::string shown = escape_control(text);
-  const bool safe = !shown.empty() && shown.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                              "0123456789_@%+=:,./-#") == std::string::npos;
+  const bool safe = !shown.empty() && shown.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789_@%+=:,./-#") == std::string::npos;
   if (safe && shown.front() != '#') return shown;
   std::string out = "'";
   for (const char c : shown) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -76,8 +77,8 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
     int value = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (ec != std::errc() || end != item.data() + item.size()) {
-      throw InvalidInput(fmt::format("{}: '{}' is not a comma-separated list of integers ('{}' is not an integer)",
-                                     flag, text, item));
+      throw InvalidInput(
+          fmt::format("{}: '{}' is not a comma-separated list of integers ('{}' is not an integer)", flag, text, item));
     }
     out.push_back(value);
   }
@@ -89,8 +90,10 @@ std::vector<int> parse_node_list(const Topology& topo, const std::string& text, 
   for (const std::string_view item : split_list(text, flag, "comma-separated node ids such as cpu0,cpu1 or gpu2")) {
     const int node = topo.find_node(item);
     if (node < 0) {
-      throw InvalidInput(fmt::format("{}: topology '{}' has no device '{}' (give node ids such as gpu0 or cpu0, "
-                                     "see `artune topo show`)", flag, topo.name(), item));
+      throw InvalidInput(
+          fmt::format("{}: topology '{}' has no device '{}' (give node ids such as gpu0 or cpu0, "
+                      "see `artune topo show`)",
+                      flag, topo.name(), item));
     }
     out.push_back(node);
   }
@@ -112,8 +115,9 @@ void warn_deprecated_output(CLI::App* cmd) {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
     if (const char* v = std::getenv(name); v != nullptr && *v != '\0' && std::string_view(v) != "0") return;
   }
-  fmt::print(stderr, "artune: warning: -o/--output for the output file of `{}` is deprecated; use --out (-o is the "
-                     "reduction op in run, plan and simulate)\n",
+  fmt::print(stderr,
+             "artune: warning: -o/--output for the output file of `{}` is deprecated; use --out (-o is the "
+             "reduction op in run, plan and simulate)\n",
              cmd->get_name());
 }
 

@@ -15,9 +15,9 @@ namespace artune::cli {
 
 /// nccl-tests size sweep flags -b/-e/-f.
 struct SweepFlags {
-  std::string min_bytes = "1K";   ///< -b
-  std::string max_bytes = "1G";   ///< -e
-  double factor = 2.0;            ///< -f
+  std::string min_bytes = "1K";  ///< -b
+  std::string max_bytes = "1G";  ///< -e
+  double factor = 2.0;           ///< -f
 };
 
 /// Adds -b/--minbytes, -e/--maxbytes, -f/--stepfactor to a subcommand.

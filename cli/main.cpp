@@ -25,11 +25,16 @@ void print_error(std::string_view message) {
   std::string line;
   for (const char c : message) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') line += "\\n";
-    else if (c == '\r') line += "\\r";
-    else if (c == '\t') line += "\\t";
-    else if (u < 0x20 || u == 0x7f) line += fmt::format("\\x{:02x}", u);
-    else line += c;
+    if (c == '\n')
+      line += "\\n";
+    else if (c == '\r')
+      line += "\\r";
+    else if (c == '\t')
+      line += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      line += fmt::format("\\x{:02x}", u);
+    else
+      line += c;
   }
   if (line.size() > kMaxErrorChars) {
     std::size_t cut = kMaxErrorChars;

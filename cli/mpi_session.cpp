@@ -22,14 +22,25 @@ namespace {
 nlohmann::json to_wire(const DiscoveryResult& r) {
   nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
   for (const Node& n : r.topology.nodes())
-    nodes.push_back({{"id", n.id}, {"kind", std::string(to_string(n.kind))}, {"local_index", n.local_index},
-                     {"arch", n.arch}, {"bus_id", n.bus_id}});
+    nodes.push_back({{"id", n.id},
+                     {"kind", std::string(to_string(n.kind))},
+                     {"local_index", n.local_index},
+                     {"arch", n.arch},
+                     {"bus_id", n.bus_id}});
   for (const Link& l : r.topology.links())
-    links.push_back({{"src", l.src}, {"dst", l.dst}, {"kind", std::string(to_string(l.kind))},
-                     {"bandwidth", l.bandwidth_gbps}, {"latency", l.latency_us}, {"lanes", l.lanes}});
-  return {{"hostname", r.hostname}, {"gpu_count", r.gpu_count}, {"notes", r.notes},
-          {"name", r.topology.name()}, {"description", r.topology.description()},
-          {"nodes", nodes}, {"links", links}};
+    links.push_back({{"src", l.src},
+                     {"dst", l.dst},
+                     {"kind", std::string(to_string(l.kind))},
+                     {"bandwidth", l.bandwidth_gbps},
+                     {"latency", l.latency_us},
+                     {"lanes", l.lanes}});
+  return {{"hostname", r.hostname},
+          {"gpu_count", r.gpu_count},
+          {"notes", r.notes},
+          {"name", r.topology.name()},
+          {"description", r.topology.description()},
+          {"nodes", nodes},
+          {"links", links}};
 }
 
 DiscoveryResult from_wire(const nlohmann::json& j) {

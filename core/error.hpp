@@ -77,7 +77,7 @@ int exit_status(ErrorCode code) noexcept;
 /// Checks an invariant of artune's own code: when `cond` is false, throws InternalError with `what` (a
 /// std::string, built only on failure) and the source line. Bad input is never checked this way: it is an
 /// InvalidInput naming the file, flag or field.
-#define ARTUNE_CHECK(cond, what)                                 \
-  do {                                                           \
+#define ARTUNE_CHECK(cond, what)                                   \
+  do {                                                             \
     if (!(cond)) ::artune::check_failed(__FILE__, __LINE__, what); \
   } while (false)

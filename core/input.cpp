@@ -64,8 +64,8 @@ std::string read_input_file(const std::string& path, std::string_view what, std:
     const std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
     text.append(buffer, n);
     if (text.size() > max_bytes) {
-      throw InvalidInput(fmt::format("{}: more than the {} bytes artune reads from one input file",
-                                     prefix(path, what), max_bytes));
+      throw InvalidInput(
+          fmt::format("{}: more than the {} bytes artune reads from one input file", prefix(path, what), max_bytes));
     }
     if (n < sizeof buffer) break;
   }
@@ -76,8 +76,7 @@ std::string read_input_file(const std::string& path, std::string_view what, std:
 }
 
 nlohmann::json parse_json_input(std::string_view text, std::string_view source) {
-  const nlohmann::json::parser_callback_t depth_limit = [](int depth, nlohmann::json::parse_event_t,
-                                                           nlohmann::json&) {
+  const nlohmann::json::parser_callback_t depth_limit = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
     if (depth > kMaxJsonDepth) throw TooDeep{};
     return true;
   };

@@ -118,9 +118,7 @@ JsonField::JsonField(const nlohmann::json& document, std::string_view source) : 
   if (colon != std::string_view::npos) path_ = std::string(source.substr(colon + 2));
 }
 
-std::string JsonField::where() const {
-  return path_.empty() ? source_ : fmt::format("{}: {}", source_, path_);
-}
+std::string JsonField::where() const { return path_.empty() ? source_ : fmt::format("{}: {}", source_, path_); }
 
 JsonField JsonField::at(std::string_view key) const {
   return JsonField(json_reader::required(value_, source_, path_, key), source_, json_reader::member_path(path_, key));

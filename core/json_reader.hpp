@@ -7,8 +7,8 @@
 //   SOURCE: PATH.key: unknown field (expected a, b, c)
 //
 // with PATH in the document's own notation (devices[2].id, ops[1].dst.count), left out for the document
-// itself ("SOURCE: must be an object, not an array"). JsonField carries a value and its path; the free functions serve loaders that keep
-// their own (value, path) pairs.
+// itself ("SOURCE: must be an object, not an array"). JsonField carries a value and its path; the free functions serve
+// loaders that keep their own (value, path) pairs.
 
 #include <cstdint>
 #include <initializer_list>

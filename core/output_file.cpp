@@ -38,9 +38,9 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 /// Where and how a path is written.
 struct Target {
-  std::string path;          ///< the file to write (symlinks resolved for replacement)
+  std::string path;  ///< the file to write (symlinks resolved for replacement)
   bool write_through = false;
-  bool exists = false;       ///< a regular file is there (its mode is kept)
+  bool exists = false;  ///< a regular file is there (its mode is kept)
   struct stat st {};
 };
 
@@ -51,10 +51,12 @@ bool is_proc_fd_link(const std::string& p) {
 }
 
 Target resolve(const std::string& path, std::string_view what) {
-  if (path.empty()) throw InvalidInput(what.empty() ? std::string("empty file name") : fmt::format("{}: empty file name", what));
+  if (path.empty())
+    throw InvalidInput(what.empty() ? std::string("empty file name") : fmt::format("{}: empty file name", what));
   std::string p = path;
   for (int hop = 0;; ++hop) {
-    if (hop > kMaxLinkHops) throw InvalidInput(fmt::format("{}: too many levels of symbolic links", prefix(path, what)));
+    if (hop > kMaxLinkHops)
+      throw InvalidInput(fmt::format("{}: too many levels of symbolic links", prefix(path, what)));
     Target t;
     if (is_proc_fd_link(p)) {
       struct stat st {};
@@ -63,9 +65,10 @@ Target resolve(const std::string& path, std::string_view what) {
       }
       if (S_ISDIR(st.st_mode)) throw InvalidInput(fmt::format("{}: is a directory, not a file", prefix(path, what)));
       if (S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
-        throw InvalidInput(fmt::format("{}: is a block device or socket; artune writes only files, character "
-                                       "devices and FIFOs",
-                                       prefix(path, what)));
+        throw InvalidInput(
+            fmt::format("{}: is a block device or socket; artune writes only files, character "
+                        "devices and FIFOs",
+                        prefix(path, what)));
       }
       t.path = p;
       t.write_through = true;
@@ -101,9 +104,10 @@ Target resolve(const std::string& path, std::string_view what) {
       t.st = st;
       return t;
     }
-    throw InvalidInput(fmt::format("{}: is a block device or socket; artune writes only files, character devices "
-                                   "and FIFOs",
-                                   prefix(path, what)));
+    throw InvalidInput(
+        fmt::format("{}: is a block device or socket; artune writes only files, character devices "
+                    "and FIFOs",
+                    prefix(path, what)));
   }
 }
 
@@ -179,10 +183,11 @@ class TemporaryFile {
       const int err = errno;
       std::error_code ec;
       if (!fs::is_directory(dir, ec)) {
-        throw InvalidInput(fmt::format("{}: cannot write: folder '{}' does not exist", shown, escape_control(dir.string())));
+        throw InvalidInput(
+            fmt::format("{}: cannot write: folder '{}' does not exist", shown, escape_control(dir.string())));
       }
-      throw InvalidInput(fmt::format("{}: cannot write in folder '{}' ({})", shown, escape_control(dir.string()),
-                                     errno_text(err)));
+      throw InvalidInput(
+          fmt::format("{}: cannot write in folder '{}' ({})", shown, escape_control(dir.string()), errno_text(err)));
     }
     path_.assign(buf.data());
     std::memcpy(g_tmp_path, path_.c_str(), path_.size() + 1);
@@ -261,7 +266,8 @@ void write_through(const Target& t, std::string_view text, const std::string& sh
   const int err = write_all(fd, text);
   const int closed = ::close(fd);
   if (err != 0) throw BackendFailure(fmt::format("{}: write failed ({})", shown, errno_text(err)));
-  if (closed != 0 && errno != EINTR) throw BackendFailure(fmt::format("{}: write failed ({})", shown, errno_text(errno)));
+  if (closed != 0 && errno != EINTR)
+    throw BackendFailure(fmt::format("{}: write failed ({})", shown, errno_text(errno)));
 }
 
 void replace_atomically(const Target& t, std::string_view text, const std::string& shown) {
@@ -300,8 +306,8 @@ void probe_folder(const fs::path& dir, const std::string& shown) {
   std::string tmpl = (dir / ".artune-probe.XXXXXX").string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) {
-    throw InvalidInput(fmt::format("{}: folder '{}' is not writable ({})", shown, escape_control(dir.string()),
-                                   errno_text(errno)));
+    throw InvalidInput(
+        fmt::format("{}: folder '{}' is not writable ({})", shown, escape_control(dir.string()), errno_text(errno)));
   }
   ::close(fd);
   ::unlink(tmpl.c_str());
@@ -314,11 +320,16 @@ std::string escape_control(std::string_view text) {
   out.reserve(text.size());
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
   }
   return out;
 }
@@ -347,7 +358,8 @@ void check_output_file(const std::string& path, std::string_view what) {
 
 void check_output_folder(const std::string& path, std::string_view what) {
   const std::string shown = prefix(path, what);
-  if (path.empty()) throw InvalidInput(what.empty() ? std::string("empty folder name") : fmt::format("{}: empty folder name", what));
+  if (path.empty())
+    throw InvalidInput(what.empty() ? std::string("empty folder name") : fmt::format("{}: empty folder name", what));
   std::error_code ec;
   fs::path p(path);
   if (fs::exists(p, ec)) {
@@ -379,8 +391,8 @@ TempDir::TempDir(std::string_view prefix_text) {
   if (ec) base = "/tmp";
   std::string tmpl = (base / (std::string(prefix_text) + "-XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr) {
-    throw BackendFailure(fmt::format("cannot create a temporary folder in '{}' ({})", escape_control(base.string()),
-                                     errno_text(errno)));
+    throw BackendFailure(
+        fmt::format("cannot create a temporary folder in '{}' ({})", escape_control(base.string()), errno_text(errno)));
   }
   path_ = tmpl;
 }

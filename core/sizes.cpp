@@ -49,12 +49,12 @@ std::string format_size(std::uint64_t bytes) {
 std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double factor) {
   if (min_bytes == 0) throw InvalidInput("-b/--minbytes: must be > 0");
   if (min_bytes > kMaxMessageBytes) {
-    throw InvalidInput(fmt::format("-b/--minbytes: {} is above artune's limit of {} bytes (1P)", min_bytes,
-                                   kMaxMessageBytes));
+    throw InvalidInput(
+        fmt::format("-b/--minbytes: {} is above artune's limit of {} bytes (1P)", min_bytes, kMaxMessageBytes));
   }
   if (max_bytes > kMaxMessageBytes) {
-    throw InvalidInput(fmt::format("-e/--maxbytes: {} is above artune's limit of {} bytes (1P)", max_bytes,
-                                   kMaxMessageBytes));
+    throw InvalidInput(
+        fmt::format("-e/--maxbytes: {} is above artune's limit of {} bytes (1P)", max_bytes, kMaxMessageBytes));
   }
   if (max_bytes < min_bytes) {
     throw InvalidInput(fmt::format("-e/--maxbytes: {} is below -b/--minbytes {}", max_bytes, min_bytes));

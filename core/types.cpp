@@ -58,18 +58,18 @@ std::string lower(std::string_view s) {
 
 DataType parse_data_type(std::string_view text, std::string_view what) {
   static const std::pair<const char*, DataType> kNames[] = {
-      {"float", DataType::kFloat32},    {"float32", DataType::kFloat32}, {"fp32", DataType::kFloat32},
-      {"double", DataType::kFloat64},   {"float64", DataType::kFloat64}, {"fp64", DataType::kFloat64},
-      {"half", DataType::kFloat16},     {"float16", DataType::kFloat16}, {"fp16", DataType::kFloat16},
-      {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16},  {"int32", DataType::kInt32},
-      {"int", DataType::kInt32},        {"int64", DataType::kInt64},     {"uint8", DataType::kUInt8},
+      {"float", DataType::kFloat32},     {"float32", DataType::kFloat32}, {"fp32", DataType::kFloat32},
+      {"double", DataType::kFloat64},    {"float64", DataType::kFloat64}, {"fp64", DataType::kFloat64},
+      {"half", DataType::kFloat16},      {"float16", DataType::kFloat16}, {"fp16", DataType::kFloat16},
+      {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16},   {"int32", DataType::kInt32},
+      {"int", DataType::kInt32},         {"int64", DataType::kInt64},     {"uint8", DataType::kUInt8},
   };
   const std::string key = lower(text);
   for (const auto& [name, type] : kNames) {
     if (key == name) return type;
   }
-  throw InvalidInput(fmt::format("{}: unknown data type '{}' (float, double, half, bfloat16, int32, int64, uint8)",
-                                 what, text));
+  throw InvalidInput(
+      fmt::format("{}: unknown data type '{}' (float, double, half, bfloat16, int32, int64, uint8)", what, text));
 }
 
 ReduceOp parse_reduce_op(std::string_view text, std::string_view what) {
@@ -82,8 +82,8 @@ ReduceOp parse_reduce_op(std::string_view text, std::string_view what) {
 }
 
 const std::vector<DataType>& all_data_types() {
-  static const std::vector<DataType> kAll = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                             DataType::kBFloat16, DataType::kInt32,  DataType::kInt64,
+  static const std::vector<DataType> kAll = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                                             DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                                              DataType::kUInt8};
   return kAll;
 }

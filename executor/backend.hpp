@@ -25,8 +25,8 @@ inline constexpr double kMaxTimeoutSeconds = 1e6;
 
 /// Settings shared by all backends.
 struct BackendOptions {
-  double timeout_s = 60;     ///< a stuck peer ends in a Timeout error after this long
-  int machine_index = -1;    ///< mpi/nccl: this rank's declared machine (-1 = from hostname / environment)
+  double timeout_s = 60;   ///< a stuck peer ends in a Timeout error after this long
+  int machine_index = -1;  ///< mpi/nccl: this rank's declared machine (-1 = from hostname / environment)
   /// The topology the plan was built on (not owned; may be null): cuda/nccl read each plan
   /// device's kind (GPU or CPU helper), local GPU index and machine from it; without it they
   /// parse the device names ("gpu3", "m1/gpu3", "cpu0").

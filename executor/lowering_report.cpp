@@ -91,8 +91,11 @@ nlohmann::json cuda_json(const Plan& plan, const CudaLowered& l) {
   nlohmann::json placement = nlohmann::json::array();
   for (std::size_t d = 0; d < prog.placement.size(); ++d) {
     const cuda::Placement& p = prog.placement[d];
-    placement.push_back({{"device", d}, {"name", plan.devices[d].name}, {"host", p.host},
-                         {"cuda_device", p.cuda_device}, {"local_gpu", p.local_gpu}});
+    placement.push_back({{"device", d},
+                         {"name", plan.devices[d].name},
+                         {"host", p.host},
+                         {"cuda_device", p.cuda_device},
+                         {"local_gpu", p.local_gpu}});
   }
   j["placement"] = std::move(placement);
   std::vector<std::map<std::string, int>> per_stream(prog.placement.size());
@@ -126,8 +129,11 @@ nlohmann::json cuda_json(const Plan& plan, const CudaLowered& l) {
       counts[k] = n;
       total += n;
     }
-    streams.push_back({{"stream", d}, {"cuda_device", prog.placement[d].cuda_device}, {"steps", total},
-                       {"by_kind", std::move(counts)}, {"staging", prog.staging[d]}});
+    streams.push_back({{"stream", d},
+                       {"cuda_device", prog.placement[d].cuda_device},
+                       {"steps", total},
+                       {"by_kind", std::move(counts)},
+                       {"staging", prog.staging[d]}});
   }
   j["streams"] = std::move(streams);
   nlohmann::json events = nlohmann::json::array();
@@ -142,7 +148,10 @@ nlohmann::json cuda_json(const Plan& plan, const CudaLowered& l) {
   nlohmann::json fan = nlohmann::json::array();
   int worst = 0;
   for (const cuda::RoundFanIn& r : l.fan_in) {
-    fan.push_back({{"op", r.op}, {"phase", cuda::to_string(r.phase)}, {"round", r.round}, {"readers", r.readers},
+    fan.push_back({{"op", r.op},
+                   {"phase", cuda::to_string(r.phase)},
+                   {"round", r.round},
+                   {"readers", r.readers},
                    {"max", r.max()}});
     worst = std::max(worst, r.max());
   }
@@ -162,8 +171,7 @@ std::string cuda_text(const Plan& plan, const Topology& topo, const CudaLowered&
                      prog.placement.size(), prog.events, prog.steps.size(), kinds[cuda::StepKind::kCopy],
                      kinds[cuda::StepKind::kReduce], kinds[cuda::StepKind::kScale], kinds[cuda::StepKind::kRecord],
                      kinds[cuda::StepKind::kWait]);
-  out += fmt::format("graph {} nodes, {} edges (one cudaGraphLaunch per run)\n", l.graph.step.size(),
-                     l.graph.edges());
+  out += fmt::format("graph {} nodes, {} edges (one cudaGraphLaunch per run)\n", l.graph.step.size(), l.graph.edges());
   int worst = 0;
   for (const auto& r : l.fan_in) worst = std::max(worst, r.max());
   out += fmt::format("group phases: {} rounds, largest fan-in {}\n", l.fan_in.size(), worst);
@@ -180,10 +188,10 @@ std::string cuda_text(const Plan& plan, const Topology& topo, const CudaLowered&
     for (const cuda::Step& s : prog.steps) {
       if (s.stream == static_cast<int>(d)) ++k[s.kind];
     }
-    out += fmt::format("  s{} cuda:{}: {} copy, {} reduce, {} scale, {} record, {} wait, staging {} elements\n", d,
-                       prog.placement[d].cuda_device, k[cuda::StepKind::kCopy], k[cuda::StepKind::kReduce],
-                       k[cuda::StepKind::kScale], k[cuda::StepKind::kRecord], k[cuda::StepKind::kWait],
-                       prog.staging[d]);
+    out +=
+        fmt::format("  s{} cuda:{}: {} copy, {} reduce, {} scale, {} record, {} wait, staging {} elements\n", d,
+                    prog.placement[d].cuda_device, k[cuda::StepKind::kCopy], k[cuda::StepKind::kReduce],
+                    k[cuda::StepKind::kScale], k[cuda::StepKind::kRecord], k[cuda::StepKind::kWait], prog.staging[d]);
   }
   if (!l.fan_in.empty()) {
     out += "\nfan-in per round of each group phase (peers reading each plan device)\n";
@@ -273,16 +281,20 @@ nlohmann::json nccl_json(const Plan& plan, const std::vector<nccl::Program>& pro
       }
       steps.push_back(std::move(step));
     }
-    ranks.push_back({{"rank", p.rank}, {"devices", p.devices}, {"staging", p.staging}, {"comms", p.comms},
-                     {"stream", 0}, {"steps", std::move(steps)}});
+    ranks.push_back({{"rank", p.rank},
+                     {"devices", p.devices},
+                     {"staging", p.staging},
+                     {"comms", p.comms},
+                     {"stream", 0},
+                     {"steps", std::move(steps)}});
   }
   j["ranks"] = std::move(ranks);
   return j;
 }
 
 std::string nccl_text(const Plan& plan, const Topology& topo, const std::vector<nccl::Program>& progs) {
-  std::string out = fmt::format("nccl lowering of {} on {}: {} ranks, one stream each\n", plan.spec, topo.name(),
-                                progs.size());
+  std::string out =
+      fmt::format("nccl lowering of {} on {}: {} ranks, one stream each\n", plan.spec, topo.name(), progs.size());
   const auto groups = distinct_groups(plan);
   out += fmt::format("communicators {} (split once per member set, reused across message sizes)\n", groups.size());
   for (std::size_t c = 0; c < groups.size(); ++c) {
@@ -291,11 +303,12 @@ std::string nccl_text(const Plan& plan, const Topology& topo, const std::vector<
   for (const nccl::Program& p : progs) {
     std::map<nccl::StepKind, int> k;
     for (const nccl::Step& s : p.steps) ++k[s.kind];
-    out += fmt::format("\nrank {}: devices {}, {} NCCL groups, {} send, {} recv, {} collective, {} copy, {} reduce, "
-                       "{} scale\n",
-                       p.rank, fmt::join(p.devices, " "), k[nccl::StepKind::kGroupStart], k[nccl::StepKind::kSend],
-                       k[nccl::StepKind::kRecv], k[nccl::StepKind::kCollective], k[nccl::StepKind::kCopy],
-                       k[nccl::StepKind::kReduce], k[nccl::StepKind::kScale]);
+    out += fmt::format(
+        "\nrank {}: devices {}, {} NCCL groups, {} send, {} recv, {} collective, {} copy, {} reduce, "
+        "{} scale\n",
+        p.rank, fmt::join(p.devices, " "), k[nccl::StepKind::kGroupStart], k[nccl::StepKind::kSend],
+        k[nccl::StepKind::kRecv], k[nccl::StepKind::kCollective], k[nccl::StepKind::kCopy], k[nccl::StepKind::kReduce],
+        k[nccl::StepKind::kScale]);
     out += nccl::describe(p);
   }
   return out;

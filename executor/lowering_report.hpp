@@ -23,8 +23,8 @@ LowerTarget parse_lower_target(std::string_view text, std::string_view what = "-
 /// How to lower.
 struct LowerOptions {
   LowerTarget target = LowerTarget::kCuda;
-  int gpus = 0;      ///< cuda: GPUs the plan devices are mapped onto (0 = one per GPU plan device)
-  bool p2p = true;   ///< cuda: every GPU pair has peer access (false: every cross-GPU reduce is staged)
+  int gpus = 0;     ///< cuda: GPUs the plan devices are mapped onto (0 = one per GPU plan device)
+  bool p2p = true;  ///< cuda: every GPU pair has peer access (false: every cross-GPU reduce is staged)
 };
 
 /// The lowered program as JSON (cuda: {"backend","gpus","placement","streams","events","steps","graph",

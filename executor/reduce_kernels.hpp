@@ -18,46 +18,81 @@ namespace artune {
 namespace kernels {
 
 /// Element storage tags: how a type is held in memory and converted for arithmetic.
-struct F32 { using T = float; };
-struct F64 { using T = double; };
-struct F16 { using T = std::uint16_t; };
-struct BF16 { using T = std::uint16_t; };
-struct I32 { using T = std::int32_t; };
-struct I64 { using T = std::int64_t; };
-struct U8 { using T = std::uint8_t; };
+struct F32 {
+  using T = float;
+};
+struct F64 {
+  using T = double;
+};
+struct F16 {
+  using T = std::uint16_t;
+};
+struct BF16 {
+  using T = std::uint16_t;
+};
+struct I32 {
+  using T = std::int32_t;
+};
+struct I64 {
+  using T = std::int64_t;
+};
+struct U8 {
+  using T = std::uint8_t;
+};
 
 /// Arithmetic type of a storage tag (float for the 16-bit floats).
-template <typename Tag> struct Compute { using type = typename Tag::T; };
-template <> struct Compute<F16> { using type = float; };
-template <> struct Compute<BF16> { using type = float; };
+template <typename Tag>
+struct Compute {
+  using type = typename Tag::T;
+};
+template <>
+struct Compute<F16> {
+  using type = float;
+};
+template <>
+struct Compute<BF16> {
+  using type = float;
+};
 
 /// Storage → arithmetic value.
 template <typename Tag>
 inline typename Compute<Tag>::type load(typename Tag::T v) noexcept {
-  if constexpr (std::is_same_v<Tag, F16>) return half_to_float(v);
-  else if constexpr (std::is_same_v<Tag, BF16>) return bfloat16_to_float(v);
-  else return v;
+  if constexpr (std::is_same_v<Tag, F16>)
+    return half_to_float(v);
+  else if constexpr (std::is_same_v<Tag, BF16>)
+    return bfloat16_to_float(v);
+  else
+    return v;
 }
 /// Arithmetic value → storage (round to nearest even for the 16-bit floats).
 template <typename Tag>
 inline typename Tag::T store(typename Compute<Tag>::type v) noexcept {
-  if constexpr (std::is_same_v<Tag, F16>) return float_to_half(v);
-  else if constexpr (std::is_same_v<Tag, BF16>) return float_to_bfloat16(v);
-  else return v;
+  if constexpr (std::is_same_v<Tag, F16>)
+    return float_to_half(v);
+  else if constexpr (std::is_same_v<Tag, BF16>)
+    return float_to_bfloat16(v);
+  else
+    return v;
 }
 
 /// a ⊕ b in the arithmetic type; OP is a ReduceOp (avg adds).
 template <ReduceOp OP, typename C>
 inline C combine(C a, C b) noexcept {
-  if constexpr (OP == ReduceOp::kMin) return b < a ? b : a;
-  else if constexpr (OP == ReduceOp::kMax) return a < b ? b : a;
+  if constexpr (OP == ReduceOp::kMin)
+    return b < a ? b : a;
+  else if constexpr (OP == ReduceOp::kMax)
+    return a < b ? b : a;
   else if constexpr (std::is_integral_v<C>) {
     using U = std::make_unsigned_t<C>;
-    if constexpr (OP == ReduceOp::kProd) return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-    else return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+    if constexpr (OP == ReduceOp::kProd)
+      return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+    else
+      return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
   } else {
-    if constexpr (OP == ReduceOp::kProd) return a * b;
-    else return a + b;
+    if constexpr (OP == ReduceOp::kProd)
+      return a * b;
+    else
+      return a + b;
   }
 }
 

@@ -29,9 +29,7 @@ std::int64_t RunReport::total_wrong() const {
   return sum;
 }
 
-double allreduce_bus_factor(int ranks) noexcept {
-  return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks;
-}
+double allreduce_bus_factor(int ranks) noexcept { return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks; }
 
 RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
   if (config.iterations < 0 || config.warmup < 0 || config.check < 0) {
@@ -159,12 +157,12 @@ PlanFactory spec_plan_factory(const Topology& topo, const std::string& spec, con
 
 void print_run_header(std::FILE* out, const RunReport& report) {
   const Collective c = report.rows.empty() ? report.collective : report.rows.front().collective;
-  fmt::print(out, "# artune run: topology {}, {}spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\n", report.topology,
-             c == Collective::kAllReduce ? "" : fmt::format("collective {} ({}_perf), ", collective_flag_name(c),
-                                                            to_string(c)),
-             report.spec, report.backend, to_string(report.config.type), to_string(report.config.op),
-             report.config.iterations, report.config.warmup, report.config.check,
-             report.config.back_to_back ? ", back to back (time = total / n)" : "");
+  fmt::print(
+      out, "# artune run: topology {}, {}spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\n", report.topology,
+      c == Collective::kAllReduce ? ""
+                                  : fmt::format("collective {} ({}_perf), ", collective_flag_name(c), to_string(c)),
+      report.spec, report.backend, to_string(report.config.type), to_string(report.config.op), report.config.iterations,
+      report.config.warmup, report.config.check, report.config.back_to_back ? ", back to back (time = total / n)" : "");
   fmt::print(out, "#\n");
   fmt::print(out, "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>11} {:>11} {:>7}{}\n", "size", "count", "type", "redop",
              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", report.plan_column ? "  plan" : "");

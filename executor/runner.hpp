@@ -29,12 +29,12 @@ using PlanFactory = std::function<Plan(std::int64_t count)>;
 
 /// What to run.
 struct SweepConfig {
-  std::vector<std::uint64_t> sizes;   ///< message sizes in bytes (count = size / element size, at least 1)
+  std::vector<std::uint64_t> sizes;  ///< message sizes in bytes (count = size / element size, at least 1)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int iterations = 20;                ///< timed iterations (-n)
-  int warmup = 5;                     ///< untimed iterations first (-w)
-  int check = 1;                      ///< checked iterations (-c); 0 = no check
+  int iterations = 20;  ///< timed iterations (-n)
+  int warmup = 5;       ///< untimed iterations first (-w)
+  int check = 1;        ///< checked iterations (-c); 0 = no check
   /// Time the -n iterations issued back to back with one wait (nccl-tests' way; time = total / n, no
   /// spread) instead of each iteration alone (median of n, each ending in a wait).
   bool back_to_back = false;
@@ -42,17 +42,17 @@ struct SweepConfig {
 
 /// One line of the table.
 struct RunRow {
-  std::uint64_t bytes = 0;            ///< count · element size
+  std::uint64_t bytes = 0;  ///< count · element size
   std::int64_t count = 0;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int ranks = 0;
-  double time_us = 0;                 ///< median over timed iterations (0 when none)
+  double time_us = 0;  ///< median over timed iterations (0 when none)
   double algbw_gbps = 0;
   double busbw_gbps = 0;
-  std::int64_t wrong = -1;            ///< mismatching elements over all ranks; -1 when unchecked
-  double spread_pct = 0;              ///< run-to-run spread: interquartile range of the timed iterations / median, %
-  std::string plan;                   ///< the plan that ran (Plan::spec; a decision table's label for run --table)
+  std::int64_t wrong = -1;  ///< mismatching elements over all ranks; -1 when unchecked
+  double spread_pct = 0;    ///< run-to-run spread: interquartile range of the timed iterations / median, %
+  std::string plan;         ///< the plan that ran (Plan::spec; a decision table's label for run --table)
   Collective collective = Collective::kAllReduce;  ///< what the plan computes (busbw factor; all-gather: redop "none")
 };
 
@@ -63,7 +63,7 @@ struct RunReport {
   std::string backend;
   SweepConfig config;
   std::vector<RunRow> rows;
-  bool plan_column = false;           ///< print each row's plan (run --table: the table's pick per size)
+  bool plan_column = false;                        ///< print each row's plan (run --table: the table's pick per size)
   Collective collective = Collective::kAllReduce;  ///< what the plans compute (header and JSON)
   /// Mean busbw over the rows (nccl-tests' "Avg bus bandwidth").
   double avg_busbw_gbps() const;

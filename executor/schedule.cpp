@@ -29,7 +29,8 @@ namespace {
 
 void check_location(const Plan& plan, int op, const Location& l, const char* role) {
   const int devices = static_cast<int>(plan.devices.size());
-  if (l.device < 0 || l.device >= devices) bad(op, fmt::format("{} device {} out of range [0, {})", role, l.device, devices));
+  if (l.device < 0 || l.device >= devices)
+    bad(op, fmt::format("{} device {} out of range [0, {})", role, l.device, devices));
   const auto& bufs = plan.buffers[static_cast<std::size_t>(l.device)];
   if (l.buffer < 0 || l.buffer >= static_cast<int>(bufs.size())) {
     bad(op, fmt::format("{} buffer {} does not exist on device {}", role, l.buffer, l.device));
@@ -42,8 +43,8 @@ void check_location(const Plan& plan, int op, const Location& l, const char* rol
 }
 
 bool overlaps(const Location& a, const Location& b) {
-  return a.device == b.device && a.buffer == b.buffer && a.count > 0 && b.count > 0 &&
-         a.offset < b.offset + b.count && b.offset < a.offset + a.count;
+  return a.device == b.device && a.buffer == b.buffer && a.count > 0 && b.count > 0 && a.offset < b.offset + b.count &&
+         b.offset < a.offset + a.count;
 }
 
 // Sorted device lists of every op, for the "dep touches device" tests.
@@ -107,7 +108,8 @@ void check_plan_shape(const Plan& plan) {
       case OpKind::kReduce:
         check_location(plan, id, op.src, "src");
         check_location(plan, id, op.dst, "dst");
-        if (op.src.count != op.dst.count) bad(id, fmt::format("src has {} elements, dst {}", op.src.count, op.dst.count));
+        if (op.src.count != op.dst.count)
+          bad(id, fmt::format("src has {} elements, dst {}", op.src.count, op.dst.count));
         if (overlaps(op.src, op.dst)) bad(id, "src and dst overlap");
         break;
       case OpKind::kScale:
@@ -159,8 +161,9 @@ std::vector<DeviceSchedule> split_by_device(const Plan& plan) {
         break;
       }
       case OpKind::kScale:
-        push(op.dst.device, Action{ActionKind::kScale, op.id, op.dst.device, -1, op.dst, {}, false,
-                                   local_deps(op, devs, op.dst.device)});
+        push(op.dst.device,
+             Action{
+                 ActionKind::kScale, op.id, op.dst.device, -1, op.dst, {}, false, local_deps(op, devs, op.dst.device)});
         break;
       case OpKind::kGroup:
         for (int m : op.group) {
@@ -175,8 +178,8 @@ std::vector<DeviceSchedule> split_by_device(const Plan& plan) {
 ProcessSchedule split_for_process(const Plan& plan, const std::vector<int>& host_of_device, int process) {
   check_plan_shape(plan);
   if (host_of_device.size() != plan.devices.size()) {
-    throw InvalidInput(fmt::format("split_for_process: {} hosts for {} devices", host_of_device.size(),
-                                   plan.devices.size()));
+    throw InvalidInput(
+        fmt::format("split_for_process: {} hosts for {} devices", host_of_device.size(), plan.devices.size()));
   }
   const auto devs = devices_of_ops(plan);
   auto here = [&](int d) { return host_of_device[static_cast<std::size_t>(d)] == process; };
@@ -206,8 +209,8 @@ ProcessSchedule split_for_process(const Plan& plan, const std::vector<int>& host
       }
       case OpKind::kScale:
         if (here(op.dst.device)) {
-          out.actions.push_back(Action{ActionKind::kScale, op.id, op.dst.device, -1, op.dst, {}, false,
-                                       local_deps(op, devs, op.dst.device)});
+          out.actions.push_back(Action{
+              ActionKind::kScale, op.id, op.dst.device, -1, op.dst, {}, false, local_deps(op, devs, op.dst.device)});
         }
         break;
       case OpKind::kGroup:
@@ -225,8 +228,8 @@ ProcessSchedule split_for_process(const Plan& plan, const std::vector<int>& host
 
 std::vector<int> host_processes(const Plan& plan, const std::vector<int>& machine_of_device) {
   if (machine_of_device.size() != plan.devices.size()) {
-    throw InvalidInput(fmt::format("host_processes: {} machines for {} devices", machine_of_device.size(),
-                                   plan.devices.size()));
+    throw InvalidInput(
+        fmt::format("host_processes: {} machines for {} devices", machine_of_device.size(), plan.devices.size()));
   }
   const int ranks = plan.ranks();
   std::vector<int> host(plan.devices.size(), 0);

@@ -38,27 +38,27 @@ enum class ActionKind {
 /// One step of a device's or process's program.
 struct Action {
   ActionKind kind = ActionKind::kCopy;
-  int op = -1;               ///< plan op id: message tag and completion key
-  int device = -1;           ///< plan device the action runs on (kSend: source; kGroup: this member)
-  int peer = -1;             ///< kSend: destination device; kRecv/kCopy/kReduce: source device
-  Location local;            ///< region written (kRecv/kCopy/kReduce/kScale/kGroup) or read (kSend)
-  Location remote;           ///< kRecv: the sender's region; kCopy/kReduce: the source region
-  bool reduce = false;       ///< kRecv: combine into `local` instead of overwriting it
-  std::vector<int> deps;     ///< ops whose local part must be complete before this action starts
+  int op = -1;            ///< plan op id: message tag and completion key
+  int device = -1;        ///< plan device the action runs on (kSend: source; kGroup: this member)
+  int peer = -1;          ///< kSend: destination device; kRecv/kCopy/kReduce: source device
+  Location local;         ///< region written (kRecv/kCopy/kReduce/kScale/kGroup) or read (kSend)
+  Location remote;        ///< kRecv: the sender's region; kCopy/kReduce: the source region
+  bool reduce = false;    ///< kRecv: combine into `local` instead of overwriting it
+  std::vector<int> deps;  ///< ops whose local part must be complete before this action starts
   friend bool operator==(const Action&, const Action&) = default;
 };
 
 /// The program of one plan device.
 struct DeviceSchedule {
-  int device = -1;               ///< plan device
-  std::vector<Action> actions;   ///< in plan order
+  int device = -1;              ///< plan device
+  std::vector<Action> actions;  ///< in plan order
 };
 
 /// The program of one process hosting several plan devices.
 struct ProcessSchedule {
-  int process = -1;              ///< process (MPI rank)
-  std::vector<int> devices;      ///< plan devices hosted here, ascending
-  std::vector<Action> actions;   ///< in plan order; transfers between hosted devices are kCopy/kReduce
+  int process = -1;             ///< process (MPI rank)
+  std::vector<int> devices;     ///< plan devices hosted here, ascending
+  std::vector<Action> actions;  ///< in plan order; transfers between hosted devices are kCopy/kReduce
 };
 
 /// Name of an action kind ("send", "recv", "copy", "reduce", "scale", "group").

@@ -32,8 +32,8 @@ std::vector<IndexedSlices> sparse_allreduce(Backend& backend, const Topology& to
   backend.prepare_for_user_buffers(header, DataType::kInt64, ReduceOp::kSum);
   const std::vector<int> local = backend.local_ranks();
   if (inputs.size() != local.size()) {
-    throw InvalidInput(fmt::format("sparse all-reduce: {} inputs for the {} ranks of this process", inputs.size(),
-                                   local.size()));
+    throw InvalidInput(
+        fmt::format("sparse all-reduce: {} inputs for the {} ranks of this process", inputs.size(), local.size()));
   }
   std::vector<std::vector<std::int64_t>> heads(local.size(),
                                                std::vector<std::int64_t>(static_cast<std::size_t>(header.count), 0));
@@ -60,8 +60,8 @@ std::vector<IndexedSlices> sparse_allreduce(Backend& backend, const Topology& to
       throw InvalidInput(fmt::format("sparse all-reduce: rank {}: {}", k, why));
     }
     if (h[1] != width) {
-      throw InvalidInput(fmt::format("sparse all-reduce: rank {} has rows of width {} but rank 0 of width {}", k,
-                                     h[1], width));
+      throw InvalidInput(
+          fmt::format("sparse all-reduce: rank {} has rows of width {} but rank 0 of width {}", k, h[1], width));
     }
     nnz[static_cast<std::size_t>(k)] = h[0];
     max_nnz = std::max(max_nnz, h[0]);

@@ -21,7 +21,7 @@ namespace artune {
 
 /// A planted fault (kind empty = none).
 struct TestFault {
-  std::string kind;    ///< "stop", "kill", "flip", "boot" or empty
+  std::string kind;  ///< "stop", "kill", "flip", "boot" or empty
   int rank = -1;
   int iteration = -1;  ///< 1-based run() count
   /// True when this fault fires on `rank` at run number `run`.

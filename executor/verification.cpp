@@ -18,8 +18,8 @@ namespace {
 // splitmix64's finaliser over a combination of the three coordinates: cheap,
 // and neighbouring indices get unrelated values.
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
-  std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full ^
-                    (c + 1) * 0x165667B19E3779F9ull;
+  std::uint64_t x =
+      a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full ^ (c + 1) * 0x165667B19E3779F9ull;
   x ^= x >> 30;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 27;
@@ -34,8 +34,8 @@ constexpr std::uint64_t kElementSalt = 0xFFFFFFFFull;
 inline int sum_value_range(int ranks) noexcept { return std::clamp(256 / std::max(ranks, 1), 1, 4); }
 
 inline std::int64_t generic_value(int ranks, int rank, std::int64_t index, int iteration) noexcept {
-  const auto h = mix(static_cast<std::uint64_t>(index), static_cast<std::uint64_t>(rank),
-                     static_cast<std::uint64_t>(iteration));
+  const auto h =
+      mix(static_cast<std::uint64_t>(index), static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration));
   return 1 + static_cast<std::int64_t>(h % static_cast<std::uint64_t>(sum_value_range(ranks)));
 }
 
@@ -51,9 +51,10 @@ inline ProdDraw prod_draw(int ranks, std::int64_t index, int iteration) noexcept
 }
 
 inline std::int64_t avg_base(std::int64_t index, int iteration) noexcept {
-  return 2 + static_cast<std::int64_t>(
-                 (mix(static_cast<std::uint64_t>(index), kElementSalt + 1, static_cast<std::uint64_t>(iteration)) >> 7) &
-                 1u);
+  return 2 +
+         static_cast<std::int64_t>(
+             (mix(static_cast<std::uint64_t>(index), kElementSalt + 1, static_cast<std::uint64_t>(iteration)) >> 7) &
+             1u);
 }
 
 template <typename T>
@@ -101,8 +102,8 @@ template <typename T>
 inline void store_integer(void* data, DataType type, std::int64_t i, std::int64_t v) noexcept {
   T* out = static_cast<T*>(data);
   if constexpr (std::is_same_v<T, std::uint16_t>) {
-    out[i] = type == DataType::kFloat16 ? float_to_half(static_cast<float>(v))
-                                        : float_to_bfloat16(static_cast<float>(v));
+    out[i] =
+        type == DataType::kFloat16 ? float_to_half(static_cast<float>(v)) : float_to_bfloat16(static_cast<float>(v));
   } else if constexpr (std::is_floating_point_v<T>) {
     out[i] = static_cast<T>(v);
   } else {
@@ -127,11 +128,11 @@ std::int64_t input_value(ReduceOp op, int ranks, int rank, std::int64_t index, i
       const int mirror = ranks - 1 - rank;
       if (mirror == rank) return base;
       const int low = std::min(rank, mirror);
-      const auto s = static_cast<std::int64_t>(
-                         mix(static_cast<std::uint64_t>(index), static_cast<std::uint64_t>(low) + 0x10000,
-                             static_cast<std::uint64_t>(iteration)) %
-                         3) -
-                     1;
+      const auto s =
+          static_cast<std::int64_t>(mix(static_cast<std::uint64_t>(index), static_cast<std::uint64_t>(low) + 0x10000,
+                                        static_cast<std::uint64_t>(iteration)) %
+                                    3) -
+          1;
       return rank == low ? base + s : base - s;
     }
   }
@@ -161,8 +162,8 @@ std::int64_t expected_value(ReduceOp op, int ranks, std::int64_t index, int iter
   return 0;
 }
 
-void fill_input(void* data, DataType type, ReduceOp op, int ranks, int rank, std::int64_t first,
-                std::int64_t count, int iteration) {
+void fill_input(void* data, DataType type, ReduceOp op, int ranks, int rank, std::int64_t first, std::int64_t count,
+                int iteration) {
   with_storage(type, [&](auto s) {
     using T = typename decltype(s)::type;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -240,8 +241,7 @@ std::int64_t count_wrong(const void* data, DataType type, ReduceOp op, int ranks
   return wrong;
 }
 
-std::int64_t count_mismatches(const void* data, const void* expected, DataType type, ReduceOp op,
-                              std::int64_t count) {
+std::int64_t count_mismatches(const void* data, const void* expected, DataType type, ReduceOp op, std::int64_t count) {
   const int ulps = avg_tolerance_ulps(type, op);
   if (ulps == 0) {
     // Bit equality: expected values are never NaN or -0, so this is value equality.

@@ -94,8 +94,8 @@ std::int64_t input_value(ReduceOp op, int ranks, int rank, std::int64_t index, i
 std::int64_t expected_value(ReduceOp op, int ranks, std::int64_t index, int iteration) noexcept;
 
 /// Writes input_value(op, ranks, rank, first + i, iteration) for i < count into `data` as `type`.
-void fill_input(void* data, DataType type, ReduceOp op, int ranks, int rank, std::int64_t first,
-                std::int64_t count, int iteration);
+void fill_input(void* data, DataType type, ReduceOp op, int ranks, int rank, std::int64_t first, std::int64_t count,
+                int iteration);
 /// Writes the expected result for elements first .. first+count-1 into `data` as `type`.
 void fill_expected(void* data, DataType type, ReduceOp op, int ranks, std::int64_t first, std::int64_t count,
                    int iteration);
@@ -106,8 +106,7 @@ std::int64_t count_wrong(const void* data, DataType type, ReduceOp op, int ranks
 /// Counts elements of `data` that differ from `expected` (as written by fill_expected for the same
 /// type, op and elements), with the same avg tolerance as count_wrong; cheaper when several
 /// ranks check against one expected array.
-std::int64_t count_mismatches(const void* data, const void* expected, DataType type, ReduceOp op,
-                              std::int64_t count);
+std::int64_t count_mismatches(const void* data, const void* expected, DataType type, ReduceOp op, std::int64_t count);
 /// Units in the last place an avg result may be off on a floating type (see above); 0 otherwise.
 int avg_tolerance_ulps(DataType type, ReduceOp op) noexcept;
 /// The most ranks for which `op` on `type` has an exact expected result under the value choices

@@ -18,8 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       options.count = 37;  // odd: uneven chunks
       try {
         (void)artune::build_plan(*topo, text, options);  // verified by the builder
-      } catch (const artune::Error&) {
-      }
+      } catch (const artune::Error&) {}
     }
   });
 }

@@ -18,8 +18,7 @@ int run_one(const std::uint8_t* data, std::size_t size, F&& parse) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     parse(text);
-  } catch (const artune::Error&) {
-  }
+  } catch (const artune::Error&) {}
   return 0;
 }
 

@@ -51,15 +51,16 @@ void mutate_and_run(const std::string& seed) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return state >> 33;
   };
-  const char interesting[] = {'\0', '"', '\\', '{', '}', '[', ']', ',', ':', '-', '9', 'e', '<', '>', '/', '\n', '\xff'};
+  const char interesting[] = {'\0', '"', '\\', '{', '}', '[', ']',  ',',   ':',
+                              '-',  '9', 'e',  '<', '>', '/', '\n', '\xff'};
   for (int m = 0; m < kMutationsPerSeed && !seed.empty(); ++m) {
     std::string s = seed;
     const std::size_t at = next() % s.size();
     switch (m % 4) {
-      case 0: s.resize(at); break;                                                        // truncated
-      case 1: s[at] = interesting[next() % sizeof interesting]; break;                    // one byte changed
+      case 0: s.resize(at); break;                                                          // truncated
+      case 1: s[at] = interesting[next() % sizeof interesting]; break;                      // one byte changed
       case 2: s.insert(at, s.substr(at, std::min<std::size_t>(64, s.size() - at))); break;  // a slice repeated
-      default: s.erase(at, std::min<std::size_t>(1 + next() % 16, s.size() - at)); break;  // a slice removed
+      default: s.erase(at, std::min<std::size_t>(1 + next() % 16, s.size() - at)); break;   // a slice removed
     }
     run(s);
   }

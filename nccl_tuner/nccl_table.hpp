@@ -27,8 +27,8 @@ class TableError : public std::runtime_error {
 
 /// NCCL's choice for one size range, as cost-table indices (tuner_abi.h); -1 = left to NCCL.
 struct Pick {
-  int algo = -1;    ///< ARTUNE_NCCL_ALGO_* row; -1: NCCL's own choice (spec "nccl")
-  int proto = -1;   ///< ARTUNE_NCCL_PROTO_* column; -1: NCCL's cheapest protocol for `algo`
+  int algo = -1;   ///< ARTUNE_NCCL_ALGO_* row; -1: NCCL's own choice (spec "nccl")
+  int proto = -1;  ///< ARTUNE_NCCL_PROTO_* column; -1: NCCL's cheapest protocol for `algo`
   friend bool operator==(const Pick&, const Pick&) = default;
 };
 
@@ -42,9 +42,9 @@ struct Range {
 
 /// The table as the plugin uses it.
 struct Table {
-  std::size_t ranks = 0;       ///< GPUs the table was tuned for (= NCCL's nRanks)
-  std::size_t machines = 0;    ///< machines (= NCCL's nNodes)
-  std::vector<Range> ranges;   ///< ascending, non-overlapping, at least one
+  std::size_t ranks = 0;      ///< GPUs the table was tuned for (= NCCL's nRanks)
+  std::size_t machines = 0;   ///< machines (= NCCL's nNodes)
+  std::vector<Range> ranges;  ///< ascending, non-overlapping, at least one
 
   /// The range for `bytes`, as artune's own lookup: the last range whose min_bytes ≤ bytes, else the first.
   const Range& lookup(std::uint64_t bytes) const;

@@ -65,8 +65,8 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
     ctx->active = true;
     // One line with the ranges, so that NCCL's TUNING log can be checked against the table.
     std::string line = "artune tuner: " + std::string(path) + ": " + std::to_string(ctx->table.ranges.size()) +
-                       " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " +
-                       std::to_string(nodes) + " node(s):";
+                       " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " + std::to_string(nodes) +
+                       " node(s):";
     std::size_t shown = 0;
     for (const auto& r : ctx->table.ranges) {
       if (++shown > kRangesLogged) {
@@ -131,7 +131,8 @@ artuneNcclResult get_coll_info_v2(void* context, artuneNcclFunc coll, size_t byt
   (void)collnet_support;
   const auto* range = range_for(context, coll, bytes);
   // v2 may set an algorithm only together with a protocol; NVLS needs NCCL's nvlsSupport.
-  if (range == nullptr || range->pick.algo < 0 || range->pick.proto < 0 || algorithm == nullptr || protocol == nullptr) {
+  if (range == nullptr || range->pick.algo < 0 || range->pick.proto < 0 || algorithm == nullptr ||
+      protocol == nullptr) {
     return artuneNcclSuccess;
   }
   const bool nvls = range->pick.algo == ARTUNE_NCCL_ALGO_NVLS || range->pick.algo == ARTUNE_NCCL_ALGO_NVLS_TREE;
@@ -152,15 +153,13 @@ artuneNcclResult finalize(void* context) {
 // the library, which is built with hidden visibility.
 extern "C" {
 
-__attribute__((visibility("default"))) artuneNcclTunerV6 ncclTunerPlugin_v6 = {
-    kName, init_v5, get_coll_info, finalize, nullptr};
-__attribute__((visibility("default"))) artuneNcclTunerV5 ncclTunerPlugin_v5 = {
-    kName, init_v5, get_coll_info, finalize};
-__attribute__((visibility("default"))) artuneNcclTunerV4 ncclTunerPlugin_v4 = {
-    kName, init_v2, get_coll_info, finalize};
-__attribute__((visibility("default"))) artuneNcclTunerV3 ncclTunerPlugin_v3 = {
-    kName, init_v2, get_coll_info_v3, finalize};
-__attribute__((visibility("default"))) artuneNcclTunerV2 ncclTunerPlugin_v2 = {
-    kName, init_v2, get_coll_info_v2, finalize};
+__attribute__((visibility("default")))
+artuneNcclTunerV6 ncclTunerPlugin_v6 = {kName, init_v5, get_coll_info, finalize, nullptr};
+__attribute__((visibility("default"))) artuneNcclTunerV5 ncclTunerPlugin_v5 = {kName, init_v5, get_coll_info, finalize};
+__attribute__((visibility("default"))) artuneNcclTunerV4 ncclTunerPlugin_v4 = {kName, init_v2, get_coll_info, finalize};
+__attribute__((visibility("default")))
+artuneNcclTunerV3 ncclTunerPlugin_v3 = {kName, init_v2, get_coll_info_v3, finalize};
+__attribute__((visibility("default")))
+artuneNcclTunerV2 ncclTunerPlugin_v2 = {kName, init_v2, get_coll_info_v2, finalize};
 
 }  // extern "C"

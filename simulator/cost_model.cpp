@@ -82,12 +82,12 @@ double number_at(const nlohmann::json& v, std::string_view source, const std::st
 // Plausibility bounds of an overlay: beyond them no measurement lies, and the
 // simulator's times would overflow to inf (a latency of 1e308 µs, a bandwidth
 // of 1e-300 GB/s). Calibration fits stay far inside them.
-constexpr double kMaxLatencyUs = 1e6;        // one second per op or link crossing
-constexpr double kMinBandwidthGbps = 1e-6;   // 1 KB/s
+constexpr double kMaxLatencyUs = 1e6;       // one second per op or link crossing
+constexpr double kMinBandwidthGbps = 1e-6;  // 1 KB/s
 constexpr double kMinEfficiency = 1e-6;
-constexpr double kMinHostCores = 0.01;       // an effective share of one core on a crowded host
+constexpr double kMinHostCores = 0.01;  // an effective share of one core on a crowded host
 constexpr double kMaxHostCores = 1e6;
-constexpr double kMaxCacheBytes = 1e15;      // 1 PB
+constexpr double kMaxCacheBytes = 1e15;  // 1 PB
 
 // A latency in µs: finite, ≥ 0, at most kMaxLatencyUs.
 double latency_at(const nlohmann::json& v, std::string_view source, const std::string& path) {
@@ -266,8 +266,8 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         } else if (field == "cores") {
           const double x = number_at(v, source, fpath, true);
           if (x != 0 && (x < kMinHostCores || x > kMaxHostCores)) {
-            bad(source, fpath, fmt::format("must be 0 (no limit) or in [{:g}, {:g}] (got {:g})", kMinHostCores,
-                                           kMaxHostCores, x));
+            bad(source, fpath,
+                fmt::format("must be 0 (no limit) or in [{:g}, {:g}] (got {:g})", kMinHostCores, kMaxHostCores, x));
           }
           m.host.cores = x;
         } else if (field == "cache_bytes") {
@@ -279,7 +279,8 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
         } else if (field == "dram_gbps") {
           m.host.dram_gbps = bandwidth_at(v, source, fpath, true);
         } else {
-          bad(source, fpath, "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
+          bad(source, fpath,
+              "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
         }
       }
     } else {
@@ -313,7 +314,8 @@ nlohmann::json CostModel::to_json() const {
     if (!d.empty()) devices[std::string(to_string(kind))] = std::move(d);
   }
   doc["devices"] = std::move(devices);
-  doc["host"] = {{"run_overhead_us", host.run_overhead_us}, {"serial_devices", host.serial_devices},
+  doc["host"] = {{"run_overhead_us", host.run_overhead_us},
+                 {"serial_devices", host.serial_devices},
                  {"cores", host.cores},
                  {"cache_bytes", host.cache_bytes},
                  {"cache_gbps", host.cache_gbps},

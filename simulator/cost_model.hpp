@@ -37,8 +37,8 @@ namespace artune {
 
 /// Per link kind: extra latency and the fraction of nominal bandwidth achieved.
 struct LinkClassCost {
-  double alpha_us = 0;        ///< added once per transfer (or ring step) whose route crosses this kind of link
-  double efficiency = 1.0;    ///< achieved / nominal bandwidth, in (0, 1]
+  double alpha_us = 0;      ///< added once per transfer (or ring step) whose route crosses this kind of link
+  double efficiency = 1.0;  ///< achieved / nominal bandwidth, in (0, 1]
   friend bool operator==(const LinkClassCost&, const LinkClassCost&) = default;
 };
 
@@ -74,7 +74,8 @@ struct HostModel {
   /// Aggregate memory rate (GB/s, 0 = no limit) for a plan whose buffers total `working_set_bytes`.
   double memory_gbps(double working_set_bytes) const {
     const double held = working_set_bytes <= cache_bytes ? 1.0 : cache_bytes / working_set_bytes;
-    const double us_per_byte = (cache_gbps > 0 ? held / cache_gbps : 0.0) + (dram_gbps > 0 ? (1 - held) / dram_gbps : 0.0);
+    const double us_per_byte =
+        (cache_gbps > 0 ? held / cache_gbps : 0.0) + (dram_gbps > 0 ? (1 - held) / dram_gbps : 0.0);
     return us_per_byte > 0 ? 1.0 / us_per_byte : 0.0;
   }
   friend bool operator==(const HostModel&, const HostModel&) = default;
@@ -85,14 +86,14 @@ enum class BackendProfile { kCuda, kNccl, kCpu, kMpi };
 
 /// Every constant the simulator uses.
 struct CostModel {
-  std::map<LinkKind, LinkClassCost> link;          ///< per link kind (every kind present in defaults())
-  std::map<NodeKind, double> reduce_gbps;          ///< reduce throughput of a device kind (bytes of src per s ·1e-9)
-  std::map<NodeKind, double> memory_gbps;          ///< local copy/scale throughput
-  double op_overhead_us = 0;                       ///< per op issued by the executing backend
-  double group_base_latency_us = 0;                ///< library collective launch latency
-  double group_hop_latency_us = 0;                 ///< per ring step inside a library collective (NVLink hop)
-  double transfer_cap_gbps = 0;                    ///< per-transfer rate limit (a host thread's memcpy); 0 = none
-  HostModel host;                                  ///< the host under host backends (all 0 for GPU profiles)
+  std::map<LinkKind, LinkClassCost> link;  ///< per link kind (every kind present in defaults())
+  std::map<NodeKind, double> reduce_gbps;  ///< reduce throughput of a device kind (bytes of src per s ·1e-9)
+  std::map<NodeKind, double> memory_gbps;  ///< local copy/scale throughput
+  double op_overhead_us = 0;               ///< per op issued by the executing backend
+  double group_base_latency_us = 0;        ///< library collective launch latency
+  double group_hop_latency_us = 0;         ///< per ring step inside a library collective (NVLink hop)
+  double transfer_cap_gbps = 0;            ///< per-transfer rate limit (a host thread's memcpy); 0 = none
+  HostModel host;                          ///< the host under host backends (all 0 for GPU profiles)
   BackendProfile profile = BackendProfile::kNccl;
 
   /// Defaults for a backend profile (documented in cost_model.cpp with sources).

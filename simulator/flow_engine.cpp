@@ -34,12 +34,14 @@ void FlowEngine::mark_dirty(int r) {
 int FlowEngine::start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag,
                       std::span<const double> weights) {
   if (!(work > 0)) throw std::invalid_argument("FlowEngine::start: work must be > 0");
-  if (resources.empty() && !(cap > 0)) throw std::invalid_argument("FlowEngine::start: a flow needs a resource or a cap");
+  if (resources.empty() && !(cap > 0))
+    throw std::invalid_argument("FlowEngine::start: a flow needs a resource or a cap");
   if (!weights.empty()) {
     if (!weighted_) throw std::invalid_argument("FlowEngine::start: weights on an engine made without them");
     if (weights.size() != resources.size()) throw std::invalid_argument("FlowEngine::start: one weight per resource");
     for (const double w : weights) {
-      if (!(w > 0) || !std::isfinite(w)) throw std::invalid_argument("FlowEngine::start: weights must be finite and > 0");
+      if (!(w > 0) || !std::isfinite(w))
+        throw std::invalid_argument("FlowEngine::start: weights must be finite and > 0");
     }
   }
   int id;

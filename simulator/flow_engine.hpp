@@ -22,8 +22,8 @@ namespace artune::detail {
 
 /// Statistics of one resource over a run.
 struct ResourceStats {
-  double work = 0;        ///< units that crossed it (bytes for links)
-  double busy_us = 0;     ///< time with ≥ 1 flow
+  double work = 0;          ///< units that crossed it (bytes for links)
+  double busy_us = 0;       ///< time with ≥ 1 flow
   double saturated_us = 0;  ///< time its capacity was fully allocated (it limited some flow)
 };
 
@@ -63,24 +63,24 @@ class FlowEngine {
  private:
   struct Resource {
     double capacity = 0;
-    std::vector<int> flows;   // active flows on it
+    std::vector<int> flows;  // active flows on it
     ResourceStats stats;
     double busy_since = 0;
     double saturated_since = 0;
     bool saturated = false;
     bool dirty = false;
     std::uint32_t epoch = 0;
-    double weight_sum = 0;    // weighted engines: Σ weights of its active flows
+    double weight_sum = 0;  // weighted engines: Σ weights of its active flows
     // progressive-filling scratch
     double remaining = 0;
     double unfrozen_weight = 0;
     int unfrozen = 0;
   };
   struct Flow {
-    std::vector<int> res;     // resources it crosses
-    std::vector<int> pos;     // its index in each resource's flow list
+    std::vector<int> res;                          // resources it crosses
+    std::vector<int> pos;                          // its index in each resource's flow list
     std::vector<std::pair<int, double>> limiters;  // work moved while limited by a resource
-    double work_left = 0;     // as of last_t
+    double work_left = 0;                          // as of last_t
     double last_t = 0;
     double rate = 0;
     double new_rate = 0;
@@ -88,8 +88,8 @@ class FlowEngine {
     int limiter = -1;
     int new_limiter = -1;
     std::int64_t tag = -1;
-    double completion = 0;    // predicted end at the current rate
-    int heap_pos = -1;        // position in completions_, -1 when not scheduled
+    double completion = 0;  // predicted end at the current rate
+    int heap_pos = -1;      // position in completions_, -1 when not scheduled
     std::uint32_t epoch = 0;
     bool active = false;
     bool frozen = false;
@@ -124,13 +124,13 @@ class FlowEngine {
   std::vector<int> free_flows_;
   std::vector<std::vector<double>> weights_;  // weighted engines: per flow id, a weight per resource (empty = 1)
   std::vector<int> dirty_;
-  std::vector<int> completions_;         // indexed heap of flow ids
-  std::vector<Share> shares_;            // heap scratch
-  std::vector<int> comp_res_;            // scratch
-  std::vector<int> comp_flows_;          // scratch
+  std::vector<int> completions_;  // indexed heap of flow ids
+  std::vector<Share> shares_;     // heap scratch
+  std::vector<int> comp_res_;     // scratch
+  std::vector<int> comp_flows_;   // scratch
   std::uint32_t epoch_ = 0;
   int active_ = 0;
-  bool weighted_ = false;                // flows may have weights: shares divide by weight sums
+  bool weighted_ = false;  // flows may have weights: shares divide by weight sums
 };
 
 }  // namespace artune::detail

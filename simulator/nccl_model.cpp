@@ -117,7 +117,8 @@ int log2i(int n) {
 int compcap_of(const Node& n) {
   if (n.arch.size() > 2 && n.arch[0] == 's' && n.arch[1] == 'm') {
     int v = 0;
-    for (std::size_t i = 2; i < n.arch.size() && n.arch[i] >= '0' && n.arch[i] <= '9'; ++i) v = v * 10 + (n.arch[i] - '0');
+    for (std::size_t i = 2; i < n.arch.size() && n.arch[i] >= '0' && n.arch[i] <= '9'; ++i)
+      v = v * 10 + (n.arch[i] - '0');
     if (v >= 10 && v < 1000) return v;
   }
   return 70;  // no arch given: NCCL's Volta-class tables (the oldest it tunes for with NVLink)
@@ -155,8 +156,8 @@ class Capacities {
 };
 
 struct Machine {
-  std::vector<int> gpus;   // group members on this machine, in rank order
-  std::vector<int> nics;   // NIC nodes of the machine
+  std::vector<int> gpus;  // group members on this machine, in rank order
+  std::vector<int> nics;  // NIC nodes of the machine
 };
 
 // Depth-first search for one directed ring over `gpus` at `bw` on the capacities left, starting at local
@@ -524,9 +525,10 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   g.ppn = static_cast<int>(machines.front().gpus.size());
   for (const Machine& m : machines) {
     if (static_cast<int>(m.gpus.size()) != g.ppn) {
-      throw InvalidInput(fmt::format("nccl: topology '{}': the group has {} GPUs on one machine and {} on another; "
-                                     "NCCL's model needs the same number on every machine",
-                                     topo.name(), g.ppn, m.gpus.size()));
+      throw InvalidInput(
+          fmt::format("nccl: topology '{}': the group has {} GPUs on one machine and {} on another; "
+                      "NCCL's model needs the same number on every machine",
+                      topo.name(), g.ppn, m.gpus.size()));
     }
   }
   const bool net = g.machines > 1;
@@ -703,12 +705,13 @@ CostTable all_reduce_table(const Graph& g) {
         // One machine: search.cc raises the NVLS graph's bwInter while it fits, up to the top speed step.
         const double net = g.machines > 1 ? g.bw_inter * g.channels / nch : g.nvls_bw_inter;
         const double inter = net * ((g.machines <= 2 && algo == Algo::kNvlsTree) ? 2 : 1);
-        bw = std::min({intra, inter,
-                       algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
+        bw = std::min(
+            {intra, inter, algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
       }
       double bus = nch * bw;
       if (algo == Algo::kRing && proto == Proto::kLL) bus = std::min(ll_max, bus * kRingLLFactor);
-      if (algo == Algo::kRing && proto == Proto::kLL128) bus = std::min(bus * kRingLL128Factor, nch * kPerChRingLL128[cci][index2]);
+      if (algo == Algo::kRing && proto == Proto::kLL128)
+        bus = std::min(bus * kRingLL128Factor, nch * kPerChRingLL128[cci][index2]);
       if (algo == Algo::kTree) bus = std::min(bus * kTreeFactor, nch * kPerChTree[cci][index2]);
       if (algo == Algo::kTree && proto == Proto::kLL) bus = std::min(bus * kTreeLLFactor, ll_max);
       if (algo == Algo::kTree && proto == Proto::kLL128) {

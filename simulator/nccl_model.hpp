@@ -51,28 +51,28 @@ std::string to_string(const Forced& forced);
 /// One channel: its ring over the group's GPUs (topology nodes, machine segments chained) and per machine
 /// the NIC it enters and leaves by (empty on one machine).
 struct Channel {
-  std::vector<int> ring;   ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
-  std::vector<int> nics;   ///< per machine: NIC node of this channel
+  std::vector<int> ring;  ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
+  std::vector<int> nics;  ///< per machine: NIC node of this channel
 };
 
 /// NCCL's graph for one group of GPUs: what ncclTopoCompute finds for the Ring pattern (Tree shares its
 /// channels and chains, as NCCL builds trees on the ring's intra-machine order), plus NVLS.
 struct Graph {
-  int machines = 1;             ///< machines the group spans (NCCL nNodes)
-  int ppn = 0;                  ///< GPUs of the group per machine
-  int ranks = 0;                ///< GPUs in the group
-  int compcap = 70;             ///< smallest compute capability (60, 70, 80, 90, 100)
-  bool amd_cpu = false;         ///< the machine's CPUs are AMD (NCCL's llMaxBw and net overhead tables)
-  bool nvlink_intra = false;    ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
-  bool ll128_ok = false;        ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
-  int nvswitch = 0;             ///< NVSwitch nodes in a machine (NCCL's nvsCount)
-  int channels = 0;             ///< ring/tree channels (after duplication)
-  double bw_intra = 0;          ///< NCCL's per-channel GB/s inside a machine
-  double bw_inter = 0;          ///< per-channel GB/s across machines (= bw_intra on one machine)
-  int nvls_channels = 0;        ///< NVLS heads (0: NVLS not available)
-  double nvls_bw = 0;           ///< NVLS per-head GB/s
-  double nvls_bw_inter = 0;     ///< NVLS graph's bwInter on one machine (search.cc raises it to the top speed)
-  std::vector<Channel> rings;   ///< one per channel
+  int machines = 1;            ///< machines the group spans (NCCL nNodes)
+  int ppn = 0;                 ///< GPUs of the group per machine
+  int ranks = 0;               ///< GPUs in the group
+  int compcap = 70;            ///< smallest compute capability (60, 70, 80, 90, 100)
+  bool amd_cpu = false;        ///< the machine's CPUs are AMD (NCCL's llMaxBw and net overhead tables)
+  bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
+  bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
+  int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)
+  int channels = 0;            ///< ring/tree channels (after duplication)
+  double bw_intra = 0;         ///< NCCL's per-channel GB/s inside a machine
+  double bw_inter = 0;         ///< per-channel GB/s across machines (= bw_intra on one machine)
+  int nvls_channels = 0;       ///< NVLS heads (0: NVLS not available)
+  double nvls_bw = 0;          ///< NVLS per-head GB/s
+  double nvls_bw_inter = 0;    ///< NVLS graph's bwInter on one machine (search.cc raises it to the top speed)
+  std::vector<Channel> rings;  ///< one per channel
 };
 
 /// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
@@ -82,8 +82,8 @@ Graph search(const Topology& topo, const std::vector<int>& gpus);
 /// NCCL's cost table for all-reduce over a graph: latency (µs) and bus bandwidth (GB/s) per algorithm ×
 /// protocol, bandwidth 0 where NCCL disables the pair (tuning.cc ncclTopoTuneModel).
 struct CostTable {
-  double latency_us[kAlgos][kProtos] = {};   ///< NCCL's latencies
-  double bandwidth[kAlgos][kProtos] = {};    ///< NCCL's algorithm bandwidth (GB/s); 0 = disabled
+  double latency_us[kAlgos][kProtos] = {};  ///< NCCL's latencies
+  double bandwidth[kAlgos][kProtos] = {};   ///< NCCL's algorithm bandwidth (GB/s); 0 = disabled
 };
 /// The cost table of an all-reduce on `graph`.
 CostTable all_reduce_table(const Graph& graph);
@@ -95,8 +95,8 @@ double algo_time(const Graph& graph, const CostTable& table, Algo algo, Proto pr
 struct Choice {
   Algo algo = Algo::kRing;
   Proto proto = Proto::kSimple;
-  int channels = 0;           ///< channels it runs on
-  double nccl_time_us = 0;    ///< NCCL's own estimate (its cost table), for reports
+  int channels = 0;         ///< channels it runs on
+  double nccl_time_us = 0;  ///< NCCL's own estimate (its cost table), for reports
 };
 /// NCCL's choice for an all-reduce of `bytes` restricted by `forced`; InvalidInput naming `what` when the
 /// forced algorithm/protocol is not available on this graph.

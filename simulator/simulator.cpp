@@ -30,8 +30,8 @@ constexpr int kExhaustiveRingMax = 9;
 struct FlowSpec {
   int res_begin = 0;
   int res_count = 0;
-  double work = 0;   // bytes (links), idle-device µs (compute) or thread-µs (host flows)
-  double cap = 0;    // units/µs, 0 = none
+  double work = 0;        // bytes (links), idle-device µs (compute) or thread-µs (host flows)
+  double cap = 0;         // units/µs, 0 = none
   bool weighted = false;  // host flows: weights in w_pool[res_begin, +res_count); else 1 on every resource
 };
 
@@ -56,20 +56,20 @@ struct RouteInfo {
 };
 
 struct RingInfo {
-  std::vector<int> order;         // topology nodes in ring order
-  std::vector<RouteInfo> edges;   // order[i] → order[i+1 mod k]
+  std::vector<int> order;        // topology nodes in ring order
+  std::vector<RouteInfo> edges;  // order[i] → order[i+1 mod k]
   double max_edge_latency_us = 0;
 };
 
 struct TaskState {
   double start = 0;
   double end = -1;
-  int phase = 0;       // index within the program
+  int phase = 0;  // index within the program
   int repeats_left = 0;
   int outstanding = 0;
   int deps_left = 0;
   int crit_dep = -1;
-  int limiter = -1;    // resource that limited its last-ending flow
+  int limiter = -1;  // resource that limited its last-ending flow
 };
 
 struct Timer {
@@ -155,12 +155,12 @@ class Simulation {
   // channels of a ring or tree that share an edge) are one flow of their summed work and cap, which max-min
   // sharing treats exactly as the separate flows and the engine settles much faster.
   struct PendingFlows {
-    std::vector<int> links;                        // every flow's links, back to back
-    std::vector<std::array<double, 2>> work_cap;   // per flow
-    std::vector<std::pair<int, int>> span;         // per flow: [begin, count) in links
+    std::vector<int> links;                       // every flow's links, back to back
+    std::vector<std::array<double, 2>> work_cap;  // per flow
+    std::vector<std::pair<int, int>> span;        // per flow: [begin, count) in links
   };
-  void add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap,
-                     std::vector<int>& used, PendingFlows& pending);
+  void add_path_flow(const std::vector<const std::vector<int>*>& parts, double work, double cap, std::vector<int>& used,
+                     PendingFlows& pending);
   void push_one_phase_op(double delay, int flow_begin);
   void add_local(double delay, int node, double work);
   double thread_copy_rate(int node) const;
@@ -223,7 +223,8 @@ const RouteInfo& Simulation::route_info(int a, int b) {
   info.latency_us = route.latency_us;
   bool seen[8] = {};
   for (const int l : route.links) {
-    if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
+    if (l < 0 || l >= links_)
+      throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
     res_pool_.push_back(l);
     const auto kind = static_cast<std::size_t>(topo_.links()[l].kind);
     if (kind < 8 && !seen[kind]) {
@@ -377,10 +378,11 @@ void Simulation::compile_group(const Op& op) {
     return;
   }
   if (!op.algo.empty()) {
-    throw InvalidInput(fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs NCCL's model: an "
-                                   "all-reduce over GPUs, the same number on every machine, under the nccl or cuda "
-                                   "backend",
-                                   plan_.spec, op.id, op.algo));
+    throw InvalidInput(
+        fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs NCCL's model: an "
+                    "all-reduce over GPUs, the same number on every machine, under the nccl or cuda "
+                    "backend",
+                    plan_.spec, op.id, op.algo));
   }
   const int k = static_cast<int>(members.size());
   Program prog;
@@ -398,7 +400,8 @@ void Simulation::compile_group(const Op& op) {
   if (op.collective == Collective::kBroadcast || op.collective == Collective::kReduce) {
     const int root_node = node_of(op.root, op.id, "root");
     const auto pos = std::find(ring.order.begin(), ring.order.end(), root_node);
-    if (pos == ring.order.end()) throw InvalidInput(fmt::format("plan: op {}: root {} is not in the group", op.id, op.root));
+    if (pos == ring.order.end())
+      throw InvalidInput(fmt::format("plan: op {}: root {} is not in the group", op.id, op.root));
     const int r = static_cast<int>(pos - ring.order.begin());
     // broadcast: root → root+1 → … ; reduce: root+1 → … → root.
     const int first_edge = op.collective == Collective::kBroadcast ? r : (r + 1) % k;
@@ -408,7 +411,8 @@ void Simulation::compile_group(const Op& op) {
       const RouteInfo& edge = ring.edges[(first_edge + e) % k];
       latency += model_.group_hop_latency_us + edge.latency_us;
       if (host_ && bytes > 0) {
-        add_host_flow(edge.res_begin, edge.res_count, -1, bytes, thread_copy_rate(ring.order[(first_edge + e + 1) % k]));
+        add_host_flow(edge.res_begin, edge.res_count, -1, bytes,
+                      thread_copy_rate(ring.order[(first_edge + e + 1) % k]));
       } else if (bytes > 0 && edge.res_count > 0) {
         flows_.push_back({.res_begin = edge.res_begin, .res_count = edge.res_count, .work = bytes, .cap = cap_});
       }
@@ -460,7 +464,8 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
   std::size_t count = 0;
   for (const std::vector<int>* part : parts) {
     for (const int l : *part) {
-      if (l < 0 || l >= links_) throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
+      if (l < 0 || l >= links_)
+        throw InvalidInput(fmt::format("topology '{}': route uses unknown link {}", topo_.name(), l));
       used.push_back(l);
       ++count;
     }
@@ -517,8 +522,8 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
       return;
     }
     const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
-    add_path_flow({&topo_.route(a, na).links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap,
-                  used, pending);
+    add_path_flow({&topo_.route(a, na).links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap, used,
+                  pending);
   };
   auto tree_edges = [&](double share, bool chains) {
     for (int c = 0; c < nch; ++c) {
@@ -527,7 +532,8 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
         const int base = m * g.ppn;
         if (chains) {
           for (int i = 0; i + 1 < g.ppn; ++i) {
-            const int a = ch.ring[static_cast<std::size_t>(base + i)], b = ch.ring[static_cast<std::size_t>(base + i + 1)];
+            const int a = ch.ring[static_cast<std::size_t>(base + i)],
+                      b = ch.ring[static_cast<std::size_t>(base + i + 1)];
             hop(ch, a, m, b, m, share);
             hop(ch, b, m, a, m, share);
           }
@@ -586,7 +592,8 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
       const auto [bb, bc] = pending.span[static_cast<std::size_t>(b)];
       if (ac != bc) return ac < bc;
       for (int i = 0; i < ac; ++i) {
-        const int x = pending.links[static_cast<std::size_t>(ab + i)], y = pending.links[static_cast<std::size_t>(bb + i)];
+        const int x = pending.links[static_cast<std::size_t>(ab + i)],
+                  y = pending.links[static_cast<std::size_t>(bb + i)];
         if (x != y) return x < y;
       }
       return pending.work_cap[static_cast<std::size_t>(a)] < pending.work_cap[static_cast<std::size_t>(b)];
@@ -668,7 +675,8 @@ void Simulation::compile() {
           const double work = bytes / (model_.reduce_for(dst_kind) * kBytesPerUsPerGbps);
           Phase compute{0.0, static_cast<int>(flows_.size()), 0};
           if (work > 0) {
-            flows_.push_back({.res_begin = static_cast<int>(res_pool_.size()), .res_count = 1, .work = work, .cap = 0.0});
+            flows_.push_back(
+                {.res_begin = static_cast<int>(res_pool_.size()), .res_count = 1, .work = work, .cap = 0.0});
             res_pool_.push_back(links_ + dn);
             compute.flow_count = 1;
           }
@@ -845,9 +853,10 @@ SimResult Simulation::run() {
   result.time_us = last < 0 ? 0.0 : state_[last].end;
   if (!std::isfinite(result.time_us)) {
     // Only figures far outside real hardware get here (a link of 1e-300 GB/s): say so rather than print inf.
-    throw InvalidInput(fmt::format("topology '{}': the predicted time of plan {} is not finite; a link bandwidth or "
-                                   "latency (or a calibration figure) is far outside real hardware",
-                                   topo_.name(), plan_.spec));
+    throw InvalidInput(
+        fmt::format("topology '{}': the predicted time of plan {} is not finite; a link bandwidth or "
+                    "latency (or a calibration figure) is far outside real hardware",
+                    topo_.name(), plan_.spec));
   }
   if (result.time_us > 0) {
     result.algbw_gbps = static_cast<double>(result.bytes) / (result.time_us * kBytesPerUsPerGbps);
@@ -942,8 +951,7 @@ SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& mode
   return sim.run();
 }
 
-double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model,
-                            std::size_t element_bytes) {
+double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes) {
   Simulation sim(plan, topo, model, element_bytes);
   return sim.lower_bound();
 }
@@ -1032,13 +1040,17 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo)
   nlohmann::json path = nlohmann::json::array();
   for (const CriticalStep& s : result.critical_path) {
     nlohmann::json j = {{"op", s.op}, {"start_us", s.start_us}, {"end_us", s.end_us}, {"links", s.links}};
-    j["limiting_link"] = s.limiting_link >= 0 ? nlohmann::json(link_name(topo, s.limiting_link)) : nlohmann::json(nullptr);
+    j["limiting_link"] =
+        s.limiting_link >= 0 ? nlohmann::json(link_name(topo, s.limiting_link)) : nlohmann::json(nullptr);
     path.push_back(std::move(j));
   }
   doc["critical_path"] = std::move(path);
   nlohmann::json groups = nlohmann::json::array();
   for (const GroupRun& g : result.groups) {
-    groups.push_back({{"op", g.op}, {"algorithm", g.algorithm}, {"protocol", g.protocol}, {"channels", g.channels},
+    groups.push_back({{"op", g.op},
+                      {"algorithm", g.algorithm},
+                      {"protocol", g.protocol},
+                      {"channels", g.channels},
                       {"latency_us", g.latency_us}});
   }
   doc["groups"] = std::move(groups);

@@ -24,45 +24,45 @@ namespace artune {
 
 /// Load carried by one directed link during a simulation.
 struct LinkUsage {
-  int link = -1;             ///< topology link index
-  double bytes = 0;          ///< bytes that crossed it
-  double busy_us = 0;        ///< time it carried at least one flow
-  double saturated_us = 0;   ///< time its achievable bandwidth was fully used (it limited a flow)
-  double utilisation = 0;    ///< bytes / (achievable bandwidth = nominal · efficiency, · total time)
+  int link = -1;            ///< topology link index
+  double bytes = 0;         ///< bytes that crossed it
+  double busy_us = 0;       ///< time it carried at least one flow
+  double saturated_us = 0;  ///< time its achievable bandwidth was fully used (it limited a flow)
+  double utilisation = 0;   ///< bytes / (achievable bandwidth = nominal · efficiency, · total time)
   friend bool operator==(const LinkUsage&, const LinkUsage&) = default;
 };
 
 /// One op on the critical path.
 struct CriticalStep {
-  int op = -1;               ///< plan op id
+  int op = -1;  ///< plan op id
   double start_us = 0;
   double end_us = 0;
-  std::vector<int> links;    ///< links of its route (group ops: of its ring; empty for local ops)
-  int limiting_link = -1;    ///< link that limited its last flow most (-1: none, latency or compute bound)
+  std::vector<int> links;  ///< links of its route (group ops: of its ring; empty for local ops)
+  int limiting_link = -1;  ///< link that limited its last flow most (-1: none, latency or compute bound)
   friend bool operator==(const CriticalStep&, const CriticalStep&) = default;
 };
 
 /// How a library (NCCL) ran one group op: the algorithm × protocol NCCL picked (or the spec forced) and the
 /// channels it ran on.
 struct GroupRun {
-  int op = -1;               ///< plan op id
-  std::string algorithm;     ///< "ring", "tree", "nvls", "nvlstree" (NCCL's names, lower case)
-  std::string protocol;      ///< "ll", "ll128", "simple"
-  int channels = 0;          ///< channels (NVLS: heads) it ran on
-  double latency_us = 0;     ///< latency NCCL's tables charge it (before its bytes move)
+  int op = -1;            ///< plan op id
+  std::string algorithm;  ///< "ring", "tree", "nvls", "nvlstree" (NCCL's names, lower case)
+  std::string protocol;   ///< "ll", "ll128", "simple"
+  int channels = 0;       ///< channels (NVLS: heads) it ran on
+  double latency_us = 0;  ///< latency NCCL's tables charge it (before its bytes move)
   friend bool operator==(const GroupRun&, const GroupRun&) = default;
 };
 
 /// What a simulation predicts.
 struct SimResult {
-  double time_us = 0;        ///< completion time of the last op
-  std::uint64_t bytes = 0;   ///< count · element size (nccl-tests "size")
-  int ranks = 0;             ///< participants n
-  double algbw_gbps = 0;     ///< bytes / time (0 when the time is 0)
-  double busbw_gbps = 0;     ///< algbw · 2(n−1)/n
-  std::vector<LinkUsage> links;          ///< links that carried data, by index
+  double time_us = 0;                       ///< completion time of the last op
+  std::uint64_t bytes = 0;                  ///< count · element size (nccl-tests "size")
+  int ranks = 0;                            ///< participants n
+  double algbw_gbps = 0;                    ///< bytes / time (0 when the time is 0)
+  double busbw_gbps = 0;                    ///< algbw · 2(n−1)/n
+  std::vector<LinkUsage> links;             ///< links that carried data, by index
   std::vector<CriticalStep> critical_path;  ///< first op to last
-  int bottleneck_link = -1;  ///< link that was saturated longest (then busiest; -1 when no link carried data)
+  int bottleneck_link = -1;      ///< link that was saturated longest (then busiest; -1 when no link carried data)
   std::vector<GroupRun> groups;  ///< group ops run by the NCCL model (GPU profiles), in op order
   friend bool operator==(const SimResult&, const SimResult&) = default;
 };

@@ -85,11 +85,11 @@ struct CudaInfo {
 
 struct NvmlInfo {
   bool ok = false;
-  std::vector<std::string> bus_ids;                      // NVML index order
-  std::vector<int> sm;                                   // 0 when unknown
+  std::vector<std::string> bus_ids;                              // NVML index order
+  std::vector<int> sm;                                           // 0 when unknown
   std::map<std::pair<std::string, std::string>, int> gpu_links;  // (bus, remote GPU bus) → lanes seen from bus
-  std::map<std::string, int> switch_lanes;                // bus → lanes to NVSwitches
-  std::map<std::string, int> cpu_lanes;                   // bus → lanes to the CPU (POWER)
+  std::map<std::string, int> switch_lanes;                       // bus → lanes to NVSwitches
+  std::map<std::string, int> cpu_lanes;                          // bus → lanes to the CPU (POWER)
 };
 
 std::string local_hostname() {
@@ -196,9 +196,8 @@ class HwlocReader {
     result_.numa_nodes = std::max(0, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE));
     result_.cores = std::max(0, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE));
     result_.pus = std::max(0, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU));
-    result_.notes.push_back(fmt::format("hwloc: {} package(s), {} NUMA node(s), {} core(s), {} PU(s)",
-                                        result_.packages, result_.numa_nodes,
-                                        result_.cores, result_.pus));
+    result_.notes.push_back(fmt::format("hwloc: {} package(s), {} NUMA node(s), {} core(s), {} PU(s)", result_.packages,
+                                        result_.numa_nodes, result_.cores, result_.pus));
 
     // CPU sockets: one per NUMA node, as NCCL's <cpu numaid>.
     const std::string arch = machine_arch();
@@ -214,7 +213,10 @@ class HwlocReader {
         const char* vendor = hwloc_obj_get_info_by_name(pkg, "CPUVendor");
         const char* family = hwloc_obj_get_info_by_name(pkg, "CPUFamilyNumber");
         const char* model = hwloc_obj_get_info_by_name(pkg, "CPUModelNumber");
-        auto num = [](const char* s) { auto v = s ? detail::parse_long(s) : std::nullopt; return v ? static_cast<int>(*v) : -1; };
+        auto num = [](const char* s) {
+          auto v = s ? detail::parse_long(s) : std::nullopt;
+          return v ? static_cast<int>(*v) : -1;
+        };
         cpu.smp_gbps = smp_bandwidth_gbps(arch, vendor ? vendor : "", num(family), num(model));
       }
       numa_objs_.push_back(numa);
@@ -223,8 +225,10 @@ class HwlocReader {
 
     int host_bridges = 0, pci_bridges = 0;
     for (hwloc_obj_t b = hwloc_get_next_bridge(topo, nullptr); b; b = hwloc_get_next_bridge(topo, b)) {
-      if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) ++host_bridges;
-      else ++pci_bridges;
+      if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST)
+        ++host_bridges;
+      else
+        ++pci_bridges;
     }
     std::map<std::string, int> kinds;
     for (hwloc_obj_t d = hwloc_get_next_pcidev(topo, nullptr); d; d = hwloc_get_next_pcidev(topo, d)) {
@@ -253,8 +257,8 @@ class HwlocReader {
         node.bw = pcie_link_gbps(node.bus_id, a.linkspeed, !from_xml_);
         (dev.kind == "gpu" ? found_.gpus : found_.nics).push_back(node);
         if (dev.kind == "nic")
-          result_.notes.push_back(fmt::format("hwloc: NIC {} at {}", node.name.empty() ? "(no OS name)" : node.name,
-                                              node.bus_id));
+          result_.notes.push_back(
+              fmt::format("hwloc: NIC {} at {}", node.name.empty() ? "(no OS name)" : node.name, node.bus_id));
         else
           result_.notes.push_back(fmt::format("hwloc: NVIDIA GPU [10de:{:04x}] at {}", a.device_id, node.bus_id));
       }
@@ -262,9 +266,10 @@ class HwlocReader {
     }
     std::string by_kind;
     for (const auto& [kind, count] : kinds) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", count, kind);
-    result_.notes.push_back(fmt::format("hwloc: {} PCI device(s){}, {} host bridge(s), {} PCI bridge(s) → {} PCIe switch(es)",
-                                        result_.pci_devices.size(), by_kind.empty() ? "" : " (" + by_kind + ")",
-                                        host_bridges, pci_bridges, found_.switches.size()));
+    result_.notes.push_back(
+        fmt::format("hwloc: {} PCI device(s){}, {} host bridge(s), {} PCI bridge(s) → {} PCIe switch(es)",
+                    result_.pci_devices.size(), by_kind.empty() ? "" : " (" + by_kind + ")", host_bridges, pci_bridges,
+                    found_.switches.size()));
     if (!kinds.count("gpu"))
       result_.notes.push_back("hwloc: no NVIDIA GPU (PCI vendor 0x10de, class 0x03xx) among the PCI devices");
   }
@@ -347,9 +352,9 @@ Fn symbol(void* handle, const char* name) {
 CudaInfo query_cuda(std::vector<std::string>& notes) {
   CudaInfo info;
   std::string lib;
-  void* h = open_first({"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
-                        "/usr/local/cuda/lib64/libcudart.so"},
-                       lib);
+  void* h = open_first(
+      {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "/usr/local/cuda/lib64/libcudart.so"},
+      lib);
   if (!h) {
     notes.push_back("CUDA runtime: not available (libcudart.so not found)");
     return info;
@@ -380,7 +385,7 @@ CudaInfo query_cuda(std::vector<std::string>& notes) {
                                 err_str ? err_str(rc) : "unknown error", rc));
     return info;
   }
-  constexpr int kP2PPerformanceRank = 1;   // cudaDevP2PAttrPerformanceRank
+  constexpr int kP2PPerformanceRank = 1;       // cudaDevP2PAttrPerformanceRank
   constexpr int kCcMajor = 75, kCcMinor = 76;  // cudaDevAttrComputeCapabilityMajor/Minor
   for (int d = 0; d < count; ++d) {
     char bus[64] = {};
@@ -410,8 +415,7 @@ CudaInfo query_cuda(std::vector<std::string>& notes) {
   info.ok = true;
   std::string sms;
   for (const auto& g : info.gpus) sms += fmt::format("{}sm{}", sms.empty() ? "" : ",", g.sm);
-  notes.push_back(fmt::format("CUDA runtime{} ({}): {} device(s){}{}", ver, lib, count,
-                              count ? " (" + sms + ")" : "",
+  notes.push_back(fmt::format("CUDA runtime{} ({}): {} device(s){}{}", ver, lib, count, count ? " (" + sms + ")" : "",
                               count > 1 ? fmt::format(", peer access on {} of {} ordered pairs", peers, pairs) : ""));
   return info;
 }
@@ -455,7 +459,7 @@ NvmlInfo query_nvml(std::vector<std::string>& notes) {
   auto state_fn = symbol<LinkState>(h, "nvmlDeviceGetNvLinkState");
   auto remote_fn = symbol<RemotePci>(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
   auto type_fn = symbol<RemoteType>(h, "nvmlDeviceGetNvLinkRemoteDeviceType");  // optional (newer drivers)
-  auto cc_fn = symbol<Cc>(h, "nvmlDeviceGetCudaComputeCapability");            // optional
+  auto cc_fn = symbol<Cc>(h, "nvmlDeviceGetCudaComputeCapability");             // optional
   auto shutdown = symbol<Shutdown>(h, "nvmlShutdown");
   auto err_str = symbol<ErrStr>(h, "nvmlErrorString");
   if (!init || !count_fn || !handle_fn || !pci_fn || !shutdown) {
@@ -500,9 +504,12 @@ NvmlInfo query_nvml(std::vector<std::string>& notes) {
       std::string rbus = detail::normalize_bus_id(remote.bus_id).value_or(remote.bus_id);
       int type = -1;
       if (type_fn && type_fn(devs[i], link, &type) != 0) type = -1;
-      if (type == kTypeIbmNpu) ++info.cpu_lanes[info.bus_ids[i]];
-      else if (type != kTypeSwitch && gpu_buses.count(rbus)) ++info.gpu_links[{info.bus_ids[i], rbus}];
-      else ++info.switch_lanes[info.bus_ids[i]];
+      if (type == kTypeIbmNpu)
+        ++info.cpu_lanes[info.bus_ids[i]];
+      else if (type != kTypeSwitch && gpu_buses.count(rbus))
+        ++info.gpu_links[{info.bus_ids[i], rbus}];
+      else
+        ++info.switch_lanes[info.bus_ids[i]];
     }
   }
   shutdown();
@@ -544,8 +551,10 @@ void assemble(DiscoveryResult& result, Found& found, const CudaInfo& cuda, const
   for (const auto& g : found.gpus)
     if (std::find(order.begin(), order.end(), g.bus_id) == order.end()) ++hidden;
   if (hidden)
-    result.notes.push_back(fmt::format("{} GPU(s) seen by hwloc are not visible to CUDA/NVML (CUDA_VISIBLE_DEVICES?) "
-                                       "and are left out", hidden));
+    result.notes.push_back(
+        fmt::format("{} GPU(s) seen by hwloc are not visible to CUDA/NVML (CUDA_VISIBLE_DEVICES?) "
+                    "and are left out",
+                    hidden));
 
   Topology topo;
   std::vector<int> gpu_node;
@@ -601,8 +610,8 @@ void assemble(DiscoveryResult& result, Found& found, const CudaInfo& cuda, const
         int lanes = ab != nvml.gpu_links.end() ? ab->second : ba != nvml.gpu_links.end() ? ba->second : 0;
         if (ab != nvml.gpu_links.end() && ba != nvml.gpu_links.end() && ab->second != ba->second) {
           lanes = std::min(ab->second, ba->second);
-          result.notes.push_back(fmt::format("NVML: gpu{}–gpu{} report {} and {} lanes; using {}", a, b, ab->second,
-                                             ba->second, lanes));
+          result.notes.push_back(
+              fmt::format("NVML: gpu{}–gpu{} report {} and {} lanes; using {}", a, b, ab->second, ba->second, lanes));
         }
         if (!lanes) continue;
         topo.add_duplex_link(gpu_node[a], gpu_node[b], LinkKind::kNvLink, lanes * std::min(lane_bw(a), lane_bw(b)),
@@ -651,10 +660,10 @@ void assemble(DiscoveryResult& result, Found& found, const CudaInfo& cuda, const
                            std::min(found.cpus[a].smp_gbps, found.cpus[b].smp_gbps), detail::kSmpLatencyUs);
 
   topo.set_name(result.hostname);
-  topo.set_description(fmt::format("discovered on {}: {} GPU(s), {} NVLink lane(s), {} CPU socket(s), {} PCIe "
-                                   "switch(es), {} NIC(s)",
-                                   result.hostname, order.size(), nvlinks, found.cpus.size(), found.switches.size(),
-                                   found.nics.size()));
+  topo.set_description(
+      fmt::format("discovered on {}: {} GPU(s), {} NVLink lane(s), {} CPU socket(s), {} PCIe "
+                  "switch(es), {} NIC(s)",
+                  result.hostname, order.size(), nvlinks, found.cpus.size(), found.switches.size(), found.nics.size()));
   topo.finalize();
   result.topology = std::move(topo);
   result.gpu_count = static_cast<int>(order.size());
@@ -681,14 +690,18 @@ DiscoveryResult discover_local_machine(const DiscoveryOptions& options) {
   }
 #else
   if (from_file)
-    throw InvalidInput(fmt::format("{}: this artune was built without hwloc and cannot read hwloc XML", options.hwloc_xml));
+    throw InvalidInput(
+        fmt::format("{}: this artune was built without hwloc and cannot read hwloc XML", options.hwloc_xml));
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   result.pus = cpus > 0 ? static_cast<int>(cpus) : 0;
-  result.notes.push_back(fmt::format("hwloc: not built in (configure with -Dhwloc=enabled); {} logical CPU(s), "
-                                     "PCIe tree unknown", result.pus));
+  result.notes.push_back(
+      fmt::format("hwloc: not built in (configure with -Dhwloc=enabled); {} logical CPU(s), "
+                  "PCIe tree unknown",
+                  result.pus));
 #endif
-  if (from_file) result.notes.push_back(fmt::format("read {} instead of this machine: CUDA and NVML not consulted",
-                                                    options.hwloc_xml));
+  if (from_file)
+    result.notes.push_back(
+        fmt::format("read {} instead of this machine: CUDA and NVML not consulted", options.hwloc_xml));
   CudaInfo cuda;
   NvmlInfo nvml;
   try {

@@ -141,14 +141,20 @@ class XmlReader {
         std::size_t semi = text_.find(';', pos_);
         if (semi == std::string_view::npos || semi - pos_ > 12) fail(line_, "unterminated entity reference");
         std::string_view ent = text_.substr(pos_ + 1, semi - pos_ - 1);
-        if (ent == "amp") out += '&';
-        else if (ent == "lt") out += '<';
-        else if (ent == "gt") out += '>';
-        else if (ent == "quot") out += '"';
-        else if (ent == "apos") out += '\'';
+        if (ent == "amp")
+          out += '&';
+        else if (ent == "lt")
+          out += '<';
+        else if (ent == "gt")
+          out += '>';
+        else if (ent == "quot")
+          out += '"';
+        else if (ent == "apos")
+          out += '\'';
         else if (ent.size() > 1 && ent[0] == '#') {
           std::optional<long> code = ent[1] == 'x' ? parse_hex(ent.substr(2)) : parse_long(ent.substr(1));
-          if (!code || *code <= 0 || *code > 0x7f) fail(line_, fmt::format("unsupported character reference &{};", detail::printable(ent)));
+          if (!code || *code <= 0 || *code > 0x7f)
+            fail(line_, fmt::format("unsupported character reference &{};", detail::printable(ent)));
           out += static_cast<char>(*code);
         } else {
           fail(line_, fmt::format("unknown entity &{};", detail::printable(ent)));
@@ -277,7 +283,8 @@ class XmlImporter {
     XmlElement root = reader_.read_document();
     if (root.name != "system") fail(root.line, fmt::format("root element is <{}>, expected <system>", root.name));
     for (const auto& child : root.children) {
-      if (child.name != "cpu") fail(child.line, fmt::format("unexpected <{}> in <system> (expected <cpu>)", child.name));
+      if (child.name != "cpu")
+        fail(child.line, fmt::format("unexpected <{}> in <system> (expected <cpu>)", child.name));
       read_cpu(child);
     }
     if (gpus_.empty()) fail(root.line, "no GPU in the topology (no <gpu> element or NVIDIA display-class <pci>)");
@@ -296,8 +303,8 @@ class XmlImporter {
     const std::string& text = required(el, key);
     auto v = parse_long(text);
     if (!v || *v < min || *v > max)
-      fail(el.line, fmt::format("<{}> {}=\"{}\": expected an integer in [{}, {}]", el.name, key, detail::printable(text), min,
-                                max));
+      fail(el.line, fmt::format("<{}> {}=\"{}\": expected an integer in [{}, {}]", el.name, key,
+                                detail::printable(text), min, max));
     return static_cast<int>(*v);
   }
   long hex_attr(const XmlElement& el, std::string_view key) const {
@@ -321,7 +328,10 @@ class XmlImporter {
     cpu.line = el.line;
     for (const auto& other : cpus_)
       if (other.numaid == cpu.numaid) fail(el.line, fmt::format("duplicate <cpu numaid=\"{}\">", cpu.numaid));
-    auto text = [&](std::string_view key) { const std::string* v = el.attr(key); return v ? *v : std::string(); };
+    auto text = [&](std::string_view key) {
+      const std::string* v = el.attr(key);
+      return v ? *v : std::string();
+    };
     auto number = [&](std::string_view key) -> int {
       const std::string* v = el.attr(key);
       if (!v || v->empty()) return -1;
@@ -334,9 +344,12 @@ class XmlImporter {
     cpus_.push_back(cpu);
     const Parent parent{false, index};
     for (const auto& child : el.children) {
-      if (child.name == "pci") read_pci(child, parent, index);
-      else if (child.name == "nic") read_nic(child, parent, detail::kPcieGen3x16Gbps, "");
-      else fail(child.line, fmt::format("unexpected <{}> in <cpu> (expected <pci> or <nic>)", child.name));
+      if (child.name == "pci")
+        read_pci(child, parent, index);
+      else if (child.name == "nic")
+        read_nic(child, parent, detail::kPcieGen3x16Gbps, "");
+      else
+        fail(child.line, fmt::format("unexpected <{}> in <cpu> (expected <pci> or <nic>)", child.name));
     }
   }
 
@@ -353,7 +366,8 @@ class XmlImporter {
     if (speed && !unknown(*speed)) {
       auto v = parse_pcie_link_speed(*speed);
       if (!v)
-        fail(el.line, fmt::format("<pci> link_speed=\"{}\": expected 2.5, 5, 8, 16, 32 or 64 GT/s", detail::printable(*speed)));
+        fail(el.line,
+             fmt::format("<pci> link_speed=\"{}\": expected 2.5, 5, 8, 16, 32 or 64 GT/s", detail::printable(*speed)));
       gts = *v;
     }
     if (width && !detail::trim(*width).empty()) {
@@ -391,8 +405,9 @@ class XmlImporter {
         has_nic = true;
         read_nic(child, parent, bw, bus_id);
       } else if (child.name == "pci") {
-        fail(child.line, fmt::format("<pci busid=\"{}\"> of class 0x{:06x} holds a <pci>: only bridges (class 0x0604xx) nest",
-                                     bus_id, cls));
+        fail(child.line,
+             fmt::format("<pci busid=\"{}\"> of class 0x{:06x} holds a <pci>: only bridges (class 0x0604xx) nest",
+                         bus_id, cls));
       } else {
         fail(child.line, fmt::format("unexpected <{}> in <pci busid=\"{}\">", child.name, bus_id));
       }
@@ -428,14 +443,16 @@ class XmlImporter {
     gpu.bw = bw;
     gpu.line = el.line;
     for (const auto& other : gpus_)
-      if (other.dev == gpu.dev) fail(el.line, fmt::format("duplicate <gpu dev=\"{}\"> (first on line {})", gpu.dev, other.line));
+      if (other.dev == gpu.dev)
+        fail(el.line, fmt::format("duplicate <gpu dev=\"{}\"> (first on line {})", gpu.dev, other.line));
     std::set<std::string> targets;
     for (const auto& child : el.children) {
       if (child.name == "c2c") {
         ++skipped_c2c_;
         continue;
       }
-      if (child.name != "nvlink") fail(child.line, fmt::format("unexpected <{}> in <gpu> (expected <nvlink>)", child.name));
+      if (child.name != "nvlink")
+        fail(child.line, fmt::format("unexpected <{}> in <gpu> (expected <nvlink>)", child.name));
       XNvLink link;
       link.target = bus_attr(child, "target");
       link.count = int_attr(child, "count", 1, 64);
@@ -490,11 +507,13 @@ class XmlImporter {
     }
     std::vector<int> cpu_node(cpus_.size());
     for (std::size_t k = 0; k < cpus_.size(); ++k) {
-      cpu_node[k] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", cpus_[k].numaid), static_cast<int>(k));
+      cpu_node[k] =
+          detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", cpus_[k].numaid), static_cast<int>(k));
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {
-      switch_node[k] = detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
+      switch_node[k] =
+          detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
     }
     auto up = [&](Parent p) { return p.is_switch ? switch_node[p.index] : cpu_node[p.index]; };
     for (std::size_t k = 0; k < switches_.size(); ++k)
@@ -523,8 +542,8 @@ class XmlImporter {
         }
         if (l.tclass == kCpuClass) {
           const int cpu = gpus_[g].cpu;
-          topo.add_duplex_link(gpu_node[g], cpu_node[cpu], LinkKind::kNvLink, l.count * lane_bw(static_cast<int>(g), -1),
-                               detail::kNvLinkLatencyUs, l.count);
+          topo.add_duplex_link(gpu_node[g], cpu_node[cpu], LinkKind::kNvLink,
+                               l.count * lane_bw(static_cast<int>(g), -1), detail::kNvLinkLatencyUs, l.count);
           continue;
         }
         auto it = gpu_by_bus.find(l.target);
@@ -545,9 +564,9 @@ class XmlImporter {
         if (found == pair_count.end()) {
           pair_count[key] = {l.count, l.line};
         } else if (found->second.first != l.count) {
-          fail(l.line, fmt::format("asymmetric NVLink counts: GPU {} lists {} link(s) to {}, but GPU {} lists {} (line {})",
-                                   gpus_[g].bus_id, l.count, l.target, l.target, found->second.first,
-                                   found->second.second));
+          fail(l.line,
+               fmt::format("asymmetric NVLink counts: GPU {} lists {} link(s) to {}, but GPU {} lists {} (line {})",
+                           gpus_[g].bus_id, l.count, l.target, l.target, found->second.first, found->second.second));
         }
       }
     }

@@ -167,7 +167,8 @@ class SmiImporter {
     auto lines = detail::split_lines(text_);
     std::size_t i = 0;
     while (i < lines.size() && trim(lines[i]).empty()) ++i;
-    if (i == lines.size()) fail(static_cast<int>(lines.size()) + (lines.empty() ? 1 : 0), "empty input: no `nvidia-smi topo -m` matrix");
+    if (i == lines.size())
+      fail(static_cast<int>(lines.size()) + (lines.empty() ? 1 : 0), "empty input: no `nvidia-smi topo -m` matrix");
     header_line_ = static_cast<int>(i) + 1;
     auto words = header_words(lines[i]);
     bool in_affinity = false;
@@ -213,7 +214,8 @@ class SmiImporter {
       auto words = split_blanks(line);
       std::string name(words[0]);
       auto it = column_index_.find(name);
-      if (it == column_index_.end()) fail(lineno, fmt::format("row '{}' is not a column of the header", detail::printable(name)));
+      if (it == column_index_.end())
+        fail(lineno, fmt::format("row '{}' is not a column of the header", detail::printable(name)));
       Row& row = rows_[it->second];
       if (row.line) fail(lineno, fmt::format("duplicate row '{}' (first on line {})", name, row.line));
       row.line = lineno;
@@ -223,10 +225,11 @@ class SmiImporter {
       if (cells < n) {
         // Too few cells when what follows can only be the affinity values; otherwise a bad cell.
         const std::size_t rest = words.size() - 1 - cells;
-        const bool short_row = rest <= affinity_columns_.size() &&
-                               (rest == 0 || std::isdigit(static_cast<unsigned char>(words[1 + cells][0])) ||
-                                words[1 + cells] == "N/A");
-        if (short_row) fail(lineno, fmt::format("row {} has {} cells, expected {} (matrix not square)", name, cells, n));
+        const bool short_row =
+            rest <= affinity_columns_.size() &&
+            (rest == 0 || std::isdigit(static_cast<unsigned char>(words[1 + cells][0])) || words[1 + cells] == "N/A");
+        if (short_row)
+          fail(lineno, fmt::format("row {} has {} cells, expected {} (matrix not square)", name, cells, n));
         fail(lineno, fmt::format("unknown cell '{}' in row {}, column {}", detail::printable(words[1 + cells]), name,
                                  columns_[cells].name));
       }
@@ -235,8 +238,8 @@ class SmiImporter {
       if (extra > affinity_columns_.size()) {
         if (affinity_columns_.empty() || parse_cell(words[1 + n]))
           fail(lineno, fmt::format("row {} has {} cells, expected {} (matrix not square)", name, words.size() - 1, n));
-        fail(lineno, fmt::format("row {} has {} values after the matrix, the header names {} affinity column(s)",
-                                 name, extra, affinity_columns_.size()));
+        fail(lineno, fmt::format("row {} has {} values after the matrix, the header names {} affinity column(s)", name,
+                                 extra, affinity_columns_.size()));
       }
       for (std::size_t k = 0; k < extra; ++k) {
         std::string value(words[1 + n + k]);
@@ -263,11 +266,13 @@ class SmiImporter {
         }
         std::size_t colon = line.find(':');
         if (colon == std::string_view::npos)
-          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' is not 'NICk: name'", detail::printable(line)));
+          fail(static_cast<int>(i) + 1,
+               fmt::format("NIC legend line '{}' is not 'NICk: name'", detail::printable(line)));
         std::string key(trim(line.substr(0, colon)));
         std::string value(trim(line.substr(colon + 1)));
         if (!column_index_.count(key) || value.empty() || !is_device_name(value))
-          fail(static_cast<int>(i) + 1, fmt::format("NIC legend line '{}' names no NIC column", detail::printable(line)));
+          fail(static_cast<int>(i) + 1,
+               fmt::format("NIC legend line '{}' names no NIC column", detail::printable(line)));
         nic_legend_[key] = value;
       }
       break;
@@ -291,8 +296,8 @@ class SmiImporter {
             fail(line, fmt::format("asymmetric NVLink counts: {}–{} is {} but {}–{} is {}", columns_[a].name,
                                    columns_[b].name, cell_text(c), columns_[b].name, columns_[a].name, cell_text(d)));
           if (c.cls != d.cls)
-            fail(line, fmt::format("asymmetric cells: {}–{} is {} but {}–{} is {}", columns_[a].name,
-                                   columns_[b].name, cell_text(c), columns_[b].name, columns_[a].name, cell_text(d)));
+            fail(line, fmt::format("asymmetric cells: {}–{} is {} but {}–{} is {}", columns_[a].name, columns_[b].name,
+                                   cell_text(c), columns_[b].name, columns_[a].name, cell_text(d)));
         }
       }
     }
@@ -305,8 +310,8 @@ class SmiImporter {
     std::sort(numbers.begin(), numbers.end());
     for (std::size_t k = 0; k < numbers.size(); ++k) {
       if (numbers[k] != static_cast<int>(k))
-        fail(header_line_, fmt::format("GPU columns must be GPU0…GPU{} (found GPU{} missing or repeated)",
-                                       numbers.size() - 1, k));
+        fail(header_line_,
+             fmt::format("GPU columns must be GPU0…GPU{} (found GPU{} missing or repeated)", numbers.size() - 1, k));
     }
   }
 
@@ -441,9 +446,9 @@ class SmiImporter {
         Cls want = derived(a, b);
         bool ok = given == want || (want == Cls::kPhb && given == Cls::kNode);
         if (!ok)
-          fail(rows_[a].line, fmt::format("{}–{} is {} but the other cells imply {} (inconsistent PCIe classes)",
-                                          columns_[a].name, columns_[b].name, cell_text(rows_[a].cells[b]),
-                                          cls_name(Cell{want, 0})));
+          fail(rows_[a].line,
+               fmt::format("{}–{} is {} but the other cells imply {} (inconsistent PCIe classes)", columns_[a].name,
+                           columns_[b].name, cell_text(rows_[a].cells[b]), cls_name(Cell{want, 0})));
       }
   }
 
@@ -455,11 +460,11 @@ class SmiImporter {
     std::vector<int> gpu_cols;
     for (int d = 0; d < n; ++d)
       if (columns_[d].gpu) gpu_cols.push_back(d);
-    std::sort(gpu_cols.begin(), gpu_cols.end(),
-              [&](int x, int y) { return columns_[x].number < columns_[y].number; });
+    std::sort(gpu_cols.begin(), gpu_cols.end(), [&](int x, int y) { return columns_[x].number < columns_[y].number; });
     const std::size_t gpu_count = gpu_cols.size();
     for (int d : gpu_cols) {
-      node_of[d] = detail::add_local_node(topo, NodeKind::kGpu, fmt::format("gpu{}", columns_[d].number), columns_[d].number);
+      node_of[d] =
+          detail::add_local_node(topo, NodeKind::kGpu, fmt::format("gpu{}", columns_[d].number), columns_[d].number);
     }
     std::vector<int> cpu_node(socket_count_);
     for (int s = 0; s < socket_count_; ++s) {
@@ -467,7 +472,8 @@ class SmiImporter {
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {
-      switch_node[k] = detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
+      switch_node[k] =
+          detail::add_local_node(topo, NodeKind::kPcieSwitch, fmt::format("pcisw{}", k), static_cast<int>(k));
     }
     int nic_count = 0;
     for (int d = 0; d < n; ++d) {
@@ -509,10 +515,10 @@ class SmiImporter {
         topo.add_duplex_link(cpu_node[s], cpu_node[t], LinkKind::kSmp, options_.smp_gbps, detail::kSmpLatencyUs);
 
     topo.set_name(detail::source_stem(source_, "nvidia-smi"));
-    topo.set_description(fmt::format(
-        "imported from nvidia-smi topo -m ({}): {} GPUs, {} NVLinks, {} NICs, {} sockets, {} PCIe switches "
-        "(PCIe tree rebuilt from the PCIe classes)",
-        source_, gpu_count, nvlinks, nic_count, socket_count_, switches_.size()));
+    topo.set_description(
+        fmt::format("imported from nvidia-smi topo -m ({}): {} GPUs, {} NVLinks, {} NICs, {} sockets, {} PCIe switches "
+                    "(PCIe tree rebuilt from the PCIe classes)",
+                    source_, gpu_count, nvlinks, nic_count, socket_count_, switches_.size()));
     topo.finalize();
     return topo;
   }

@@ -61,11 +61,16 @@ std::string printable(std::string_view text) {
       break;
     }
     const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
+    else if (u < 0x20 || u == 0x7f)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out += c;
   }
   return out;
 }
@@ -150,8 +155,10 @@ std::optional<double> parse_pcie_link_speed(std::string_view text) {
 
 double pcie_bandwidth_gbps(double gts, int width) {
   // NCCL's table: usable GB/s = width · value / 80 (Gen3: 16 · 60 / 80 = 12).
-  static constexpr struct { double gts; int value; } kTable[] = {
-      {2.5, 15}, {5.0, 30}, {8.0, 60}, {16.0, 120}, {32.0, 240}, {64.0, 480}};
+  static constexpr struct {
+    double gts;
+    int value;
+  } kTable[] = {{2.5, 15}, {5.0, 30}, {8.0, 60}, {16.0, 120}, {32.0, 240}, {64.0, 480}};
   if (width <= 0) return 0;
   for (const auto& row : kTable) {
     if (std::fabs(row.gts - gts) < 1e-6) return width * row.value / 80.0;

@@ -72,8 +72,9 @@ constexpr std::uintmax_t kMaxFileBytes = 64u << 20;
 
 // Output keys that topology_to_json derives from the model; readers ignore
 // them so that `topo show --json` output loads back.
-constexpr std::string_view kDerivedKeys[] = {"machine_count", "gpus_per_machine", "gpus",          "peer_matrix",
-                                             "nvlink_matrix", "path_matrix",      "bandwidth_matrix", "fingerprint"};
+constexpr std::string_view kDerivedKeys[] = {"machine_count",    "gpus_per_machine", "gpus",
+                                             "peer_matrix",      "nvlink_matrix",    "path_matrix",
+                                             "bandwidth_matrix", "fingerprint"};
 
 double default_latency(LinkKind kind) {
   switch (kind) {
@@ -252,11 +253,13 @@ NetworkSpec parse_network(const json& value, const Reader& reader, const std::st
   reader.allow_keys(value, path, {"nic_bandwidth", "latency", "oversubscription"});
   NetworkSpec spec;
   spec.nic_bandwidth_gbps = default_nic > 0 ? default_nic : kDefaultNicBandwidth;
-  if (const json* v = Reader::find(value, "nic_bandwidth")) spec.nic_bandwidth_gbps = reader.positive(*v, field(path, "nic_bandwidth"));
+  if (const json* v = Reader::find(value, "nic_bandwidth"))
+    spec.nic_bandwidth_gbps = reader.positive(*v, field(path, "nic_bandwidth"));
   if (const json* v = Reader::find(value, "latency")) spec.latency_us = reader.non_negative(*v, field(path, "latency"));
   if (const json* v = Reader::find(value, "oversubscription")) {
     spec.oversubscription = reader.number(*v, field(path, "oversubscription"));
-    if (spec.oversubscription < 1) reader.fail(field(path, "oversubscription"), fmt::format("must be >= 1 (got {})", spec.oversubscription));
+    if (spec.oversubscription < 1)
+      reader.fail(field(path, "oversubscription"), fmt::format("must be >= 1 (got {})", spec.oversubscription));
   }
   return spec;
 }
@@ -264,16 +267,11 @@ NetworkSpec parse_network(const json& value, const Reader& reader, const std::st
 // Which link kinds may join which node kinds.
 bool endpoint_allowed(LinkKind link, NodeKind node) {
   switch (link) {
-    case LinkKind::kNvLink:
-      return node == NodeKind::kGpu || node == NodeKind::kNvSwitch || node == NodeKind::kCpu;
-    case LinkKind::kPcie:
-      return node != NodeKind::kNetSwitch;
-    case LinkKind::kSmp:
-      return node == NodeKind::kCpu;
-    case LinkKind::kNetwork:
-      return node == NodeKind::kNic || node == NodeKind::kNetSwitch;
-    case LinkKind::kLoopback:
-      return false;
+    case LinkKind::kNvLink: return node == NodeKind::kGpu || node == NodeKind::kNvSwitch || node == NodeKind::kCpu;
+    case LinkKind::kPcie: return node != NodeKind::kNetSwitch;
+    case LinkKind::kSmp: return node == NodeKind::kCpu;
+    case LinkKind::kNetwork: return node == NodeKind::kNic || node == NodeKind::kNetSwitch;
+    case LinkKind::kLoopback: return false;
   }
   return false;
 }
@@ -305,8 +303,10 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
   Loaded out;
   Topology& topo = out.topo;
   topo.set_name(Reader::find(doc, "name") ? reader.name(doc["name"], field(path, "name")) : default_name);
-  if (const json* d = Reader::find(doc, "description")) topo.set_description(reader.string(*d, field(path, "description")));
-  if (const json* v = Reader::find(doc, "nic_bandwidth")) out.nic_bandwidth = reader.positive(*v, field(path, "nic_bandwidth"));
+  if (const json* d = Reader::find(doc, "description"))
+    topo.set_description(reader.string(*d, field(path, "description")));
+  if (const json* v = Reader::find(doc, "nic_bandwidth"))
+    out.nic_bandwidth = reader.positive(*v, field(path, "nic_bandwidth"));
 
   const std::string devices_path = field(path, "devices");
   const json& devices = reader.required(doc, path, "devices");
@@ -329,7 +329,8 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     const auto kind = parse_node_kind(kind_text);
     if (!kind) {
       reader.fail(field(p, "kind"),
-                  fmt::format("unknown kind {} (expected gpu, cpu, pcie_switch, nvswitch, nic or net_switch)", quote_text(kind_text)));
+                  fmt::format("unknown kind {} (expected gpu, cpu, pcie_switch, nvswitch, nic or net_switch)",
+                              quote_text(kind_text)));
     }
     node.kind = *kind;
     node.machine = node.kind == NodeKind::kNetSwitch ? -1 : 0;
@@ -347,14 +348,15 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
       const auto [it, fresh] = local_owner.emplace(std::tuple(node.machine, node.kind, node.local_index), i);
       if (!fresh) {
         reader.fail(field(p, "local"), fmt::format("local index {} is already used by {} ({})", node.local_index,
-                                                  quote_text(nodes[it->second].id), item(devices_path, it->second)));
+                                                   quote_text(nodes[it->second].id), item(devices_path, it->second)));
       }
     }
     if (const json* a = Reader::find(d, "arch")) node.arch = reader.string(*a, field(p, "arch"));
     if (const json* b = Reader::find(d, "bus_id")) node.bus_id = reader.string(*b, field(p, "bus_id"));
     const auto [it, fresh] = index_of.emplace(node.id, i);
     if (!fresh) {
-      reader.fail(field(p, "id"), fmt::format("duplicate id {} (first given at {})", quote_text(node.id), item(devices_path, it->second)));
+      reader.fail(field(p, "id"), fmt::format("duplicate id {} (first given at {})", quote_text(node.id),
+                                              item(devices_path, it->second)));
     }
     max_machine = std::max(max_machine, node.machine);
     nodes.push_back(std::move(node));
@@ -388,7 +390,9 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
   }
   for (int m = 0; m <= max_machine; ++m) {
     if (!machine_seen[m]) {
-      reader.fail(devices_path, fmt::format("no device belongs to machine {} (machines must be numbered 0..{} without gaps)", m, max_machine));
+      reader.fail(devices_path,
+                  fmt::format("no device belongs to machine {} (machines must be numbered 0..{} without gaps)", m,
+                              max_machine));
     }
     // Devices without "local" take the indices after the largest given one,
     // so the final set has no gap exactly when the given ones are 0..k-1.
@@ -396,8 +400,9 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     if (!given.empty() && static_cast<int>(given.size()) != *given.rbegin() + 1) {
       int missing = 0;
       while (given.count(missing) != 0) ++missing;
-      reader.fail(devices_path, fmt::format("no GPU of machine {} has local index {} (GPU local indices must run 0..{})",
-                                            m, missing, gpus_in_machine[m] - 1));
+      reader.fail(devices_path,
+                  fmt::format("no GPU of machine {} has local index {} (GPU local indices must run 0..{})", m, missing,
+                              gpus_in_machine[m] - 1));
     }
   }
 
@@ -428,7 +433,8 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     const std::string kind_text = reader.string(reader.required(l, p, "kind"), field(p, "kind"));
     const auto kind = parse_link_kind(kind_text);
     if (!kind) {
-      reader.fail(field(p, "kind"), fmt::format("unknown kind {} (expected nvlink, pcie, smp or network)", quote_text(kind_text)));
+      reader.fail(field(p, "kind"),
+                  fmt::format("unknown kind {} (expected nvlink, pcie, smp or network)", quote_text(kind_text)));
     }
     if (*kind == LinkKind::kLoopback) reader.fail(field(p, "kind"), "loopback links are implicit and cannot be given");
     if (a == b) reader.fail(field(p, "b"), fmt::format("a device cannot link to itself ({})", quote_text(all[a].id)));
@@ -439,14 +445,17 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
       }
     }
     if (all[a].machine >= 0 && all[b].machine >= 0 && all[a].machine != all[b].machine && *kind != LinkKind::kNetwork) {
-      reader.fail(p, fmt::format("a {} link cannot join machine {} ({}) and machine {} ({}); only network links cross machines",
-                                 to_string(*kind), all[a].machine, quote_text(all[a].id), all[b].machine, quote_text(all[b].id)));
+      reader.fail(
+          p,
+          fmt::format("a {} link cannot join machine {} ({}) and machine {} ({}); only network links cross machines",
+                      to_string(*kind), all[a].machine, quote_text(all[a].id), all[b].machine, quote_text(all[b].id)));
     }
     const double bandwidth = reader.positive(reader.required(l, p, "bandwidth"), field(p, "bandwidth"));
     double latency = default_latency(*kind);
     if (const json* v = Reader::find(l, "latency")) latency = reader.non_negative(*v, field(p, "latency"));
     int lanes = 1;
-    if (const json* v = Reader::find(l, "lanes")) lanes = static_cast<int>(reader.integer(*v, field(p, "lanes"), 1, kMaxLanes));
+    if (const json* v = Reader::find(l, "lanes"))
+      lanes = static_cast<int>(reader.integer(*v, field(p, "lanes"), 1, kMaxLanes));
     bool is_directed = false;
     if (const json* v = Reader::find(l, "directed")) is_directed = reader.boolean(*v, field(p, "directed"));
 
@@ -455,8 +464,10 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     const auto claim = [&](int src, int dst) {
       const auto [it, fresh] = given.emplace(std::tuple(src, dst, *kind), j);
       if (!fresh) {
-        reader.fail(p, fmt::format("duplicate {} link between {} and {} (already given by {}); give one link with \"lanes\" instead",
-                                   to_string(*kind), quote_text(all[a].id), quote_text(all[b].id), item(links_path, it->second)));
+        reader.fail(
+            p, fmt::format(
+                   "duplicate {} link between {} and {} (already given by {}); give one link with \"lanes\" instead",
+                   to_string(*kind), quote_text(all[a].id), quote_text(all[b].id), item(links_path, it->second)));
       }
     };
     claim(a, b);
@@ -473,12 +484,15 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
   // (directed entries exist for asymmetric bandwidths or latencies).
   for (const auto& [a, b, kind, j] : directed) {
     if (given.count(std::tuple(b, a, kind)) == 0) {
-      reader.fail(item(links_path, j), fmt::format("directed {} link {} -> {} has no reverse link (omit \"directed\" for a full-duplex link)",
-                                                   to_string(kind), quote_text(all[a].id), quote_text(all[b].id)));
+      reader.fail(
+          item(links_path, j),
+          fmt::format("directed {} link {} -> {} has no reverse link (omit \"directed\" for a full-duplex link)",
+                      to_string(kind), quote_text(all[a].id), quote_text(all[b].id)));
     }
   }
   check_connected(topo, edges, reader, links_path);
-  if (const json* n = Reader::find(doc, "network")) topo.set_network(parse_network(*n, reader, field(path, "network"), out.nic_bandwidth));
+  if (const json* n = Reader::find(doc, "network"))
+    topo.set_network(parse_network(*n, reader, field(path, "network"), out.nic_bandwidth));
   finalize_checked(topo, reader, devices_path);
   return out;
 }
@@ -488,8 +502,8 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
 // Reads a list of lists of indices in [0, limit) in which every index appears
 // at most once; returns the lists and, per index, the list holding it (-1).
 std::pair<std::vector<std::vector<int>>, std::vector<int>> parse_partition(const json& value, const Reader& reader,
-                                                                         const std::string& path, int limit,
-                                                                         std::string_view what) {
+                                                                           const std::string& path, int limit,
+                                                                           std::string_view what) {
   reader.expect_array(value, path);
   std::vector<std::vector<int>> groups;
   std::vector<int> owner(limit, -1);
@@ -500,7 +514,8 @@ std::pair<std::vector<std::vector<int>>, std::vector<int>> parse_partition(const
     for (std::size_t k = 0; k < value[g].size(); ++k) {
       const std::string ip = item(gp, k);
       const int index = static_cast<int>(reader.integer(value[g][k], ip, 0, limit - 1));
-      if (owner[index] >= 0) reader.fail(ip, fmt::format("{} {} is already listed in {}", what, index, item(path, owner[index])));
+      if (owner[index] >= 0)
+        reader.fail(ip, fmt::format("{} {} is already listed in {}", what, index, item(path, owner[index])));
       owner[index] = static_cast<int>(g);
       groups.back().push_back(index);
     }
@@ -513,14 +528,18 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   Loaded out;
   Topology& topo = out.topo;
   topo.set_name(Reader::find(doc, "name") ? reader.name(doc["name"], field(path, "name")) : default_name);
-  if (const json* d = Reader::find(doc, "description")) topo.set_description(reader.string(*d, field(path, "description")));
+  if (const json* d = Reader::find(doc, "description"))
+    topo.set_description(reader.string(*d, field(path, "description")));
 
   const std::string cp = field(path, "compact");
   const json& c = doc["compact"];
   reader.expect_object(c, cp);
-  reader.allow_keys(c, cp, {"gpus", "arch", "nvlink", "nvlink_lane_bandwidth", "nvswitch", "pcie_switches", "sockets",
-                            "pcie_bandwidth", "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_bandwidth", "latency"});
-  const int gpus = static_cast<int>(reader.integer(reader.required(c, cp, "gpus"), field(cp, "gpus"), 1, kMaxGpusPerMachine));
+  reader.allow_keys(
+      c, cp,
+      {"gpus", "arch", "nvlink", "nvlink_lane_bandwidth", "nvswitch", "pcie_switches", "sockets", "pcie_bandwidth",
+       "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_bandwidth", "latency"});
+  const int gpus =
+      static_cast<int>(reader.integer(reader.required(c, cp, "gpus"), field(cp, "gpus"), 1, kMaxGpusPerMachine));
   std::string arch;
   if (const json* a = Reader::find(c, "arch")) arch = reader.string(*a, field(cp, "arch"));
 
@@ -548,7 +567,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
       const std::string rp = item(mp, i);
       reader.expect_array((*m)[i], rp);
       if (static_cast<int>((*m)[i].size()) != gpus) {
-        reader.fail(rp, fmt::format("must have {} entries, one per GPU (got {}); the matrix must be square", gpus, (*m)[i].size()));
+        reader.fail(rp, fmt::format("must have {} entries, one per GPU (got {}); the matrix must be square", gpus,
+                                    (*m)[i].size()));
       }
       for (int j = 0; j < gpus; ++j) {
         nvlink[i][j] = static_cast<int>(reader.integer((*m)[i][j], item(rp, j), 0, kMaxLanes));
@@ -558,8 +578,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
       if (nvlink[i][i] != 0) reader.fail(item(item(mp, i), i), "must be 0: a GPU has no NVLink to itself");
       for (int j = 0; j < i; ++j) {
         if (nvlink[i][j] != nvlink[j][i]) {
-          reader.fail(item(item(mp, i), j), fmt::format("{} differs from {} = {}: the matrix must be symmetric", nvlink[i][j],
-                                                        item(item(mp, j), i), nvlink[j][i]));
+          reader.fail(item(item(mp, i), j), fmt::format("{} differs from {} = {}: the matrix must be symmetric",
+                                                        nvlink[i][j], item(item(mp, j), i), nvlink[j][i]));
         }
         any_nvlink = any_nvlink || nvlink[i][j] > 0;
       }
@@ -569,7 +589,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   if (const json* v = Reader::find(c, "nvlink_lane_bandwidth")) {
     lane_bandwidth = reader.positive(*v, field(cp, "nvlink_lane_bandwidth"));
   } else if (any_nvlink) {
-    reader.fail(field(cp, "nvlink_lane_bandwidth"), "missing (required when nvlink lists links: GB/s per lane and direction)");
+    reader.fail(field(cp, "nvlink_lane_bandwidth"),
+                "missing (required when nvlink lists links: GB/s per lane and direction)");
   }
 
   int switch_lanes = 0;
@@ -578,7 +599,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
     const std::string sp = field(cp, "nvswitch");
     reader.expect_object(*s, sp);
     reader.allow_keys(*s, sp, {"lanes_per_gpu", "lane_bandwidth"});
-    switch_lanes = static_cast<int>(reader.integer(reader.required(*s, sp, "lanes_per_gpu"), field(sp, "lanes_per_gpu"), 1, kMaxLanes));
+    switch_lanes = static_cast<int>(
+        reader.integer(reader.required(*s, sp, "lanes_per_gpu"), field(sp, "lanes_per_gpu"), 1, kMaxLanes));
     switch_lane_bandwidth = reader.positive(reader.required(*s, sp, "lane_bandwidth"), field(sp, "lane_bandwidth"));
   }
 
@@ -589,7 +611,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   if (switches_json != nullptr) {
     const std::string sp = field(cp, "pcie_switches");
     auto [groups, owner] = parse_partition(*switches_json, reader, sp, gpus, "GPU");
-    if (groups.empty()) reader.fail(sp, "must list at least one switch (omit the field when GPUs sit directly under CPUs)");
+    if (groups.empty())
+      reader.fail(sp, "must list at least one switch (omit the field when GPUs sit directly under CPUs)");
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (groups[g].empty()) reader.fail(item(sp, g), "a switch must hold at least one GPU");
     }
@@ -607,7 +630,9 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
     auto [groups, owner] = parse_partition(*s, reader, sp, socket_items, socket_item_name);
     if (groups.empty()) reader.fail(sp, "must list at least one socket");
     for (int i = 0; i < socket_items; ++i) {
-      if (owner[i] < 0) reader.fail(sp, fmt::format("{} {} is in no socket (list every {} exactly once)", socket_item_name, i, socket_item_name));
+      if (owner[i] < 0)
+        reader.fail(sp, fmt::format("{} {} is in no socket (list every {} exactly once)", socket_item_name, i,
+                                    socket_item_name));
     }
     sockets = std::move(groups);
   } else {
@@ -616,17 +641,21 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   }
 
   double pcie_bandwidth = kDefaultPcieBandwidth;
-  if (const json* v = Reader::find(c, "pcie_bandwidth")) pcie_bandwidth = reader.positive(*v, field(cp, "pcie_bandwidth"));
+  if (const json* v = Reader::find(c, "pcie_bandwidth"))
+    pcie_bandwidth = reader.positive(*v, field(cp, "pcie_bandwidth"));
   double smp_bandwidth = kDefaultSmpBandwidth;
   if (const json* v = Reader::find(c, "smp_bandwidth")) smp_bandwidth = reader.positive(*v, field(cp, "smp_bandwidth"));
   int nics_per_switch = 0;
   if (const json* v = Reader::find(c, "nics_per_switch")) {
     nics_per_switch = static_cast<int>(reader.integer(*v, field(cp, "nics_per_switch"), 0, 64));
-    if (!has_switches && nics_per_switch > 0) reader.fail(field(cp, "nics_per_switch"), "needs pcie_switches (use nics_per_socket)");
+    if (!has_switches && nics_per_switch > 0)
+      reader.fail(field(cp, "nics_per_switch"), "needs pcie_switches (use nics_per_socket)");
   }
   int nics_per_socket = 0;
-  if (const json* v = Reader::find(c, "nics_per_socket")) nics_per_socket = static_cast<int>(reader.integer(*v, field(cp, "nics_per_socket"), 0, 64));
-  if (const json* v = Reader::find(c, "nic_bandwidth")) out.nic_bandwidth = reader.positive(*v, field(cp, "nic_bandwidth"));
+  if (const json* v = Reader::find(c, "nics_per_socket"))
+    nics_per_socket = static_cast<int>(reader.integer(*v, field(cp, "nics_per_socket"), 0, 64));
+  if (const json* v = Reader::find(c, "nic_bandwidth"))
+    out.nic_bandwidth = reader.positive(*v, field(cp, "nic_bandwidth"));
 
   // Nodes: GPUs first (local index = position), then the merged NVSwitch,
   // CPU sockets, PCIe switches and NICs.
@@ -642,8 +671,8 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   }
   int nic_count = 0;
   const auto add_nic = [&](int parent) {
-    const int nic = topo.add_node({fmt::format("nic{}", nic_count), NodeKind::kNic, 0, nic_count, -1,
-                                   fmt::format("mlx5_{}", nic_count), ""});
+    const int nic = topo.add_node(
+        {fmt::format("nic{}", nic_count), NodeKind::kNic, 0, nic_count, -1, fmt::format("mlx5_{}", nic_count), ""});
     ++nic_count;
     topo.add_duplex_link(nic, parent, LinkKind::kPcie, pcie_bandwidth, lat_pcie);
   };
@@ -659,13 +688,15 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
     // One merged NVSwitch node, as NCCL models it: each GPU reaches it with
     // all its lanes, so a single route gets the GPU's whole NVLink bandwidth.
     for (int g = 0; g < gpus; ++g) {
-      topo.add_duplex_link(g, nvswitch, LinkKind::kNvLink, switch_lanes * switch_lane_bandwidth, lat_nvlink, switch_lanes);
+      topo.add_duplex_link(g, nvswitch, LinkKind::kNvLink, switch_lanes * switch_lane_bandwidth, lat_nvlink,
+                           switch_lanes);
     }
   }
   for (std::size_t s = 0; s < sockets.size(); ++s) {
     for (int member : sockets[s]) {
       if (has_switches) {
-        for (int g : switches[member]) topo.add_duplex_link(g, pcisw[member], LinkKind::kPcie, pcie_bandwidth, lat_pcie);
+        for (int g : switches[member])
+          topo.add_duplex_link(g, pcisw[member], LinkKind::kPcie, pcie_bandwidth, lat_pcie);
         topo.add_duplex_link(pcisw[member], cpu[s], LinkKind::kPcie, pcie_bandwidth, lat_pcie);
         for (int n = 0; n < nics_per_switch; ++n) add_nic(pcisw[member]);
       } else {
@@ -696,13 +727,16 @@ std::optional<long long> parse_count(std::string_view text) {
 Topology make_uniform_machine(int gpus) {
   Topology topo;
   topo.set_name(fmt::format("uniform:{}", gpus));
-  topo.set_description(fmt::format("{} GPUs joined all-to-all by {} GB/s NVLink links, one CPU socket with a {} GB/s PCIe link to each GPU and one NIC",
-                                   gpus, kUniformNvlinkBandwidth, kUniformPcieBandwidth));
+  topo.set_description(
+      fmt::format("{} GPUs joined all-to-all by {} GB/s NVLink links, one CPU socket with a {} GB/s PCIe link to each "
+                  "GPU and one NIC",
+                  gpus, kUniformNvlinkBandwidth, kUniformPcieBandwidth));
   for (int g = 0; g < gpus; ++g) topo.add_node({fmt::format("gpu{}", g), NodeKind::kGpu, 0, g, -1, "", ""});
   const int cpu = topo.add_node({"cpu0", NodeKind::kCpu, 0, 0, -1, "", ""});
   const int nic = topo.add_node({"nic0", NodeKind::kNic, 0, 0, -1, "mlx5_0", ""});
   for (int i = 0; i < gpus; ++i) {
-    for (int j = i + 1; j < gpus; ++j) topo.add_duplex_link(i, j, LinkKind::kNvLink, kUniformNvlinkBandwidth, kNvlinkLatencyUs, 1);
+    for (int j = i + 1; j < gpus; ++j)
+      topo.add_duplex_link(i, j, LinkKind::kNvLink, kUniformNvlinkBandwidth, kNvlinkLatencyUs, 1);
   }
   for (int g = 0; g < gpus; ++g) topo.add_duplex_link(g, cpu, LinkKind::kPcie, kUniformPcieBandwidth, kPcieLatencyUs);
   topo.add_duplex_link(nic, cpu, LinkKind::kPcie, kUniformPcieBandwidth, kPcieLatencyUs);
@@ -753,19 +787,23 @@ Loaded load_file(const std::string& path, bool allow_cluster) {
 
 Topology make_generated_cluster(std::string_view spec, long long machines, Loaded machine) {
   if (machines < 1 || machines > kMaxMachines) {
-    throw InvalidInput(fmt::format("topology {}: the machine count must be between 1 and {}", quote_text(spec), kMaxMachines));
+    throw InvalidInput(
+        fmt::format("topology {}: the machine count must be between 1 and {}", quote_text(spec), kMaxMachines));
   }
   if (machine.topo.machine_count() > 1 || !machine.topo.nodes_of_kind(NodeKind::kNetSwitch).empty()) {
-    throw InvalidInput(fmt::format("topology {}: {} is already a cluster; NxNAME repeats a single machine", quote_text(spec),
-                                   quote_text(machine.topo.name())));
+    throw InvalidInput(fmt::format("topology {}: {} is already a cluster; NxNAME repeats a single machine",
+                                   quote_text(spec), quote_text(machine.topo.name())));
   }
   const long long total = machines * static_cast<long long>(machine.topo.gpus().size());
   if (total > kMaxTotalGpus) {
-    throw InvalidInput(fmt::format("topology {}: {} GPUs in all is more than the supported {}", quote_text(spec), total, kMaxTotalGpus));
+    throw InvalidInput(fmt::format("topology {}: {} GPUs in all is more than the supported {}", quote_text(spec), total,
+                                   kMaxTotalGpus));
   }
-  const long long links = machines * static_cast<long long>(machine.topo.links().size() + 2 * machine.topo.nodes_of_kind(NodeKind::kNic).size());
+  const long long links = machines * static_cast<long long>(machine.topo.links().size() +
+                                                            2 * machine.topo.nodes_of_kind(NodeKind::kNic).size());
   if (links > kMaxTotalLinks) {
-    throw InvalidInput(fmt::format("topology {}: {} directed links in all is more than the supported {}", quote_text(spec), links, kMaxTotalLinks));
+    throw InvalidInput(fmt::format("topology {}: {} directed links in all is more than the supported {}",
+                                   quote_text(spec), links, kMaxTotalLinks));
   }
   NetworkSpec network;
   if (machine.nic_bandwidth > 0) network.nic_bandwidth_gbps = machine.nic_bandwidth;
@@ -782,10 +820,12 @@ std::optional<Topology> generate(std::string_view spec) {
     const auto machines = x == std::string_view::npos ? std::optional<long long>(1) : parse_count(rest.substr(0, x));
     const auto gpus = parse_count(x == std::string_view::npos ? rest : rest.substr(x + 1));
     if (!machines || !gpus) {
-      throw InvalidInput(fmt::format("topology {}: expected uniform:G or uniform:NxG (N machines of G GPUs)", quote_text(spec)));
+      throw InvalidInput(
+          fmt::format("topology {}: expected uniform:G or uniform:NxG (N machines of G GPUs)", quote_text(spec)));
     }
     if (*gpus < 1 || *gpus > kMaxUniformGpus) {
-      throw InvalidInput(fmt::format("topology {}: G must be between 1 and {} GPUs per machine", quote_text(spec), kMaxUniformGpus));
+      throw InvalidInput(
+          fmt::format("topology {}: G must be between 1 and {} GPUs per machine", quote_text(spec), kMaxUniformGpus));
     }
     if (x == std::string_view::npos) return make_uniform_machine(static_cast<int>(*gpus));
     Loaded machine{make_uniform_machine(static_cast<int>(*gpus)), 0};
@@ -815,7 +855,8 @@ Loaded load_machine_reference(const std::string& spec, const Reader& reader, con
     source = builtin_source(spec);
     text = builtin_topology_text(spec);
   } else if (spec.rfind("uniform:", 0) == 0) {
-    if (spec.find('x') != std::string::npos) reader.fail(path, fmt::format("{} is a cluster; list single machines", quote_text(spec)));
+    if (spec.find('x') != std::string::npos)
+      reader.fail(path, fmt::format("{} is a cluster; list single machines", quote_text(spec)));
     try {
       return Loaded{*generate(spec), 0};
     } catch (const InvalidInput& e) {
@@ -826,15 +867,16 @@ Loaded load_machine_reference(const std::string& spec, const Reader& reader, con
     if (file.is_relative() && !reader.base_dir().empty()) file = reader.base_dir() / file;
     std::error_code ec;
     if (!fs::is_regular_file(file, ec)) {
-      reader.fail(path, fmt::format("{} is neither a built-in machine, uniform:G nor a file (built-ins: {})", quote_text(spec),
-                                    builtin_list()));
+      reader.fail(path, fmt::format("{} is neither a built-in machine, uniform:G nor a file (built-ins: {})",
+                                    quote_text(spec), builtin_list()));
     }
     source = file.string();
     text = read_file_text(source);
     base_dir = file.parent_path();
   }
   const json doc = parse_json_text(text, source);
-  if (doc.is_object() && doc.contains("machines")) reader.fail(path, fmt::format("{} is a cluster; list single machines", quote_text(spec)));
+  if (doc.is_object() && doc.contains("machines"))
+    reader.fail(path, fmt::format("{} is a cluster; list single machines", quote_text(spec)));
   return parse_document(doc, Reader(source, base_dir), "", false);
 }
 
@@ -882,17 +924,20 @@ Loaded parse_cluster(const json& doc, const Reader& reader, const std::string& p
       reader.fail(p, fmt::format("{} GPUs in all is more than the supported {}", total_gpus, kMaxTotalGpus));
     }
     if (total_links > kMaxTotalLinks) {
-      reader.fail(p, fmt::format("{} directed links in all is more than the supported {}", total_links, kMaxTotalLinks));
+      reader.fail(p,
+                  fmt::format("{} directed links in all is more than the supported {}", total_links, kMaxTotalLinks));
     }
     if (machines.empty()) first_nic_bandwidth = machine.nic_bandwidth;
     for (long long i = 0; i < count; ++i) machines.push_back(machine.topo);
   }
   NetworkSpec network;
   network.nic_bandwidth_gbps = first_nic_bandwidth > 0 ? first_nic_bandwidth : kDefaultNicBandwidth;
-  if (const json* n = Reader::find(doc, "network")) network = parse_network(*n, reader, field(path, "network"), first_nic_bandwidth);
+  if (const json* n = Reader::find(doc, "network"))
+    network = parse_network(*n, reader, field(path, "network"), first_nic_bandwidth);
   Loaded out;
   out.topo = join_machines(machines, network, name);
-  if (const json* d = Reader::find(doc, "description")) out.topo.set_description(reader.string(*d, field(path, "description")));
+  if (const json* d = Reader::find(doc, "description"))
+    out.topo.set_description(reader.string(*d, field(path, "description")));
   return out;
 }
 
@@ -942,16 +987,19 @@ Topology load_topology_file(const std::string& path) { return load_file(path, tr
 
 Topology load_topology(std::string_view spec) {
   if (spec.empty()) {
-    throw InvalidInput(fmt::format("topology: empty name (give a built-in: {}; a generator: uniform:G, uniform:NxG, NxNAME; or a JSON file)",
-                                   builtin_list()));
+    throw InvalidInput(fmt::format(
+        "topology: empty name (give a built-in: {}; a generator: uniform:G, uniform:NxG, NxNAME; or a JSON file)",
+        builtin_list()));
   }
   if (builtin_map().count(spec) != 0) return load_builtin(spec, true).topo;
   if (auto generated = generate(spec)) return std::move(*generated);
   std::error_code ec;
   const std::string path(spec);
   if (fs::exists(path, ec)) return load_topology_file(path);
-  throw InvalidInput(fmt::format("topology {}: not a built-in, a generator or an existing file (built-ins: {}; generators: uniform:G, uniform:NxG, NxNAME such as 4xdgx1-v100)",
-                                 quote_text(spec), builtin_list()));
+  throw InvalidInput(
+      fmt::format("topology {}: not a built-in, a generator or an existing file (built-ins: {}; generators: uniform:G, "
+                  "uniform:NxG, NxNAME such as 4xdgx1-v100)",
+                  quote_text(spec), builtin_list()));
 }
 
 Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec& network, std::string name) {
@@ -959,7 +1007,8 @@ Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec&
   if (!(network.nic_bandwidth_gbps > 0) || !std::isfinite(network.nic_bandwidth_gbps)) {
     throw InvalidInput("join_machines: network nic_bandwidth must be > 0");
   }
-  if (!(network.latency_us >= 0) || !std::isfinite(network.latency_us)) throw InvalidInput("join_machines: network latency must be >= 0");
+  if (!(network.latency_us >= 0) || !std::isfinite(network.latency_us))
+    throw InvalidInput("join_machines: network latency must be >= 0");
   if (!(network.oversubscription >= 1) || !std::isfinite(network.oversubscription)) {
     throw InvalidInput("join_machines: network oversubscription must be >= 1");
   }
@@ -971,7 +1020,8 @@ Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec&
   for (std::size_t k = 0; k < machines.size(); ++k) {
     const Topology& machine = machines[k];
     if (machine.machine_count() > 1 || !machine.nodes_of_kind(NodeKind::kNetSwitch).empty()) {
-      throw InvalidInput(fmt::format("join_machines: machine {} ({}) is itself a cluster", k, quote_text(machine.name())));
+      throw InvalidInput(
+          fmt::format("join_machines: machine {} ({}) is itself a cluster", k, quote_text(machine.name())));
     }
     const std::string prefix = fmt::format("m{}/", k);
     const int offset = static_cast<int>(out.nodes().size());
@@ -987,7 +1037,9 @@ Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec&
         has_nic = true;
       }
     }
-    if (!has_nic) throw InvalidInput(fmt::format("join_machines: machine {} ({}) has no NIC to join the network", k, quote_text(machine.name())));
+    if (!has_nic)
+      throw InvalidInput(
+          fmt::format("join_machines: machine {} ({}) has no NIC to join the network", k, quote_text(machine.name())));
     for (Link link : machine.links()) {
       link.src += offset;
       link.dst += offset;
@@ -1003,10 +1055,10 @@ Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec&
   for (const Topology& m : machines) same = same && m.name() == machines.front().name();
   const std::string what = same ? fmt::format("{} x {}", machines.size(), machines.front().name())
                                 : fmt::format("{} machines", machines.size());
-  out.set_description(fmt::format("{} joined by one network switch ({:g} GB/s per NIC{}, {:g} us per hop)", what,
-                                   network.nic_bandwidth_gbps,
-                                   network.oversubscription > 1 ? fmt::format(", oversubscribed {:g}:1", network.oversubscription) : "",
-                                   network.latency_us));
+  out.set_description(fmt::format(
+      "{} joined by one network switch ({:g} GB/s per NIC{}, {:g} us per hop)", what, network.nic_bandwidth_gbps,
+      network.oversubscription > 1 ? fmt::format(", oversubscribed {:g}:1", network.oversubscription) : "",
+      network.latency_us));
   out.finalize();
   return out;
 }
@@ -1019,7 +1071,8 @@ nlohmann::json topology_model_to_json(const Topology& topo) {
   json devices = json::array();
   for (const Node& node : topo.nodes()) {
     json d = {{"id", node.id}, {"kind", std::string(to_string(node.kind))}};
-    if (node.kind == NodeKind::kNetSwitch ? node.machine != -1 : (cluster || node.machine != 0)) d["machine"] = node.machine;
+    if (node.kind == NodeKind::kNetSwitch ? node.machine != -1 : (cluster || node.machine != 0))
+      d["machine"] = node.machine;
     d["local"] = node.local_index;
     if (!node.arch.empty()) d["arch"] = node.arch;
     if (!node.bus_id.empty()) d["bus_id"] = node.bus_id;
@@ -1032,7 +1085,8 @@ nlohmann::json topology_model_to_json(const Topology& topo) {
   const auto& links = topo.links();
   const auto& nodes = topo.nodes();
   std::map<std::tuple<int, int, LinkKind>, std::vector<int>> by_ends;
-  for (int i = 0; i < static_cast<int>(links.size()); ++i) by_ends[{links[i].src, links[i].dst, links[i].kind}].push_back(i);
+  for (int i = 0; i < static_cast<int>(links.size()); ++i)
+    by_ends[{links[i].src, links[i].dst, links[i].kind}].push_back(i);
   std::vector<bool> used(links.size(), false);
   json out_links = json::array();
   for (int i = 0; i < static_cast<int>(links.size()); ++i) {
@@ -1051,15 +1105,19 @@ nlohmann::json topology_model_to_json(const Topology& topo) {
         }
       }
     }
-    json e = {{"a", nodes[l.src].id}, {"b", nodes[l.dst].id}, {"kind", std::string(to_string(l.kind))},
-              {"bandwidth", l.bandwidth_gbps}, {"latency", l.latency_us}};
+    json e = {{"a", nodes[l.src].id},
+              {"b", nodes[l.dst].id},
+              {"kind", std::string(to_string(l.kind))},
+              {"bandwidth", l.bandwidth_gbps},
+              {"latency", l.latency_us}};
     if (l.lanes != 1) e["lanes"] = l.lanes;
     if (!duplex) e["directed"] = true;
     out_links.push_back(std::move(e));
   }
   doc["links"] = std::move(out_links);
   if (const auto& net = topo.network()) {
-    doc["network"] = {{"nic_bandwidth", net->nic_bandwidth_gbps}, {"latency", net->latency_us},
+    doc["network"] = {{"nic_bandwidth", net->nic_bandwidth_gbps},
+                      {"latency", net->latency_us},
                       {"oversubscription", net->oversubscription}};
   }
   return doc;

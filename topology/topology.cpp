@@ -144,8 +144,10 @@ int Topology::add_link(Link link) {
     throw InvalidInput(fmt::format("topology: link {}->{} names a device that does not exist", link.src, link.dst));
   }
   const auto where = [&] { return fmt::format("topology: link {}->{}", nodes_[link.src].id, nodes_[link.dst].id); };
-  if (link.src == link.dst && link.kind != LinkKind::kLoopback) throw InvalidInput(where() + ": a device cannot link to itself");
-  if (!(link.bandwidth_gbps > 0) || link.bandwidth_gbps == kInfinity) throw InvalidInput(where() + ": bandwidth must be > 0");
+  if (link.src == link.dst && link.kind != LinkKind::kLoopback)
+    throw InvalidInput(where() + ": a device cannot link to itself");
+  if (!(link.bandwidth_gbps > 0) || link.bandwidth_gbps == kInfinity)
+    throw InvalidInput(where() + ": bandwidth must be > 0");
   if (!(link.latency_us >= 0) || link.latency_us == kInfinity) throw InvalidInput(where() + ": latency must be >= 0");
   if (link.lanes < 1) throw InvalidInput(where() + ": lanes must be >= 1");
   if (link.bandwidth_gbps < kMinLinkBandwidthGbps || link.bandwidth_gbps > kMaxLinkFigure) {
@@ -153,8 +155,8 @@ int Topology::add_link(Link link) {
                                    kMinLinkBandwidthGbps, kMaxLinkFigure, link.bandwidth_gbps));
   }
   if (link.latency_us > kMaxLinkFigure) {
-    throw InvalidInput(fmt::format("{}: latency must be at most {:g} us (got {:g})", where(), kMaxLinkFigure,
-                                   link.latency_us));
+    throw InvalidInput(
+        fmt::format("{}: latency must be at most {:g} us (got {:g})", where(), kMaxLinkFigure, link.latency_us));
   }
   const int index = static_cast<int>(links_.size());
   out_links_[link.src].push_back(index);
@@ -258,8 +260,8 @@ namespace {
 
 // Classifies a path that stays on PCIe and SMP links inside one machine, the
 // way nvidia-smi / NCCL name them.
-PathType classify_host_path(const std::vector<Node>& nodes, const std::vector<Link>& links, const std::vector<int>& path,
-                            int from, int to) {
+PathType classify_host_path(const std::vector<Node>& nodes, const std::vector<Link>& links,
+                            const std::vector<int>& path, int from, int to) {
   bool crosses_smp = false;
   bool touches_cpu = nodes[from].kind == NodeKind::kCpu || nodes[to].kind == NodeKind::kCpu;
   int switches = 0;
@@ -284,7 +286,8 @@ const Route& Topology::route(int a, int b) const {
   if (a < 0 || a >= n || b < 0 || b >= n) {
     throw InvalidInput(fmt::format("topology: route between unknown nodes {} and {}", a, b));
   }
-  const std::uint64_t key = static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(b);
+  const std::uint64_t key =
+      static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(n) + static_cast<std::uint64_t>(b);
   {
     std::shared_lock lock(cache_->mutex);
     const auto it = cache_->routes.find(key);
@@ -338,8 +341,7 @@ const Route& Topology::route(int a, int b) const {
           [](const Node& node) { return node.kind == NodeKind::kPcieSwitch || node.kind == NodeKind::kCpu; });
       if (path.empty()) {
         path = search.find(
-            a, b, [](const Link& l) { return l.kind != LinkKind::kNetwork; },
-            [](const Node&) { return true; });
+            a, b, [](const Link& l) { return l.kind != LinkKind::kNetwork; }, [](const Node&) { return true; });
         if (path.empty()) throw no_route();
         finish(PathType::kSys, std::move(path));
       } else {

@@ -26,31 +26,31 @@ enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kNode, kSys, kNet };
 
 /// A device of the topology.
 struct Node {
-  std::string id;          ///< unique name, e.g. "gpu3" or "m1/gpu3" in clusters
+  std::string id;  ///< unique name, e.g. "gpu3" or "m1/gpu3" in clusters
   NodeKind kind = NodeKind::kGpu;
-  int machine = 0;         ///< machine (worker) index; -1 for a network switch shared by all machines
-  int local_index = -1;    ///< index among nodes of this kind inside its machine
-  int global_index = -1;   ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
-  std::string arch;        ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
-  std::string bus_id;      ///< PCI bus id when known (importers, discovery)
+  int machine = 0;        ///< machine (worker) index; -1 for a network switch shared by all machines
+  int local_index = -1;   ///< index among nodes of this kind inside its machine
+  int global_index = -1;  ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
+  std::string arch;       ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
+  std::string bus_id;     ///< PCI bus id when known (importers, discovery)
 };
 
 /// A directed link; a full-duplex physical link is two Links.
 struct Link {
-  int src = -1;                ///< node index
-  int dst = -1;                ///< node index
+  int src = -1;  ///< node index
+  int dst = -1;  ///< node index
   LinkKind kind = LinkKind::kPcie;
-  double bandwidth_gbps = 0;   ///< GB/s (1e9 bytes/s) in this direction, all lanes together
-  double latency_us = 0;       ///< one-way latency of this hop
-  int lanes = 1;               ///< bonded lanes (NV2 = 2)
+  double bandwidth_gbps = 0;  ///< GB/s (1e9 bytes/s) in this direction, all lanes together
+  double latency_us = 0;      ///< one-way latency of this hop
+  int lanes = 1;              ///< bonded lanes (NV2 = 2)
 };
 
 /// The path between two nodes: its class, links and bottleneck.
 struct Route {
   PathType type = PathType::kLoc;
-  std::vector<int> links;        ///< link indices from source to destination (empty for LOC)
-  double bandwidth_gbps = 0;     ///< bottleneck bandwidth (infinite for LOC: std::numeric_limits<double>::infinity())
-  double latency_us = 0;         ///< sum of link latencies
+  std::vector<int> links;     ///< link indices from source to destination (empty for LOC)
+  double bandwidth_gbps = 0;  ///< bottleneck bandwidth (infinite for LOC: std::numeric_limits<double>::infinity())
+  double latency_us = 0;      ///< sum of link latencies
 };
 
 /// How machines of a cluster are joined.

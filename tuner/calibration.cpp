@@ -43,81 +43,81 @@ void measure_microbenchmarks(const Topology& topo, const CalibrationOptions& opt
                              CalibrationResult& result) {
   Backend* backend = &be;
   const std::size_t esize = element_size(options.type);
-// Single copies per class.
-for (auto& c : result.copies) {
+  // Single copies per class.
+  for (auto& c : result.copies) {
+    for (auto bytes : sizes) {
+      progress(fmt::format("copy {} at {}", c.name, format_size(bytes)));
+      const auto count = count_of(bytes, esize);
+      c.samples.push_back(
+          {static_cast<double>(count * esize), median_time_us(*backend, copy_plan(topo, gpus, c.src, c.dst, count),
+                                                              options.type, options.warmup, options.iterations)});
+    }
+    c.fit = fit_alpha_beta(c.samples);
+  }
+  // Concurrent ring step over machine 0's GPUs (how all-reduce plans load the machine).
+  result.concurrent.name = fmt::format("ring step, {} concurrent copies", gpus.size());
+  result.concurrent.src = gpus.front();
+  result.concurrent.dst = gpus.size() > 1 ? gpus[1] : gpus.front();
   for (auto bytes : sizes) {
-    progress(fmt::format("copy {} at {}", c.name, format_size(bytes)));
+    progress(fmt::format("concurrent copies at {}", format_size(bytes)));
     const auto count = count_of(bytes, esize);
-    c.samples.push_back({static_cast<double>(count * esize),
-                         median_time_us(*backend, copy_plan(topo, gpus, c.src, c.dst, count), options.type, options.warmup,
-                                        options.iterations)});
+    result.concurrent.samples.push_back(
+        {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type,
+                                                            options.warmup, options.iterations)});
   }
-  c.fit = fit_alpha_beta(c.samples);
-}
-// Concurrent ring step over machine 0's GPUs (how all-reduce plans load the machine).
-result.concurrent.name = fmt::format("ring step, {} concurrent copies", gpus.size());
-result.concurrent.src = gpus.front();
-result.concurrent.dst = gpus.size() > 1 ? gpus[1] : gpus.front();
-for (auto bytes : sizes) {
-  progress(fmt::format("concurrent copies at {}", format_size(bytes)));
-  const auto count = count_of(bytes, esize);
-  result.concurrent.samples.push_back(
-      {static_cast<double>(count * esize),
-       median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup, options.iterations)});
-}
-result.concurrent.fit = fit_alpha_beta(result.concurrent.samples);
-result.concurrent_reduce.name = fmt::format("ring step, {} concurrent reduces", gpus.size());
-result.concurrent_reduce.src = result.concurrent.src;
-result.concurrent_reduce.dst = result.concurrent.dst;
-for (auto bytes : sizes) {
-  progress(fmt::format("concurrent reducing copies at {}", format_size(bytes)));
-  const auto count = count_of(bytes, esize);
-  result.concurrent_reduce.samples.push_back(
-      {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count, true),
-                                                          options.type, options.warmup, options.iterations)});
-}
-result.concurrent_reduce.fit = fit_alpha_beta(result.concurrent_reduce.samples);
-// Local copies and reductions, every participant at once.
-result.local_copy.type = options.type;
-for (auto bytes : sizes) {
-  progress(fmt::format("local copies at {}", format_size(bytes)));
-  const auto count = count_of(bytes, esize);
-  result.local_copy.samples.push_back(
-      {static_cast<double>(count * esize),
-       median_time_us(*backend, local_plan(topo, gpus, count, false), options.type, options.warmup, options.iterations)});
-}
-result.local_copy.fit = fit_alpha_beta(result.local_copy.samples);
-for (DataType t : reduce_types) {
-  ReduceFit rf;
-  rf.type = t;
-  const std::size_t es = element_size(t);
+  result.concurrent.fit = fit_alpha_beta(result.concurrent.samples);
+  result.concurrent_reduce.name = fmt::format("ring step, {} concurrent reduces", gpus.size());
+  result.concurrent_reduce.src = result.concurrent.src;
+  result.concurrent_reduce.dst = result.concurrent.dst;
   for (auto bytes : sizes) {
-    progress(fmt::format("{} reductions at {}", to_string(t), format_size(bytes)));
-    const auto count = count_of(bytes, es);
-    rf.samples.push_back({static_cast<double>(count * es),
-                          median_time_us(*backend, local_plan(topo, gpus, count, true), t, options.warmup,
-                                         options.iterations)});
+    progress(fmt::format("concurrent reducing copies at {}", format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    result.concurrent_reduce.samples.push_back(
+        {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count, true),
+                                                            options.type, options.warmup, options.iterations)});
   }
-  rf.fit = fit_alpha_beta(rf.samples);
-  result.reduce.push_back(std::move(rf));
-}
-// Per-op cost: the slope of dependent one-element copies between the closest pair.
-{
-  progress("per-op overhead");
-  const int a = gpus[0], b = gpus[1];
-  const int short_chain = 16, long_chain = 80;
-  const double t_short = median_time_us(*backend, chain_plan(topo, gpus, a, b, short_chain), options.type, options.warmup,
-                                        options.iterations);
-  const double t_long = median_time_us(*backend, chain_plan(topo, gpus, a, b, long_chain), options.type, options.warmup,
-                                       options.iterations);
-  result.op_time_us = std::max(0.0, (t_long - t_short) / (long_chain - short_chain));
-  const double latency = 0.5 * (topo.route(a, b).latency_us + topo.route(b, a).latency_us);
-  result.op_overhead_us = std::max(0.0, result.op_time_us - latency);
-  if (host_backend(options.backend)) {
-    result.host.emplace();
-    result.host->run_overhead_us = std::max(0.0, t_short - short_chain * result.op_time_us);
+  result.concurrent_reduce.fit = fit_alpha_beta(result.concurrent_reduce.samples);
+  // Local copies and reductions, every participant at once.
+  result.local_copy.type = options.type;
+  for (auto bytes : sizes) {
+    progress(fmt::format("local copies at {}", format_size(bytes)));
+    const auto count = count_of(bytes, esize);
+    result.local_copy.samples.push_back(
+        {static_cast<double>(count * esize), median_time_us(*backend, local_plan(topo, gpus, count, false),
+                                                            options.type, options.warmup, options.iterations)});
   }
-}
+  result.local_copy.fit = fit_alpha_beta(result.local_copy.samples);
+  for (DataType t : reduce_types) {
+    ReduceFit rf;
+    rf.type = t;
+    const std::size_t es = element_size(t);
+    for (auto bytes : sizes) {
+      progress(fmt::format("{} reductions at {}", to_string(t), format_size(bytes)));
+      const auto count = count_of(bytes, es);
+      rf.samples.push_back(
+          {static_cast<double>(count * es),
+           median_time_us(*backend, local_plan(topo, gpus, count, true), t, options.warmup, options.iterations)});
+    }
+    rf.fit = fit_alpha_beta(rf.samples);
+    result.reduce.push_back(std::move(rf));
+  }
+  // Per-op cost: the slope of dependent one-element copies between the closest pair.
+  {
+    progress("per-op overhead");
+    const int a = gpus[0], b = gpus[1];
+    const int short_chain = 16, long_chain = 80;
+    const double t_short = median_time_us(*backend, chain_plan(topo, gpus, a, b, short_chain), options.type,
+                                          options.warmup, options.iterations);
+    const double t_long = median_time_us(*backend, chain_plan(topo, gpus, a, b, long_chain), options.type,
+                                         options.warmup, options.iterations);
+    result.op_time_us = std::max(0.0, (t_long - t_short) / (long_chain - short_chain));
+    const double latency = 0.5 * (topo.route(a, b).latency_us + topo.route(b, a).latency_us);
+    result.op_overhead_us = std::max(0.0, result.op_time_us - latency);
+    if (host_backend(options.backend)) {
+      result.host.emplace();
+      result.host->run_overhead_us = std::max(0.0, t_short - short_chain * result.op_time_us);
+    }
+  }
 }
 
 /// The host under a host backend: the aggregate copy rate by working set (the cache cliff) and one thread's
@@ -143,8 +143,8 @@ void probe_host(const Topology& topo, const CalibrationOptions& options, Backend
     const auto count = std::max<std::int64_t>(1024, static_cast<std::int64_t>(w / (2.0 * n * esize)));
     const double working_set = 2.0 * n * static_cast<double>(count * esize);
     progress(fmt::format("host memory, working set {}", format_size(static_cast<std::uint64_t>(working_set))));
-    const double t = median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup,
-                                    options.iterations);
+    const double t =
+        median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type, options.warmup, options.iterations);
     h.probe.push_back({working_set, t});
     const double moving = t - alpha;
     h.probe_gbps.push_back(moving > 0 ? n * static_cast<double>(count * esize) / (moving * 1e3) : 0.0);
@@ -159,7 +159,8 @@ void probe_host(const Topology& topo, const CalibrationOptions& options, Backend
     }
     return out.size() >= 2 ? out : samples;
   };
-  h.thread_copy_gbps = result.copies.empty() ? result.concurrent.fit.gbps : fit_alpha_beta(in_cache(result.copies.front().samples)).gbps;
+  h.thread_copy_gbps =
+      result.copies.empty() ? result.concurrent.fit.gbps : fit_alpha_beta(in_cache(result.copies.front().samples)).gbps;
   // One thread's reduce kernel: the reducing ring step in cache ran min(threads, cores) of them at a time.
   const double running = std::min<double>(n, h.cores);
   h.thread_reduce_gbps = fit_alpha_beta(in_cache(result.concurrent_reduce.samples)).gbps * n / running;
@@ -207,7 +208,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   result.topology = topo.name();
   result.backend = std::string(to_string(options.backend));
   const auto gpus = topo.gpus_of_machine(0);
-  if (gpus.size() < 2) throw InvalidInput(fmt::format("calibrate: topology '{}' needs at least 2 GPUs on machine 0", topo.name()));
+  if (gpus.size() < 2)
+    throw InvalidInput(fmt::format("calibrate: topology '{}' needs at least 2 GPUs on machine 0", topo.name()));
   BackendOptions bo;
   bo.timeout_s = options.timeout_s;
   bo.topology = &topo;
@@ -245,7 +247,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
       // Geometric midpoints of the validation sizes: the fit never sees a validated size.
       const auto v = options.validation_sizes.empty() ? default_sizes() : options.validation_sizes;
       for (std::size_t i = 0; i + 1 < v.size(); ++i) {
-        const auto mid = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(v[i]) * static_cast<double>(v[i + 1])));
+        const auto mid =
+            static_cast<std::uint64_t>(std::sqrt(static_cast<double>(v[i]) * static_cast<double>(v[i + 1])));
         if (mid / esize * esize > v[i]) tsizes.push_back(mid / esize * esize);
       }
     }
@@ -256,8 +259,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
                                   (host_backend(options.backend) ? kHostProbePoints : 0);
   // nccl backend: NCCL's own all-reduce over machine 0's GPUs for the NCCL fit (fit_nccl).
   const bool nccl_runs = options.backend == BackendKind::kNccl;
-  const std::size_t steps = micro_steps + picks.size() * (tsizes.size() + vsizes.size()) +
-                            (nccl_runs ? std::size(kNcclFitSizes) : 0);
+  const std::size_t steps =
+      micro_steps + picks.size() * (tsizes.size() + vsizes.size()) + (nccl_runs ? std::size(kNcclFitSizes) : 0);
   std::size_t done = 0;
   const Progress progress = [&](const std::string& what) {
     if (options.progress) options.progress(done, steps, what);
@@ -276,8 +279,10 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
   result.micro_overlay = result.overlay;
   const CostModel micro = result.model;
 
-  auto run_family = [&](const Candidate& cand, std::uint64_t bytes, const char* what) -> std::optional<std::pair<Plan, Measurement>> {
-    if (options.progress) options.progress(done, steps, fmt::format("{} {} at {}", what, cand.label(), format_size(bytes)));
+  auto run_family = [&](const Candidate& cand, std::uint64_t bytes,
+                        const char* what) -> std::optional<std::pair<Plan, Measurement>> {
+    if (options.progress)
+      options.progress(done, steps, fmt::format("{} {} at {}", what, cand.label(), format_size(bytes)));
     ++done;
     const auto count = count_of(bytes, esize);
     Plan plan;
@@ -286,7 +291,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     } catch (const InvalidInput&) {
       return std::nullopt;
     }
-    Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup, std::max(3, options.iterations));
+    Measurement m =
+        measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup, std::max(3, options.iterations));
     return std::make_pair(std::move(plan), m);
   };
   std::int64_t training_wrong = 0;
@@ -321,7 +327,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
     // On a host the ring steps (every thread copying, or reducing, at once) pin down what one thread does
     // against what the threads do together, which the whole-plan runs alone leave loose.
     for (const auto& x : result.concurrent.samples) {
-      runs.push_back({ring_step_plan(topo, gpus, count_of(static_cast<std::uint64_t>(x.bytes), esize)), "ring step", x.time_us});
+      runs.push_back(
+          {ring_step_plan(topo, gpus, count_of(static_cast<std::uint64_t>(x.bytes), esize)), "ring step", x.time_us});
     }
     for (const auto& x : result.concurrent_reduce.samples) {
       runs.push_back({ring_step_plan(topo, gpus, count_of(static_cast<std::uint64_t>(x.bytes), esize), true),
@@ -344,8 +351,8 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
       bo_nccl.count = count_of(bytes, esize);
       bo_nccl.participants = gpus;
       Plan plan = build_plan(topo, parse_spec("nccl"), bo_nccl);
-      const Measurement m = measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup,
-                                         std::max(3, options.iterations));
+      const Measurement m =
+          measure_plan(*backend, plan, options.type, ReduceOp::kSum, options.warmup, std::max(3, options.iterations));
       training_wrong += m.wrong;
       if (m.figures.time_us > 0) nccl.push_back({std::move(plan), "nccl", m.figures.time_us});
     }

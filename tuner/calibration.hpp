@@ -27,26 +27,26 @@ namespace artune {
 struct CalibrationOptions {
   BackendKind backend = BackendKind::kCpu;
   double timeout_s = 60;
-  DataType type = DataType::kFloat32;                 ///< type of the copy and validation runs
-  std::vector<std::uint64_t> sizes;                   ///< microbenchmark sizes in bytes (empty = 4K…16M, ×4)
-  std::vector<DataType> reduce_types;                 ///< reduction throughput per type (empty = float, double, half, int32)
-  std::vector<std::uint64_t> validation_sizes;        ///< empty = 4K…16M, ×4
-  std::vector<std::uint64_t> training_sizes;          ///< refinement runs (empty = geometric midpoints of the validation sizes)
-  bool refine = true;                                 ///< refine the fit against whole-plan runs (see refine_model)
+  DataType type = DataType::kFloat32;           ///< type of the copy and validation runs
+  std::vector<std::uint64_t> sizes;             ///< microbenchmark sizes in bytes (empty = 4K…16M, ×4)
+  std::vector<DataType> reduce_types;           ///< reduction throughput per type (empty = float, double, half, int32)
+  std::vector<std::uint64_t> validation_sizes;  ///< empty = 4K…16M, ×4
+  std::vector<std::uint64_t> training_sizes;  ///< refinement runs (empty = geometric midpoints of the validation sizes)
+  bool refine = true;                         ///< refine the fit against whole-plan runs (see refine_model)
   bool validate = true;
   int warmup = 2;
-  int iterations = 7;                                 ///< timed runs per point (the median is kept)
+  int iterations = 7;  ///< timed runs per point (the median is kept)
   ProgressFn progress;
 };
 
 /// One device-pair class and its fitted copy line.
 struct ClassFit {
-  std::string name;            ///< e.g. "gpu->gpu NV2 (nvlink 50 GB/s)"
-  int src = -1, dst = -1;      ///< representative topology nodes
+  std::string name;        ///< e.g. "gpu->gpu NV2 (nvlink 50 GB/s)"
+  int src = -1, dst = -1;  ///< representative topology nodes
   PathType path = PathType::kLoc;
-  std::vector<LinkKind> kinds; ///< distinct link kinds on the route
+  std::vector<LinkKind> kinds;  ///< distinct link kinds on the route
   LinkKind bottleneck_kind = LinkKind::kNvLink;
-  double nominal_gbps = 0;     ///< route bottleneck bandwidth
+  double nominal_gbps = 0;  ///< route bottleneck bandwidth
   double route_latency_us = 0;
   std::vector<TimingSample> samples;
   AlphaBetaFit fit;
@@ -55,22 +55,22 @@ struct ClassFit {
 /// A reduction throughput fit for one type.
 struct ReduceFit {
   DataType type = DataType::kFloat32;
-  std::vector<TimingSample> samples;   ///< bytes of src
+  std::vector<TimingSample> samples;  ///< bytes of src
   AlphaBetaFit fit;
 };
 
 /// The host under a host backend (cpu, mpi), measured for the cost model's HostModel.
 struct HostFit {
-  std::vector<TimingSample> probe;     ///< every participant copying to its ring neighbour; bytes = working set
-  std::vector<double> probe_gbps;      ///< aggregate copy rate of each probe point (all threads together)
-  int threads = 0;                     ///< participants copying at once in the probe
-  double run_overhead_us = 0;          ///< chain time extrapolated to zero ops
-  double cores = 0;                    ///< hardware threads of the host
-  double cache_bytes = 0;              ///< working sets up to here copy at cache_gbps (0: no cliff found)
-  double cache_gbps = 0;               ///< aggregate copy rate below the cliff
-  double dram_gbps = 0;                ///< aggregate copy rate above it
-  double thread_copy_gbps = 0;         ///< one thread's memcpy, cache-resident (single copies)
-  double thread_reduce_gbps = 0;       ///< one thread's reduce kernel, cache-resident (reducing ring step)
+  std::vector<TimingSample> probe;  ///< every participant copying to its ring neighbour; bytes = working set
+  std::vector<double> probe_gbps;   ///< aggregate copy rate of each probe point (all threads together)
+  int threads = 0;                  ///< participants copying at once in the probe
+  double run_overhead_us = 0;       ///< chain time extrapolated to zero ops
+  double cores = 0;                 ///< hardware threads of the host
+  double cache_bytes = 0;           ///< working sets up to here copy at cache_gbps (0: no cliff found)
+  double cache_gbps = 0;            ///< aggregate copy rate below the cliff
+  double dram_gbps = 0;             ///< aggregate copy rate above it
+  double thread_copy_gbps = 0;      ///< one thread's memcpy, cache-resident (single copies)
+  double thread_reduce_gbps = 0;    ///< one thread's reduce kernel, cache-resident (reducing ring step)
 };
 
 /// Fits the host memory of HostModel to aggregate rates measured at several working sets: cache_bytes C,
@@ -89,11 +89,11 @@ struct TrainingRun {
 
 /// How refinement went.
 struct RefineResult {
-  CostModel model;                     ///< the refined model
-  double rms_rel_before = 0;           ///< RMS relative error over the runs, start model
-  double rms_rel_after = 0;            ///< the same, refined model
+  CostModel model;            ///< the refined model
+  double rms_rel_before = 0;  ///< RMS relative error over the runs, start model
+  double rms_rel_after = 0;   ///< the same, refined model
   int iterations = 0;
-  std::vector<std::string> parameters; ///< "name: before -> after"
+  std::vector<std::string> parameters;  ///< "name: before -> after"
 };
 
 /// Levenberg–Marquardt least squares on relative residuals (simulated − measured) / measured over whole-plan
@@ -120,11 +120,11 @@ struct ValidationRow {
   std::string label;
   std::string family;
   std::uint64_t bytes = 0;
-  double default_us = 0;       ///< predicted with the uncalibrated defaults
-  double micro_us = 0;         ///< predicted with the microbenchmark fit alone
-  double predicted_us = 0;     ///< predicted with the calibrated (refined) model
+  double default_us = 0;    ///< predicted with the uncalibrated defaults
+  double micro_us = 0;      ///< predicted with the microbenchmark fit alone
+  double predicted_us = 0;  ///< predicted with the calibrated (refined) model
   double measured_us = 0;
-  double error_pct = 0;        ///< (predicted − measured) / measured · 100
+  double error_pct = 0;  ///< (predicted − measured) / measured · 100
   std::int64_t wrong = 0;
 };
 
@@ -132,27 +132,27 @@ struct ValidationRow {
 struct CalibrationResult {
   std::string topology;
   std::string backend;
-  bool root = true;                    ///< this process prints (rank 0 under mpirun)
-  std::vector<ClassFit> copies;        ///< one flow at a time, per class
-  ClassFit concurrent;                 ///< every participant copying to its ring neighbour at once
-  ClassFit concurrent_reduce;          ///< the same ring step reducing into the neighbour
-  ReduceFit local_copy;                ///< local copies, every participant at once
-  std::optional<HostFit> host;         ///< host backends: the host (run overhead, cores, cache cliff)
-  std::vector<ReduceFit> reduce;       ///< local reduces per type, every participant at once
-  double op_time_us = 0;               ///< per dependent op (chain of one-element copies)
-  double op_overhead_us = 0;           ///< op_time_us − route latency
-  std::vector<double> link_alpha_us;   ///< per class: fitted α − overhead − route latency (before clamping)
-  nlohmann::json micro_overlay;        ///< the overlay from the microbenchmark fits alone
-  nlohmann::json overlay;              ///< the CostModel overlay written by calibrate (refined when refine is on)
-  CostModel model;                     ///< defaults for the profile with the overlay applied
-  std::optional<RefineResult> refined; ///< refinement against whole-plan runs
-  std::optional<RefineResult> nccl;    ///< nccl backend: the NCCL fit (fit_nccl) over NCCL all-reduce runs
-  std::int64_t training_wrong = 0;     ///< #wrong summed over the refinement runs (must be 0)
+  bool root = true;                     ///< this process prints (rank 0 under mpirun)
+  std::vector<ClassFit> copies;         ///< one flow at a time, per class
+  ClassFit concurrent;                  ///< every participant copying to its ring neighbour at once
+  ClassFit concurrent_reduce;           ///< the same ring step reducing into the neighbour
+  ReduceFit local_copy;                 ///< local copies, every participant at once
+  std::optional<HostFit> host;          ///< host backends: the host (run overhead, cores, cache cliff)
+  std::vector<ReduceFit> reduce;        ///< local reduces per type, every participant at once
+  double op_time_us = 0;                ///< per dependent op (chain of one-element copies)
+  double op_overhead_us = 0;            ///< op_time_us − route latency
+  std::vector<double> link_alpha_us;    ///< per class: fitted α − overhead − route latency (before clamping)
+  nlohmann::json micro_overlay;         ///< the overlay from the microbenchmark fits alone
+  nlohmann::json overlay;               ///< the CostModel overlay written by calibrate (refined when refine is on)
+  CostModel model;                      ///< defaults for the profile with the overlay applied
+  std::optional<RefineResult> refined;  ///< refinement against whole-plan runs
+  std::optional<RefineResult> nccl;     ///< nccl backend: the NCCL fit (fit_nccl) over NCCL all-reduce runs
+  std::int64_t training_wrong = 0;      ///< #wrong summed over the refinement runs (must be 0)
   std::vector<ValidationRow> validation;
-  double mape_all = 0;                 ///< fraction, every validation row
-  double mape_64k = 0;                 ///< fraction, rows ≥ 64 KiB
-  double mape_default_64k = 0;         ///< the same with the uncalibrated defaults
-  double mape_micro_64k = 0;           ///< the same with the microbenchmark fit alone
+  double mape_all = 0;          ///< fraction, every validation row
+  double mape_64k = 0;          ///< fraction, rows ≥ 64 KiB
+  double mape_default_64k = 0;  ///< the same with the uncalibrated defaults
+  double mape_micro_64k = 0;    ///< the same with the microbenchmark fit alone
 
   /// The fit, its residuals and the validation table as text (what `artune calibrate` prints).
   std::string summary() const;

@@ -23,7 +23,8 @@ void fit_cache_cliff(const std::vector<double>& working_set_bytes, const std::ve
   if (working_set_bytes.size() != gbps.size()) throw InvalidInput("calibrate: cache probe: one rate per working set");
   std::vector<std::pair<double, double>> points;  // (working set, rate), increasing working sets
   for (std::size_t i = 0; i < gbps.size(); ++i) {
-    if (gbps[i] > 0 && std::isfinite(gbps[i]) && working_set_bytes[i] > 0) points.emplace_back(working_set_bytes[i], gbps[i]);
+    if (gbps[i] > 0 && std::isfinite(gbps[i]) && working_set_bytes[i] > 0)
+      points.emplace_back(working_set_bytes[i], gbps[i]);
   }
   std::sort(points.begin(), points.end());
   fit.cache_bytes = 0;
@@ -91,8 +92,8 @@ struct Param {
   std::string name;
   std::function<double(const CostModel&)> get;
   std::function<void(CostModel&, double)> set;
-  double offset = 0;   ///< keeps zero-able parameters (overheads) in the log domain
-  double max = 1e12;   ///< upper bound (efficiencies ≤ 1)
+  double offset = 0;  ///< keeps zero-able parameters (overheads) in the log domain
+  double max = 1e12;  ///< upper bound (efficiencies ≤ 1)
 };
 
 std::vector<Param> refine_params(const CostModel& start, BackendKind backend, const Topology& topo,
@@ -280,7 +281,8 @@ RefineResult least_squares(const Topology& topo, const CostModel& start, const s
   }
   out.model = model_at(theta);
   out.rms_rel_after = std::sqrt(cost / static_cast<double>(nr));
-  for (const auto& p : params) out.parameters.push_back(fmt::format("{}: {:.4g} -> {:.4g}", p.name, p.get(start), p.get(out.model)));
+  for (const auto& p : params)
+    out.parameters.push_back(fmt::format("{}: {:.4g} -> {:.4g}", p.name, p.get(start), p.get(out.model)));
   return out;
 }
 

@@ -42,8 +42,10 @@ nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, 
     overlay["transfer_cap_gbps"] = h.thread_copy_gbps;
     local_copy = h.thread_copy_gbps;
     reduce = h.thread_reduce_gbps;
-    overlay["host"] = {{"run_overhead_us", h.run_overhead_us}, {"cores", h.cores},
-                       {"cache_bytes", h.cache_bytes},     {"cache_gbps", h.cache_gbps},
+    overlay["host"] = {{"run_overhead_us", h.run_overhead_us},
+                       {"cores", h.cores},
+                       {"cache_bytes", h.cache_bytes},
+                       {"cache_gbps", h.cache_gbps},
                        {"dram_gbps", h.dram_gbps}};
     for (const LinkKind k : {LinkKind::kNvLink, LinkKind::kPcie, LinkKind::kSmp, LinkKind::kLoopback}) {
       links[std::string(to_string(k))] = {{"alpha_us", 0.0}, {"efficiency", 1.0}};

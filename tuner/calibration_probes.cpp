@@ -41,7 +41,6 @@ double median_time_us(Backend& backend, const Plan& plan, DataType type, int war
   return run_plan(backend, plan, config).time_us;
 }
 
-
 namespace {
 
 std::vector<LinkKind> route_kinds(const Topology& topo, const Route& route) {
@@ -50,13 +49,11 @@ std::vector<LinkKind> route_kinds(const Topology& topo, const Route& route) {
   return {kinds.begin(), kinds.end()};
 }
 
-
 std::string kinds_text(const std::vector<LinkKind>& kinds) {
   std::vector<std::string> names;
   for (auto k : kinds) names.emplace_back(to_string(k));
   return fmt::format("{}", fmt::join(names, "+"));
 }
-
 
 }  // namespace
 
@@ -72,7 +69,6 @@ LinkKind bottleneck_kind(const Topology& topo, const Route& route) {
   }
   return kind;
 }
-
 
 /// Device-pair classes among the GPUs of machine 0 (and GPU → CPU socket): one representative pair
 /// per (path type, bottleneck bandwidth, link kinds).
@@ -140,7 +136,9 @@ Plan participants_plan(const Topology& topo, const std::vector<int>& participant
 }
 
 /// The scratch buffer of a plan device: 1 on participants, 0 on helpers.
-int scratch_of(const Plan& plan, int device) { return plan.devices[static_cast<std::size_t>(device)].participant ? 1 : 0; }
+int scratch_of(const Plan& plan, int device) {
+  return plan.devices[static_cast<std::size_t>(device)].participant ? 1 : 0;
+}
 
 }  // namespace
 
@@ -149,7 +147,8 @@ Plan copy_plan(const Topology& topo, const std::vector<int>& participants, int s
   const int s = plan_device(plan, topo, src, count);
   const int d = plan_device(plan, topo, dst, count);
   if (!plan.devices[static_cast<std::size_t>(s)].participant) {
-    throw InvalidInput(fmt::format("calibrate: copy source '{}' is not a participant", plan.devices[static_cast<std::size_t>(s)].name));
+    throw InvalidInput(fmt::format("calibrate: copy source '{}' is not a participant",
+                                   plan.devices[static_cast<std::size_t>(s)].name));
   }
   Op op;
   op.kind = OpKind::kCopy;

@@ -38,8 +38,9 @@ std::string CalibrationResult::summary() const {
                        fit.alpha_us, fit.gbps, extra, fit.rms_residual_us, 100 * fit.max_rel_error);
     out << "    size       measured(us)  fitted(us)  residual(us)\n";
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      out << fmt::format("    {:>9}  {:>12.2f}  {:>10.2f}  {:>+12.2f}\n", format_size(static_cast<std::uint64_t>(samples[i].bytes)),
-                         samples[i].time_us, fit.predict_us(samples[i].bytes), fit.residual_us.at(i));
+      out << fmt::format("    {:>9}  {:>12.2f}  {:>10.2f}  {:>+12.2f}\n",
+                         format_size(static_cast<std::uint64_t>(samples[i].bytes)), samples[i].time_us,
+                         fit.predict_us(samples[i].bytes), fit.residual_us.at(i));
     }
   };
   out << "## copies, one at a time, per device-pair class (time = alpha + bytes / bandwidth)\n";
@@ -60,8 +61,8 @@ std::string CalibrationResult::summary() const {
                        host->run_overhead_us, host->cores, host->threads);
     out << "    working set  measured(us)  aggregate(GB/s)\n";
     for (std::size_t i = 0; i < host->probe.size(); ++i) {
-      out << fmt::format("    {:>7.1f} MiB  {:>12.2f}  {:>15.2f}\n", host->probe[i].bytes / kMiB, host->probe[i].time_us,
-                         host->probe_gbps.at(i));
+      out << fmt::format("    {:>7.1f} MiB  {:>12.2f}  {:>15.2f}\n", host->probe[i].bytes / kMiB,
+                         host->probe[i].time_us, host->probe_gbps.at(i));
     }
     if (host->cache_bytes > 0) {
       out << fmt::format("cache {:.1f} MiB: {:.2f} GB/s while the working set fits, {:.2f} GB/s for the part beyond",
@@ -74,16 +75,18 @@ std::string CalibrationResult::summary() const {
   }
   out << "## overlay from the microbenchmark fits\n" << micro_overlay.dump() << "\n";
   if (refined) {
-    out << fmt::format("## refined against whole-plan runs{} (Levenberg-Marquardt, {} iterations): RMS relative error "
-                       "{:.1f}% -> {:.1f}%\n",
-                       host ? " and the ring steps" : "", refined->iterations, 100 * refined->rms_rel_before,
-                       100 * refined->rms_rel_after);
+    out << fmt::format(
+        "## refined against whole-plan runs{} (Levenberg-Marquardt, {} iterations): RMS relative error "
+        "{:.1f}% -> {:.1f}%\n",
+        host ? " and the ring steps" : "", refined->iterations, 100 * refined->rms_rel_before,
+        100 * refined->rms_rel_after);
     for (const auto& p : refined->parameters) out << "    " << p << "\n";
   }
   if (nccl) {
-    out << fmt::format("## NCCL fit against NCCL all-reduce runs (per link class: efficiency, per-step latency; "
-                       "{} iterations): RMS relative error {:.1f}% -> {:.1f}%\n",
-                       nccl->iterations, 100 * nccl->rms_rel_before, 100 * nccl->rms_rel_after);
+    out << fmt::format(
+        "## NCCL fit against NCCL all-reduce runs (per link class: efficiency, per-step latency; "
+        "{} iterations): RMS relative error {:.1f}% -> {:.1f}%\n",
+        nccl->iterations, 100 * nccl->rms_rel_before, 100 * nccl->rms_rel_after);
     for (const auto& p : nccl->parameters) out << "    " << p << "\n";
   }
   if (!validation.empty()) {
@@ -95,9 +98,10 @@ std::string CalibrationResult::summary() const {
                          format_size(r.bytes), r.default_us, r.micro_us, r.predicted_us, r.measured_us, r.error_pct,
                          r.wrong);
     }
-    out << fmt::format("MAPE: {:.1f}% over all rows, {:.1f}% for sizes >= 64K (uncalibrated defaults: {:.1f}%, "
-                       "microbenchmark fit alone: {:.1f}%)\n",
-                       100 * mape_all, 100 * mape_64k, 100 * mape_default_64k, 100 * mape_micro_64k);
+    out << fmt::format(
+        "MAPE: {:.1f}% over all rows, {:.1f}% for sizes >= 64K (uncalibrated defaults: {:.1f}%, "
+        "microbenchmark fit alone: {:.1f}%)\n",
+        100 * mape_all, 100 * mape_64k, 100 * mape_default_64k, 100 * mape_micro_64k);
   }
   return out.str();
 }
@@ -105,8 +109,11 @@ std::string CalibrationResult::summary() const {
 nlohmann::json CalibrationResult::to_json() const {
   nlohmann::json classes = nlohmann::json::array();
   for (const auto& c : copies) {
-    classes.push_back({{"class", c.name}, {"alpha_us", c.fit.alpha_us}, {"gbps", c.fit.gbps},
-                       {"nominal_gbps", c.nominal_gbps}, {"rms_residual_us", c.fit.rms_residual_us}});
+    classes.push_back({{"class", c.name},
+                       {"alpha_us", c.fit.alpha_us},
+                       {"gbps", c.fit.gbps},
+                       {"nominal_gbps", c.nominal_gbps},
+                       {"rms_residual_us", c.fit.rms_residual_us}});
   }
   nlohmann::json reduces = nlohmann::json::array();
   for (const auto& r : reduce) {
@@ -121,9 +128,14 @@ nlohmann::json CalibrationResult::to_json() const {
   }
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : validation) {
-    rows.push_back({{"plan", r.label}, {"family", r.family}, {"bytes", r.bytes}, {"default_us", r.default_us},
+    rows.push_back({{"plan", r.label},
+                    {"family", r.family},
+                    {"bytes", r.bytes},
+                    {"default_us", r.default_us},
                     {"micro_us", r.micro_us},
-                    {"predicted_us", r.predicted_us}, {"measured_us", r.measured_us}, {"error_pct", r.error_pct},
+                    {"predicted_us", r.predicted_us},
+                    {"measured_us", r.measured_us},
+                    {"error_pct", r.error_pct},
                     {"wrong", r.wrong}});
   }
   return {{"topology", topology},

@@ -40,7 +40,9 @@ BuildOptions Candidate::build_options(const Topology& topo, std::int64_t count, 
   options.gpu_perm = gpu_perm;
   for (const auto& id : gather) {
     const int node = topo.find_node(id);
-    if (node < 0) throw InvalidInput(fmt::format("plan '{}': gather device '{}' is not in topology '{}'", label(), id, topo.name()));
+    if (node < 0)
+      throw InvalidInput(
+          fmt::format("plan '{}': gather device '{}' is not in topology '{}'", label(), id, topo.name()));
     options.gather.push_back(node);
   }
   options.segments = segments;
@@ -62,7 +64,8 @@ Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where)
   c.spec = f.at("spec").str();
   if (c.spec.empty()) f.at("spec").fail("must not be empty");
   const Field perm = f.at("gpu_perm");
-  for (std::size_t i = 0; i < perm.array_size(); ++i) c.gpu_perm.push_back(perm[i].int_in(0, static_cast<int>(kMaxPlanRanks) - 1));
+  for (std::size_t i = 0; i < perm.array_size(); ++i)
+    c.gpu_perm.push_back(perm[i].int_in(0, static_cast<int>(kMaxPlanRanks) - 1));
   const Field gather = f.at("gather");
   for (std::size_t i = 0; i < gather.array_size(); ++i) c.gather.push_back(gather[i].str());
   c.segments = f.at("segments").int_in(1, kMaxSegments);
@@ -80,8 +83,7 @@ Candidate candidate_from_json(const nlohmann::json& doc, std::string_view where)
   return c;
 }
 
-Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op,
-                     bool verify) {
+Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int64_t count, ReduceOp op, bool verify) {
   BuildOptions options = candidate.build_options(topo, count, op);
   options.verify = verify;
   return build_plan(topo, parse_collective_spec(candidate.collective, candidate.spec), options);
@@ -153,7 +155,8 @@ class Generator {
       if (sa.first != sb.first) return sa.first > sb.first;
       return sa.second > sb.second;
     });
-    if (static_cast<int>(cycles.size()) > options_.max_cycles) cycles.resize(static_cast<std::size_t>(options_.max_cycles));
+    if (static_cast<int>(cycles.size()) > options_.max_cycles)
+      cycles.resize(static_cast<std::size_t>(options_.max_cycles));
     std::vector<std::vector<int>> orders;
     std::vector<int> identity(static_cast<std::size_t>(g));
     std::iota(identity.begin(), identity.end(), 0);
@@ -198,12 +201,12 @@ class Generator {
 
  private:
   static constexpr int kCycleSearchLimit = 4096;
-  static constexpr int kExhaustiveGpus = 16;   ///< GPUs per machine up to which the searches are exhaustive
-  static constexpr int kLargeSubchunks = 8;    ///< default subchunk cap beyond kExhaustiveGpus
-  static constexpr int kHugeGpus = 64;         ///< GPUs per machine beyond which plans are not segmented
-  bool huge_ = false;        ///< no pipelined candidates beyond kHugeGpus
+  static constexpr int kExhaustiveGpus = 16;  ///< GPUs per machine up to which the searches are exhaustive
+  static constexpr int kLargeSubchunks = 8;   ///< default subchunk cap beyond kExhaustiveGpus
+  static constexpr int kHugeGpus = 64;        ///< GPUs per machine beyond which plans are not segmented
+  bool huge_ = false;                         ///< no pipelined candidates beyond kHugeGpus
   static constexpr std::size_t kExpandedOrders = 2;
-  static constexpr int kHybridPosition = 65;   ///< TF's hybrids come after the tree, before 2d
+  static constexpr int kHybridPosition = 65;  ///< TF's hybrids come after the tree, before 2d
 
   // TF's hybrids across machines (in-machine level / across machines).
   void add_hybrids() {

@@ -44,24 +44,25 @@ Plan build_candidate(const Topology& topo, const Candidate& candidate, std::int6
 
 /// Knobs of candidate generation.
 struct CandidateOptions {
-  int max_cycles = 12;                       ///< ring orders kept per machine (all when fewer; else best-first sample)
-  int max_subchunks = -1;                    ///< ring subchunks up to this (-1 = GPUs per machine): all when ≤ 4, else powers of two and the cap
-  std::vector<int> segments = {1, 2, 4};     ///< pipeline depths tried on point-to-point families
-  bool include_nccl = true;                  ///< library collectives (nccl, hybrids with nccl)
-  std::int64_t verify_count = 1000;          ///< elements used to build and verify each candidate
-  int jobs = 0;                              ///< threads building and verifying them (0 = every core; same set)
+  int max_cycles = 12;  ///< ring orders kept per machine (all when fewer; else best-first sample)
+  int max_subchunks =
+      -1;  ///< ring subchunks up to this (-1 = GPUs per machine): all when ≤ 4, else powers of two and the cap
+  std::vector<int> segments = {1, 2, 4};  ///< pipeline depths tried on point-to-point families
+  bool include_nccl = true;               ///< library collectives (nccl, hybrids with nccl)
+  std::int64_t verify_count = 1000;       ///< elements used to build and verify each candidate
+  int jobs = 0;                           ///< threads building and verifying them (0 = every core; same set)
 };
 
 /// What generation produced.
 struct CandidateSet {
-  std::vector<Candidate> candidates;         ///< verified, unique labels, stable order
-  std::vector<std::string> rejected;         ///< "label: reason" for each that failed to build or verify
+  std::vector<Candidate> candidates;  ///< verified, unique labels, stable order
+  std::vector<std::string> rejected;  ///< "label: reason" for each that failed to build or verify
   /// Ops of each candidate's plan at the verification count (a measure of its simulation cost; empty when the
   /// set was not made by generate_candidates).
   std::vector<std::size_t> plan_ops;
-  int hamiltonian_cycles = 0;                ///< NVLink Hamiltonian cycles found on machine 0 (before sampling)
-  int disjoint_rings = 0;                    ///< link-disjoint rings found on machine 0
-  std::vector<std::vector<int>> cliques;     ///< NVLink cliques of machine 0 (local GPU indices)
+  int hamiltonian_cycles = 0;             ///< NVLink Hamiltonian cycles found on machine 0 (before sampling)
+  int disjoint_rings = 0;                 ///< link-disjoint rings found on machine 0
+  std::vector<std::vector<int>> cliques;  ///< NVLink cliques of machine 0 (local GPU indices)
 };
 
 /// Generates and verifies the candidates for `topo`.

@@ -71,8 +71,7 @@ std::pair<std::string, double> fastest(const std::vector<std::string>& specs, F&
     try {
       const double t = time_of(spec);
       if (t < best.second) best = {spec, t};
-    } catch (const InvalidInput&) {
-    }
+    } catch (const InvalidInput&) {}
   }
   return best;
 }

@@ -27,15 +27,15 @@ double simulate_sparse_us(const Topology& topo, const CostModel& model, std::str
 
 /// Dense all-reduce of a whole embedding gradient or sparse all-gather of the rows it touches.
 struct SparseDecision {
-  std::int64_t rows = 0;          ///< table rows
-  std::int64_t width = 0;         ///< values per row
-  double density = 0;             ///< fraction of rows each rank touches
-  std::int64_t nnz = 0;           ///< rows each rank touches: round(density · rows), at least 1
-  std::string dense_spec;         ///< fastest dense all-reduce spec
+  std::int64_t rows = 0;   ///< table rows
+  std::int64_t width = 0;  ///< values per row
+  double density = 0;      ///< fraction of rows each rank touches
+  std::int64_t nnz = 0;    ///< rows each rank touches: round(density · rows), at least 1
+  std::string dense_spec;  ///< fastest dense all-reduce spec
   double dense_us = 0;
-  std::string sparse_spec;        ///< fastest all-gather spec of the sparse all-reduce
+  std::string sparse_spec;  ///< fastest all-gather spec of the sparse all-reduce
   double sparse_us = 0;
-  bool sparse = false;            ///< the sparse all-reduce is faster at `density`
+  bool sparse = false;  ///< the sparse all-reduce is faster at `density`
   /// Largest density at which the sparse all-reduce is still no slower than the dense one (sparse wins at
   /// or below it); 0 when it never wins, 1 when it wins even with every row touched.
   double crossover = 0;

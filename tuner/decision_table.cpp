@@ -41,8 +41,8 @@ std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices) {
   std::string last_label;
   for (const auto& choice : choices) {
     if (!out.empty() && choice.point.bytes <= out.back().max_bytes) {
-      throw InvalidInput(fmt::format("merge_ranges: sizes must ascend ({} after {})", choice.point.bytes,
-                                     out.back().max_bytes));
+      throw InvalidInput(
+          fmt::format("merge_ranges: sizes must ascend ({} after {})", choice.point.bytes, out.back().max_bytes));
     }
     const std::string label = choice.plan.label();
     if (out.empty() || label != last_label) {

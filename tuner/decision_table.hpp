@@ -37,21 +37,21 @@ struct Figures {
 
 /// A real run of a plan at one size.
 struct Measurement {
-  Figures figures;             ///< mean time over the timed iterations
-  std::string backend;         ///< cpu, mpi, cuda, nccl
-  std::int64_t wrong = 0;      ///< #wrong summed over ranks (must be 0 to be kept)
-  int iterations = 0;          ///< timed iterations
-  double spread_pct = 0;       ///< run-to-run spread: interquartile range of the iterations / median, in %
+  Figures figures;         ///< mean time over the timed iterations
+  std::string backend;     ///< cpu, mpi, cuda, nccl
+  std::int64_t wrong = 0;  ///< #wrong summed over ranks (must be 0 to be kept)
+  int iterations = 0;      ///< timed iterations
+  double spread_pct = 0;   ///< run-to-run spread: interquartile range of the iterations / median, in %
   friend bool operator==(const Measurement&, const Measurement&) = default;
 };
 
 /// One tuned size: the pick's figures, its runner-up and TF's pick.
 struct SizePoint {
   std::uint64_t bytes = 0;
-  std::int64_t count = 0;                  ///< elements
-  Figures predicted;                       ///< the pick, simulated
-  std::optional<Measurement> measured;     ///< the pick, run for real
-  std::string runner_up;                   ///< label of the best plan of another family ("" if none)
+  std::int64_t count = 0;               ///< elements
+  Figures predicted;                    ///< the pick, simulated
+  std::optional<Measurement> measured;  ///< the pick, run for real
+  std::string runner_up;                ///< label of the best plan of another family ("" if none)
   Figures runner_up_predicted;
   std::optional<Measurement> runner_up_measured;
   double margin_pct = 0;                   ///< runner-up time / pick time − 1, in %, measured when both were measured
@@ -62,18 +62,18 @@ struct SizePoint {
   /// kept while within SearchOptions::keep_within of the fastest prediction) or "spread" (measured candidates closer
   /// than their run-to-run spread: the previous or simpler one is kept).
   std::string kept;
-  std::string fastest;                     ///< label of the fastest candidate when kept != ""
-  double behind_fastest_pct = 0;           ///< pick time / fastest time − 1, in % (same basis as the margin)
-  Figures nccl_predicted;                  ///< NCCL's own choice (spec nccl), simulated (time 0 when not a candidate)
+  std::string fastest;            ///< label of the fastest candidate when kept != ""
+  double behind_fastest_pct = 0;  ///< pick time / fastest time − 1, in % (same basis as the margin)
+  Figures nccl_predicted;         ///< NCCL's own choice (spec nccl), simulated (time 0 when not a candidate)
   friend bool operator==(const SizePoint&, const SizePoint&) = default;
 };
 
 /// A contiguous size range with one plan.
 struct TableRange {
-  std::uint64_t min_bytes = 0;      ///< smallest tuned size in the range
-  std::uint64_t max_bytes = 0;      ///< largest tuned size in the range
+  std::uint64_t min_bytes = 0;  ///< smallest tuned size in the range
+  std::uint64_t max_bytes = 0;  ///< largest tuned size in the range
   Candidate plan;
-  std::vector<SizePoint> points;    ///< the tuned sizes, ascending
+  std::vector<SizePoint> points;  ///< the tuned sizes, ascending
   friend bool operator==(const TableRange&, const TableRange&) = default;
 };
 
@@ -86,19 +86,19 @@ struct SizeChoice {
 /// A whole decision table.
 struct DecisionTable {
   int schema_version = kDecisionTableSchemaVersion;
-  std::string created_by;                 ///< "artune 0.1.0"
+  std::string created_by;  ///< "artune 0.1.0"
   std::string topology_name;
-  std::string topology_source;            ///< how to load it again: autotune's -t (a built-in name, a generator or
-                                          ///< a file's absolute path); "" for a discovered topology
-  std::string fingerprint;                ///< Topology::fingerprint() of the tuned topology
+  std::string topology_source;  ///< how to load it again: autotune's -t (a built-in name, a generator or
+                                ///< a file's absolute path); "" for a discovered topology
+  std::string fingerprint;      ///< Topology::fingerprint() of the tuned topology
   int gpus = 0;
   int machines = 0;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  nlohmann::json cost_model;              ///< CostModel::to_json() of the model used
-  std::string calibration;                ///< overlay file applied ("" = defaults)
-  std::string measured_backend;           ///< backend of --measure ("" = predictions only)
-  std::vector<TableRange> ranges;         ///< ascending, non-overlapping
+  nlohmann::json cost_model;       ///< CostModel::to_json() of the model used
+  std::string calibration;         ///< overlay file applied ("" = defaults)
+  std::string measured_backend;    ///< backend of --measure ("" = predictions only)
+  std::vector<TableRange> ranges;  ///< ascending, non-overlapping
 
   /// The range for a size: the last range whose min_bytes ≤ bytes (the first range below the tuned span).
   const TableRange& lookup(std::uint64_t bytes) const;

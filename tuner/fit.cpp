@@ -73,7 +73,8 @@ AlphaBetaFit fit_alpha_beta(const std::vector<TimingSample>& samples) {
 }
 
 std::vector<double> fit_linear(const std::vector<std::vector<double>>& features, const std::vector<double>& values) {
-  if (features.size() != values.size() || values.empty()) throw InvalidInput("fit: features and values differ in length");
+  if (features.size() != values.size() || values.empty())
+    throw InvalidInput("fit: features and values differ in length");
   const std::size_t k = features.front().size();
   if (values.size() < k + 1) throw InvalidInput("fit: fewer samples than coefficients");
   Eigen::MatrixXd a(static_cast<Eigen::Index>(values.size()), static_cast<Eigen::Index>(k + 1));
@@ -81,7 +82,8 @@ std::vector<double> fit_linear(const std::vector<std::vector<double>>& features,
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (features[i].size() != k) throw InvalidInput("fit: rows have different feature counts");
     a(static_cast<Eigen::Index>(i), 0) = 1.0;
-    for (std::size_t j = 0; j < k; ++j) a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j + 1)) = features[i][j];
+    for (std::size_t j = 0; j < k; ++j)
+      a(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j + 1)) = features[i][j];
     b(static_cast<Eigen::Index>(i)) = values[i];
   }
   const Eigen::VectorXd x = a.colPivHouseholderQr().solve(b);

@@ -14,12 +14,12 @@ struct TimingSample {
 
 /// A fitted α-β line and how well it fits.
 struct AlphaBetaFit {
-  double alpha_us = 0;                ///< intercept (latency), ≥ 0
-  double gbps = 0;                    ///< 1 / slope, GB/s (bytes per ns)
-  std::vector<double> residual_us;    ///< measured − fitted, per sample
+  double alpha_us = 0;              ///< intercept (latency), ≥ 0
+  double gbps = 0;                  ///< 1 / slope, GB/s (bytes per ns)
+  std::vector<double> residual_us;  ///< measured − fitted, per sample
   double rms_residual_us = 0;
-  double max_rel_error = 0;           ///< max |residual| / measured
-  double mape = 0;                    ///< mean |residual| / measured, as a fraction
+  double max_rel_error = 0;  ///< max |residual| / measured
+  double mape = 0;           ///< mean |residual| / measured, as a fraction
   std::size_t samples = 0;
 
   /// The line's time for `bytes`.

@@ -67,7 +67,8 @@ std::uint64_t GradientList::total_elements() const {
 
 GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source) {
   const Field root{doc, source};
-  if (!doc.is_object()) root.fail(fmt::format("must be an object with \"tensors\", not {}", json_reader::describe(doc)));
+  if (!doc.is_object())
+    root.fail(fmt::format("must be an object with \"tensors\", not {}", json_reader::describe(doc)));
   GradientList list;
   list.source = source;
   list.model = root.has("model") ? root.at("model").str() : std::string();
@@ -158,10 +159,12 @@ std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes) {
 }
 
 FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
-                         const AllReduceTimeFn& allreduce_time, double copy_gbps, const std::vector<double>& backward_us) {
+                         const AllReduceTimeFn& allreduce_time, double copy_gbps,
+                         const std::vector<double>& backward_us) {
   if (tensor_bytes.empty()) throw InvalidInput("fusion: no tensors");
   if (!backward_us.empty() && backward_us.size() != tensor_bytes.size()) {
-    throw InvalidInput(fmt::format("fusion: {} backward times for {} tensors", backward_us.size(), tensor_bytes.size()));
+    throw InvalidInput(
+        fmt::format("fusion: {} backward times for {} tensors", backward_us.size(), tensor_bytes.size()));
   }
   // ready[i]: when tensor i's gradient exists (backward runs from the last tensor to the first).
   std::vector<double> ready(tensor_bytes.size(), 0.0);

@@ -22,10 +22,10 @@ std::vector<std::vector<std::size_t>> group_by_size(const std::vector<std::uint6
 
 /// A model's gradient tensors, in variable order.
 struct GradientList {
-  std::string model;                  ///< e.g. "resnet50"
-  std::string source;                 ///< the file it came from
+  std::string model;   ///< e.g. "resnet50"
+  std::string source;  ///< the file it came from
   DataType type = DataType::kFloat32;
-  std::vector<std::string> names;     ///< tensor names (may be empty strings)
+  std::vector<std::string> names;  ///< tensor names (may be empty strings)
   std::vector<std::uint64_t> elements;
   /// Backward compute time per tensor in µs, from the list ("backward_us" on every tensor, or a top-level
   /// "backward_us" total split in proportion to the elements); empty when the list gives none.
@@ -41,29 +41,30 @@ struct GradientList {
   std::uint64_t total_elements() const;
 };
 
-/// Reads a gradient list: {"model","type","unit":"elements"|"bytes","tensors":[{"name","shape"}|{"name","elements"}|N, …]}.
+/// Reads a gradient list: {"model","type","unit":"elements"|"bytes","tensors":[{"name","shape"}|{"name","elements"}|N,
+/// …]}.
 GradientList load_gradient_list(const std::string& path);
 /// Parses a gradient list from JSON; `source` prefixes errors.
 GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source);
 
 /// One pack size and what it costs.
 struct FusionOption {
-  std::uint64_t bytes_per_pack = 0;         ///< group_by_size threshold (0 = one pack)
-  std::vector<std::uint64_t> pack_bytes;    ///< bytes of each resulting pack
-  double allreduce_us = 0;                  ///< Σ all-reduce time of the packs
-  double packing_us = 0;                    ///< Σ concat + split copies of packs holding > 1 tensor
-  double total_us = 0;                      ///< allreduce_us + packing_us (no overlap: all-reduces after backward)
-  double backward_us = 0;                   ///< Σ backward time of the layers (0 without a backward model)
-  double step_us = 0;                       ///< backward overlapped with the all-reduces of packs ready so far
-  double exposed_us = 0;                    ///< step_us − backward_us: communication not hidden by compute
+  std::uint64_t bytes_per_pack = 0;       ///< group_by_size threshold (0 = one pack)
+  std::vector<std::uint64_t> pack_bytes;  ///< bytes of each resulting pack
+  double allreduce_us = 0;                ///< Σ all-reduce time of the packs
+  double packing_us = 0;                  ///< Σ concat + split copies of packs holding > 1 tensor
+  double total_us = 0;                    ///< allreduce_us + packing_us (no overlap: all-reduces after backward)
+  double backward_us = 0;                 ///< Σ backward time of the layers (0 without a backward model)
+  double step_us = 0;                     ///< backward overlapped with the all-reduces of packs ready so far
+  double exposed_us = 0;                  ///< step_us − backward_us: communication not hidden by compute
 };
 
 /// The pack sizes tried and the best one.
 struct FusionResult {
-  std::vector<FusionOption> options;        ///< in the order tried
-  std::size_t best = 0;                     ///< index of the smallest step_us (first on ties)
-  std::size_t best_no_overlap = 0;          ///< index of the smallest total_us (first on ties)
-  bool overlap = false;                     ///< a backward model was given (else step_us = total_us)
+  std::vector<FusionOption> options;  ///< in the order tried
+  std::size_t best = 0;               ///< index of the smallest step_us (first on ties)
+  std::size_t best_no_overlap = 0;    ///< index of the smallest total_us (first on ties)
+  bool overlap = false;               ///< a backward model was given (else step_us = total_us)
   std::uint64_t total_bytes = 0;
   std::size_t tensors = 0;
 };

@@ -14,18 +14,21 @@ namespace artune {
 
 void check_nccl_measurement(BackendKind backend) {
   if (backend != BackendKind::kNccl) {
-    throw InvalidInput(fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
-                                   "(--measure nccl, under mpirun with one GPU per rank)",
-                                   to_string(backend)));
+    throw InvalidInput(
+        fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
+                    "(--measure nccl, under mpirun with one GPU per rank)",
+                    to_string(backend)));
   }
 #if ARTUNE_HAVE_NCCL_BACKEND
   if (cuda_device_count() <= 0) {
-    throw Unsupported("--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
-                      "(predicted), or run it on a GPU machine under mpirun");
+    throw Unsupported(
+        "--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
+        "(predicted), or run it on a GPU machine under mpirun");
   }
 #else
-  throw Unsupported("--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
-                    "configure time)");
+  throw Unsupported(
+      "--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
+      "configure time)");
 #endif
 }
 
@@ -50,8 +53,8 @@ CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptio
     }
   };
   // NCCL's order of rows (Tree, Ring, NVLS, NVLSTree, PAT); a pair NCCL disables here has bandwidth 0.
-  for (const nccl::Algo a : {nccl::Algo::kTree, nccl::Algo::kRing, nccl::Algo::kNvls, nccl::Algo::kNvlsTree,
-                             nccl::Algo::kPat}) {
+  for (const nccl::Algo a :
+       {nccl::Algo::kTree, nccl::Algo::kRing, nccl::Algo::kNvls, nccl::Algo::kNvlsTree, nccl::Algo::kPat}) {
     for (const nccl::Proto p : {nccl::Proto::kLL, nccl::Proto::kLL128, nccl::Proto::kSimple}) {
       if (!(table.bandwidth[static_cast<int>(a)][static_cast<int>(p)] > 0)) continue;
       add(Candidate{"nccl", fmt::format("nccl.{}.{}", nccl::to_string(a), nccl::to_string(p)), {}, {}, 1});

@@ -85,8 +85,10 @@ std::string gnuplot_quote(std::string_view text) {
   // character) would end the string and the command, so those are written as visible escapes instead.
   std::string out = "'";
   for (const char c : escape_control(text)) {
-    if (c == '\'') out += "''";
-    else out += c;
+    if (c == '\'')
+      out += "''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -154,9 +156,8 @@ std::string family_plot_script(const FamilyCurves& curves, const std::vector<std
   gp << "set datafile missing '?'\nset logscale x 2\nset logscale y 10\nset format y '%g'\nset grid\n";
   gp << (busbw ? "set key left top\n" : "set key left top\n");
   if (!sizes.empty()) gp << xtics_for(sizes);
-  gp << fmt::format("set title {}\n",
-                    gnuplot_quote(fmt::format("{}: predicted {}, best plan per family (log scales)", title,
-                                              busbw ? "busbw" : "time")));
+  gp << fmt::format("set title {}\n", gnuplot_quote(fmt::format("{}: predicted {}, best plan per family (log scales)",
+                                                                title, busbw ? "busbw" : "time")));
   gp << "set xlabel 'message size (bytes)'\n";
   gp << (busbw ? "set ylabel 'busbw (GB/s)'\n" : "set ylabel 'time (us)'\n");
   // Columns: size, then busbw per family, then time per family.
@@ -203,7 +204,8 @@ std::vector<std::string> crossover_notes(const SearchResult& result) {
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const auto& r = ranges[i];
     if (i == 0) {
-      notes.push_back(fmt::format("From {} the pick is {} ({}).", format_size(r.min_bytes), r.plan.label(), r.plan.family));
+      notes.push_back(
+          fmt::format("From {} the pick is {} ({}).", format_size(r.min_bytes), r.plan.label(), r.plan.family));
     } else if (ranges[i - 1].plan.family != r.plan.family) {
       notes.push_back(fmt::format("At {} the pick changes family: {} overtakes {} ({}).", format_size(r.min_bytes),
                                   r.plan.family, ranges[i - 1].plan.family, r.plan.label()));
@@ -268,9 +270,12 @@ std::string topology_summary_markdown(const Topology& topo) {
       out << fmt::format("{:<5}", fmt::format("GPU{}", i));
       for (std::size_t j = 0; j < gpus.size(); ++j) {
         std::string cell;
-        if (i == j) cell = "X";
-        else if (nvl[i][j] > 0) cell = fmt::format("NV{}", nvl[i][j]);
-        else cell = std::string(to_string(paths[i][j]));
+        if (i == j)
+          cell = "X";
+        else if (nvl[i][j] > 0)
+          cell = fmt::format("NV{}", nvl[i][j]);
+        else
+          cell = std::string(to_string(paths[i][j]));
         out << fmt::format("{:>5}", cell);
       }
       out << "\n";
@@ -289,20 +294,21 @@ std::string format_decision_table(const DecisionTable& table) {
     for (const auto& p : r.points) tf_w = std::max(tf_w, p.tf_pick.size());
   }
   std::ostringstream out;
-  out << fmt::format("# decision table: {} ({} GPUs, {} machine{}), type {}, op {}{}\n", table.topology_name, table.gpus,
-                     table.machines, table.machines == 1 ? "" : "s", to_string(table.type), to_string(table.op),
+  out << fmt::format("# decision table: {} ({} GPUs, {} machine{}), type {}, op {}{}\n", table.topology_name,
+                     table.gpus, table.machines, table.machines == 1 ? "" : "s", to_string(table.type),
+                     to_string(table.op),
                      measured ? fmt::format(", measured on {}", table.measured_backend) : std::string());
   out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick\n";
-  std::string header = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, "time(us)",
-                                   "algbw", "busbw");
+  std::string header =
+      fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, "time(us)", "algbw", "busbw");
   if (measured) header += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "meas(us)", "m.busbw", "#wrong", "spread");
   header += fmt::format(" {:>8}  {:<{}} {:>10}", "margin", "TF choose_the_best", tf_w, "TF(us)");
   out << header << "\n";
   for (const auto& r : table.ranges) {
     const SizePoint& p = r.points.back();
-    std::string line = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", range_text(r), size_w, r.plan.label(), plan_w,
-                                   fmt_time(p.predicted.time_us), fmt_bw(p.predicted.algbw_gbps),
-                                   fmt_bw(p.predicted.busbw_gbps));
+    std::string line =
+        fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", range_text(r), size_w, r.plan.label(), plan_w,
+                    fmt_time(p.predicted.time_us), fmt_bw(p.predicted.algbw_gbps), fmt_bw(p.predicted.busbw_gbps));
     if (measured) {
       if (p.measured) {
         line += fmt::format(" {:>10} {:>8} {:>6} {:>7}", fmt_time(p.measured->figures.time_us),
@@ -399,9 +405,8 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       gp << "set termoption noenhanced\nset output 'measured.png'\n";
       gp << "set logscale xy 2\nset grid\nset key left top\n";
       gp << xtics_for(sizes);
-      gp << fmt::format("set title {}\n",
-                        gnuplot_quote(fmt::format("{}: predicted vs measured time of the pick ({})", topo.name(),
-                                                  table.measured_backend)));
+      gp << fmt::format("set title {}\n", gnuplot_quote(fmt::format("{}: predicted vs measured time of the pick ({})",
+                                                                    topo.name(), table.measured_backend)));
       gp << "set xlabel 'message size (bytes)'\nset ylabel 'time (us)'\nset format y '%g'\n";
       gp << "plot 'measured.dat' using 1:2 with linespoints title 'predicted', 'measured.dat' using 1:3 with "
             "linespoints title 'measured'\n";
@@ -416,8 +421,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   // ---- results.json ----------------------------------------------------------------------------
   nlohmann::json results;
   results["command"] = input.command;
-  results["topology"] = {{"name", topo.name()}, {"fingerprint", topo.fingerprint()},
-                         {"gpus", topo.gpus().size()}, {"machines", topo.machine_count()}};
+  results["topology"] = {{"name", topo.name()},
+                         {"fingerprint", topo.fingerprint()},
+                         {"gpus", topo.gpus().size()},
+                         {"machines", topo.machine_count()}};
   results["candidates"] = nlohmann::json::array();
   for (const auto& c : result.set.candidates) results["candidates"].push_back(c.label());
   results["rejected"] = result.set.rejected;
@@ -460,10 +467,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   if (!result.set.rejected.empty()) md << fmt::format(" Rejected: {}.", result.set.rejected.size());
   md << "\n\n";
   md << "## Decision table\n\n";
-  md << fmt::format("Type {}, op {}; cost model: {}{}.\n\n", to_string(table.type), to_string(table.op),
-                    table.calibration.empty() ? "defaults" : "calibrated by " + table.calibration,
-                    measured ? fmt::format("; top candidates measured on the {} backend", table.measured_backend)
-                             : std::string());
+  md << fmt::format(
+      "Type {}, op {}; cost model: {}{}.\n\n", to_string(table.type), to_string(table.op),
+      table.calibration.empty() ? "defaults" : "calibrated by " + table.calibration,
+      measured ? fmt::format("; top candidates measured on the {} backend", table.measured_backend) : std::string());
   md << "| sizes | plan | family | time (us) | busbw (GB/s) |";
   if (measured) md << " measured (us) | measured busbw | #wrong |";
   md << " runner-up | margin | TF choose_the_best | TF time (us) | vs NCCL |\n";
@@ -497,14 +504,14 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         " is NCCL's own choice (spec `nccl`: its channels, algorithm and protocol, simulated) over the pick's"
         " predicted time.\n\n";
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
-    if (measured) md << " measured (us) | measured busbw | spread |";
-    md << " kept | TF (us) | gain vs TF | basis | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";
-    if (measured) md << "---:|---:|---:|";
-    md << "---|---:|---:|---|---:|---:|\n";
+  if (measured) md << " measured (us) | measured busbw | spread |";
+  md << " kept | TF (us) | gain vs TF | basis | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";
+  if (measured) md << "---:|---:|---:|";
+  md << "---|---:|---:|---|---:|---:|\n";
   for (const auto& r : table.ranges) {
     for (const auto& p : r.points) {
-      md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(), fmt_time(p.predicted.time_us),
-                        fmt_bw(p.predicted.algbw_gbps), fmt_bw(p.predicted.busbw_gbps));
+      md << fmt::format("| {} | `{}` | {} | {} | {} |", format_size(p.bytes), r.plan.label(),
+                        fmt_time(p.predicted.time_us), fmt_bw(p.predicted.algbw_gbps), fmt_bw(p.predicted.busbw_gbps));
       if (measured) {
         md << fmt::format(" {} | {} | {} |", p.measured ? fmt_time(p.measured->figures.time_us) : "-",
                           p.measured ? fmt_bw(p.measured->figures.busbw_gbps) : "-",
@@ -573,10 +580,11 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       const auto& flat = f.result.options.at(f.result.best_no_overlap);
       md << fmt::format("### {} ({} tensors, {} bytes, {})\n\n", f.list.model.empty() ? f.list.source : f.list.model,
                         f.result.tensors, f.result.total_bytes, to_string(f.list.type));
-      md << fmt::format("Best pack size with overlap: {} ({} packs), step {:.0f} us = backward {:.0f} us + {:.0f} us"
-                        " exposed; without overlap: {} ({} packs), {:.0f} us of all-reduce.\n\n",
-                        pack_size_text(best.bytes_per_pack), best.pack_bytes.size(), best.step_us, best.backward_us,
-                        best.exposed_us, pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
+      md << fmt::format(
+          "Best pack size with overlap: {} ({} packs), step {:.0f} us = backward {:.0f} us + {:.0f} us"
+          " exposed; without overlap: {} ({} packs), {:.0f} us of all-reduce.\n\n",
+          pack_size_text(best.bytes_per_pack), best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us,
+          pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
       md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | no overlap (us) | backward (us) | step (us) |"
             " exposed (us) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n";
       for (const auto& o : f.result.options) {

@@ -22,26 +22,26 @@ struct FusionReport {
 
 /// Everything a report shows.
 struct ReportInput {
-  std::string command;                 ///< the command line that regenerates the report
-  std::string title;                   ///< e.g. "dgx1-v100"
-  std::vector<std::string> notes;      ///< extra lines (discovery notes, calibration used, …)
+  std::string command;             ///< the command line that regenerates the report
+  std::string title;               ///< e.g. "dgx1-v100"
+  std::vector<std::string> notes;  ///< extra lines (discovery notes, calibration used, …)
   std::vector<FusionReport> fusion;
-  nlohmann::json calibration;          ///< calibration summary (null when none)
+  nlohmann::json calibration;  ///< calibration summary (null when none)
 };
 
 /// Best predicted busbw per family and size: families in first-seen order, values per size (NaN where none).
 struct FamilyCurves {
   std::vector<std::string> families;
-  std::vector<std::vector<double>> busbw;   ///< [family][size]
-  std::vector<std::vector<double>> time_us; ///< [family][size]
+  std::vector<std::vector<double>> busbw;    ///< [family][size]
+  std::vector<std::vector<double>> time_us;  ///< [family][size]
 };
 /// The per-family best curves of a search.
 FamilyCurves family_curves(const SearchResult& result);
 
 /// How the pick compares with TF's choose_the_best at one size, like with like.
 struct TfGain {
-  double ratio = 0;       ///< TF's time / the pick's time (> 1: the pick is faster)
-  std::string basis;      ///< "measured" (both measured), "predicted" (both simulated), "" (no figure)
+  double ratio = 0;   ///< TF's time / the pick's time (> 1: the pick is faster)
+  std::string basis;  ///< "measured" (both measured), "predicted" (both simulated), "" (no figure)
 };
 /// The gain over TF's pick: measured vs measured when both were measured, else predicted vs predicted.
 TfGain gain_vs_tf(const SizePoint& p);

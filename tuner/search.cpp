@@ -124,8 +124,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
       return r;
     } catch (const InvalidInput&) {
       // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
-    } catch (const Unsupported&) {
-    }
+    } catch (const Unsupported&) {}
     predicted[slot].reset();
     return std::nullopt;
   };
@@ -190,8 +189,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
           build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
       return simulate_lower_bound(plan, topo, options.model, esize) > prune_above[si];
     } catch (const InvalidInput&) {
-    } catch (const Unsupported&) {
-    }
+    } catch (const Unsupported&) {}
     return false;
   };
   SimulationProgress tracker(options.progress, n);
@@ -252,7 +250,8 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     }
     for (std::size_t c = 0; c < n; ++c) {
       const auto& f = predicted[si * n + c];
-      const double window = (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
+      const double window =
+          (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
       if (f && f->time_us <= fastest * window) exact(c);
     }
     if (!result.pick.empty()) exact(result.pick.back());
@@ -308,8 +307,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
         (void)build_candidate(topo, result.set.candidates[pick], scores.count, options.op, /*verify=*/true);
         break;
       } catch (const InvalidInput&) {
-      } catch (const Unsupported&) {
-      }
+      } catch (const Unsupported&) {}
       scores.predicted[pick].reset();
       scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
     }
@@ -510,8 +508,8 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
   // The candidates run at one size: the top K predicted, plus TF's choose_the_best when it is a candidate, so that
   // the report's "gain vs TF" compares measured with measured.
   const auto to_measure = [&](const SizeScores& s) {
-    std::vector<std::size_t> out(s.ranking.begin(), s.ranking.begin() + static_cast<std::ptrdiff_t>(
-                                                                         std::min<std::size_t>(k, s.ranking.size())));
+    std::vector<std::size_t> out(
+        s.ranking.begin(), s.ranking.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(k, s.ranking.size())));
     const auto tf = by_label.find(tf_choose_the_best(topo, s.bytes).label());
     if (tf != by_label.end() && s.predicted[tf->second] && std::find(out.begin(), out.end(), tf->second) == out.end()) {
       out.push_back(tf->second);
@@ -524,8 +522,8 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
   }
   std::size_t done = 0;
   const std::uint64_t budget = options.backend != BackendKind::kCpu ? 0
-                               : options.memory_budget_bytes != 0 ? options.memory_budget_bytes
-                                                                  : host_memory_budget();
+                               : options.memory_budget_bytes != 0   ? options.memory_budget_bytes
+                                                                    : host_memory_budget();
   result.unmeasured_for_memory.clear();
   for (std::size_t si = 0; si < result.sizes.size(); ++si) {
     SizeScores& s = result.sizes[si];
@@ -548,18 +546,19 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
     for (const std::size_t c : chosen) {
       const Candidate& cand = result.set.candidates[c];
       if (options.progress) {
-        options.progress(done, total, fmt::format("measuring {} at {} on {}", cand.label(), format_size(s.bytes),
-                                                  to_string(options.backend)));
+        options.progress(
+            done, total,
+            fmt::format("measuring {} at {} on {}", cand.label(), format_size(s.bytes), to_string(options.backend)));
       }
       ++done;
       const Plan plan = build_candidate(topo, cand, s.count, search_options.op);
       verify_or_throw(plan);
-      s.measured.emplace_back(c, measure_plan(*backend, plan, search_options.type, search_options.op, options.warmup,
-                                              options.iterations));
+      s.measured.emplace_back(
+          c, measure_plan(*backend, plan, search_options.type, search_options.op, options.warmup, options.iterations));
     }
     // Keep the measured best among correct runs; without one, the predicted pick stays.
-    std::optional<std::size_t> best = measured_choice(s.measured, si > 0 ? std::optional<std::size_t>(result.pick[si - 1])
-                                                                        : std::nullopt);
+    std::optional<std::size_t> best =
+        measured_choice(s.measured, si > 0 ? std::optional<std::size_t>(result.pick[si - 1]) : std::nullopt);
     if (best) {
       result.pick[si] = *best;
       for (const auto& [c, m] : s.measured) {

@@ -24,19 +24,19 @@ using ProgressFn = std::function<void(std::size_t done, std::size_t total, std::
 
 /// What to search.
 struct SearchOptions {
-  std::vector<std::uint64_t> sizes;     ///< bytes, ascending
+  std::vector<std::uint64_t> sizes;  ///< bytes, ascending
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   CostModel model = CostModel::defaults();
-  std::string calibration;              ///< overlay file the model came from ("" = defaults)
+  std::string calibration;  ///< overlay file the model came from ("" = defaults)
   CandidateOptions candidates;
   /// Generates the candidates (empty = generate_candidates; autotune --target nccl: generate_nccl_candidates).
   std::function<CandidateSet(const Topology&, const CandidateOptions&)> generate;
   /// Keep the previous size's pick while it is within this fraction of the fastest (fewer, longer ranges
   /// instead of flips between near-equal variants); 0 = always the fastest.
   double keep_within = 0.01;
-  ProgressFn progress;                  ///< optional; called from one thread at a time
-  int jobs = 0;                         ///< threads simulating candidates (0 = every core); never changes the result
+  ProgressFn progress;  ///< optional; called from one thread at a time
+  int jobs = 0;         ///< threads simulating candidates (0 = every core); never changes the result
   /// Simulate every candidate at every size; false: interpolate sizes where a candidate's time is verified
   /// affine (size_sampling.hpp); the figures of picks, runners-up and NCCL are simulated either way.
   bool exhaustive = false;
@@ -51,9 +51,9 @@ struct SearchOptions {
 struct SizeScores {
   std::uint64_t bytes = 0;
   std::int64_t count = 0;
-  std::vector<std::optional<Figures>> predicted;   ///< per candidate; empty when it cannot build at this size
-  std::vector<std::size_t> ranking;                ///< candidate indices, fastest first
-  std::optional<Measurement> measured_pick;        ///< filled by measure_top
+  std::vector<std::optional<Figures>> predicted;  ///< per candidate; empty when it cannot build at this size
+  std::vector<std::size_t> ranking;               ///< candidate indices, fastest first
+  std::optional<Measurement> measured_pick;       ///< filled by measure_top
   std::vector<std::pair<std::size_t, Measurement>> measured;  ///< candidates measured at this size
 };
 
@@ -62,9 +62,9 @@ struct SearchResult {
   std::string topology_name;
   CandidateSet set;
   std::vector<SizeScores> sizes;
-  std::vector<std::size_t> pick;         ///< per size: the chosen candidate
-  std::size_t simulations = 0;           ///< (candidate, size) simulations run
-  std::size_t pruned = 0;                ///< (candidate, size) pairs skipped by their lower bound (prune)
+  std::vector<std::size_t> pick;  ///< per size: the chosen candidate
+  std::size_t simulations = 0;    ///< (candidate, size) simulations run
+  std::size_t pruned = 0;         ///< (candidate, size) pairs skipped by their lower bound (prune)
   DecisionTable table;
   std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };
@@ -75,11 +75,11 @@ SearchResult search(const Topology& topo, const SearchOptions& options);
 /// How to measure.
 struct MeasureOptions {
   BackendKind backend = BackendKind::kCpu;
-  int top_k = 3;                 ///< candidates per size run for real
+  int top_k = 3;  ///< candidates per size run for real
   int warmup = 2;
   int iterations = 5;
   double timeout_s = 60;
-  std::uint64_t max_bytes = 0;   ///< skip sizes above this (0 = measure all)
+  std::uint64_t max_bytes = 0;  ///< skip sizes above this (0 = measure all)
   /// Host memory the cpu backend may use for one run (0 = what this machine and the process limits allow,
   /// see host_memory_budget()); sizes whose plans need more are skipped and listed in unmeasured_for_memory.
   std::uint64_t memory_budget_bytes = 0;

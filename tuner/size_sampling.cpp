@@ -8,7 +8,8 @@ namespace {
 
 class Sampler {
  public:
-  Sampler(const std::vector<std::uint64_t>& bytes, const std::function<std::optional<SizeSample>(std::size_t)>& simulate)
+  Sampler(const std::vector<std::uint64_t>& bytes,
+          const std::function<std::optional<SizeSample>(std::size_t)>& simulate)
       : bytes_(bytes), simulate_(simulate), samples_(bytes.size()), done_(bytes.size(), false), out_(bytes.size()) {}
 
   std::vector<std::optional<SampledTime>> run() {

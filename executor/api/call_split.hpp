@@ -25,10 +25,10 @@ namespace artune {
 
 /// One run of a bucket plan inside a call.
 struct CallPiece {
-  int bucket = 0;               ///< index into the bucket sizes
-  std::int64_t offset = 0;      ///< first element of the call it covers
-  std::int64_t count = 0;       ///< elements of the call it covers (<= the bucket's count)
-  std::int64_t compiled = 0;    ///< the bucket plan's count; > count: the piece runs padded in scratch
+  int bucket = 0;             ///< index into the bucket sizes
+  std::int64_t offset = 0;    ///< first element of the call it covers
+  std::int64_t count = 0;     ///< elements of the call it covers (<= the bucket's count)
+  std::int64_t compiled = 0;  ///< the bucket plan's count; > count: the piece runs padded in scratch
   friend bool operator==(const CallPiece&, const CallPiece&) = default;
 };
 

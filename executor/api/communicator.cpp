@@ -79,8 +79,8 @@ struct Communicator::Group {
   BackendOptions backend_options;
   Topology topo;
   std::optional<DecisionTable> table;
-  int ranks = 1;   // ranks of the group
-  int local = 1;   // ranks driven by this process
+  int ranks = 1;  // ranks of the group
+  int local = 1;  // ranks driven by this process
   int rank_base = 0;
   bool broken = false;
   bool broken_timeout = false;  // broken by a timeout (rather than a failure)
@@ -296,9 +296,9 @@ struct Communicator::Group {
         cudaGetDevice(&previous);
         cudaSetDevice(attr.device);
         p.device = attr.device;  // release() frees on it, even after a failure below
-        const bool ok = cudaMalloc(&p.data, bytes) == cudaSuccess &&
-                        cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&p.event), cudaEventDisableTiming) ==
-                            cudaSuccess;
+        const bool ok =
+            cudaMalloc(&p.data, bytes) == cudaSuccess &&
+            cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&p.event), cudaEventDisableTiming) == cudaSuccess;
         cudaSetDevice(previous);
         if (!ok) {
           p.release();

@@ -37,7 +37,8 @@ artune::DataType dtype_of(const py::array& a) {
   if (kind == 'i' && size == 4) return artune::DataType::kInt32;
   if (kind == 'i' && size == 8) return artune::DataType::kInt64;
   if (kind == 'u' && size == 1) return artune::DataType::kUInt8;
-  throw artune::InvalidInput("allreduce: numpy dtype " + py::cast<std::string>(py::str(static_cast<const py::handle&>(d))) +
+  throw artune::InvalidInput("allreduce: numpy dtype " +
+                             py::cast<std::string>(py::str(static_cast<const py::handle&>(d))) +
                              " is not one of float32, float64, float16, int32, int64, uint8");
 }
 
@@ -54,7 +55,8 @@ artune::CommOptions options_of(const std::string& topology, const std::string& t
 }
 
 void check_array(const py::array& a, const char* what) {
-  if (!(a.flags() & py::array::c_style)) throw artune::InvalidInput(std::string("allreduce: ") + what + " must be C-contiguous");
+  if (!(a.flags() & py::array::c_style))
+    throw artune::InvalidInput(std::string("allreduce: ") + what + " must be C-contiguous");
 }
 
 }  // namespace
@@ -140,8 +142,9 @@ PYBIND11_MODULE(artune, m) {
           "All-reduces the array over the group (in place, or into `out`); returns the result array")
       .def_property_readonly("rank", &artune::Communicator::rank)
       .def_property_readonly("size", &artune::Communicator::size)
-      .def("last_plan", [](const artune::Communicator& c) { return c.last_plan().label; },
-           "Label of the plan the last call used")
+      .def(
+          "last_plan", [](const artune::Communicator& c) { return c.last_plan().label; },
+          "Label of the plan the last call used")
       .def("dump_cache", &artune::Communicator::dump_cache, "The plan cache, one line per plan")
       .def("worker_threads", &artune::Communicator::worker_threads, "Worker threads of the group's backend (cpu)");
 

@@ -42,16 +42,16 @@ void parallel_for(int n, std::int64_t work, F&& fn) {
 struct CpuBackend::Task {
   ActionKind kind = ActionKind::kCopy;
   int op = -1;
-  std::vector<int> deps;             // every dep of the plan op (the pull reads remote producers)
+  std::vector<int> deps;  // every dep of the plan op (the pull reads remote producers)
   std::byte* dst = nullptr;
   const std::byte* src = nullptr;
   std::int64_t n = 0;
   int divisor = 1;
   // Group ops.
   Collective collective = Collective::kAllReduce;
-  int member = 0;                    // this thread's position in the group
-  int root = -1;                     // position of the root
-  std::vector<std::byte*> regions;   // every member's region, in group order
+  int member = 0;                                             // this thread's position in the group
+  int root = -1;                                              // position of the root
+  std::vector<std::byte*> regions;                            // every member's region, in group order
   std::vector<std::pair<std::int64_t, std::int64_t>> shards;  // even_piece split of the region
 };
 
@@ -113,16 +113,18 @@ void* CpuBackend::buffer_data(int device, int buffer) {
 
 void CpuBackend::check_plan(const Plan& plan, DataType type) const {
   if (plan.devices.size() > static_cast<std::size_t>(kMaxCpuDevices)) {
-    throw InvalidInput(fmt::format("-t/--topology: the plan has {} devices; the cpu backend runs one thread per device "
-                                   "and takes at most {} (use a smaller topology or the mpi backend)",
-                                   plan.devices.size(), kMaxCpuDevices));
+    throw InvalidInput(
+        fmt::format("-t/--topology: the plan has {} devices; the cpu backend runs one thread per device "
+                    "and takes at most {} (use a smaller topology or the mpi backend)",
+                    plan.devices.size(), kMaxCpuDevices));
   }
   // Refuse before allocating anything: every device's buffers live in this process.
   {
     double needed = 0;
     for (const auto& device_buffers : plan.buffers) {
       for (std::int64_t elements : device_buffers) {
-        needed += static_cast<double>(std::max<std::int64_t>(elements, 1)) * static_cast<double>(element_size(type)) + 64;
+        needed +=
+            static_cast<double>(std::max<std::int64_t>(elements, 1)) * static_cast<double>(element_size(type)) + 64;
       }
     }
     check_host_memory(needed, plan.count, type, fmt::format("cpu backend, {} devices", plan.devices.size()));
@@ -248,7 +250,8 @@ void CpuBackend::worker(int device, std::uint32_t seen) {
     const std::uint32_t gen = gen_;
     // Re-read per run: prepare() and swap_prepared() replace the task lists between runs.
     static const std::vector<Task> kNone;
-    const auto& tasks = static_cast<std::size_t>(device) < tasks_.size() ? tasks_[static_cast<std::size_t>(device)] : kNone;
+    const auto& tasks =
+        static_cast<std::size_t>(device) < tasks_.size() ? tasks_[static_cast<std::size_t>(device)] : kNone;
     for (const Task& t : tasks) {
       bool ok = true;
       for (int dep : t.deps) {
@@ -355,7 +358,8 @@ void CpuBackend::run_group(const Task& t, std::uint32_t gen) {
       reduce_shard(shard_ptr(t.root, k), t.root, t.root);
       break;
     case Collective::kBroadcast:
-      if (k != t.root && t.n > 0) std::memcpy(own, t.regions[static_cast<std::size_t>(t.root)], static_cast<std::size_t>(t.n) * elem_);
+      if (k != t.root && t.n > 0)
+        std::memcpy(own, t.regions[static_cast<std::size_t>(t.root)], static_cast<std::size_t>(t.n) * elem_);
       break;
   }
   if (finish_[static_cast<std::size_t>(t.op)].fetch_add(1, std::memory_order_acq_rel) + 1 ==
@@ -467,8 +471,8 @@ void CpuBackend::fill_inputs(int iteration) {
   parallel_for(ranks * kPieces, plan_.count * ranks, [&](int i) {
     const int r = i / kPieces;
     const auto [off, n] = even_piece(plan_.count, kPieces, i % kPieces);
-    fill_input(buffers_[static_cast<std::size_t>(r)][0].data + static_cast<std::size_t>(off) * elem_, type_, op_,
-               ranks, r, off, n, iteration);
+    fill_input(buffers_[static_cast<std::size_t>(r)][0].data + static_cast<std::size_t>(off) * elem_, type_, op_, ranks,
+               r, off, n, iteration);
   });
 }
 

@@ -141,10 +141,10 @@ class CpuBackend final : public Backend {
   int flip_run_ = -1;
   bool user_buffers_ = false;  // prepared by prepare_for_user_buffers: ranks' buffer 0 is the caller's
 
-  std::vector<std::vector<Buffer>> buffers_;            // [device][buffer]
+  std::vector<std::vector<Buffer>> buffers_;  // [device][buffer]
   std::vector<std::unique_ptr<std::byte[], void (*)(void*)>> storage_;
-  std::vector<std::vector<Task>> tasks_;                // [device]
-  std::vector<Fixup> fixups_;                           // pointers into ranks' buffer 0
+  std::vector<std::vector<Task>> tasks_;  // [device]
+  std::vector<Fixup> fixups_;             // pointers into ranks' buffer 0
 
   std::unique_ptr<std::atomic<std::uint32_t>[]> done_;    // [op] generation of last completion
   std::unique_ptr<std::atomic<std::uint32_t>[]> arrive_;  // [op] group phase barrier

@@ -40,11 +40,11 @@ void cuda::require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t c
   }
   if (static_cast<double>(needed) <= 0.95 * static_cast<double>(free)) return;
   const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
-  throw InvalidInput(fmt::format("-e/--maxbytes: a {}-byte message ({} {}) needs {} {}, more than the {} free of {}; "
-                                 "use a smaller size",
-                                 static_cast<std::uint64_t>(count) * element_size(type), count, to_string(type),
-                                 gib(static_cast<double>(needed)), where, gib(static_cast<double>(free)),
-                                 gib(static_cast<double>(total))));
+  throw InvalidInput(fmt::format(
+      "-e/--maxbytes: a {}-byte message ({} {}) needs {} {}, more than the {} free of {}; "
+      "use a smaller size",
+      static_cast<std::uint64_t>(count) * element_size(type), count, to_string(type), gib(static_cast<double>(needed)),
+      where, gib(static_cast<double>(free)), gib(static_cast<double>(total))));
 }
 
 namespace {
@@ -54,12 +54,12 @@ using namespace artune::cuda;
 // One precomputed CUDA call of run().
 struct Call {
   StepKind kind = StepKind::kCopy;
-  int gpu = 0;                  // current device while issuing
+  int gpu = 0;  // current device while issuing
   cudaStream_t stream = nullptr;
   void* dst = nullptr;
   const void* src = nullptr;
   std::size_t bytes = 0;
-  int dst_gpu = -1;             // copies: -1 = host memory
+  int dst_gpu = -1;  // copies: -1 = host memory
   int src_gpu = -1;
   int kernel = -1;
   LaunchGeometry geometry;
@@ -93,15 +93,16 @@ class CudaBackend final : public Backend {
   void check_plan(const Plan& plan, DataType type) const override {
     check_plan_shape(plan);
     const auto placement = place_devices(plan, gpus_, options_.topology, bus_order_);
-    const MemoryNeed need = memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_,
-                                        element_size(type));
+    const MemoryNeed need =
+        memory_need(plan, lower_plan(plan, placement, peer_capability(placement)), gpus_, element_size(type));
     for (int g = 0; g < gpus_; ++g) {
       if (need.gpu_bytes[g] == 0) continue;
       require_free_gpu_memory(g, need.gpu_bytes[g], plan.count, type,
                               fmt::format("on cuda:{} ({} plan device(s) placed there)", g, need.devices_on_gpu[g]));
     }
     if (need.host_bytes > 0) {
-      check_host_memory(static_cast<double>(need.host_bytes), plan.count, type, "cuda backend, pinned CPU-helper buffers");
+      check_host_memory(static_cast<double>(need.host_bytes), plan.count, type,
+                        "cuda backend, pinned CPU-helper buffers");
     }
   }
 
@@ -307,9 +308,7 @@ class CudaBackend final : public Backend {
                                        reinterpret_cast<std::uintptr_t>(c.dst), sms_[c.gpu], scale_blocks_[c.gpu]);
           break;
         case StepKind::kRecord:
-        case StepKind::kWait:
-          c.event = events_[s.event].get();
-          break;
+        case StepKind::kWait: c.event = events_[s.event].get(); break;
       }
       calls_.push_back(c);
     }
@@ -361,7 +360,8 @@ class CudaBackend final : public Backend {
   void bind(std::span<void* const> user) {
     require_prepared();
     if (user.size() != participants_.size()) {
-      throw InvalidInput(fmt::format("cuda backend: run_on() got {} buffers for {} ranks", user.size(), participants_.size()));
+      throw InvalidInput(
+          fmt::format("cuda backend: run_on() got {} buffers for {} ranks", user.size(), participants_.size()));
     }
     bool changed = false;
     for (std::size_t i = 0; i < user.size(); ++i) {
@@ -406,8 +406,8 @@ class CudaBackend final : public Backend {
   // True when every stream is idle within options_.timeout_s; never throws.
   bool drain() const noexcept {
     using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     for (const Stream& s : streams_) {
       if (s.get() == nullptr) continue;
       for (;;) {
@@ -440,9 +440,9 @@ class CudaBackend final : public Backend {
     try {
       (void)graph_exec_.release();  // its launch may still run on the wedged device
       static auto* const graveyard = new std::vector<std::unique_ptr<Abandoned>>();
-      graveyard->push_back(std::make_unique<Abandoned>(Abandoned{std::move(buffers_), std::move(host_buffers_),
-                                                                 std::move(staging_), std::move(events_),
-                                                                 std::move(streams_), std::move(host_io_)}));
+      graveyard->push_back(
+          std::make_unique<Abandoned>(Abandoned{std::move(buffers_), std::move(host_buffers_), std::move(staging_),
+                                                std::move(events_), std::move(streams_), std::move(host_io_)}));
     } catch (...) {
       // Out of host memory while leaking: the members are freed normally (may block).
     }
@@ -461,8 +461,8 @@ class CudaBackend final : public Backend {
       map += placement_[d].host ? fmt::format("{}→host", plan.devices[d].name)
                                 : fmt::format("{}→cuda:{}", plan.devices[d].name, placement_[d].cuda_device);
     }
-    fmt::print(stderr, "artune: cuda: {} plan devices share {} GPU(s) of this machine ({})\n", placement_.size(),
-               gpus_, map);
+    fmt::print(stderr, "artune: cuda: {} plan devices share {} GPU(s) of this machine ({})\n", placement_.size(), gpus_,
+               map);
   }
 
   // Which used GPUs report peer access to each other (cudaDeviceCanAccessPeer), without enabling it.
@@ -500,8 +500,8 @@ class CudaBackend final : public Backend {
         } else {
           // Advertised but refused (a VM, an IOMMU, too many peers): kernels on `a` then read b's
           // data from a staged copy, which works without P2P.
-          fmt::print(stderr, "artune: cuda: peer access cuda:{} -> cuda:{} unavailable ({}); staging copies instead\n", a,
-                     b, cudaGetErrorString(status));
+          fmt::print(stderr, "artune: cuda: peer access cuda:{} -> cuda:{} unavailable ({}); staging copies instead\n",
+                     a, b, cudaGetErrorString(status));
         }
       }
     }
@@ -547,12 +547,8 @@ class CudaBackend final : public Backend {
         check(launch_scale(c.kernel, c.dst, c.divisor, c.geometry, c.stream),
               "launch_scale(kernel, dst, divisor, geometry, stream)");
         break;
-      case StepKind::kRecord:
-        ARTUNE_CUDA_CHECK(cudaEventRecord(c.event, c.stream));
-        break;
-      case StepKind::kWait:
-        ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(c.stream, c.event, 0));
-        break;
+      case StepKind::kRecord: ARTUNE_CUDA_CHECK(cudaEventRecord(c.event, c.stream)); break;
+      case StepKind::kWait: ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(c.stream, c.event, 0)); break;
     }
   }
 
@@ -560,14 +556,14 @@ class CudaBackend final : public Backend {
   void wait_all() {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
-    const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     for (std::size_t d = 0; d < streams_.size(); ++d) {
       for (int spins = 0;; ++spins) {
         if (finished(cudaStreamQuery(streams_[d].get()), "cudaStreamQuery(stream)")) break;
         if (Clock::now() > deadline) {
-          const std::string what = fmt::format("cuda backend: plan device {} did not finish within {} s", d,
-                                               options_.timeout_s);
+          const std::string what =
+              fmt::format("cuda backend: plan device {} did not finish within {} s", d, options_.timeout_s);
           prepared_ = false;
           abandon();
           throw Timeout(what);
@@ -600,9 +596,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> graph_exec_;  // null until built
   PinnedBuffer host_io_;
   std::vector<int> participants_;
-  std::vector<int> sms_;  // multiprocessors per GPU (launch geometry)
-  std::vector<int> reduce_blocks_;  // per GPU: resident blocks per SM of the prepared reduce kernel
-  std::vector<int> scale_blocks_;   // per GPU: the same for the scale kernel
+  std::vector<int> sms_;              // multiprocessors per GPU (launch geometry)
+  std::vector<int> reduce_blocks_;    // per GPU: resident blocks per SM of the prepared reduce kernel
+  std::vector<int> scale_blocks_;     // per GPU: the same for the scale kernel
   std::vector<Event> caller_events_;  // run_on_streams: per participant, the caller's work so far
   std::vector<Event> done_events_;    // run_on_streams: per plan stream, the plan's end
 };

@@ -23,8 +23,7 @@ namespace artune::cuda {
 /// Throws BackendFailure("<call>: <error string> (<error name>)") unless `status` is cudaSuccess.
 inline void check(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;
-  throw BackendFailure(std::string(call) + ": " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) +
-                       ")");
+  throw BackendFailure(std::string(call) + ": " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) + ")");
 }
 
 /// Checks a CUDA runtime call, naming it in the error.

@@ -134,10 +134,8 @@ int executing_stream(const Op& op, const std::vector<Placement>& placement) {
     case OpKind::kReduce:
       if (placement.at(op.dst.device).host && !placement.at(op.src.device).host) return op.src.device;
       return op.dst.device;
-    case OpKind::kScale:
-      return op.dst.device;
-    case OpKind::kGroup:
-      break;
+    case OpKind::kScale: return op.dst.device;
+    case OpKind::kGroup: break;
   }
   throw InvalidInput(fmt::format("op {}: a group op has no single executing stream", op.id));
 }
@@ -162,8 +160,8 @@ class Lowering {
     streams_of_.resize(ops.size());
     for (const Op& op : ops) {
       if (op.id < 0 || op.id >= static_cast<int>(ops.size()) || &ops[op.id] != &op) {
-        throw InvalidInput(fmt::format("cuda lowering: op ids must equal positions (op at {} has id {})",
-                                       &op - ops.data(), op.id));
+        throw InvalidInput(
+            fmt::format("cuda lowering: op ids must equal positions (op at {} has id {})", &op - ops.data(), op.id));
       }
       for (int d : op.deps) {
         if (d < 0 || d >= op.id) throw InvalidInput(fmt::format("op {}: dependency {} is not an earlier op", op.id, d));
@@ -371,12 +369,8 @@ class Lowering {
     const int stream = streams_of_[op.id][0];
     wait_deps(op, stream);
     switch (op.kind) {
-      case OpKind::kCopy:
-        emit_copy(op.id, stream, ref(op.dst), ref(op.src), op.dst.count);
-        break;
-      case OpKind::kReduce:
-        emit_reduce(op.id, stream, ref(op.dst), ref(op.src), op.dst.count);
-        break;
+      case OpKind::kCopy: emit_copy(op.id, stream, ref(op.dst), ref(op.src), op.dst.count); break;
+      case OpKind::kReduce: emit_reduce(op.id, stream, ref(op.dst), ref(op.src), op.dst.count); break;
       case OpKind::kScale: {
         if (op.divisor == 0) throw InvalidInput(fmt::format("op {}: scale by 0", op.id));
         if (op.dst.count > 0) {
@@ -391,8 +385,7 @@ class Lowering {
         }
         break;
       }
-      case OpKind::kGroup:
-        break;
+      case OpKind::kGroup: break;
     }
     finish(op, stream);
   }
@@ -473,12 +466,8 @@ class Lowering {
         }
         break;
       }
-      case Collective::kReduceScatter:
-        reduce_scatter();
-        break;
-      case Collective::kAllGather:
-        all_gather();
-        break;
+      case Collective::kReduceScatter: reduce_scatter(); break;
+      case Collective::kAllGather: all_gather(); break;
       case Collective::kAllReduce: {
         reduce_scatter();
         // Member m overwrites shard k with member k's result: k's reduce-scatter (which also read
@@ -544,7 +533,8 @@ MemoryNeed memory_need(const Plan& plan, const Program& program, int cuda_device
       own += bytes(buffer_elements(plan, static_cast<int>(d), static_cast<int>(b)));
     }
     const auto gpu = static_cast<std::size_t>(p.cuda_device);
-    if (gpu >= need.gpu_bytes.size()) throw Unsupported(fmt::format("plan device {} placed on cuda:{} of {}", d, gpu, cuda_devices));
+    if (gpu >= need.gpu_bytes.size())
+      throw Unsupported(fmt::format("plan device {} placed on cuda:{} of {}", d, gpu, cuda_devices));
     (p.host ? need.host_bytes : need.gpu_bytes[gpu]) += own;
     need.gpu_bytes[gpu] += bytes(program.staging[d]);  // a stream's staging is always on its GPU
     if (!p.host) ++need.devices_on_gpu[gpu];
@@ -602,9 +592,7 @@ GraphDag graph_of(const Program& program) {
     const Step& s = program.steps[i];
     auto& mine = frontier.at(static_cast<std::size_t>(s.stream));
     switch (s.kind) {
-      case StepKind::kRecord:
-        event_nodes.at(static_cast<std::size_t>(s.event)) = mine;
-        break;
+      case StepKind::kRecord: event_nodes.at(static_cast<std::size_t>(s.event)) = mine; break;
       case StepKind::kWait: {
         const auto& theirs = event_nodes.at(static_cast<std::size_t>(s.event));
         mine.insert(theirs.begin(), theirs.end());
@@ -643,18 +631,13 @@ std::string describe(const Program& program) {
         out += fmt::format("s{} op{} copy {} <- {} x{}\n", s.stream, s.op, ref_text(s.dst), ref_text(s.src), s.count);
         break;
       case StepKind::kReduce:
-        out += fmt::format("s{} op{} reduce {} += {} x{}\n", s.stream, s.op, ref_text(s.dst), ref_text(s.src),
-                           s.count);
+        out += fmt::format("s{} op{} reduce {} += {} x{}\n", s.stream, s.op, ref_text(s.dst), ref_text(s.src), s.count);
         break;
       case StepKind::kScale:
         out += fmt::format("s{} op{} scale {} /{} x{}\n", s.stream, s.op, ref_text(s.dst), s.divisor, s.count);
         break;
-      case StepKind::kRecord:
-        out += fmt::format("s{} op{} record e{}\n", s.stream, s.op, s.event);
-        break;
-      case StepKind::kWait:
-        out += fmt::format("s{} op{} wait e{}\n", s.stream, s.op, s.event);
-        break;
+      case StepKind::kRecord: out += fmt::format("s{} op{} record e{}\n", s.stream, s.op, s.event); break;
+      case StepKind::kWait: out += fmt::format("s{} op{} wait e{}\n", s.stream, s.op, s.event); break;
     }
   }
   return out;

@@ -43,16 +43,16 @@ namespace artune::cuda {
 
 /// Where a plan device's buffers live.
 struct Placement {
-  bool host = false;      ///< pinned, mapped host memory (a CPU helper)
-  int cuda_device = 0;    ///< GPU ordinal of its buffers (host: the GPU whose stream runs its ops)
-  int local_gpu = -1;     ///< the GPU's local index in the machine, as read from the topology or device name
+  bool host = false;    ///< pinned, mapped host memory (a CPU helper)
+  int cuda_device = 0;  ///< GPU ordinal of its buffers (host: the GPU whose stream runs its ops)
+  int local_gpu = -1;   ///< the GPU's local index in the machine, as read from the topology or device name
 };
 
 /// What a topology node id says about a device ("gpu3", "m1/gpu3", "cpu0", "m0/socket1").
 struct DeviceNameInfo {
-  bool host = false;     ///< a CPU socket / NUMA node: host memory
-  int gpu_index = -1;    ///< local GPU index, -1 when the name carries none
-  int machine = 0;       ///< from an "m<k>/" prefix, else 0
+  bool host = false;   ///< a CPU socket / NUMA node: host memory
+  int gpu_index = -1;  ///< local GPU index, -1 when the name carries none
+  int machine = 0;     ///< from an "m<k>/" prefix, else 0
 };
 /// Parses a device name as written by the topology loaders; unknown shapes give {false, -1, 0}.
 DeviceNameInfo parse_device_name(std::string_view name);
@@ -74,7 +74,7 @@ bool shares_gpus(const std::vector<Placement>& placement);
 /// An element region of a plan buffer, or of a stream's staging buffer (buffer = kStaging).
 struct Ref {
   static constexpr int kStaging = -1;
-  int device = -1;          ///< plan device (for kStaging: the stream's plan device)
+  int device = -1;  ///< plan device (for kStaging: the stream's plan device)
   int buffer = 0;
   std::int64_t offset = 0;  ///< elements
   friend bool operator==(const Ref&, const Ref&) = default;
@@ -97,7 +97,7 @@ std::string_view to_string(Phase phase) noexcept;
 /// One call the backend issues, in program order, on `stream`.
 struct Step {
   StepKind kind = StepKind::kCopy;
-  int stream = -1;             ///< plan device whose stream issues it
+  int stream = -1;  ///< plan device whose stream issues it
   Ref dst;
   Ref src;
   std::int64_t count = 0;      ///< elements
@@ -110,11 +110,11 @@ struct Step {
 
 /// A lowered plan.
 struct Program {
-  std::vector<Placement> placement;          ///< per plan device
-  std::vector<Step> steps;                   ///< issue order
-  int events = 0;                            ///< events the backend creates (ids 0..events-1)
-  std::vector<std::int64_t> staging;         ///< per stream: staging elements needed
-  std::vector<int> event_stream;             ///< per event: the stream that records it
+  std::vector<Placement> placement;   ///< per plan device
+  std::vector<Step> steps;            ///< issue order
+  int events = 0;                     ///< events the backend creates (ids 0..events-1)
+  std::vector<std::int64_t> staging;  ///< per stream: staging elements needed
+  std::vector<int> event_stream;      ///< per event: the stream that records it
 };
 
 /// Lowers `plan` (verified) for `placement`. peer[a][b]: a kernel on CUDA device a may load

@@ -15,9 +15,7 @@ KernelOp combine_of(ReduceOp op) noexcept {
   return KernelOp::kSum;
 }
 
-int vector_width(DataType type) noexcept {
-  return kVectorBytes / static_cast<int>(element_size(type));
-}
+int vector_width(DataType type) noexcept { return kVectorBytes / static_cast<int>(element_size(type)); }
 
 ReduceKernel select_reduce_kernel(DataType type, ReduceOp op) noexcept {
   ReduceKernel k;
@@ -39,8 +37,8 @@ const char* to_string(KernelOp op) noexcept {
   return "?";
 }
 
-LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src,
-                               int sm_count, int blocks_per_sm) noexcept {
+LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src, int sm_count,
+                               int blocks_per_sm) noexcept {
   LaunchGeometry g;
   g.count = std::max<std::int64_t>(count, 0);
   const auto es = static_cast<std::uintptr_t>(element_size(type));

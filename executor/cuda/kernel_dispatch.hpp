@@ -42,11 +42,11 @@ constexpr int scale_kernel_id(DataType type) noexcept { return type_index(type);
 
 /// What it takes to apply one ReduceOp to one DataType on the GPU.
 struct ReduceKernel {
-  int id = -1;                    ///< reduce_kernel_id(type, combine)
+  int id = -1;  ///< reduce_kernel_id(type, combine)
   DataType type = DataType::kFloat32;
   KernelOp combine = KernelOp::kSum;
-  bool scale_after = false;       ///< avg: divide by the participant count after the last reduce
-  int vector_width = 1;           ///< elements per 128-bit access
+  bool scale_after = false;  ///< avg: divide by the participant count after the last reduce
+  int vector_width = 1;      ///< elements per 128-bit access
 };
 
 /// The kernel for a (type, op) pair; every pair has one.
@@ -61,13 +61,13 @@ const char* to_string(KernelOp op) noexcept;
 /// How one elementwise kernel is launched over `count` elements: a scalar head [0, head), a
 /// 128-bit body [head, tail_begin) of vector_count accesses, a scalar tail [tail_begin, count).
 struct LaunchGeometry {
-  std::int64_t count = 0;         ///< elements in all
-  int vector_width = 1;           ///< elements per access in the vector body (1 = scalar only)
-  std::int64_t head = 0;          ///< elements before the body, one at a time (to a 16-byte boundary)
-  std::int64_t vector_count = 0;  ///< accesses in the vector body
-  std::int64_t tail_begin = 0;    ///< first element after the body (= head + vector_count·vector_width)
-  int blocks = 0;                 ///< grid size (0 = nothing to launch)
-  int threads = kThreadsPerBlock; ///< block size
+  std::int64_t count = 0;          ///< elements in all
+  int vector_width = 1;            ///< elements per access in the vector body (1 = scalar only)
+  std::int64_t head = 0;           ///< elements before the body, one at a time (to a 16-byte boundary)
+  std::int64_t vector_count = 0;   ///< accesses in the vector body
+  std::int64_t tail_begin = 0;     ///< first element after the body (= head + vector_count·vector_width)
+  int blocks = 0;                  ///< grid size (0 = nothing to launch)
+  int threads = kThreadsPerBlock;  ///< block size
 };
 
 /// Grid for `count` elements of `type`. The 128-bit body is used when every pointer (dst, src;
@@ -76,8 +76,8 @@ struct LaunchGeometry {
 /// at odd element offsets of aligned buffers, e.g. ring shards, still vectorise); pointers at
 /// different offsets run scalar. The grid covers the work once up to sm_count·blocks_per_sm
 /// blocks and loops grid-stride beyond that.
-LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src,
-                               int sm_count, int blocks_per_sm = kBlocksPerSm) noexcept;
+LaunchGeometry launch_geometry(std::int64_t count, DataType type, std::uintptr_t dst, std::uintptr_t src, int sm_count,
+                               int blocks_per_sm = kBlocksPerSm) noexcept;
 
 /// Value of ncclDataType_t for a type (ncclFloat32 = 7, ncclBfloat16 = 9, …); nccl_backend.cpp
 /// static_asserts these against nccl.h.

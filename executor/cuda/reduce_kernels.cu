@@ -61,10 +61,14 @@ __host__ __device__ W wrap_mul(W a, W b) {
 
 template <KernelOp Op, typename W>
 __host__ __device__ W combine(W a, W b) {
-  if constexpr (Op == KernelOp::kSum) return wrap_add(a, b);
-  else if constexpr (Op == KernelOp::kProd) return wrap_mul(a, b);
-  else if constexpr (Op == KernelOp::kMin) return b < a ? b : a;
-  else return a < b ? b : a;
+  if constexpr (Op == KernelOp::kSum)
+    return wrap_add(a, b);
+  else if constexpr (Op == KernelOp::kProd)
+    return wrap_mul(a, b);
+  else if constexpr (Op == KernelOp::kMin)
+    return b < a ? b : a;
+  else
+    return a < b ? b : a;
 }
 
 template <typename T>
@@ -150,14 +154,14 @@ using ScaleLauncher = cudaError_t (*)(void*, std::int64_t, const LaunchGeometry&
 template <typename T, KernelOp Op>
 cudaError_t launch_reduce_as(void* dst, const void* src, const LaunchGeometry& g, cudaStream_t stream) {
   reduce_kernel<T, Op><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), static_cast<const T*>(src), g.head,
-                                                            g.vector_count, g.tail_begin, g.count);
+                                                           g.vector_count, g.tail_begin, g.count);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_scale_as(void* dst, std::int64_t divisor, const LaunchGeometry& g, cudaStream_t stream) {
   scale_kernel<T><<<g.blocks, g.threads, 0, stream>>>(static_cast<T*>(dst), divisor, g.head, g.vector_count,
-                                                       g.tail_begin, g.count);
+                                                      g.tail_begin, g.count);
   return cudaGetLastError();
 }
 
@@ -182,8 +186,8 @@ template <typename T, KernelOp Op>
 void reduce_on_host_as(void* dst, const void* src, const LaunchGeometry& g) {
   const std::int64_t lanes = static_cast<std::int64_t>(g.blocks) * g.threads;
   for (std::int64_t lane = 0; lane < lanes; ++lane) {
-    reduce_lane<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), g.head, g.vector_count, g.tail_begin,
-                       g.count, lane, lanes);
+    reduce_lane<T, Op>(static_cast<T*>(dst), static_cast<const T*>(src), g.head, g.vector_count, g.tail_begin, g.count,
+                       lane, lanes);
   }
 }
 
@@ -197,12 +201,18 @@ void scale_on_host_as(void* dst, std::int64_t divisor, const LaunchGeometry& g) 
 
 template <typename T>
 constexpr DataType kTypeOf = DataType::kFloat32;
-template <> constexpr DataType kTypeOf<double> = DataType::kFloat64;
-template <> constexpr DataType kTypeOf<__half> = DataType::kFloat16;
-template <> constexpr DataType kTypeOf<__nv_bfloat16> = DataType::kBFloat16;
-template <> constexpr DataType kTypeOf<std::int32_t> = DataType::kInt32;
-template <> constexpr DataType kTypeOf<std::int64_t> = DataType::kInt64;
-template <> constexpr DataType kTypeOf<std::uint8_t> = DataType::kUInt8;
+template <>
+constexpr DataType kTypeOf<double> = DataType::kFloat64;
+template <>
+constexpr DataType kTypeOf<__half> = DataType::kFloat16;
+template <>
+constexpr DataType kTypeOf<__nv_bfloat16> = DataType::kBFloat16;
+template <>
+constexpr DataType kTypeOf<std::int32_t> = DataType::kInt32;
+template <>
+constexpr DataType kTypeOf<std::int64_t> = DataType::kInt64;
+template <>
+constexpr DataType kTypeOf<std::uint8_t> = DataType::kUInt8;
 
 struct Tables {
   std::array<ReduceLauncher, kReduceKernelCount> reduce{};

@@ -83,7 +83,8 @@ class MpiBackend final : public Backend {
     // Saturate: a huge timeout must not overflow `now + timeout` deadline arithmetic.
     options_.timeout_s = effective_timeout_s(options_.timeout_s);
     own_mpi_ = ensure_mpi();
-    const MPI_Comm parent = options.mpi_comm != nullptr ? *static_cast<const MPI_Comm*>(options.mpi_comm) : MPI_COMM_WORLD;
+    const MPI_Comm parent =
+        options.mpi_comm != nullptr ? *static_cast<const MPI_Comm*>(options.mpi_comm) : MPI_COMM_WORLD;
     mpi_check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -132,7 +133,8 @@ class MpiBackend final : public Backend {
   // Rebinds the slots that touch this rank's buffer 0 to the caller's memory, then runs.
   void run_on(std::span<void* const> user) override {
     require_prepared("run_on");
-    if (user.size() != 1) throw InvalidInput(fmt::format("mpi backend: run_on() got {} buffers for 1 rank", user.size()));
+    if (user.size() != 1)
+      throw InvalidInput(fmt::format("mpi backend: run_on() got {} buffers for 1 rank", user.size()));
     auto* base = static_cast<std::byte*>(user[0]);
     if (base == nullptr && plan_.count > 0) throw InvalidInput("mpi backend: null buffer");
     if (base != user0_) {
@@ -168,8 +170,7 @@ class MpiBackend final : public Backend {
       fill_collective_input(rank_buffer0(), type_, op_, plan_.collective, plan_.ranks(), rank_, plan_.count, iteration);
       return;
     }
-    fill_input(rank_buffer0(), type_, op_, plan_.ranks(), rank_, 0,
-               plan_.count, iteration);
+    fill_input(rank_buffer0(), type_, op_, plan_.ranks(), rank_, 0, plan_.count, iteration);
   }
 
   void run() override;
@@ -182,8 +183,7 @@ class MpiBackend final : public Backend {
     }
     std::vector<std::byte> expected(static_cast<std::size_t>(std::max<std::int64_t>(plan_.count, 1)) * elem_);
     fill_expected(expected.data(), type_, op_, plan_.ranks(), 0, plan_.count, iteration);
-    return count_mismatches(rank_buffer0(), expected.data(), type_, op_,
-                            plan_.count);
+    return count_mismatches(rank_buffer0(), expected.data(), type_, op_, plan_.count);
   }
 
   // Every rank sees the same plan and world size, so every rank refuses alike before anything is printed or
@@ -210,13 +210,13 @@ class MpiBackend final : public Backend {
     std::ptrdiff_t remote0 = -1;
     int peer_rank = -1;
     int count = 0;
-    std::vector<std::byte> staging;     // received reduce / reduce-scatter result
+    std::vector<std::byte> staging;  // received reduce / reduce-scatter result
     // Group ops.
     int comm_index = -1;
-    int position = -1;                  // this rank's position in the group
+    int position = -1;  // this rank's position in the group
     int root_position = -1;
-    std::vector<int> counts, displs;    // shards
-    std::vector<int> dependents;        // slots waiting on this one
+    std::vector<int> counts, displs;  // shards
+    std::vector<int> dependents;      // slots waiting on this one
     int deps_total = 0;
     // Per run.
     int deps_left = 0;
@@ -225,8 +225,9 @@ class MpiBackend final : public Backend {
 
   void check_rank_count(const Plan& plan) const {
     if (plan.ranks() != size_) {
-      throw InvalidInput(fmt::format("mpi backend: the plan has {} ranks but mpirun started {} processes (use mpirun -np {})",
-                                     plan.ranks(), size_, plan.ranks()));
+      throw InvalidInput(
+          fmt::format("mpi backend: the plan has {} ranks but mpirun started {} processes (use mpirun -np {})",
+                      plan.ranks(), size_, plan.ranks()));
     }
   }
 
@@ -291,7 +292,8 @@ class MpiBackend final : public Backend {
     if (first != 0) {
       if (rank_ == first) {
         MPI_Request req;
-        mpi_check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0, agree_tag, comm_, &req), "MPI_Isend");
+        mpi_check(MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0, agree_tag, comm_, &req),
+                  "MPI_Isend");
         wait_request(req, what);
       } else if (rank_ == 0) {
         MPI_Status status;
@@ -340,20 +342,20 @@ class MpiBackend final : public Backend {
   std::string failure_message_;
 
   bool prepared_ = false;
-  bool user_buffers_ = false;     // buffer 0 of this rank is the caller's (run_on)
+  bool user_buffers_ = false;  // buffer 0 of this rank is the caller's (run_on)
   std::byte* user0_ = nullptr;
   Plan plan_;
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
   std::size_t elem_ = 4;
-  std::vector<int> host_;                                  // process of every plan device
+  std::vector<int> host_;                                     // process of every plan device
   std::vector<std::vector<std::vector<std::byte>>> buffers_;  // [device][buffer], hosted devices only
   std::vector<Slot> slots_;
-  std::vector<std::vector<int>> group_members_;            // distinct groups as process lists
-  std::vector<std::vector<int>> comm_queue_;               // [comm] slots in plan order
-  std::vector<std::size_t> comm_next_;                     // [comm] per run: next slot to start
-  std::vector<MPI_Comm> plan_comms_;                       // [comm] for this plan
-  std::map<std::vector<int>, MPI_Comm> comms_;             // cache over plans: process list → communicator
+  std::vector<std::vector<int>> group_members_;  // distinct groups as process lists
+  std::vector<std::vector<int>> comm_queue_;     // [comm] slots in plan order
+  std::vector<std::size_t> comm_next_;           // [comm] per run: next slot to start
+  std::vector<MPI_Comm> plan_comms_;             // [comm] for this plan
+  std::map<std::vector<int>, MPI_Comm> comms_;   // cache over plans: process list → communicator
   std::map<std::pair<int, int>, MPI_Op> user_ops_;
 
   // Run state.
@@ -369,7 +371,8 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
   check_rank_count(plan);
   std::vector<int> machines(plan.devices.size(), 0);
   if (options_.topology != nullptr) machines = device_machines(plan, *options_.topology);
-  if (machine_index_ >= 0 && options_.topology != nullptr && machines[static_cast<std::size_t>(rank_)] != machine_index_) {
+  if (machine_index_ >= 0 && options_.topology != nullptr &&
+      machines[static_cast<std::size_t>(rank_)] != machine_index_) {
     throw InvalidInput(fmt::format(
         "mpi backend: this rank declares machine {} (--machine-index / ARTUNE_MACHINE_INDEX) but the topology puts "
         "its device {} on machine {}",
@@ -391,7 +394,8 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
     // Refuse before allocating: this process holds its own devices' buffers.
     double needed = 0;
     for (int d : schedule.devices) {
-      for (std::int64_t n : plan.buffers[static_cast<std::size_t>(d)]) needed += static_cast<double>(n) * static_cast<double>(elem_);
+      for (std::int64_t n : plan.buffers[static_cast<std::size_t>(d)])
+        needed += static_cast<double>(n) * static_cast<double>(elem_);
     }
     check_host_memory(needed, plan.count, type, fmt::format("mpi backend, rank {}", rank_));
   }
@@ -403,8 +407,9 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
     }
   }
   auto offset0 = [&](const Location& l) -> std::ptrdiff_t {
-    return user_buffers && l.device == rank_ && l.buffer == 0 ? static_cast<std::ptrdiff_t>(l.offset) * static_cast<std::ptrdiff_t>(elem_)
-                                                             : -1;
+    return user_buffers && l.device == rank_ && l.buffer == 0
+               ? static_cast<std::ptrdiff_t>(l.offset) * static_cast<std::ptrdiff_t>(elem_)
+               : -1;
   };
   auto address = [&](const Location& l) {
     if (offset0(l) >= 0) return static_cast<std::byte*>(nullptr);  // bound by run_on
@@ -436,7 +441,8 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
     Slot s;
     s.action = a;
     const std::int64_t n = a.local.count;
-    if (n > INT_MAX) throw Unsupported(fmt::format("mpi backend: op {} moves {} elements (more than INT_MAX)", a.op, n));
+    if (n > INT_MAX)
+      throw Unsupported(fmt::format("mpi backend: op {} moves {} elements (more than INT_MAX)", a.op, n));
     s.count = static_cast<int>(n);
     s.local = address(a.local);
     s.local0 = offset0(a.local);
@@ -476,7 +482,8 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     for (int dep : slots_[i].action.deps) {
       const int from = slot_of_op[static_cast<std::size_t>(dep)];
-      if (from < 0) throw InvalidInput(fmt::format("plan: op {}: local dependency {} has no part here", slots_[i].action.op, dep));
+      if (from < 0)
+        throw InvalidInput(fmt::format("plan: op {}: local dependency {} has no part here", slots_[i].action.op, dep));
       slots_[static_cast<std::size_t>(from)].dependents.push_back(static_cast<int>(i));
       ++slots_[i].deps_total;
     }
@@ -517,12 +524,13 @@ MPI_Datatype MpiBackend::datatype() const {
 
 MPI_Op MpiBackend::reduction() {
   if (type_ == DataType::kFloat16 || type_ == DataType::kBFloat16) {
-    const auto key = std::make_pair(static_cast<int>(type_), static_cast<int>(op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_));
+    const auto key =
+        std::make_pair(static_cast<int>(type_), static_cast<int>(op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_));
     auto it = user_ops_.find(key);
     if (it == user_ops_.end()) {
       MPI_Op created;
-      MPI_User_function* fn = type_ == DataType::kFloat16 ? user_function<kernels::F16>(op_)
-                                                          : user_function<kernels::BF16>(op_);
+      MPI_User_function* fn =
+          type_ == DataType::kFloat16 ? user_function<kernels::F16>(op_) : user_function<kernels::BF16>(op_);
       mpi_check(MPI_Op_create(fn, 1, &created), "MPI_Op_create");
       it = user_ops_.emplace(key, created).first;
     }
@@ -604,7 +612,8 @@ void MpiBackend::start_group(Slot& s) {
       break;
     case Collective::kReduce:
       if (s.position == s.root_position) {
-        mpi_check(MPI_Ireduce(MPI_IN_PLACE, s.local, s.count, dt, reduction(), s.root_position, c, &req), "MPI_Ireduce");
+        mpi_check(MPI_Ireduce(MPI_IN_PLACE, s.local, s.count, dt, reduction(), s.root_position, c, &req),
+                  "MPI_Ireduce");
       } else {
         mpi_check(MPI_Ireduce(s.local, nullptr, s.count, dt, reduction(), s.root_position, c, &req), "MPI_Ireduce");
       }
@@ -614,9 +623,9 @@ void MpiBackend::start_group(Slot& s) {
                 "MPI_Ireduce_scatter");
       break;
     case Collective::kAllGather:
-      mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.local, s.counts.data(), s.displs.data(), dt, c,
-                                &req),
-                "MPI_Iallgatherv");
+      mpi_check(
+          MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.local, s.counts.data(), s.displs.data(), dt, c, &req),
+          "MPI_Iallgatherv");
       break;
   }
   s.state = State::kStarted;
@@ -731,7 +740,8 @@ void MpiBackend::run() {
                              MPI_STATUSES_IGNORE),
                 "MPI_Testsome");
       if (outcount == MPI_UNDEFINED) outcount = 0;
-      for (int j = 0; j < outcount; ++j) finish(request_slot_[static_cast<std::size_t>(indices[static_cast<std::size_t>(j)])]);
+      for (int j = 0; j < outcount; ++j)
+        finish(request_slot_[static_cast<std::size_t>(indices[static_cast<std::size_t>(j)])]);
       if (outcount > 0) {
         // Drop finished requests (Testsome set them to MPI_REQUEST_NULL).
         std::size_t w = 0;

@@ -124,9 +124,10 @@ class NcclBackend final : public Backend {
     // Every rank decides together, so all throw (no rank left waiting in a collective).
     ARTUNE_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (shared) {
-      throw Unsupported(fmt::format("nccl backend: NCCL needs one GPU per rank, but ranks share a GPU (this "
-                                    "machine runs {} ranks and this rank sees {} GPU(s))",
-                                    local_size, gpus_));
+      throw Unsupported(
+          fmt::format("nccl backend: NCCL needs one GPU per rank, but ranks share a GPU (this "
+                      "machine runs {} ranks and this rank sees {} GPU(s))",
+                      local_size, gpus_));
     }
     ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
     stream_ = Stream(gpu_);
@@ -158,9 +159,10 @@ class NcclBackend final : public Backend {
     check_plan_shape(plan);
     require_alive();
     if (plan.ranks() != size_) {
-      throw InvalidInput(fmt::format("nccl backend: the plan has {} ranks but {} processes run (start it with "
-                                     "mpirun -np {})",
-                                     plan.ranks(), size_, plan.ranks()));
+      throw InvalidInput(
+          fmt::format("nccl backend: the plan has {} ranks but {} processes run (start it with "
+                      "mpirun -np {})",
+                      plan.ranks(), size_, plan.ranks()));
     }
     prepared_ = false;
     type_ = type;
@@ -197,9 +199,10 @@ class NcclBackend final : public Backend {
     try {
       const int declared = declared_machine();
       if (declared >= 0 && options_.topology != nullptr && machines.at(rank_) != declared) {
-        throw InvalidInput(fmt::format("nccl backend: this rank declares machine {} (--machine-index / "
-                                       "ARTUNE_MACHINE_INDEX) but the topology puts its device {} on machine {}",
-                                       declared, plan.devices[rank_].name, machines[rank_]));
+        throw InvalidInput(
+            fmt::format("nccl backend: this rank declares machine {} (--machine-index / "
+                        "ARTUNE_MACHINE_INDEX) but the topology puts its device {} on machine {}",
+                        declared, plan.devices[rank_].name, machines[rank_]));
       }
       host_of = host_processes(plan, machines);
       forced = nccl_forced_choices(plan);
@@ -228,8 +231,8 @@ class NcclBackend final : public Backend {
     const std::size_t first_new = groups_.size();
     // Sized before splitting: a non-blocking split writes &groups_[slot] later, from NCCL's own thread.
     groups_.resize(first_new + comms.create.size(), nullptr);
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     for (std::size_t i = 0; i < comms.create.size(); ++i) {
       const auto& [members, forcing_choice] = comms.create[i];
       const std::size_t slot = first_new + i;
@@ -244,9 +247,10 @@ class NcclBackend final : public Backend {
       guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[slot], &config),
             "ncclCommSplit", {world_}, deadline);
       if ((groups_[slot] != nullptr) != (key >= 0)) {
-        abort_all(BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} "
-                                             "communicator",
-                                             rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
+        abort_all(
+            BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} "
+                                       "communicator",
+                                       rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
       }
       if (groups_[slot] != nullptr) wait_ready({groups_[slot]}, "ncclCommSplit (new communicator)", deadline);
       comm_keys_.push_back(comms.create[i]);
@@ -256,7 +260,8 @@ class NcclBackend final : public Backend {
     pointers_.assign(n, {});
     for (int d : program_.devices) {
       for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) {
-        const std::size_t bytes = static_cast<std::size_t>(cuda::buffer_elements(plan, d, static_cast<int>(b))) * esize_;
+        const std::size_t bytes =
+            static_cast<std::size_t>(cuda::buffer_elements(plan, d, static_cast<int>(b))) * esize_;
         if (host[d]) {
           host_buffers_.emplace_back(bytes);
           pointers_[d].push_back(host_buffers_.back().get());
@@ -296,8 +301,8 @@ class NcclBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     try {
       issue_all(deadline);
       wait_stream(deadline);
@@ -319,7 +324,8 @@ class NcclBackend final : public Backend {
   // stream for the plan; no host wait (NCCL's own model: errors surface at the next synchronisation).
   void run_on_streams(std::span<void* const> user, std::span<void* const> streams) override {
     bind(user);
-    if (streams.size() != 1) throw InvalidInput(fmt::format("nccl backend: run_on_streams() got {} streams for 1 rank", streams.size()));
+    if (streams.size() != 1)
+      throw InvalidInput(fmt::format("nccl backend: run_on_streams() got {} streams for 1 rank", streams.size()));
     if (caller_event_.get() == nullptr) {
       caller_event_ = Event(gpu_);
       done_event_ = Event(gpu_);
@@ -328,8 +334,8 @@ class NcclBackend final : public Backend {
     auto caller = static_cast<cudaStream_t>(streams[0]);
     ARTUNE_CUDA_CHECK(cudaEventRecord(caller_event_.get(), caller));
     ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_event_.get(), 0));
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     try {
       issue_all(deadline);
     } catch (const Error& e) {
@@ -343,10 +349,11 @@ class NcclBackend final : public Backend {
   void bind(std::span<void* const> user) {
     require_prepared();
     if (user.size() != local_ranks_.size()) {
-      throw InvalidInput(fmt::format("nccl backend: run_on() got {} buffers for {} local ranks", user.size(),
-                                     local_ranks_.size()));
+      throw InvalidInput(
+          fmt::format("nccl backend: run_on() got {} buffers for {} local ranks", user.size(), local_ranks_.size()));
     }
-    for (std::size_t i = 0; i < user.size(); ++i) pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0) = user[i];
+    for (std::size_t i = 0; i < user.size(); ++i)
+      pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0) = user[i];
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -476,12 +483,8 @@ class NcclBackend final : public Backend {
     cudaStream_t s = stream_.get();
     for (const nccl::Step& step : program_.steps) {
       switch (step.kind) {
-        case StepKind::kGroupStart:
-          group_start(world_);
-          break;
-        case StepKind::kGroupEnd:
-          group_end("ncclGroupEnd()", world_, deadline);
-          break;
+        case StepKind::kGroupStart: group_start(world_); break;
+        case StepKind::kGroupEnd: group_end("ncclGroupEnd()", world_, deadline); break;
         case StepKind::kSend:
           ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, world_, s), world_);
           break;
@@ -497,7 +500,8 @@ class NcclBackend final : public Backend {
           const void* src = pointer(step.src);
           const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
                                                reinterpret_cast<std::uintptr_t>(src), sms_, reduce_blocks_);
-          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s), "launch_reduce(kernel, dst, src, geometry, stream)");
+          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s),
+                      "launch_reduce(kernel, dst, src, geometry, stream)");
           break;
         }
         case StepKind::kScale: {
@@ -508,9 +512,7 @@ class NcclBackend final : public Backend {
                       "launch_scale(kernel, dst, divisor, geometry, stream)");
           break;
         }
-        case StepKind::kCollective:
-          collective(step, deadline);
-          break;
+        case StepKind::kCollective: collective(step, deadline); break;
       }
     }
   }
@@ -519,8 +521,8 @@ class NcclBackend final : public Backend {
   void wait_ready(const std::vector<ncclComm_t>& comms, const char* what,
                   Clock::time_point deadline = Clock::time_point::max()) {
     if (deadline == Clock::time_point::max()) {
-      deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options_.timeout_s));
+      deadline =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     }
     for (ncclComm_t c : comms) {
       for (int spins = 0;; ++spins) {
@@ -532,9 +534,10 @@ class NcclBackend final : public Backend {
           abort_all(BackendFailure(fmt::format("{}: {}", what, nccl_message(state, c))));
         }
         if (Clock::now() > deadline) {
-          abort_all(Timeout(fmt::format("nccl backend: rank {}: {} did not complete within {} s (a peer is stuck "
-                                        "or gone); communicators aborted",
-                                        rank_, what, options_.timeout_s)));
+          abort_all(
+              Timeout(fmt::format("nccl backend: rank {}: {} did not complete within {} s (a peer is stuck "
+                                  "or gone); communicators aborted",
+                                  rank_, what, options_.timeout_s)));
         }
         if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
@@ -550,7 +553,9 @@ class NcclBackend final : public Backend {
 
   void collective(const nccl::Step& step, Clock::time_point deadline) {
     ncclComm_t comm = groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(step.comm))));
-    if (comm == nullptr) throw BackendFailure(fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
+    if (comm == nullptr)
+      throw BackendFailure(
+          fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
     cudaStream_t s = stream_.get();
     char* region = static_cast<char*>(pointer(step.dst));
     const std::int64_t count = step.count;
@@ -614,14 +619,15 @@ class NcclBackend final : public Backend {
         ncclResult_t state = ncclSuccess;
         ncclCommGetAsyncError(c, &state);
         if (state != ncclSuccess && state != ncclInProgress) {
-          abort_all(BackendFailure(fmt::format("nccl backend: rank {}: asynchronous NCCL error: {}", rank_,
-                                               nccl_message(state, c))));
+          abort_all(BackendFailure(
+              fmt::format("nccl backend: rank {}: asynchronous NCCL error: {}", rank_, nccl_message(state, c))));
         }
       }
       if (Clock::now() > deadline) {
-        abort_all(Timeout(fmt::format("nccl backend: rank {}: the run did not finish within {} s (a peer is stuck "
-                                      "or gone); communicators aborted",
-                                      rank_, options_.timeout_s)));
+        abort_all(
+            Timeout(fmt::format("nccl backend: rank {}: the run did not finish within {} s (a peer is stuck "
+                                "or gone); communicators aborted",
+                                rank_, options_.timeout_s)));
       }
       if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -630,8 +636,8 @@ class NcclBackend final : public Backend {
   // True when the stream is idle within options_.timeout_s; never throws.
   bool drain_stream() const noexcept {
     if (stream_.get() == nullptr) return true;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     bool done = true;
     while (cudaStreamQuery(stream_.get()) == cudaErrorNotReady) {
       if (Clock::now() > deadline) {
@@ -651,8 +657,8 @@ class NcclBackend final : public Backend {
       ncclCommAbort(comm);
       return;
     }
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(options_.timeout_s));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     for (;;) {
       ncclResult_t state = ncclSuccess;
       if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || (state != ncclInProgress && state != ncclSuccess) ||
@@ -697,10 +703,10 @@ class NcclBackend final : public Backend {
   Event caller_event_;  // run_on_streams: the caller's work so far
   Event done_event_;    // run_on_streams: the plan's end
   ncclComm_t world_ = nullptr;
-  std::vector<ncclComm_t> groups_;             // the communicator cache (null where this rank is no member)
+  std::vector<ncclComm_t> groups_;  // the communicator cache (null where this rank is no member)
   using CacheKey = std::pair<nccl::CommKey, NcclForcedChoice>;  // members in NCCL rank order, forcing
-  std::vector<CacheKey> comm_keys_;            // per cache slot: its key
-  std::vector<int> comm_slot_;                 // per distinct group of the prepared plan: its cache slot
+  std::vector<CacheKey> comm_keys_;                             // per cache slot: its key
+  std::vector<int> comm_slot_;  // per distinct group of the prepared plan: its cache slot
   Program program_;
   std::vector<DeviceBuffer> buffers_;
   std::vector<PinnedBuffer> host_buffers_;

@@ -15,8 +15,8 @@ struct Name {
   std::string_view ours;
   std::string_view nccl;
 };
-constexpr Name kAlgos[] = {{"ring", "Ring"}, {"tree", "Tree"}, {"nvls", "NVLS"}, {"nvlstree", "NVLSTree"},
-                           {"pat", "PAT"}};
+constexpr Name kAlgos[] = {
+    {"ring", "Ring"}, {"tree", "Tree"}, {"nvls", "NVLS"}, {"nvlstree", "NVLSTree"}, {"pat", "PAT"}};
 constexpr Name kProtos[] = {{"ll", "LL"}, {"ll128", "LL128"}, {"simple", "Simple"}};
 
 template <std::size_t N>
@@ -65,10 +65,10 @@ std::vector<NcclForcedChoice> nccl_forced_choices(const Plan& plan) {
       first[g] = static_cast<int>(i);
       out[g] = c;
     } else if (!(out[g] == c)) {
-      throw InvalidInput(fmt::format("nccl backend: ops {} and {} run on the same ranks with different NCCL "
-                                     "algorithms ('{}' and '{}'); one communicator per group cannot force both",
-                                     first[g], i, plan.ops[static_cast<std::size_t>(first[g])].algo,
-                                     plan.ops[i].algo));
+      throw InvalidInput(
+          fmt::format("nccl backend: ops {} and {} run on the same ranks with different NCCL "
+                      "algorithms ('{}' and '{}'); one communicator per group cannot force both",
+                      first[g], i, plan.ops[static_cast<std::size_t>(first[g])].algo, plan.ops[i].algo));
     }
   }
   return out;

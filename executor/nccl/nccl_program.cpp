@@ -15,12 +15,11 @@ Ref ref(const Location& l) { return Ref{l.device, l.buffer, l.offset}; }
 
 class RankLowering {
  public:
-  RankLowering(const Plan& plan, const std::vector<int>& host_of_device, const std::vector<bool>& host_device,
-               int rank)
+  RankLowering(const Plan& plan, const std::vector<int>& host_of_device, const std::vector<bool>& host_device, int rank)
       : plan_(plan), host_of_(host_of_device), host_device_(host_device) {
     if (host_device.size() != plan.devices.size()) {
-      throw InvalidInput(fmt::format("nccl lowering: {} host flags for {} devices", host_device.size(),
-                                     plan.devices.size()));
+      throw InvalidInput(
+          fmt::format("nccl lowering: {} host flags for {} devices", host_device.size(), plan.devices.size()));
     }
     prog_.rank = rank;
     prog_.host_device = host_device;
@@ -35,9 +34,7 @@ class RankLowering {
     for (const Action& a : sched.actions) {
       switch (a.kind) {
         case ActionKind::kSend:
-        case ActionKind::kRecv:
-          add_transfer(a);
-          break;
+        case ActionKind::kRecv: add_transfer(a); break;
         case ActionKind::kCopy:
         case ActionKind::kReduce: {
           flush();
@@ -82,9 +79,9 @@ class RankLowering {
           const Op& op = plan_.ops.at(a.op);
           for (int m : op.group) {
             if (host_device_.at(m)) {
-              throw InvalidInput(fmt::format(
-                  "nccl backend: op {}: group member {} ({}) is in host memory; NCCL groups need GPU ranks", a.op, m,
-                  plan_.devices.at(m).name));
+              throw InvalidInput(
+                  fmt::format("nccl backend: op {}: group member {} ({}) is in host memory; NCCL groups need GPU ranks",
+                              a.op, m, plan_.devices.at(m).name));
             }
           }
           Step s;

@@ -34,7 +34,7 @@ namespace artune::nccl {
 /// A region start: a plan buffer of a hosted device, or the rank's staging buffer (buffer = kStaging).
 struct Ref {
   static constexpr int kStaging = -1;
-  int device = -1;          ///< plan device (ignored for staging)
+  int device = -1;  ///< plan device (ignored for staging)
   int buffer = 0;
   std::int64_t offset = 0;  ///< elements
   friend bool operator==(const Ref&, const Ref&) = default;
@@ -42,40 +42,40 @@ struct Ref {
 
 /// What a step issues.
 enum class StepKind {
-  kGroupStart,   ///< ncclGroupStart()
-  kGroupEnd,     ///< ncclGroupEnd(), then wait until the world communicator has enqueued it
-  kSend,         ///< ncclSend(src, count, type, peer, world, stream)
-  kRecv,         ///< ncclRecv(dst, count, type, peer, world, stream)
-  kCopy,         ///< cudaMemcpyAsync(dst, src, …, cudaMemcpyDefault, stream)
-  kReduce,       ///< reduce kernel dst ⊕= src
-  kScale,        ///< scale kernel dst /= divisor
-  kCollective,   ///< the op's collective on communicator `comm`
+  kGroupStart,  ///< ncclGroupStart()
+  kGroupEnd,    ///< ncclGroupEnd(), then wait until the world communicator has enqueued it
+  kSend,        ///< ncclSend(src, count, type, peer, world, stream)
+  kRecv,        ///< ncclRecv(dst, count, type, peer, world, stream)
+  kCopy,        ///< cudaMemcpyAsync(dst, src, …, cudaMemcpyDefault, stream)
+  kReduce,      ///< reduce kernel dst ⊕= src
+  kScale,       ///< scale kernel dst /= divisor
+  kCollective,  ///< the op's collective on communicator `comm`
 };
 
 /// One call of a rank's program.
 struct Step {
   StepKind kind = StepKind::kCopy;
-  int op = -1;                       ///< plan op (message order and diagnostics)
-  Ref dst;                           ///< kRecv/kCopy/kReduce/kScale; kCollective: this member's region
-  Ref src;                           ///< kSend/kCopy/kReduce
-  std::int64_t count = 0;            ///< elements
-  int peer = -1;                     ///< kSend/kRecv: the peer's MPI rank
-  std::int64_t divisor = 1;          ///< kScale
+  int op = -1;                                     ///< plan op (message order and diagnostics)
+  Ref dst;                                         ///< kRecv/kCopy/kReduce/kScale; kCollective: this member's region
+  Ref src;                                         ///< kSend/kCopy/kReduce
+  std::int64_t count = 0;                          ///< elements
+  int peer = -1;                                   ///< kSend/kRecv: the peer's MPI rank
+  std::int64_t divisor = 1;                        ///< kScale
   Collective collective = Collective::kAllReduce;  ///< kCollective
-  int comm = -1;                     ///< kCollective: index into distinct_groups(plan)
-  int comm_rank = -1;                ///< kCollective: this rank's position in the group
-  int comm_size = 0;                 ///< kCollective: members
-  int root = -1;                     ///< kCollective: root's position in the group (broadcast, reduce)
+  int comm = -1;                                   ///< kCollective: index into distinct_groups(plan)
+  int comm_rank = -1;                              ///< kCollective: this rank's position in the group
+  int comm_size = 0;                               ///< kCollective: members
+  int root = -1;                                   ///< kCollective: root's position in the group (broadcast, reduce)
 };
 
 /// One rank's lowered program.
 struct Program {
   int rank = -1;
-  std::vector<int> devices;             ///< plan devices hosted by this rank
-  std::vector<bool> host_device;        ///< per plan device: lives in (pinned) host memory
+  std::vector<int> devices;       ///< plan devices hosted by this rank
+  std::vector<bool> host_device;  ///< per plan device: lives in (pinned) host memory
   std::vector<Step> steps;
-  std::int64_t staging = 0;             ///< staging elements needed
-  std::vector<int> comms;               ///< distinct_groups indices this rank belongs to
+  std::int64_t staging = 0;  ///< staging elements needed
+  std::vector<int> comms;    ///< distinct_groups indices this rank belongs to
 };
 
 /// Lowers the slice of `plan` for MPI rank `rank`. host_of_device[d] is the rank hosting plan

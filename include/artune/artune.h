@@ -20,12 +20,12 @@ typedef struct artune_comm* artune_comm_t;
 
 /** Result of every call (artune_error_string names it). */
 typedef enum {
-  ARTUNE_SUCCESS = 0,           /**< done */
-  ARTUNE_ERR_INVALID_USAGE = 1, /**< bad argument, option, file or call sequence */
-  ARTUNE_ERR_UNSUPPORTED = 2,   /**< a valid request this build or machine cannot serve */
-  ARTUNE_ERR_REMOTE = 3,        /**< a peer or a library call (MPI, CUDA, NCCL) failed */
-  ARTUNE_ERR_TIMEOUT = 4,       /**< a peer did not arrive or answer within the timeout */
-  ARTUNE_ERR_INTERNAL = 5,      /**< anything else (out of memory, an internal invariant) */
+  ARTUNE_SUCCESS = 0,                 /**< done */
+  ARTUNE_ERR_INVALID_USAGE = 1,       /**< bad argument, option, file or call sequence */
+  ARTUNE_ERR_UNSUPPORTED = 2,         /**< a valid request this build or machine cannot serve */
+  ARTUNE_ERR_REMOTE = 3,              /**< a peer or a library call (MPI, CUDA, NCCL) failed */
+  ARTUNE_ERR_TIMEOUT = 4,             /**< a peer did not arrive or answer within the timeout */
+  ARTUNE_ERR_INTERNAL = 5,            /**< anything else (out of memory, an internal invariant) */
   ARTUNE_RESULT_MAX_ENUM = 0x7fffffff /* not a result: every int is a value of the enum */
 } artune_result_t;
 
@@ -45,20 +45,20 @@ typedef enum {
 
 /** Reduce ops (same order as artune::ReduceOp). */
 typedef enum {
-  ARTUNE_SUM = 0, /**< sum */
-  ARTUNE_PROD,    /**< product */
-  ARTUNE_MIN,     /**< minimum */
-  ARTUNE_MAX,     /**< maximum */
-  ARTUNE_AVG,     /**< sum divided by the ranks */
+  ARTUNE_SUM = 0,                 /**< sum */
+  ARTUNE_PROD,                    /**< product */
+  ARTUNE_MIN,                     /**< minimum */
+  ARTUNE_MAX,                     /**< maximum */
+  ARTUNE_AVG,                     /**< sum divided by the ranks */
   ARTUNE_OP_MAX_ENUM = 0x7fffffff /* not an op: every int is a value of the enum (see ARTUNE_DTYPE_MAX_ENUM) */
 } artune_op_t;
 
 /** Backends (same order as artune::BackendKind). */
 typedef enum {
-  ARTUNE_BACKEND_CPU = 0, /**< threads of one process */
-  ARTUNE_BACKEND_MPI,     /**< one rank per MPI process */
-  ARTUNE_BACKEND_CUDA,    /**< GPUs of one process */
-  ARTUNE_BACKEND_NCCL,    /**< one GPU per MPI process */
+  ARTUNE_BACKEND_CPU = 0,              /**< threads of one process */
+  ARTUNE_BACKEND_MPI,                  /**< one rank per MPI process */
+  ARTUNE_BACKEND_CUDA,                 /**< GPUs of one process */
+  ARTUNE_BACKEND_NCCL,                 /**< one GPU per MPI process */
   ARTUNE_BACKEND_MAX_ENUM = 0x7fffffff /* not a backend: every int is a value of the enum */
 } artune_backend_t;
 

@@ -84,8 +84,8 @@ struct PlanInfo {
   std::int64_t count = 0;          ///< elements per rank it is compiled for (the bucket's size / element size)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int devices = 0;                 ///< plan devices (ranks + helpers)
-  std::uint64_t calls = 0;         ///< allreduce calls that used it
+  int devices = 0;          ///< plan devices (ranks + helpers)
+  std::uint64_t calls = 0;  ///< allreduce calls that used it
 };
 
 /// A rank's handle on a group that all-reduces caller buffers with tuned plans.
@@ -111,8 +111,7 @@ class Communicator {
   /// the plan starts after the work queued on the stream, work queued after the call waits for the result,
   /// and the call returns without waiting (no timeout applies to GPU work in flight). Every rank must make
   /// the same calls in the same order with the same count, type and op.
-  void allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
-                 void* stream = nullptr);
+  void allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op, void* stream = nullptr);
   /// This communicator's rank.
   int rank() const noexcept;
   /// Ranks in the group.

@@ -88,7 +88,8 @@ inline Plan ring_plan(int ranks, std::int64_t count, ReduceOp op = ReduceOp::kSu
       const auto [off, cnt] = chunk(r - s);
       std::vector<int> deps;
       if (produced[static_cast<std::size_t>(r)] >= 0) deps.push_back(produced[static_cast<std::size_t>(r)]);
-      if (scratch_reader[static_cast<std::size_t>(to)] >= 0) deps.push_back(scratch_reader[static_cast<std::size_t>(to)]);
+      if (scratch_reader[static_cast<std::size_t>(to)] >= 0)
+        deps.push_back(scratch_reader[static_cast<std::size_t>(to)]);
       copies[static_cast<std::size_t>(r)] =
           p.add(copy_op(loc(r, 0, off, cnt), loc(to, scratch[static_cast<std::size_t>(to)], 0, cnt), deps));
     }
@@ -125,8 +126,7 @@ inline Plan ring_plan(int ranks, std::int64_t count, ReduceOp op = ReduceOp::kSu
 /// Shuffle all-reduce: shard k of ragged_piece(count, shards, k) is gathered on a device
 /// (a helper when `on_helpers`, else rank k % ranks into a scratch buffer), reduced
 /// there, scaled for avg, and copied back to every rank.
-inline Plan shuffle_plan(int ranks, std::int64_t count, int shards, bool on_helpers,
-                         ReduceOp op = ReduceOp::kSum) {
+inline Plan shuffle_plan(int ranks, std::int64_t count, int shards, bool on_helpers, ReduceOp op = ReduceOp::kSum) {
   Plan p = empty_plan(ranks, count, op, on_helpers ? shards : 0);
   for (int k = 0; k < shards; ++k) {
     const auto [off, cnt] = ragged_piece(count, shards, k);

@@ -11,9 +11,9 @@ using namespace artune::test;
 namespace {
 
 const std::vector<std::string> kSpecs = {
-    "xring",       "xring#2",     "rechd",       "pscpu",       "pscpu#2",    "psgpu#2",     "shuffle",
-    "hiercopy",    "hiercopy#3",  "nccl",        "mring",       "mring#2",    "tree",        "2d",
-    "nccl/xring",  "nccl/rechd",  "nccl/pscpu",  "nccl/shuffle", "pscpu/xring", "pscpu/pscpu", "pscpu/rechd",
+    "xring",      "xring#2",    "rechd",      "pscpu",        "pscpu#2",     "psgpu#2",     "shuffle",
+    "hiercopy",   "hiercopy#3", "nccl",       "mring",        "mring#2",     "tree",        "2d",
+    "nccl/xring", "nccl/rechd", "nccl/pscpu", "nccl/shuffle", "pscpu/xring", "pscpu/pscpu", "pscpu/rechd",
 };
 
 const std::vector<std::string> kTopologies = {"uniform:2", "uniform:8", "uniform:2x8", "uniform:4x8",

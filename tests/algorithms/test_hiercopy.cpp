@@ -34,13 +34,35 @@ TEST_CASE("hiercopy.tf_dgx1_pack_structure") {
   const auto C = OpKind::kCopy;
   // Pack 0: group 0 main = 0, group 1 main = (0 + 4) % 8 = 4: reduce each quad into its main,
   // group 1 main into group 0 main, copy back to 4, broadcast inside each quad.
-  CHECK(moves(plan, 0) == std::vector<Move>{{R, 1, 0}, {R, 2, 0}, {R, 3, 0}, {R, 5, 4}, {R, 6, 4}, {R, 7, 4},
-                                            {R, 4, 0}, {C, 0, 4}, {C, 0, 1}, {C, 0, 2}, {C, 0, 3},
-                                            {C, 4, 5}, {C, 4, 6}, {C, 4, 7}});
+  CHECK(moves(plan, 0) == std::vector<Move>{{R, 1, 0},
+                                            {R, 2, 0},
+                                            {R, 3, 0},
+                                            {R, 5, 4},
+                                            {R, 6, 4},
+                                            {R, 7, 4},
+                                            {R, 4, 0},
+                                            {C, 0, 4},
+                                            {C, 0, 1},
+                                            {C, 0, 2},
+                                            {C, 0, 3},
+                                            {C, 4, 5},
+                                            {C, 4, 6},
+                                            {C, 4, 7}});
   // Pack 5: group 0 main = 5 (quad 4-7), group 1 main = (5 + 4) % 8 = 1.
-  CHECK(moves(plan, 500) == std::vector<Move>{{R, 4, 5}, {R, 6, 5}, {R, 7, 5}, {R, 0, 1}, {R, 2, 1}, {R, 3, 1},
-                                              {R, 1, 5}, {C, 5, 1}, {C, 5, 4}, {C, 5, 6}, {C, 5, 7},
-                                              {C, 1, 0}, {C, 1, 2}, {C, 1, 3}});
+  CHECK(moves(plan, 500) == std::vector<Move>{{R, 4, 5},
+                                              {R, 6, 5},
+                                              {R, 7, 5},
+                                              {R, 0, 1},
+                                              {R, 2, 1},
+                                              {R, 3, 1},
+                                              {R, 1, 5},
+                                              {C, 5, 1},
+                                              {C, 5, 4},
+                                              {C, 5, 6},
+                                              {C, 5, 7},
+                                              {C, 1, 0},
+                                              {C, 1, 2},
+                                              {C, 1, 3}});
   // Every reduce and copy crosses NVLink on DGX-1 (quads plus i ↔ i+4).
   const Topology& t = topo("dgx1-v100");
   for (const Op& op : plan.ops) {

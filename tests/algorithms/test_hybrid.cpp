@@ -47,8 +47,8 @@ TEST_CASE("hybrid.nccl_xring_structure") {
     CHECK(op.dst.count == 1000);
   }
   // TF's upper ring uses gpu_perm [0]: more subchunks than one device per worker is an error.
-  CHECK(throws_mentioning([] { build_plan(topo("4xdgx1-v100"), "nccl/xring#2", opts(100)); },
-                          {"xring#2", "subchunks"}));
+  CHECK(
+      throws_mentioning([] { build_plan(topo("4xdgx1-v100"), "nccl/xring#2", opts(100)); }, {"xring#2", "subchunks"}));
 }
 
 TEST_CASE("hybrid.single_machine_is_the_intra_algorithm") {
@@ -75,8 +75,10 @@ TEST_CASE("hybrid.pscpu_pscpu") {
   // Gather into m0's CPU, then m1's CPU, then the upper shuffle reduces m1's CPU into m0's.
   int cross = 0;
   for (const Op& op : plan.ops) {
-    const int ma = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)].machine;
-    const int mb = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)].machine;
+    const int ma =
+        t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)].machine;
+    const int mb =
+        t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)].machine;
     if (ma != mb) ++cross;
   }
   // Upper shuffle with one shard on m0's CPU: m1's sum goes there, the result comes back.
@@ -85,8 +87,8 @@ TEST_CASE("hybrid.pscpu_pscpu") {
 }
 
 TEST_CASE("hybrid.all_supported_pairs") {
-  for (const std::string spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "nccl/shuffle", "pscpu/xring",
-                                 "pscpu/pscpu", "pscpu/rechd", "pscpu/pscpu#3", "nccl/pscpu#2"}) {
+  for (const std::string spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "nccl/shuffle", "pscpu/xring", "pscpu/pscpu",
+                                 "pscpu/rechd", "pscpu/pscpu#3", "nccl/pscpu#2"}) {
     for (const std::string t : {"uniform:2x8", "uniform:4x8", "4xdgx1-v100", "dgx1-v100"}) {
       for (std::int64_t count : {1, 7, 1000}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {

@@ -59,13 +59,13 @@ TEST_CASE("pipeline.chain_exact") {
 TEST_CASE("pipeline.overlap_rules") {
   Plan p = empty_plan(3, 10);
   const int sb = p.add_buffer(1, 10);
-  p.add(copy_op(loc(0, 0, 0, 10), loc(1, sb, 0, 10), {}));        // segments [0,4) [4,7) [7,10)
-  p.add(copy_op(loc(1, sb, 5, 5), loc(2, 0, 5, 5), {0}));         // segments [5,7) [7,9) [9,10)
-  p.add(copy_op(loc(1, 0, 0, 3), loc(2, 0, 0, 3), {0}));          // no overlap with op 0: pure ordering
+  p.add(copy_op(loc(0, 0, 0, 10), loc(1, sb, 0, 10), {}));  // segments [0,4) [4,7) [7,10)
+  p.add(copy_op(loc(1, sb, 5, 5), loc(2, 0, 5, 5), {0}));   // segments [5,7) [7,9) [9,10)
+  p.add(copy_op(loc(1, 0, 0, 3), loc(2, 0, 0, 3), {0}));    // no overlap with op 0: pure ordering
   const Plan q = pipeline(p, 3);
   REQUIRE(q.ops.size() == 9);
   CHECK(q.ops[3].src == loc(1, sb, 5, 2));
-  CHECK(q.ops[3].deps == std::vector<int>{1});     // [5,7) lies in segment 1 of op 0
+  CHECK(q.ops[3].deps == std::vector<int>{1});  // [5,7) lies in segment 1 of op 0
   CHECK(q.ops[4].src == loc(1, sb, 7, 2));
   CHECK(q.ops[4].deps == std::vector<int>{2, 3});  // [7,9) in segment 2, plus its own predecessor
   CHECK(q.ops[5].deps == std::vector<int>{2, 4});
@@ -86,7 +86,8 @@ TEST_CASE("pipeline.kinds") {
   const Plan q = pipeline(p, 4);
   std::vector<std::string> kinds;
   for (const Op& op : q.ops) {
-    kinds.push_back(op.kind == OpKind::kGroup ? std::string(to_string(op.collective)) : std::string(to_string(op.kind)));
+    kinds.push_back(op.kind == OpKind::kGroup ? std::string(to_string(op.collective))
+                                              : std::string(to_string(op.kind)));
   }
   CHECK(kinds == std::vector<std::string>{"all_reduce", "all_reduce", "all_reduce", "all_reduce", "reduce_scatter",
                                           "all_gather", "scale", "scale", "scale", "scale", "copy", "copy", "copy"});

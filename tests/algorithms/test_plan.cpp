@@ -153,12 +153,10 @@ TEST_CASE("plan.json_errors") {
   CHECK(with("/ops/3/deps/0", -1) == "plan.json: ops[3].deps[0]: dependency -1 must name an earlier op (0..2)");
   CHECK(with("/ops/2/id", 7) == "plan.json: ops[2].id: must be 2 (ids are positions)");
   CHECK(with("/ops/1/src/device", 9) == "plan.json: ops[1].src.device: device 9 out of range (plan has 3 devices)");
-  CHECK(with("/ops/1/dst/buffer", 4) ==
-        "plan.json: ops[1].dst.buffer: buffer 4 out of range (device 2 has 2)");
+  CHECK(with("/ops/1/dst/buffer", 4) == "plan.json: ops[1].dst.buffer: buffer 4 out of range (device 2 has 2)");
   CHECK(with("/ops/1/dst/count", -2) == "plan.json: ops[1].dst.count: must be ≥ 0");
   CHECK(with("/ops/1/dst/offset", 8) == "plan.json: ops[1].dst: [8, 11) exceeds device 2 buffer 1 of 3 elements");
-  CHECK(with("/ops/1/kind", "move") ==
-        "plan.json: ops[1].kind: unknown op kind 'move' (copy, reduce, scale, group)");
+  CHECK(with("/ops/1/kind", "move") == "plan.json: ops[1].kind: unknown op kind 'move' (copy, reduce, scale, group)");
   CHECK(with("/ops/1/dst/count", "3") == "plan.json: ops[1].dst.count: must be an integer, not a string");
   CHECK(with("/ops/1/dst/count", 2.5) == "plan.json: ops[1].dst.count: must be an integer, not a number");
   CHECK(with("/ops/1/colour", 1) ==
@@ -169,7 +167,8 @@ TEST_CASE("plan.json_errors") {
   CHECK(with("/ranks/1/rank", 2) == "plan.json: ranks[1].rank: must be 1 (ranks first, then helpers, in order)");
   CHECK(with("/buffers/1/0", 5) == "plan.json: buffers[1][0]: user buffer must hold count = 9 elements (has 5)");
   CHECK(with("/buffers/1", json::array()) == "plan.json: buffers[1]: a rank needs its user buffer 0");
-  CHECK(with("/buffers", json::parse("[[9]]")) == "plan.json: buffers: must list the buffers of each of the 3 devices (has 1)");
+  CHECK(with("/buffers", json::parse("[[9]]")) ==
+        "plan.json: buffers: must list the buffers of each of the 3 devices (has 1)");
   CHECK(with("/ops", 3) == "plan.json: ops: must be an array, not a number");
   {
     json d = good;

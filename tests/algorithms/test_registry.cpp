@@ -74,10 +74,14 @@ TEST_CASE("registry.readable_aliases") {
 
 TEST_CASE("registry.aliases_build_the_same_plans") {
   const Topology topo = load_topology("uniform:2x4");
-  for (const auto& [alias, token] : std::initializer_list<std::pair<const char*, const char*>>{
-           {"ring#2", "xring#2"}, {"halving-doubling", "rechd"}, {"shuffle-cpu/ring", "pscpu/xring"},
-           {"multi-ring", "mring"}, {"double-binary-tree", "tree"}, {"2d-hierarchical", "2d"},
-           {"nccl/halving-doubling", "nccl/rechd"}}) {
+  for (const auto& [alias, token] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"ring#2", "xring#2"},
+                                                                  {"halving-doubling", "rechd"},
+                                                                  {"shuffle-cpu/ring", "pscpu/xring"},
+                                                                  {"multi-ring", "mring"},
+                                                                  {"double-binary-tree", "tree"},
+                                                                  {"2d-hierarchical", "2d"},
+                                                                  {"nccl/halving-doubling", "nccl/rechd"}}) {
     CAPTURE(alias);
     BuildOptions o;
     o.count = 1000;

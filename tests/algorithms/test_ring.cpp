@@ -45,8 +45,7 @@ TEST_CASE("ring.tf_permutations") {
   // int(8/3) = 2: offsets 0, 2, 4 over the permutation itself.
   {
     const RingPermutations p = ring_permutations(1, 3, {0, 3, 2, 1, 5, 6, 7, 4});
-    CHECK(p.order_by_s ==
-          Grid{{0, 3, 2, 1, 5, 6, 7, 4}, {2, 1, 5, 6, 7, 4, 0, 3}, {5, 6, 7, 4, 0, 3, 2, 1}});
+    CHECK(p.order_by_s == Grid{{0, 3, 2, 1, 5, 6, 7, 4}, {2, 1, 5, 6, 7, 4, 0, 3}, {5, 6, 7, 4, 0, 3, 2, 1}});
   }
   // TF's upper ring of the hybrids: gpu_perm [0], one device per worker.
   {
@@ -223,10 +222,16 @@ TEST_CASE("ring.workers_and_device_ids") {
 TEST_CASE("ring.rejections") {
   CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring#9", opts(100)); }, {"xring#9", "8"}));
   CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "ring#9", opts(100)); }, {"xring#9"}));
-  CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2})); },
-                          {"--gpu-perm", "0..7"}));
-  CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2, 3, 4, 5, 6, 6})); },
-                          {"--gpu-perm"}));
+  CHECK(throws_mentioning(
+      [] {
+        build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2}));
+      },
+      {"--gpu-perm", "0..7"}));
+  CHECK(throws_mentioning(
+      [] {
+        build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2, 3, 4, 5, 6, 6}));
+      },
+      {"--gpu-perm"}));
   CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring", opts(0)); }, {"--count"}));
 }
 

@@ -87,9 +87,9 @@ TEST_CASE("spec.names_and_limits") {
 }
 
 TEST_CASE("spec.round_trip") {
-  for (const char* text : {"xring", "xring#2", "nccl/xring", "pscpu/pscpu#2", "pscpu:2K:pscpu#2:64K:xring",
-                           "nccl:1000:xring#4:3M:hiercopy#2:5G:2d", "tree", "mring#3", "pscpu#2/rechd",
-                           "nccl/shuffle#2", "psgpu#1"}) {
+  for (const char* text :
+       {"xring", "xring#2", "nccl/xring", "pscpu/pscpu#2", "pscpu:2K:pscpu#2:64K:xring",
+        "nccl:1000:xring#4:3M:hiercopy#2:5G:2d", "tree", "mring#3", "pscpu#2/rechd", "nccl/shuffle#2", "psgpu#1"}) {
     CAPTURE(text);
     const AllReduceSpec s = parse_spec(text);
     CHECK(to_string(s) == text);

@@ -284,8 +284,8 @@ TEST_CASE("verifier.long_orderings") {
       const bool forward = i % 2 == 0;
       std::vector<int> deps{last};
       if (broken && i == 300) deps.clear();
-      last = p.add(copy_op(forward ? loc(1, s1, 0, 1) : loc(0, s0, 0, 1), forward ? loc(0, s0, 0, 1) : loc(1, s1, 0, 1),
-                           deps));
+      last = p.add(
+          copy_op(forward ? loc(1, s1, 0, 1) : loc(0, s0, 0, 1), forward ? loc(0, s0, 0, 1) : loc(1, s1, 0, 1), deps));
     }
     p.add(copy_op(loc(0, 0, 0, 4), loc(1, s1, 0, 4), {last}));
     const VerifyResult r = verify(p);

@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Case {
-  std::vector<std::string> args;  // after "run"
+  std::vector<std::string> args;   // after "run"
   std::vector<std::string> names;  // substrings the error line must carry
 };
 
@@ -54,7 +54,8 @@ TEST_CASE("cli_bad_input_run.iteration_counts") {
 }
 
 TEST_CASE("cli_bad_input_run.timeout") {
-  for (const char* t : {"inf", "1e300", "-inf", "nan", "0", "1000001"}) check_refused({{"--timeout", t}, {"--timeout"}});
+  for (const char* t : {"inf", "1e300", "-inf", "nan", "0", "1000001"})
+    check_refused({{"--timeout", t}, {"--timeout"}});
   // The largest allowed timeout still runs (the deadline arithmetic saturates instead of overflowing).
   const artune_test::CliResult ok =
       artune_test::run_artune({"run", "-t", "uniform:4", "-b", "1K", "-e", "1K", "-n", "1", "--timeout", "1000000"});
@@ -88,7 +89,8 @@ TEST_CASE("cli_bad_input_run.table_type_and_op") {
       artune_test::run_artune({"autotune", "-t", "uniform:4", "-b", "1K", "-e", "64K", "-q", "--out", table});
   INFO(made.err);
   REQUIRE(made.status == 0);
-  check_refused({{"-t", "uniform:4", "-b", "1K", "-e", "1K", "--table", table, "-d", "double"}, {"-d/--datatype", "float"}});
+  check_refused(
+      {{"-t", "uniform:4", "-b", "1K", "-e", "1K", "--table", table, "-d", "double"}, {"-d/--datatype", "float"}});
   check_refused({{"-t", "uniform:4", "-b", "1K", "-e", "1K", "--table", table, "-o", "max"}, {"-o/--op", "sum"}});
   const artune_test::CliResult ok =
       artune_test::run_artune({"run", "-t", "uniform:4", "-b", "1K", "-e", "1K", "-n", "1", "--table", table});

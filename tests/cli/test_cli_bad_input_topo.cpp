@@ -178,7 +178,8 @@ TEST_CASE("cli_bad_input_topo.import_nvlink_outside_file_noted") {
 
 TEST_CASE("cli_bad_input_topo.discover_flags") {
   expect_bad({"topo", "discover", "--nic-bandwidth", "nan"}, {"--nic-bandwidth", "(got nan)"});
-  expect_bad({"topo", "discover", "--nic-bandwidth", "0"}, {"--nic-bandwidth: must be a number from 1e-06 to 1e+09 (got 0)"});
+  expect_bad({"topo", "discover", "--nic-bandwidth", "0"},
+             {"--nic-bandwidth: must be a number from 1e-06 to 1e+09 (got 0)"});
   expect_bad({"topo", "discover", "--nic-bandwidth", "1e300"}, {"--nic-bandwidth", "(got 1e+300)"});
   expect_bad({"topo", "discover", "--net-latency", "-1"}, {"--net-latency: must be a number from 0 to 1e+09 (got -1)"});
   expect_bad({"topo", "discover", "--oversubscription", "0.5"}, {"--oversubscription", "(got 0.5)"});

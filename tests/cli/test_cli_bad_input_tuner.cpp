@@ -32,8 +32,7 @@ class Folder {
     write("big.json", R"({"a": 1e400})");
     write("huge_tensor.json", R"({"tensors": [10, {"elements": 1000000000000000000}]})");
     write("huge_shape.json", R"({"tensors": [{"shape": [4294967296, 4294967296, 4294967296]}]})");
-    write("huge_total.json",
-          R"({"type": "uint8", "tensors": [1125899906842624, 1125899906842624, 1125899906842624]})");
+    write("huge_total.json", R"({"type": "uint8", "tensors": [1125899906842624, 1125899906842624, 1125899906842624]})");
   }
   ~Folder() {
     std::error_code ec;

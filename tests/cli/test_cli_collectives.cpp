@@ -39,8 +39,8 @@ TEST_CASE("cli_collectives.plan") {
   CliResult r = run_artune({"plan", "-t", "uniform:4", "--collective", "allgather", "-s", "bruck", "--count", "10"});
   CHECK(r.status == 0);
   CHECK(has(r.out, "every rank ends with every rank's block, in rank order"));
-  r = run_artune({"plan", "-t", "uniform:5", "--collective", "reducescatter", "-s", "halving", "--count", "11",
-                  "--json"});
+  r = run_artune(
+      {"plan", "-t", "uniform:5", "--collective", "reducescatter", "-s", "halving", "--count", "11", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   CHECK(doc.at("collective") == "reduce_scatter");
@@ -54,16 +54,16 @@ TEST_CASE("cli_collectives.plan") {
 }
 
 TEST_CASE("cli_collectives.simulate_bus_factor") {
-  const CliResult r = run_artune({"simulate", "-t", "uniform:4", "--collective", "reducescatter", "-s", "ring", "-b",
-                                  "1M", "-e", "4M", "--json"});
+  const CliResult r = run_artune(
+      {"simulate", "-t", "uniform:4", "--collective", "reducescatter", "-s", "ring", "-b", "1M", "-e", "4M", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   CHECK(doc.at("collective") == "reducescatter");
   for (const json& row : doc.at("results")) {
     CHECK(row.at("busbw_gbps").get<double>() == doctest::Approx(row.at("algbw_gbps").get<double>() * 0.75));
   }
-  const CliResult ag = run_artune({"simulate", "-t", "uniform:4", "--collective", "allgather", "-s", "bruck", "-b",
-                                   "1M", "-e", "1M"});
+  const CliResult ag =
+      run_artune({"simulate", "-t", "uniform:4", "--collective", "allgather", "-s", "bruck", "-b", "1M", "-e", "1M"});
   REQUIRE(ag.status == 0);
   CHECK(has(ag.out, "collective allgather"));
   CHECK(has(ag.out, " none "));
@@ -76,8 +76,9 @@ TEST_CASE("cli_collectives.run_tables") {
   CHECK(has(r.out, "all_gather_perf"));
   CHECK(has(r.out, " none "));
   CHECK(has(r.out, "Out of bounds values : 0 OK"));
-  r = run_artune({"run", "-t", "uniform:3", "--collective", "reducescatter", "-s", "halving", "--backend", "cpu", "-b",
-                  "100", "-e", "100", "-n", "1", "-w", "0", "-o", "avg", "--json"});
+  r = run_artune({"run", "-t", "uniform:3", "--collective", "reducescatter", "-s", "halving", "--backend",
+                  "cpu", "-b", "100",       "-e",           "100",           "-n", "1",       "-w",
+                  "0",   "-o", "avg",       "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   CHECK(doc.at("collective") == "reducescatter");
@@ -88,8 +89,8 @@ TEST_CASE("cli_collectives.run_tables") {
 
 TEST_CASE("cli_collectives.autotune_table_then_run") {
   ScratchFile table;
-  CliResult r = run_artune({"autotune", "-t", "uniform:4", "--collective", "allgather", "-b", "1K", "-e", "1M",
-                            "--out", table.path, "-q"});
+  CliResult r = run_artune(
+      {"autotune", "-t", "uniform:4", "--collective", "allgather", "-b", "1K", "-e", "1M", "--out", table.path, "-q"});
   REQUIRE(r.status == 0);
   r = run_artune({"run", "--table", table.path, "--backend", "cpu", "-b", "1K", "-e", "4K", "-n", "1", "-w", "0"});
   REQUIRE(r.status == 0);
@@ -101,8 +102,8 @@ TEST_CASE("cli_collectives.autotune_table_then_run") {
 }
 
 TEST_CASE("cli_collectives.sparse") {
-  CliResult r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,0.01", "-b", "64M", "-e", "256M",
-                            "--json"});
+  CliResult r =
+      run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,0.01", "-b", "64M", "-e", "256M", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   CHECK(doc.at("tensor").at("pick") == "sparse");

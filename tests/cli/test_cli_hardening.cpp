@@ -126,7 +126,8 @@ TEST_CASE("cli_hardening.full_device_fails") {
   CHECK(r.status == 3);
   CHECK(count_of(r.out, "Wrote") == 0);
   CHECK(count_of(r.err, "No space left on device") == 1);
-  const std::string source = artune_test::require_env("ARTUNE_SOURCE_ROOT") + "/tests/topology/data/dgx1_v100_topo_m.txt";
+  const std::string source =
+      artune_test::require_env("ARTUNE_SOURCE_ROOT") + "/tests/topology/data/dgx1_v100_topo_m.txt";
   r = run_artune({"topo", "import", "--from", "nvidia-smi", source, "--out", "/dev/full"});
   CHECK(r.status == 3);
   CHECK(count_of(r.err, "No space left on device") == 1);
@@ -165,7 +166,8 @@ TEST_CASE("cli_hardening.report_temporaries_private") {
   for (int k = 0; k < 64; ++k) {
     const fs::path trap = tmp.path() / ("artune-report-" + std::to_string(pid_guess + k));
     fs::create_directory(trap);
-    for (const char* f : {"busbw.dat", "busbw.gp", "gnuplot.err", "busbw.png"}) fs::create_symlink(tmp.path() / "victim", trap / f);
+    for (const char* f : {"busbw.dat", "busbw.gp", "gnuplot.err", "busbw.png"})
+      fs::create_symlink(tmp.path() / "victim", trap / f);
   }
   const auto before = names_in(tmp.path());
   const std::string report = (out.path() / "rep").string();
@@ -196,9 +198,9 @@ TEST_CASE("cli_hardening.hostile_topology_names") {
     const std::string topo = dir.file(std::to_string(k) + "-topology.json");
     put(topo, topology_named(name));
     const std::string report = dir.file(std::to_string(k++) + "-report");
-    const auto r = run_shell("TMPDIR=" + shell_quote(dir.path().string()) + " " + shell_quote(artune_test::artune_bin()) +
-                             " autotune -t " + shell_quote(topo) + " -b 1K -e 16K -q --report " + shell_quote(report) +
-                             " 2>&1");
+    const auto r =
+        run_shell("TMPDIR=" + shell_quote(dir.path().string()) + " " + shell_quote(artune_test::artune_bin()) +
+                  " autotune -t " + shell_quote(topo) + " -b 1K -e 16K -q --report " + shell_quote(report) + " 2>&1");
     INFO(r.out);
     CHECK(r.status == 0);
     CHECK(!fs::exists(marker));
@@ -285,9 +287,10 @@ TEST_CASE("cli_hardening.measure_cpu_skips_sizes_that_do_not_fit") {
   // Under a 3 GiB address-space limit, a 1 GiB all-reduce on 4 cpu devices (4 GiB of buffers) cannot fit:
   // it is named and keeps its predicted pick, while 16 MiB is measured.
   ScratchDir dir("artune-harden");
-  const std::string cmd = artune_test::memory_limit_prefix(3L << 20) + shell_quote(artune_test::artune_bin()) +
-                          " autotune -t uniform:4 --measure cpu -b 16M -e 1G -f 64 --iters 1 --warmup 0 --top 1 --out " +
-                          shell_quote(dir.file("t.json")) + " 2>&1";
+  const std::string cmd =
+      artune_test::memory_limit_prefix(3L << 20) + shell_quote(artune_test::artune_bin()) +
+      " autotune -t uniform:4 --measure cpu -b 16M -e 1G -f 64 --iters 1 --warmup 0 --top 1 --out " +
+      shell_quote(dir.file("t.json")) + " 2>&1";
   const auto r = run_shell(cmd);
   INFO(r.out);
   CHECK(r.status == 0);

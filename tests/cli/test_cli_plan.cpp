@@ -63,7 +63,8 @@ TEST_CASE("cli.plan_json_ring_chunks") {
 }
 
 TEST_CASE("cli.plan_json_clusters_use_global_gpu_indices") {
-  const Result r = run_artune({"plan", "-t", "uniform:2x8", "-s", "nccl/xring", "--count", "1K", "-o", "avg", "--json"});
+  const Result r =
+      run_artune({"plan", "-t", "uniform:2x8", "-s", "nccl/xring", "--count", "1K", "-o", "avg", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   REQUIRE(doc["ranks"].size() == 16);
@@ -94,7 +95,8 @@ TEST_CASE("cli.plan_summary") {
 }
 
 TEST_CASE("cli.plan_gather_and_participants") {
-  const Result r = run_artune({"plan", "-t", "uniform:4", "-s", "shuffle#2", "--gather", "cpu0", "--count", "10", "--json"});
+  const Result r =
+      run_artune({"plan", "-t", "uniform:4", "-s", "shuffle#2", "--gather", "cpu0", "--count", "10", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   REQUIRE(doc["helpers"].size() == 1);
@@ -138,8 +140,8 @@ TEST_CASE("cli.plan_rejections") {
 TEST_CASE("cli.plan_help") {
   const Result r = run_artune({"plan", "--help"});
   CHECK(r.status == 0);
-  for (const std::string flag : {"--topology", "--spec", "--count", "--gpu-perm", "--gather", "--segments", "--op",
-                                 "--json", "1M"}) {
+  for (const std::string flag :
+       {"--topology", "--spec", "--count", "--gpu-perm", "--gather", "--segments", "--op", "--json", "1M"}) {
     CHECK(contains(r.out, flag));
   }
 }

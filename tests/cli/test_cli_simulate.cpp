@@ -57,8 +57,8 @@ TEST_CASE("cli_simulate.table") {
 }
 
 TEST_CASE("cli_simulate.json_matches_library") {
-  const Result r = run_artune({"simulate", "-t", "dgx1-v100", "-s", "rechd", "-b", "1M", "-e", "4M", "-d", "double", "-o",
-                           "avg", "--segments", "2", "--json"});
+  const Result r = run_artune({"simulate", "-t", "dgx1-v100", "-s", "rechd", "-b", "1M", "-e", "4M", "-d", "double",
+                               "-o", "avg", "--segments", "2", "--json"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   CHECK(doc["topology"] == "dgx1-v100");
@@ -88,7 +88,8 @@ TEST_CASE("cli_simulate.links_and_bottleneck") {
   CHECK(r.out.find("(smp)") != std::string::npos);
   CHECK(r.out.find("links at 67108864 bytes") != std::string::npos);
   CHECK(r.out.find("util(%)") != std::string::npos);
-  const Result j = run_artune({"simulate", "-t", "pcie-8gpu", "-s", "xring", "-b", "64M", "-e", "64M", "--links", "--json"});
+  const Result j =
+      run_artune({"simulate", "-t", "pcie-8gpu", "-s", "xring", "-b", "64M", "-e", "64M", "--links", "--json"});
   REQUIRE(j.status == 0);
   const json doc = json::parse(j.out);
   CHECK(doc["results"][0]["bottleneck"].get<std::string>().find("(smp)") != std::string::npos);
@@ -111,7 +112,8 @@ TEST_CASE("cli_simulate.backend_and_calibration") {
   CHECK(time_of({"--calibration", slow}) > nccl + 100);
   const std::string cpu = write_file("cpu", R"({"profile": "cpu"})");
   CHECK(time_of({"--calibration", cpu}) == time_of({"--backend", "cpu"}));
-  const Result mismatch = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", cpu, "--backend", "nccl"});
+  const Result mismatch =
+      run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", cpu, "--backend", "nccl"});
   CHECK(mismatch.status == 2);
   CHECK(mismatch.err.find("--calibration") != std::string::npos);
   const std::string bad = write_file("bad", R"({"links": {"nvlink": {"efficiency": 2}}})");
@@ -125,7 +127,8 @@ TEST_CASE("cli_simulate.bad_input") {
   const Result odd = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "6", "-e", "1K"});
   CHECK(odd.status == 2);
   CHECK(odd.err.find("-b/--minbytes") != std::string::npos);
-  const Result dbl = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "8", "-e", "12", "-f", "1.5", "-d", "double"});
+  const Result dbl =
+      run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "8", "-e", "12", "-f", "1.5", "-d", "double"});
   CHECK(dbl.status == 2);
   CHECK(dbl.err.find("-e/--maxbytes: size 12 is not a multiple of the double element size (8 bytes)") !=
         std::string::npos);
@@ -139,7 +142,8 @@ TEST_CASE("cli_simulate.bad_input") {
   const Result segments = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--segments", "0"});
   CHECK(segments.status == 2);
   CHECK(segments.err.find("--segments") != std::string::npos);
-  const Result file = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", "/nonexistent/c.json"});
+  const Result file =
+      run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "--calibration", "/nonexistent/c.json"});
   CHECK(file.status == 2);
   const Result help = run_artune({"simulate", "--help"});
   CHECK(help.status == 0);
@@ -149,8 +153,8 @@ TEST_CASE("cli_simulate.bad_input") {
 
 TEST_CASE("cli_simulate.nccl_algorithm_protocol_channels") {
   // --json names NCCL's algorithm, protocol and channels for every group op; the table has a column for it.
-  const Result r = run_artune({"simulate", "-t", "dgx1-v100", "-s", "nccl", "-b", "1K", "-e", "1G", "-f", "1024",
-                               "--json", "--links"});
+  const Result r = run_artune(
+      {"simulate", "-t", "dgx1-v100", "-s", "nccl", "-b", "1K", "-e", "1G", "-f", "1024", "--json", "--links"});
   REQUIRE(r.status == 0);
   const json doc = json::parse(r.out);
   REQUIRE(doc["results"].size() == 3);

@@ -127,7 +127,8 @@ TEST_CASE("cli.topo_show_bad_input_exits_2") {
   CHECK(invalid.status == 2);
   CHECK(invalid.err == "artune: " + bad + ": links[0].bandwidth: must be > 0 (got 0)\n");
 
-  const Result malformed = run_artune({"topo", "show", "-t", source_path("tests/topology/data/malformed.json"), "--json"});
+  const Result malformed =
+      run_artune({"topo", "show", "-t", source_path("tests/topology/data/malformed.json"), "--json"});
   CHECK(malformed.status == 2);
   CHECK(malformed.err.find("line 4, column") != std::string::npos);
   CHECK(count_lines(malformed.err) == 1);
@@ -182,10 +183,12 @@ TEST_CASE("cli.topo_import_bad_input_exits_2") {
   const std::string input = source_path("tests/topology/data/cli_dgx1_v100_topo_m.txt");
   const Result format = run_artune({"topo", "import", "--from", "lspci", input});
   CHECK(format.status == 2);
-  const Result missing = run_artune({"topo", "import", "--from", "nvidia-smi", source_path("tests/topology/data/none.txt")});
+  const Result missing =
+      run_artune({"topo", "import", "--from", "nvidia-smi", source_path("tests/topology/data/none.txt")});
   CHECK(missing.status == 2);
   CHECK(missing.err.find("none.txt: cannot open") != std::string::npos);
-  const Result garbage = run_artune({"topo", "import", "--from", "nccl-xml", source_path("tests/topology/data/small_machine.json")});
+  const Result garbage =
+      run_artune({"topo", "import", "--from", "nccl-xml", source_path("tests/topology/data/small_machine.json")});
   CHECK(garbage.status == 2);
   CHECK(count_lines(garbage.err) == 1);
   const Result no_file = run_artune({"topo", "import", "--from", "nvidia-smi"});

@@ -39,8 +39,8 @@ std::string source_root() { return artune_test::require_env("ARTUNE_SOURCE_ROOT"
 
 // A small simulated table: uniform:4, 4K and 64K.
 CliResult tune(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"autotune", "-b", "4K", "-e", "64K", "-f", "16", "--segments", "1", "--max-cycles",
-                                   "1", "-q"};
+  std::vector<std::string> args = {"autotune", "-b",         "4K", "-e",           "64K", "-f",
+                                   "16",       "--segments", "1",  "--max-cycles", "1",   "-q"};
   args.insert(args.end(), extra.begin(), extra.end());
   return run_artune(args);
 }
@@ -56,7 +56,8 @@ TEST_CASE("cli_ux.run_table_without_t_and_plan_per_row") {
   const auto doc = nlohmann::json::parse(slurp(table));
   CHECK(doc["topology"]["source"] == "uniform:4");
   // No -t: the table names its topology (a generator here).
-  const CliResult run = run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0"});
+  const CliResult run =
+      run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0"});
   INFO(run.out << run.err);
   REQUIRE(run.status == 0);
   CHECK(run.out.find("topology uniform:4") != std::string::npos);
@@ -79,15 +80,16 @@ TEST_CASE("cli_ux.run_table_without_t_and_plan_per_row") {
     CHECK(rows[i].substr(rows[i].size() - labels[i].size()) == labels[i]);
   }
   // --json carries the plan per row as well.
-  const CliResult json = run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0",
-                                     "--json"});
+  const CliResult json =
+      run_artune({"run", "--table", table, "-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0", "--json"});
   REQUIRE(json.status == 0);
   const auto rj = nlohmann::json::parse(json.out);
   REQUIRE(rj["rows"].size() == 2);
   CHECK(rj["rows"][0]["plan"] == labels[0]);
   CHECK(rj["rows"][1]["plan"] == labels[1]);
   // -t still works and still has to match.
-  CHECK(run_artune({"run", "-t", "uniform:4", "--table", table, "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"}).status == 0);
+  CHECK(run_artune({"run", "-t", "uniform:4", "--table", table, "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"}).status ==
+        0);
   const CliResult other = run_artune({"run", "-t", "uniform:8", "--table", table, "-b", "4K", "-e", "4K"});
   CHECK(other.status == 2);
   CHECK(other.err.find("not for 'uniform:8'") != std::string::npos);
@@ -132,8 +134,9 @@ TEST_CASE("cli_ux.out_everywhere_o_deprecated") {
   const CliResult old = tune({"-t", "uniform:4", "-o", scratch.file("b.json")});
   CHECK(old.status == 0);
   CHECK(fs::exists(scratch.file("b.json")));
-  CHECK(artune_test::count_of(old.err, "artune: warning: -o/--output for the output file of `autotune` is deprecated; "
-                                       "use --out") == 1);
+  CHECK(artune_test::count_of(old.err,
+                              "artune: warning: -o/--output for the output file of `autotune` is deprecated; "
+                              "use --out") == 1);
   const CliResult both = tune({"-t", "uniform:4", "-o", scratch.file("c.json"), "--out", scratch.file("d.json")});
   CHECK(both.status == 2);
   CHECK(both.err.find("--out: also given as -o/--output") != std::string::npos);
@@ -168,8 +171,8 @@ TEST_CASE("cli_ux.several_types_and_ops_in_one_table") {
   CHECK(doc["tables"][3]["type"] == "half");
   CHECK(doc["tables"][3]["op"] == "max");
   // run picks the table by -d and -o.
-  const CliResult half = run_artune({"run", "--table", table, "-d", "half", "-o", "max", "-b", "4K", "-e", "4K", "-n",
-                                     "1", "-w", "0"});
+  const CliResult half =
+      run_artune({"run", "--table", table, "-d", "half", "-o", "max", "-b", "4K", "-e", "4K", "-n", "1", "-w", "0"});
   INFO(half.err);
   CHECK(half.status == 0);
   CHECK(half.out.find("half") != std::string::npos);
@@ -231,8 +234,8 @@ TEST_CASE("cli_ux.calibrate_progress_covers_validation") {
   // (calibrate refuses with "no bandwidth can be fitted", exit 3) gets up to two more tries.
   CliResult r;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    r = run_artune({"calibrate", "-t", "uniform:2", "--backend", "cpu", "-b", "64K", "-e", "16M", "-f", "16",
-                    "--iters", "5", "--warmup", "1"});
+    r = run_artune({"calibrate", "-t", "uniform:2", "--backend", "cpu", "-b", "64K", "-e", "16M", "-f", "16", "--iters",
+                    "5", "--warmup", "1"});
     if (!(r.status == 3 && r.err.find("no bandwidth can be fitted") != std::string::npos)) break;
   }
   INFO(r.err);

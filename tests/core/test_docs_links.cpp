@@ -62,7 +62,8 @@ std::set<std::string> top_level_dirs(const fs::path& root) {
 /// extensions. Placeholders (`configs/x.json`, `DIR/REPORT.md`) are written with a capital or a single letter
 /// and are listed in `examples` below.
 std::vector<std::string> cited_paths(const std::string& text, const std::set<std::string>& tops) {
-  static const std::regex path_re(R"(([A-Za-z0-9_.-]+)/([A-Za-z0-9_./+-]*\.(md|json|hpp|cpp|h|cu|sh|py|build|txt|xml)))");
+  static const std::regex path_re(
+      R"(([A-Za-z0-9_.-]+)/([A-Za-z0-9_./+-]*\.(md|json|hpp|cpp|h|cu|sh|py|build|txt|xml)))");
   std::vector<std::string> out;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), path_re); it != std::sregex_iterator(); ++it) {
     const std::string first = (*it)[1].str();

@@ -35,8 +35,7 @@ TEST_CASE("parallel.threads_used") {
   parallel_for(4, 4, [&](std::size_t) {
     const int now = running.fetch_add(1) + 1;
     int seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-    }
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {}
     // Hold every item until four run at once (or a generous spin bound), so the peak shows the pool's width.
     for (int spin = 0; spin < 2000000 && peak.load() < 4; ++spin) std::this_thread::yield();
     running.fetch_sub(1);

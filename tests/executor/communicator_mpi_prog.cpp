@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
     Communicator comm = Communicator::create_mpi(o);
     std::vector<float> data(1000, 1.0f);
     try {
-      for (int call = 0; call < 6; ++call) comm.allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+      for (int call = 0; call < 6; ++call)
+        comm.allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
       std::printf("rank %d: no error\n", rank);
     } catch (const Error& e) {
       std::printf("rank %d: caught %s: %s\n", rank, e.code() == ErrorCode::kTimeout ? "Timeout" : "Error", e.what());

@@ -79,7 +79,8 @@ int main(void) {
     }
   }
   char text[256];
-  check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0, "last plan");
+  check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
+        "last plan");
   check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
             strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1024 int32 max  devices 4  calls 2\n") == text,
         "dump cache");

@@ -84,7 +84,8 @@ std::int64_t wrong_elements(std::vector<Communicator>& comms, std::int64_t count
   std::atomic<std::int64_t> wrong{0};
   for (int it = 0; it < calls; ++it) {
     fill_expected(expected.data(), type, op, ranks, 0, count, it);
-    for (int r = 0; r < ranks; ++r) fill_input(send[static_cast<std::size_t>(r)].data(), type, op, ranks, r, 0, count, it);
+    for (int r = 0; r < ranks; ++r)
+      fill_input(send[static_cast<std::size_t>(r)].data(), type, op, ranks, r, 0, count, it);
     const auto errors = on_threads(comms, [&](int r) {
       auto& s = send[static_cast<std::size_t>(r)];
       auto& d = recv[static_cast<std::size_t>(r)];
@@ -125,7 +126,8 @@ TEST_CASE("communicator.cpu_every_type_and_op_in_and_out_of_place") {
         if (max_verifiable_ranks(type, op) < 3) continue;
         for (std::int64_t count : {1, 2, 13, 1031}) {
           for (bool in_place : {true, false}) {
-            INFO(spec << " " << to_string(type) << " " << to_string(op) << " count " << count << " in place " << in_place);
+            INFO(spec << " " << to_string(type) << " " << to_string(op) << " count " << count << " in place "
+                      << in_place);
             CHECK(wrong_elements(comms, count, type, op, in_place) == 0);
           }
         }
@@ -193,7 +195,7 @@ TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   REQUIRE(plans.size() == 3);
   CHECK(plans[0].bucket_bytes == 256);  // most recent first
   CHECK(plans[0].count == 64);
-  CHECK(plans[0].calls == 18);          // counts 33 … 50
+  CHECK(plans[0].calls == 18);  // counts 33 … 50
   CHECK(plans[1].bucket_bytes == 128);
   CHECK(plans[1].count == 32);
   CHECK(plans[1].calls == 16);
@@ -224,8 +226,8 @@ TEST_CASE("communicator.cpu_resnet50_sizes_compile_one_plan_per_bucket") {
   // 200 different sizes: ResNet-50's 22 distinct tensor sizes, then neighbours of them (n - 1, n + 1, n + 2 …)
   // until there are 200, in the list's order, through one communicator: at most one plan per bucket (one type,
   // one op), exact sums (inputs are small integers).
-  const auto doc = nlohmann::json::parse(artune_test::slurp(std::string(std::getenv("ARTUNE_SOURCE_ROOT")) +
-                                                             "/configs/fusion/resnet50.json"));
+  const auto doc = nlohmann::json::parse(
+      artune_test::slurp(std::string(std::getenv("ARTUNE_SOURCE_ROOT")) + "/configs/fusion/resnet50.json"));
   std::vector<std::int64_t> sizes;
   for (const auto& t : doc.at("tensors")) {
     const auto n = t.at("elements").get<std::int64_t>();
@@ -328,18 +330,21 @@ TEST_CASE("communicator.cpu_rank_that_throws_ends_the_call_with_a_timeout") {
   std::vector<std::vector<float>> data(4, std::vector<float>(100, 1.0f));
   auto errors = on_threads(comms, [&](int r) {
     if (r == 2) throw std::runtime_error("rank 2 failed before its call");
-    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32, ReduceOp::kSum);
+    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32,
+                                                 ReduceOp::kSum);
   });
   CHECK(message_of(errors[2]) == "rank 2 failed before its call");
   for (int r : {0, 1, 3}) {
     INFO("rank " << r);
     REQUIRE(errors[static_cast<std::size_t>(r)]);
     CHECK(code_of(errors[static_cast<std::size_t>(r)]) == ErrorCode::kTimeout);
-    CHECK(message_of(errors[static_cast<std::size_t>(r)]).find("did not call allreduce within 0.5 s") != std::string::npos);
+    CHECK(message_of(errors[static_cast<std::size_t>(r)]).find("did not call allreduce within 0.5 s") !=
+          std::string::npos);
   }
   // The group is broken: later calls fail at once with the reason.
   errors = on_threads(comms, [&](int r) {
-    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32, ReduceOp::kSum);
+    comms[static_cast<std::size_t>(r)].allreduce(data[r].data(), data[r].data(), 100, DataType::kFloat32,
+                                                 ReduceOp::kSum);
   });
   for (const auto& e : errors) {
     REQUIRE(e);
@@ -375,8 +380,9 @@ TEST_CASE("communicator.invalid_usage") {
   CHECK(error_of([&] { comms[0].allreduce(a.data(), a.data() + 2, 4, DataType::kFloat32, ReduceOp::kSum); }) ==
         "allreduce: send and recv overlap without being the same buffer");
   int fake_stream = 0;
-  CHECK(error_of([&] { comms[0].allreduce(a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum, &fake_stream); }) ==
-        "allreduce: a stream is for the cuda and nccl backends");
+  CHECK(error_of([&] {
+          comms[0].allreduce(a.data(), a.data(), 4, DataType::kFloat32, ReduceOp::kSum, &fake_stream);
+        }) == "allreduce: a stream is for the cuda and nccl backends");
   CHECK(error_of([&] { (void)Communicator::create_local(BackendKind::kMpi, CommOptions{}, 2); }) ==
         "create_local: the mpi backend runs one rank per process (create_mpi / create_nccl)");
   CHECK(error_of([&] { (void)Communicator::create_local(BackendKind::kCpu, spec_options("uniform:4", "xring"), 3); }) ==

@@ -17,8 +17,9 @@ artune_test::CliResult mpirun_prog(const std::string& env, const std::string& mo
   const std::string lsan = artune_test::sanitized_build() && mode == "fault"
                                ? " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\""
                                : "";
-  return artune_test::run_shell("env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
-                                env + lsan + " timeout -s KILL 240 mpirun -np 4 --oversubscribe " + prog + " " + mode + " 2>&1");
+  return artune_test::run_shell(
+      "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env + lsan +
+      " timeout -s KILL 240 mpirun -np 4 --oversubscribe " + prog + " " + mode + " 2>&1");
 }
 
 using artune_test::count_of;

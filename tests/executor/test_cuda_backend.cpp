@@ -105,12 +105,12 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"uniform:2", "xring"},         {"uniform:2", "nccl"},          {"uniform:8", "xring"},
-    {"uniform:8", "xring#2"},       {"uniform:8", "rechd"},         {"uniform:8", "pscpu"},
-    {"uniform:8", "psgpu#2"},       {"uniform:8", "nccl"},          {"uniform:8", "tree"},
-    {"dgx1-v100", "hiercopy"},      {"dgx1-v100", "mring#2"},       {"uniform:2x4", "nccl/xring"},
-    {"uniform:2x4", "nccl/rechd"},  {"uniform:2x4", "nccl/pscpu"},  {"uniform:2x4", "pscpu/pscpu"},
-    {"uniform:2x4", "2d"},          {"uniform:3", "rechd"},         {"uniform:5", "xring"},
+    {"uniform:2", "xring"},        {"uniform:2", "nccl"},         {"uniform:8", "xring"},
+    {"uniform:8", "xring#2"},      {"uniform:8", "rechd"},        {"uniform:8", "pscpu"},
+    {"uniform:8", "psgpu#2"},      {"uniform:8", "nccl"},         {"uniform:8", "tree"},
+    {"dgx1-v100", "hiercopy"},     {"dgx1-v100", "mring#2"},      {"uniform:2x4", "nccl/xring"},
+    {"uniform:2x4", "nccl/rechd"}, {"uniform:2x4", "nccl/pscpu"}, {"uniform:2x4", "pscpu/pscpu"},
+    {"uniform:2x4", "2d"},         {"uniform:3", "rechd"},        {"uniform:5", "xring"},
 };
 
 }  // namespace

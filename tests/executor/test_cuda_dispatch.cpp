@@ -95,7 +95,7 @@ TEST_CASE("cuda_dispatch.geometry_shapes") {
   SUBCASE("operands at the same offset from a 16-byte boundary peel a scalar head") {
     const LaunchGeometry g = launch_geometry(1003, DataType::kFloat32, 0x1004, 0x2004, 132);
     CHECK(g.vector_width == 4);
-    CHECK(g.head == 3);           // 0x1004 + 3·4 = 0x1010
+    CHECK(g.head == 3);  // 0x1004 + 3·4 = 0x1010
     CHECK(g.vector_count == 250);
     CHECK(g.tail_begin == 1003);  // 3 + 1000: no tail
   }
@@ -152,7 +152,7 @@ TEST_CASE("cuda_dispatch.grid_is_capped_by_occupancy") {
   CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 3).blocks == 396);
   CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132).blocks == 132 * kBlocksPerSm);
   CHECK(launch_geometry(count, DataType::kFloat32, 0x1000, 0x2000, 132, 0).blocks == 132);  // never 0 blocks
-  CHECK(launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 1);   // small: as needed
+  CHECK(launch_geometry(1003, DataType::kFloat32, 0x1000, 0x2000, 132, 2).blocks == 1);     // small: as needed
 }
 
 TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
@@ -160,9 +160,9 @@ TEST_CASE("cuda_dispatch.geometry_covers_every_element_once") {
     CAPTURE(to_string(t));
     for (std::int64_t count : {1, 2, 7, 15, 16, 17, 513, 4099, 100003}) {
       CAPTURE(count);
-      check_coverage(count, t, 0x10000, 0x20000, 1);     // aligned, grid capped at 4 blocks
-      check_coverage(count, t, 0x10000, 0x20002, 1);     // misaligned source
-      check_coverage(count, t, 0x10000, 0x20000, 200);   // uncapped grid
+      check_coverage(count, t, 0x10000, 0x20000, 1);    // aligned, grid capped at 4 blocks
+      check_coverage(count, t, 0x10000, 0x20002, 1);    // misaligned source
+      check_coverage(count, t, 0x10000, 0x20000, 200);  // uncapped grid
     }
   }
 }
@@ -270,8 +270,8 @@ TEST_CASE("cuda_dispatch.device_query_classification") {
   CHECK(classify_device_query(cudaSuccess, 13000) == DeviceQuery::kDevices);
   CHECK(classify_device_query(cudaErrorNoDevice, 13000) == DeviceQuery::kNoDevice);
   CHECK(classify_device_query(cudaErrorNoDevice, 0) == DeviceQuery::kNoDevice);
-  CHECK(classify_device_query(cudaErrorInsufficientDriver, 0) == DeviceQuery::kNoDevice);  // libcuda absent
-  CHECK(classify_device_query(cudaErrorStubLibrary, 0) == DeviceQuery::kNoDevice);         // only the stub
+  CHECK(classify_device_query(cudaErrorInsufficientDriver, 0) == DeviceQuery::kNoDevice);   // libcuda absent
+  CHECK(classify_device_query(cudaErrorStubLibrary, 0) == DeviceQuery::kNoDevice);          // only the stub
   CHECK(classify_device_query(cudaErrorInsufficientDriver, 12020) == DeviceQuery::kError);  // driver too old
   CHECK(classify_device_query(cudaErrorStubLibrary, 12020) == DeviceQuery::kError);
   CHECK(classify_device_query(cudaErrorInitializationError, 13000) == DeviceQuery::kError);
@@ -297,8 +297,8 @@ TEST_CASE("cuda_dispatch.cli_exits_2_without_a_gpu") {
   }
   for (const char* backend : {"cuda", "nccl"}) {
     CAPTURE(backend);
-    const std::string cmd = std::string("'") + bin + "' run -t uniform:2 -s xring --backend " + backend +
-                            " -b 1K -e 1K 2>&1";
+    const std::string cmd =
+        std::string("'") + bin + "' run -t uniform:2 -s xring --backend " + backend + " -b 1K -e 1K 2>&1";
     FILE* pipe = popen(cmd.c_str(), "r");
     REQUIRE(pipe != nullptr);
     std::string out;

@@ -127,7 +127,8 @@ TEST_CASE("cuda_kernels_host.reduce_bodies_match_the_host_reference") {
         ++runs;
         vectorised += g.vector_count > 0;
         peeled += g.vector_count > 0 && g.head > 0;
-        grid_stride += static_cast<std::int64_t>(g.blocks) * g.threads < g.head + g.vector_count + (g.count - g.tail_begin);
+        grid_stride +=
+            static_cast<std::int64_t>(g.blocks) * g.threads < g.head + g.vector_count + (g.count - g.tail_begin);
       }
     }
   }

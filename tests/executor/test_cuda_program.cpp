@@ -95,9 +95,7 @@ class CudaReplay {
       auto& vc = clock_[static_cast<std::size_t>(s)];
       ++vc[static_cast<std::size_t>(s)];
       switch (st.kind) {
-        case cuda::StepKind::kRecord:
-          events_[static_cast<std::size_t>(st.event)] = vc;
-          break;
+        case cuda::StepKind::kRecord: events_[static_cast<std::size_t>(st.event)] = vc; break;
         case cuda::StepKind::kWait: {
           const auto& ev = events_[static_cast<std::size_t>(st.event)];
           if (!ev) {
@@ -148,9 +146,10 @@ class CudaReplay {
     const auto& vc = clock_[static_cast<std::size_t>(s)];
     const std::uint64_t now = vc[static_cast<std::size_t>(s)];
     // Bounds of the region (the real backend would corrupt memory).
-    const std::int64_t size = r.buffer == cuda::Ref::kStaging
-                                  ? static_cast<std::int64_t>(staging_.at(static_cast<std::size_t>(r.device)).size())
-                                  : plan_.buffers.at(static_cast<std::size_t>(r.device)).at(static_cast<std::size_t>(r.buffer));
+    const std::int64_t size =
+        r.buffer == cuda::Ref::kStaging
+            ? static_cast<std::int64_t>(staging_.at(static_cast<std::size_t>(r.device)).size())
+            : plan_.buffers.at(static_cast<std::size_t>(r.device)).at(static_cast<std::size_t>(r.buffer));
     if (r.offset < 0 || r.offset + count > size) {
       problems_.push_back("step " + std::to_string(step) + ": region out of bounds");
       return;
@@ -253,7 +252,8 @@ class NcclReplay {
   double* at(int rank, const nccl::Ref& r) {
     if (r.buffer == nccl::Ref::kStaging) {
       auto& v = staging_[static_cast<std::size_t>(rank)];
-      if (r.offset < 0 || r.offset > static_cast<std::int64_t>(v.size())) throw std::runtime_error("staging out of range");
+      if (r.offset < 0 || r.offset > static_cast<std::int64_t>(v.size()))
+        throw std::runtime_error("staging out of range");
       return v.data() + r.offset;
     }
     const auto& devs = progs_[static_cast<std::size_t>(rank)].devices;
@@ -272,8 +272,8 @@ class NcclReplay {
         Message& r = rq.front();
         if (s.op != r.op || s.count != r.count) {
           problems_.push_back("mismatched pair " + std::to_string(pair.first) + "->" + std::to_string(pair.second) +
-                              ": send op " + std::to_string(s.op) + " x" + std::to_string(s.count) +
-                              " met recv op " + std::to_string(r.op) + " x" + std::to_string(r.count));
+                              ": send op " + std::to_string(s.op) + " x" + std::to_string(s.count) + " met recv op " +
+                              std::to_string(r.op) + " x" + std::to_string(r.count));
         }
         std::copy(s.data.begin(), s.data.begin() + std::min(s.count, r.count), at(r.rank, r.ref));
         --pending_[static_cast<std::size_t>(s.rank)];
@@ -291,14 +291,9 @@ class NcclReplay {
         std::copy(tmp.begin(), tmp.end(), at(rank, st.dst));
         break;
       }
-      case nccl::StepKind::kReduce:
-        reduce_into(at(rank, st.dst), at(rank, st.src), st.count, kType, op_);
-        break;
-      case nccl::StepKind::kScale:
-        scale_down(at(rank, st.dst), st.count, kType, static_cast<int>(st.divisor));
-        break;
-      default:
-        break;
+      case nccl::StepKind::kReduce: reduce_into(at(rank, st.dst), at(rank, st.src), st.count, kType, op_); break;
+      case nccl::StepKind::kScale: scale_down(at(rank, st.dst), st.count, kType, static_cast<int>(st.divisor)); break;
+      default: break;
     }
   }
 
@@ -316,7 +311,8 @@ class NcclReplay {
     const std::int64_t count = first.count;
     const ReduceOp combine = op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_;
     auto reduce_range = [&](int root, std::int64_t off, std::int64_t cnt) {
-      std::vector<double> acc(region[static_cast<std::size_t>(root)] + off, region[static_cast<std::size_t>(root)] + off + cnt);
+      std::vector<double> acc(region[static_cast<std::size_t>(root)] + off,
+                              region[static_cast<std::size_t>(root)] + off + cnt);
       for (int k = 0; k < g; ++k) {
         if (k != root) reduce_into(acc.data(), region[static_cast<std::size_t>(k)] + off, cnt, kType, combine);
       }
@@ -331,8 +327,8 @@ class NcclReplay {
       case Collective::kBroadcast:
         for (int k = 0; k < g; ++k) {
           if (k != first.root) {
-            std::copy(region[static_cast<std::size_t>(first.root)], region[static_cast<std::size_t>(first.root)] + count,
-                      region[static_cast<std::size_t>(k)]);
+            std::copy(region[static_cast<std::size_t>(first.root)],
+                      region[static_cast<std::size_t>(first.root)] + count, region[static_cast<std::size_t>(k)]);
           }
         }
         break;
@@ -460,13 +456,13 @@ struct Case {
 
 // Every family, hybrids included, on single machines and clusters.
 const Case kCases[] = {
-    {"uniform:2", "xring"},          {"uniform:2", "rechd"},         {"uniform:2", "nccl"},
-    {"uniform:8", "xring"},          {"uniform:8", "xring#2"},       {"uniform:8", "rechd"},
-    {"uniform:8", "pscpu"},          {"uniform:8", "psgpu#2"},       {"uniform:8", "nccl"},
-    {"uniform:8", "tree"},           {"dgx1-v100", "hiercopy"},      {"dgx1-v100", "mring#2"},
-    {"dgx1-v100", "xring"},          {"uniform:2x4", "nccl/xring"},  {"uniform:2x4", "nccl/rechd"},
-    {"uniform:2x4", "nccl/pscpu"},   {"uniform:2x4", "pscpu/pscpu"}, {"uniform:2x4", "2d"},
-    {"uniform:4x2", "xring"},        {"uniform:4x2", "pscpu/xring"}, {"uniform:3", "rechd"},
+    {"uniform:2", "xring"},        {"uniform:2", "rechd"},         {"uniform:2", "nccl"},
+    {"uniform:8", "xring"},        {"uniform:8", "xring#2"},       {"uniform:8", "rechd"},
+    {"uniform:8", "pscpu"},        {"uniform:8", "psgpu#2"},       {"uniform:8", "nccl"},
+    {"uniform:8", "tree"},         {"dgx1-v100", "hiercopy"},      {"dgx1-v100", "mring#2"},
+    {"dgx1-v100", "xring"},        {"uniform:2x4", "nccl/xring"},  {"uniform:2x4", "nccl/rechd"},
+    {"uniform:2x4", "nccl/pscpu"}, {"uniform:2x4", "pscpu/pscpu"}, {"uniform:2x4", "2d"},
+    {"uniform:4x2", "xring"},      {"uniform:4x2", "pscpu/xring"}, {"uniform:3", "rechd"},
     {"uniform:5", "xring"},
 };
 
@@ -496,7 +492,8 @@ std::vector<std::string> replay_cuda(const Plan& plan, ReduceOp op, int cuda_dev
   std::vector<std::string> problems;
   for (int iteration : {0, 3}) {
     const std::int64_t wrong = replay.run(iteration);
-    if (wrong != 0) problems.push_back("#wrong = " + std::to_string(wrong) + " in iteration " + std::to_string(iteration));
+    if (wrong != 0)
+      problems.push_back("#wrong = " + std::to_string(wrong) + " in iteration " + std::to_string(iteration));
   }
   for (const auto& p : replay.problems()) problems.push_back(p);
   if (!problems.empty()) MESSAGE(cuda::describe(prog));
@@ -592,7 +589,8 @@ TEST_CASE("cuda_program.every_family_is_race_free_and_exact") {
         for (const Config cfg : {Config{1, 1}, Config{gpus, 1}, Config{gpus, 0}, Config{3, 2}}) {
           CAPTURE(cfg.devices);
           CAPTURE(cfg.peer_mode);
-          const auto problems = replay_cuda(plan, op, cfg.devices, peers(std::max(cfg.devices, 1), cfg.peer_mode), nullptr);
+          const auto problems =
+              replay_cuda(plan, op, cfg.devices, peers(std::max(cfg.devices, 1), cfg.peer_mode), nullptr);
           for (const auto& p : problems) FAIL_CHECK(p);
           ++replays;
         }
@@ -605,7 +603,7 @@ TEST_CASE("cuda_program.every_family_is_race_free_and_exact") {
 TEST_CASE("cuda_program.pipelined_plans") {
   for (const Case& c : {Case{"uniform:8", "xring"}, Case{"dgx1-v100", "hiercopy"}, Case{"uniform:2x4", "nccl/rechd"}}) {
     const std::string spec_name = c.spec;
-        CAPTURE(spec_name);
+    CAPTURE(spec_name);
     const Plan plan = build(c, 1000, ReduceOp::kSum, 4);
     const auto problems = replay_cuda(plan, ReduceOp::kSum, 2, peers(2, 0), nullptr);
     for (const auto& p : problems) FAIL_CHECK(p);
@@ -913,9 +911,9 @@ TEST_CASE("nccl_program.every_family_matches_and_is_exact") {
       for (std::int64_t count : {std::int64_t{1}, std::int64_t{13}, std::int64_t{256}}) {
         for (int segments : {1, 3}) {
           const std::string topo_name = c.topo;
-        CAPTURE(topo_name);
+          CAPTURE(topo_name);
           const std::string spec_name = c.spec;
-        CAPTURE(spec_name);
+          CAPTURE(spec_name);
           CAPTURE(to_string(op));
           CAPTURE(count);
           CAPTURE(segments);
@@ -1116,7 +1114,8 @@ TEST_CASE("cuda_program.memory_need") {
   // What prepare() allocates, per GPU and in pinned host memory, summed by hand from the plan:
   // the cuda backend's check_plan compares it with cudaMemGetInfo before allocating anything.
   const std::size_t es = 4;
-  for (const Case& c : std::vector<Case>{{"uniform:8", "xring"}, {"uniform:8", "pscpu"}, {"uniform:2x4", "pscpu/pscpu"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"uniform:8", "xring"}, {"uniform:8", "pscpu"}, {"uniform:2x4", "pscpu/pscpu"}}) {
     CAPTURE(c.spec);
     const Plan plan = build(c, 1001, ReduceOp::kSum);
     for (int gpus : {1, 2, 8}) {
@@ -1156,7 +1155,8 @@ TEST_CASE("nccl_program.rank_memory") {
   // Per rank: its GPU devices' buffers and its staging on the GPU, its CPU helpers' buffers and the
   // message-sized check copy in pinned memory. Over all ranks the buffers add up to the plan's.
   const std::size_t es = 2;
-  for (const Case& c : std::vector<Case>{{"uniform:8", "xring"}, {"uniform:2x4", "nccl/xring"}, {"uniform:2x4", "pscpu/pscpu"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"uniform:8", "xring"}, {"uniform:2x4", "nccl/xring"}, {"uniform:2x4", "pscpu/pscpu"}}) {
     CAPTURE(c.spec);
     const Plan plan = build(c, 777, ReduceOp::kSum);
     const std::vector<int> machines = nccl::machines_from_names(plan);
@@ -1188,7 +1188,7 @@ TEST_CASE("nccl_program.rank_memory") {
             static_cast<std::uint64_t>(cuda::buffer_elements(plan, static_cast<int>(d), static_cast<int>(b))) * es;
       }
     }
-    CHECK(gpu_total == plan_gpu);   // every device is hosted by exactly one rank
+    CHECK(gpu_total == plan_gpu);  // every device is hosted by exactly one rank
     CHECK(host_total == plan_host);
     CHECK((plan_host > 0) == (std::string(c.spec).find("pscpu") != std::string::npos));
   }

@@ -47,12 +47,20 @@ class EnvScope {
   std::vector<Saved> saved_;
 };
 
-const std::initializer_list<std::pair<const char*, const char*>> kNoLauncher = {
-    {"OMPI_COMM_WORLD_RANK", nullptr}, {"PMI_RANK", nullptr}, {"PMIX_RANK", nullptr},
-    {"MV2_COMM_WORLD_RANK", nullptr}, {"OMPI_COMM_WORLD_SIZE", nullptr}, {"PMI_SIZE", nullptr},
-    {"PMIX_SIZE", nullptr}, {"MV2_COMM_WORLD_SIZE", nullptr}, {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
-    {"MPI_LOCALRANKID", nullptr}, {"PMIX_LOCAL_RANK", nullptr}, {"MV2_COMM_WORLD_LOCAL_RANK", nullptr},
-    {"SLURM_LOCALID", nullptr}, {"ARTUNE_MACHINE_INDEX", nullptr}};
+const std::initializer_list<std::pair<const char*, const char*>> kNoLauncher = {{"OMPI_COMM_WORLD_RANK", nullptr},
+                                                                                {"PMI_RANK", nullptr},
+                                                                                {"PMIX_RANK", nullptr},
+                                                                                {"MV2_COMM_WORLD_RANK", nullptr},
+                                                                                {"OMPI_COMM_WORLD_SIZE", nullptr},
+                                                                                {"PMI_SIZE", nullptr},
+                                                                                {"PMIX_SIZE", nullptr},
+                                                                                {"MV2_COMM_WORLD_SIZE", nullptr},
+                                                                                {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+                                                                                {"MPI_LOCALRANKID", nullptr},
+                                                                                {"PMIX_LOCAL_RANK", nullptr},
+                                                                                {"MV2_COMM_WORLD_LOCAL_RANK", nullptr},
+                                                                                {"SLURM_LOCALID", nullptr},
+                                                                                {"ARTUNE_MACHINE_INDEX", nullptr}};
 
 }  // namespace
 
@@ -89,8 +97,8 @@ TEST_CASE("launcher.machine_index_has_one_bound") {
   CHECK(parse_machine_index("1048576", "--machine-index") == kMaxMachineIndex);
   for (const char* bad : {"1048577", "-1", "x", "", "3 ", "99999999999999999999"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_machine_index(bad, "ARTUNE_MACHINE_INDEX"),
-                         doctest::Contains("ARTUNE_MACHINE_INDEX: '"), InvalidInput);
+    CHECK_THROWS_WITH_AS(parse_machine_index(bad, "ARTUNE_MACHINE_INDEX"), doctest::Contains("ARTUNE_MACHINE_INDEX: '"),
+                         InvalidInput);
   }
   EnvScope clean(kNoLauncher);
   CHECK(env_machine_index() == -1);

@@ -36,9 +36,8 @@ std::string error_run(const std::string& env) {
 // mpirun -np 8 [machine wrapper] artune run --backend mpi ARGS, with a hard 120 s cap.
 Result mpirun_artune(const std::string& env, const std::string& args, int gpus_per_machine = 0, int ranks = 8) {
   const std::string bin = require_env("ARTUNE_BIN");
-  const std::string wrapper = gpus_per_machine > 0
-                                  ? "sh " + require_env("ARTUNE_SOURCE_ROOT") + "/tests/executor/machine_index.sh "
-                                  : "";
+  const std::string wrapper =
+      gpus_per_machine > 0 ? "sh " + require_env("ARTUNE_SOURCE_ROOT") + "/tests/executor/machine_index.sh " : "";
   const std::string per =
       gpus_per_machine > 0 ? "ARTUNE_TEST_GPUS_PER_MACHINE=" + std::to_string(gpus_per_machine) + " " : "";
   return artune_test::run_shell(
@@ -152,7 +151,8 @@ TEST_CASE("mpi_cli.stopped_rank_4_ranks_64M_exit_3_no_orphans") {
   artune_test::ScratchDir dir("artune-fault");
   const std::string topo = dir.file("fault-stop-topology.json");
   REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo)).status == 0);
+                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
+              .status == 0);
   const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=stop:rank2:iter5"),
                                  "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
   INFO(r.out);
@@ -168,7 +168,8 @@ TEST_CASE("mpi_cli.killed_rank_4_ranks_64M_no_orphans") {
   artune_test::ScratchDir dir("artune-fault");
   const std::string topo = dir.file("fault-kill-topology.json");
   REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo)).status == 0);
+                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
+              .status == 0);
   const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=kill:rank2:iter5"),
                                  "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
   INFO(r.out);

@@ -97,11 +97,11 @@ TEST_CASE("nccl_forced_choice.scope_sets_and_restores_the_environment") {
     CHECK(env_or("NCCL_ALGO", "-") == "Ring");
     CHECK(env_or("NCCL_PROTO", "-") == "LL128");
   }
-  CHECK(env_or("NCCL_ALGO", "-") == "Tree");     // the user's value comes back
-  CHECK(env_or("NCCL_PROTO", "-") == "-");       // and an unset one stays unset
+  CHECK(env_or("NCCL_ALGO", "-") == "Tree");  // the user's value comes back
+  CHECK(env_or("NCCL_PROTO", "-") == "-");    // and an unset one stays unset
   {
     const ScopedNcclForcedChoice scope(NcclForcedChoice{});
-    CHECK(env_or("NCCL_ALGO", "-") == "Tree");   // nothing forced: nothing touched
+    CHECK(env_or("NCCL_ALGO", "-") == "Tree");  // nothing forced: nothing touched
   }
   ::unsetenv("NCCL_ALGO");
 }

@@ -56,8 +56,9 @@ TEST_CASE("reduce_kernels.every_type_and_op") {
         reduce_into(dst.data(), src.data(), n, type, op);
         for (std::int64_t i = 0; i < n; ++i) {
           std::vector<std::byte> want(element_size(type));
-          store_from_double(want.data(), type, 0,
-                            combine_ref(op, load_as_double(before.data(), type, i), load_as_double(src.data(), type, i)));
+          store_from_double(
+              want.data(), type, 0,
+              combine_ref(op, load_as_double(before.data(), type, i), load_as_double(src.data(), type, i)));
           REQUIRE_MESSAGE(load_as_double(dst.data(), type, i) == load_as_double(want.data(), type, 0),
                           to_string(type) << " " << to_string(op) << " i=" << i);
         }

@@ -25,7 +25,8 @@ std::uint16_t bf16_reference(float f) {
   const std::uint32_t hi = lo + 0x10000u;
   const double x = std::fabs(static_cast<double>(f));
   const double a = std::fabs(static_cast<double>(std::bit_cast<float>(lo)));
-  const double b = std::isinf(std::bit_cast<float>(hi)) ? std::ldexp(1.0, 128) : std::fabs(static_cast<double>(std::bit_cast<float>(hi)));
+  const double b = std::isinf(std::bit_cast<float>(hi)) ? std::ldexp(1.0, 128)
+                                                        : std::fabs(static_cast<double>(std::bit_cast<float>(hi)));
   if (x - a < b - x) return static_cast<std::uint16_t>(lo >> 16);
   if (x - a > b - x) return static_cast<std::uint16_t>(hi >> 16);
   return static_cast<std::uint16_t>(((lo >> 16) & 1u) ? hi >> 16 : lo >> 16);
@@ -42,8 +43,10 @@ std::uint16_t half_reference(float f) {
   std::uint16_t lo = 0, hi = 0x7bff;
   while (lo < hi) {  // last half ≤ x
     const std::uint16_t mid = static_cast<std::uint16_t>((lo + hi + 1) / 2);
-    if (static_cast<double>(half_to_float(mid)) <= x) lo = mid;
-    else hi = static_cast<std::uint16_t>(mid - 1);
+    if (static_cast<double>(half_to_float(mid)) <= x)
+      lo = mid;
+    else
+      hi = static_cast<std::uint16_t>(mid - 1);
   }
   if (static_cast<double>(half_to_float(lo)) == x || lo == 0x7bff) {
     return static_cast<std::uint16_t>(sign | lo);
@@ -51,9 +54,12 @@ std::uint16_t half_reference(float f) {
   const double a = half_to_float(lo);
   const double b = half_to_float(static_cast<std::uint16_t>(lo + 1));
   std::uint16_t pick;
-  if (x - a < b - x) pick = lo;
-  else if (x - a > b - x) pick = static_cast<std::uint16_t>(lo + 1);
-  else pick = (lo & 1u) ? static_cast<std::uint16_t>(lo + 1) : lo;
+  if (x - a < b - x)
+    pick = lo;
+  else if (x - a > b - x)
+    pick = static_cast<std::uint16_t>(lo + 1);
+  else
+    pick = (lo & 1u) ? static_cast<std::uint16_t>(lo + 1) : lo;
   return static_cast<std::uint16_t>(sign | pick);
 }
 
@@ -61,16 +67,37 @@ double half_reference_value(std::uint16_t h) {
   // Decoded from the definition: (-1)^s · 2^(e-15) · 1.m, subnormals 2^-14 · 0.m.
   const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
   double v;
-  if (e == 0) v = std::ldexp(m, -24);
-  else if (e == 31) v = m ? NAN : INFINITY;
-  else v = std::ldexp(1024 + m, e - 25);
+  if (e == 0)
+    v = std::ldexp(m, -24);
+  else if (e == 31)
+    v = m ? NAN : INFINITY;
+  else
+    v = std::ldexp(1024 + m, e - 25);
   return s ? -v : v;
 }
 
 std::vector<float> interesting_floats() {
-  std::vector<float> out = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f, 5.96e-8f,
-                            2.98e-8f, 2.99e-8f, 6.1e-5f, 6.103515625e-05f, 3e38f, INFINITY, -INFINITY, NAN,
-                            std::numeric_limits<float>::denorm_min(), 1.00048828125f, 1.000732421875f};
+  std::vector<float> out = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            65504.0f,
+                            65519.99f,
+                            65520.0f,
+                            65536.0f,
+                            1e-8f,
+                            5.96e-8f,
+                            2.98e-8f,
+                            2.99e-8f,
+                            6.1e-5f,
+                            6.103515625e-05f,
+                            3e38f,
+                            INFINITY,
+                            -INFINITY,
+                            NAN,
+                            std::numeric_limits<float>::denorm_min(),
+                            1.00048828125f,
+                            1.000732421875f};
   // Every half and the midpoints around it, nudged by one float ulp either way.
   for (std::uint32_t h = 0; h < 0x7c00; h += 7) {
     const float v = half_to_float(static_cast<std::uint16_t>(h));
@@ -156,8 +183,14 @@ TEST_CASE("verification.inputs_small_and_results_exact") {
           }
           const std::int64_t e = expected_value(op, ranks, i, it);
           switch (op) {
-            case ReduceOp::kSum: REQUIRE(e == sum); REQUIRE(sum <= 256); break;
-            case ReduceOp::kProd: REQUIRE(e == prod); REQUIRE(prod <= 128); break;
+            case ReduceOp::kSum:
+              REQUIRE(e == sum);
+              REQUIRE(sum <= 256);
+              break;
+            case ReduceOp::kProd:
+              REQUIRE(e == prod);
+              REQUIRE(prod <= 128);
+              break;
             case ReduceOp::kMin: REQUIRE(e == mn); break;
             case ReduceOp::kMax: REQUIRE(e == mx); break;
             case ReduceOp::kAvg: REQUIRE(sum == e * ranks); break;
@@ -269,7 +302,8 @@ TEST_CASE("verification.count_wrong_every_type") {
       CHECK(count_wrong(buf.data(), type, op, ranks, 5, n, 2) == 0);
       CHECK(count_mismatches(buf.data(), expected.data(), type, op, n) == 0);
       // Shifted by one element: most elements differ.
-      CHECK(count_wrong(buf.data(), type, op, ranks, 6, n, 2) > (op == ReduceOp::kMin || op == ReduceOp::kMax ? 0 : n / 4));
+      CHECK(count_wrong(buf.data(), type, op, ranks, 6, n, 2) >
+            (op == ReduceOp::kMin || op == ReduceOp::kMax ? 0 : n / 4));
       // One element off by one.
       store_from_double(buf.data(), type, 17, load_as_double(buf.data(), type, 17) + 1);
       CHECK(count_wrong(buf.data(), type, op, ranks, 5, n, 2) == 1);
@@ -304,8 +338,7 @@ TEST_CASE("verification.fill_input_writes_typed_values") {
     std::vector<std::byte> buf(100 * element_size(type));
     fill_input(buf.data(), type, ReduceOp::kSum, 4, 2, 10, 100, 1);
     for (std::int64_t i = 0; i < 100; ++i) {
-      REQUIRE(load_as_double(buf.data(), type, i) ==
-              static_cast<double>(input_value(ReduceOp::kSum, 4, 2, 10 + i, 1)));
+      REQUIRE(load_as_double(buf.data(), type, i) == static_cast<double>(input_value(ReduceOp::kSum, 4, 2, 10 + i, 1)));
     }
   }
 }

@@ -37,12 +37,14 @@ std::pair<int, int> indices_of(const std::string& spec) {
   const std::string rest = spec.substr(5);
   const std::string algo = rest.substr(0, rest.find('.'));
   const std::string proto = rest.substr(rest.find('.') + 1);
-  const int a = algo == "tree" ? ARTUNE_NCCL_ALGO_TREE
-                : algo == "ring" ? ARTUNE_NCCL_ALGO_RING
-                : algo == "nvls" ? ARTUNE_NCCL_ALGO_NVLS
+  const int a = algo == "tree"       ? ARTUNE_NCCL_ALGO_TREE
+                : algo == "ring"     ? ARTUNE_NCCL_ALGO_RING
+                : algo == "nvls"     ? ARTUNE_NCCL_ALGO_NVLS
                 : algo == "nvlstree" ? ARTUNE_NCCL_ALGO_NVLS_TREE
                                      : -1;
-  const int p = proto == "ll" ? ARTUNE_NCCL_PROTO_LL : proto == "ll128" ? ARTUNE_NCCL_PROTO_LL128 : ARTUNE_NCCL_PROTO_SIMPLE;
+  const int p = proto == "ll"      ? ARTUNE_NCCL_PROTO_LL
+                : proto == "ll128" ? ARTUNE_NCCL_PROTO_LL128
+                                   : ARTUNE_NCCL_PROTO_SIMPLE;
   return {a, p};
 }
 
@@ -150,8 +152,9 @@ TEST_CASE("nccl_target.cli_bad_input") {
   const auto measure =
       artune_test::run_artune({"autotune", "-t", "uniform:4", "--target", "nccl", "--measure", "cpu", "-q"});
   CHECK(measure.status == 2);
-  CHECK(measure.err == "artune: --measure cpu: --target nccl measures NCCL's own choices with real NCCL only "
-                       "(--measure nccl, under mpirun with one GPU per rank)\n");
+  CHECK(measure.err ==
+        "artune: --measure cpu: --target nccl measures NCCL's own choices with real NCCL only "
+        "(--measure nccl, under mpirun with one GPU per rank)\n");
   CHECK(measure.out.empty());
   // --measure nccl needs real NCCL on a GPU: refused up front, in one line, where there is none.
   bool gpu = false;

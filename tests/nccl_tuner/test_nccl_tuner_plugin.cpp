@@ -48,7 +48,8 @@ void fill_costs(Costs& c, std::uint64_t bytes) {
 }
 
 /// A table as `artune autotune --target nccl` writes it (the fields the plugin reads, plus a few it ignores).
-nlohmann::json table_json(int gpus, int machines, const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>>& ranges) {
+nlohmann::json table_json(int gpus, int machines,
+                          const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>>& ranges) {
   nlohmann::json doc;
   doc["schema"] = "artune.decision_table";
   doc["schema_version"] = 1;
@@ -88,8 +89,8 @@ class TableEnv {
 const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>> kRanges = {
     {8, 4096, "nccl.tree.ll"},
     {16384, 262144, "nccl.ring.ll128"},
-    {1048576, 4194304, "nccl.tree"},          // algorithm only: NCCL's cheapest Tree protocol
-    {16777216, 67108864, "nccl"},             // NCCL's own choice
+    {1048576, 4194304, "nccl.tree"},  // algorithm only: NCCL's cheapest Tree protocol
+    {16777216, 67108864, "nccl"},     // NCCL's own choice
     {268435456, 1073741824, "nccl.nvls.simple"},
 };
 
@@ -109,9 +110,9 @@ std::pair<int, int> expected(std::uint64_t bytes) {
 }
 
 /// Sizes across the table: every range's ends, the gaps between ranges, below the first, above the last.
-const std::vector<std::uint64_t> kSizes = {1,       8,        1000,     4096,      8192,      16384,     100000,
-                                           262144,  500000,   1048576,  2000000,   4194304,   8388608,   16777216,
-                                           50000000, 67108864, 100000000,      268435456, 536870912, 1073741824, 1ull << 34};
+const std::vector<std::uint64_t> kSizes = {1,        8,        1000,      4096,      8192,      16384,      100000,
+                                           262144,   500000,   1048576,   2000000,   4194304,   8388608,    16777216,
+                                           50000000, 67108864, 100000000, 268435456, 536870912, 1073741824, 1ull << 34};
 
 /// Checks that getCollInfo (through `call`) leaves every size's cost table exactly as NCCL filled it.
 template <typename Call>
@@ -289,8 +290,8 @@ TEST_CASE("nccl_tuner.bad_tables_log_once_and_change_nothing") {
   const std::string good = table_json(8, 1, kRanges).dump();
   struct Case {
     std::string name;
-    std::string text;     // file content ("" = no file written)
-    std::string reason;   // part of the warning
+    std::string text;    // file content ("" = no file written)
+    std::string reason;  // part of the warning
   };
   const std::vector<Case> cases = {
       {"missing.json", "", "cannot open"},
@@ -298,19 +299,35 @@ TEST_CASE("nccl_tuner.bad_tables_log_once_and_change_nothing") {
       {"garbage.json", "\x01\x02 not json %s %n", "not JSON"},
       {"array.json", "[1,2,3]", "not a decision table"},
       {"schema.json", R"({"schema":"artune.plan","ranges":[]})", "not a decision table"},
-      {"version.json", [] { auto d = table_json(8, 1, kRanges); d["schema_version"] = 2; return d.dump(); }(),
+      {"version.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["schema_version"] = 2;
+         return d.dump();
+       }(),
        "schema_version: not version 1"},
-      {"no_ranges.json", [] { auto d = table_json(8, 1, kRanges); d["ranges"] = nlohmann::json::array(); return d.dump(); }(),
+      {"no_ranges.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["ranges"] = nlohmann::json::array();
+         return d.dump();
+       }(),
        "ranges: must be an array"},
       {"overlap.json", table_json(8, 1, {{8, 4096, "nccl.ring"}, {4096, 8192, "nccl.tree"}}).dump(),
        "ranges must ascend"},
-      {"bad_bytes.json", [] { auto d = table_json(8, 1, kRanges); d["ranges"][1]["min_bytes"] = -5; return d.dump(); }(),
+      {"bad_bytes.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["ranges"][1]["min_bytes"] = -5;
+         return d.dump();
+       }(),
        "ranges[1].min_bytes: expected an integer"},
       {"artune_plans.json", table_json(8, 1, {{8, 4096, "xring#2"}, {8192, 65536, "nccl.ring"}}).dump(),
        "is not one of NCCL's choices"},
       {"bad_algo.json", table_json(8, 1, {{8, 4096, "nccl.collnet.simple"}}).dump(),
        "is not one of NCCL's algorithm x protocol choices"},
-      {"ranks.json", table_json(16, 2, kRanges).dump(), "tuned for 16 GPUs on 2 machine(s), this communicator has 8 ranks on 1 node(s)"},
+      {"ranks.json", table_json(16, 2, kRanges).dump(),
+       "tuned for 16 GPUs on 2 machine(s), this communicator has 8 ranks on 1 node(s)"},
       {"nodes.json", table_json(8, 2, kRanges).dump(), "tuned for 8 GPUs on 2 machine(s)"},
   };
   const PluginLib lib;
@@ -357,7 +374,8 @@ TEST_CASE("nccl_tuner.unset_directory_and_fifo") {
     });
     REQUIRE(plugin_log().size() == 1);
     CHECK(plugin_log().front().level == artuneNcclLogWarn);
-    const std::string want = value == nullptr || *value == '\0' ? "ARTUNE_TUNER_TABLE is not set" : "not a regular file";
+    const std::string want =
+        value == nullptr || *value == '\0' ? "ARTUNE_TUNER_TABLE is not set" : "not a regular file";
     CHECK(plugin_log().front().text.find(want) != std::string::npos);
     v5->finalize(ctx);
   }

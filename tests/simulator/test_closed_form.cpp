@@ -55,7 +55,7 @@ namespace {
 
 CostModel round_model() {
   CostModel m = CostModel::defaults(BackendProfile::kNccl);
-  m.op_overhead_us = 9.4;  // + 0.6 µs NVLink latency = α 10 µs
+  m.op_overhead_us = 9.4;                  // + 0.6 µs NVLink latency = α 10 µs
   m.link[LinkKind::kNvLink] = {0.0, 0.4};  // 25 · 0.4 = 10 GB/s
   m.reduce_gbps[NodeKind::kGpu] = 50.0;
   return m;
@@ -169,19 +169,16 @@ TEST_CASE("closed_form.every_family_has_one") {
 
 TEST_CASE("closed_form.exact_families") {
   const CostModel nccl = CostModel::defaults();
-  for (const auto& x : {Expectation{"xring", nccl, Exactness::kExact, 1.001},
-                        Expectation{"xring", round_model(), Exactness::kExact, 1.001},
-                        Expectation{"rechd", nccl, Exactness::kExact, 1.001},
-                        Expectation{"shuffle", nccl, Exactness::kExact, 1.001},
-                        Expectation{"shuffle#2", nccl, Exactness::kExact, 1.001},
-                        Expectation{"psgpu", nccl, Exactness::kExact, 1.001},
-                        Expectation{"pscpu", nccl, Exactness::kExact, 1.001},
-                        Expectation{"hiercopy", nccl, Exactness::kExact, 1.001},
-                        Expectation{"hiercopy#2", nccl, Exactness::kExact, 1.001},
-                        Expectation{"hiercopy#16", round_model(), Exactness::kExact, 1.001},
-                        Expectation{"mring#2", nccl, Exactness::kExact, 1.001},
-                        Expectation{"2d", nccl, Exactness::kExact, 1.001},
-                        Expectation{"nccl", library_ring_model(), Exactness::kExact, 1.001}}) {
+  for (const auto& x :
+       {Expectation{"xring", nccl, Exactness::kExact, 1.001},
+        Expectation{"xring", round_model(), Exactness::kExact, 1.001},
+        Expectation{"rechd", nccl, Exactness::kExact, 1.001}, Expectation{"shuffle", nccl, Exactness::kExact, 1.001},
+        Expectation{"shuffle#2", nccl, Exactness::kExact, 1.001}, Expectation{"psgpu", nccl, Exactness::kExact, 1.001},
+        Expectation{"pscpu", nccl, Exactness::kExact, 1.001}, Expectation{"hiercopy", nccl, Exactness::kExact, 1.001},
+        Expectation{"hiercopy#2", nccl, Exactness::kExact, 1.001},
+        Expectation{"hiercopy#16", round_model(), Exactness::kExact, 1.001},
+        Expectation{"mring#2", nccl, Exactness::kExact, 1.001}, Expectation{"2d", nccl, Exactness::kExact, 1.001},
+        Expectation{"nccl", library_ring_model(), Exactness::kExact, 1.001}}) {
     check_against_simulator(x, {4, 8});
   }
 }

@@ -47,7 +47,7 @@ const std::vector<int> kDgx1NvlinkRing = {0, 3, 2, 1, 5, 6, 7, 4};  // every hop
 
 TEST_CASE("contention.two_flows_on_one_link_take_twice_as_long") {
   const Topology t = switch_topology();
-  const CostModel m = round_model();  // PCIe: α 0, efficiency 1 → 1e4 B/µs; overhead 2 µs
+  const CostModel m = round_model();   // PCIe: α 0, efficiency 1 → 1e4 B/µs; overhead 2 µs
   const std::int64_t count = 2500000;  // 1e7 B: 1000 µs alone
   Plan one = plan_over(t, {0, 1, 2}, count);
   add_xfer(one, OpKind::kCopy, 0, 2, 0, count);

@@ -53,9 +53,11 @@ TEST_CASE("cost_model.profiles_differ") {
 }
 
 TEST_CASE("cost_model.json_round_trip") {
-  for (const auto profile : {BackendProfile::kNccl, BackendProfile::kCuda, BackendProfile::kCpu, BackendProfile::kMpi}) {
+  for (const auto profile :
+       {BackendProfile::kNccl, BackendProfile::kCuda, BackendProfile::kCpu, BackendProfile::kMpi}) {
     const CostModel m = CostModel::defaults(profile);
-    CostModel other = CostModel::defaults(profile == BackendProfile::kCpu ? BackendProfile::kNccl : BackendProfile::kCpu);
+    CostModel other =
+        CostModel::defaults(profile == BackendProfile::kCpu ? BackendProfile::kNccl : BackendProfile::kCpu);
     other.apply_overlay(m.to_json(), "roundtrip");
     CHECK(other == m);
   }
@@ -129,8 +131,11 @@ TEST_CASE("cost_model.host_overlay_errors_name_the_field") {
   CHECK(overlay_error(R"({"host": {"cache_gbps": -3}})") == "calib.json: host.cache_gbps: must be a finite number ≥ 0");
   CHECK(overlay_error(R"({"host": {"dram_gbps": 1e-9}})") ==
         "calib.json: host.dram_gbps: must be at least 1e-06 GB/s (got 1e-09)");
-  CHECK(overlay_error(R"({"host": {"serial_devices": 1}})") == "calib.json: host.serial_devices: must be true or false, not a number");
-  CHECK(overlay_error(R"({"host": {"threads": 4}})").rfind("calib.json: host.threads: unknown key (run_overhead_us", 0) == 0);
+  CHECK(overlay_error(R"({"host": {"serial_devices": 1}})") ==
+        "calib.json: host.serial_devices: must be true or false, not a number");
+  CHECK(
+      overlay_error(R"({"host": {"threads": 4}})").rfind("calib.json: host.threads: unknown key (run_overhead_us", 0) ==
+      0);
   // One line, and a bad field leaves the model as it was.
   CHECK(overlay_error(R"({"host": {"cores": -1}})").find('\n') == std::string::npos);
   CostModel m = CostModel::defaults(BackendProfile::kCpu);

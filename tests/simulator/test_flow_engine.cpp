@@ -46,8 +46,8 @@ TEST_CASE("flow_engine.two_flows_share_equally_then_release") {
   CHECK(e.rate(a) == 5.0);
   CHECK(e.rate(b) == 5.0);
   const auto end = drain(e, 2);
-  CHECK(end[0] == 2.0);                        // 10 units at 5/µs
-  CHECK(end[1] == doctest::Approx(4.0));       // 10 moved by t=2, then 20 at 10/µs
+  CHECK(end[0] == 2.0);                   // 10 units at 5/µs
+  CHECK(end[1] == doctest::Approx(4.0));  // 10 moved by t=2, then 20 at 10/µs
   CHECK(e.stats(0).busy_us == doctest::Approx(4.0));
 }
 

@@ -136,8 +136,7 @@ TEST_CASE("nccl.latency_table_values") {
   // tuning.cc: Ring/LL on one NVLink machine: 6.6 + 2(n−1)·0.6; Tree/LL: 6.8 + 2·(ppn−1)·0.6 + 2·log2(nodes)·5.
   const nccl::Graph v100 = graph_of("dgx1-v100");
   CHECK(nccl::all_reduce_latency_us(v100, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(6.6 + 14 * 0.6));
-  CHECK(nccl::all_reduce_latency_us(v100, nccl::Algo::kRing, nccl::Proto::kSimple) ==
-        doctest::Approx(8.4 + 14 * 3.4));
+  CHECK(nccl::all_reduce_latency_us(v100, nccl::Algo::kRing, nccl::Proto::kSimple) == doctest::Approx(8.4 + 14 * 3.4));
   const nccl::Graph c16 = graph_of("16xdgx-h100");
   CHECK(nccl::all_reduce_latency_us(c16, nccl::Algo::kTree, nccl::Proto::kLL) ==
         doctest::Approx(6.8 + 2 * (7 * 0.6 + 4 * 5.0)));

@@ -48,11 +48,9 @@ namespace {
 constexpr std::size_t kFloatBytes = 4;  // every row is a float sum, as all_reduce_perf runs by default
 
 // Issue 12's targets, MAPE in percent per regime.
-const std::map<std::string, double> kTargetPercent = {
-    {"large_single", 10.0}, {"large_multi", 25.0}, {"small", 40.0}};
+const std::map<std::string, double> kTargetPercent = {{"large_single", 10.0}, {"large_multi", 25.0}, {"small", 40.0}};
 // What the test asserts: the targets, on all rows and on the held-out rows alike.
-const std::map<std::string, double> kEnforcedPercent = {
-    {"large_single", 10.0}, {"large_multi", 25.0}, {"small", 40.0}};
+const std::map<std::string, double> kEnforcedPercent = {{"large_single", 10.0}, {"large_multi", 25.0}, {"small", 40.0}};
 
 std::string data_dir() {
   const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
@@ -61,7 +59,7 @@ std::string data_dir() {
 
 struct Row {
   std::string id;
-  std::string regime;        // large_single | large_multi | small
+  std::string regime;  // large_single | large_multi | small
   std::string source;
   std::string hardware;
   int machines = 0;
@@ -72,14 +70,14 @@ struct Row {
   std::string nccl_version;  // "" when the source does not say
   std::string forced;        // NCCL_ALGO / NCCL_PROTO as set by the source, "" for NCCL's own choice
   std::string spec;
-  std::string topology;      // built-in name, generator, or "data/FILE.json" (this folder)
+  std::string topology;  // built-in name, generator, or "data/FILE.json" (this folder)
   std::uint64_t size = 0;
-  std::string metric;        // busbw_gbps | time_us
+  std::string metric;  // busbw_gbps | time_us
   double published = 0;
   std::string column;
-  int gpus_per_thread = 1;   // nccl-tests -g: GPUs one thread issues each call to
-  bool cuda_graph = false;   // nccl-tests -G: calls replayed from a CUDA graph
-  std::string derives;       // the time-model constant derived from this row, "" for a held-out row
+  int gpus_per_thread = 1;  // nccl-tests -g: GPUs one thread issues each call to
+  bool cuda_graph = false;  // nccl-tests -G: calls replayed from a CUDA graph
+  std::string derives;      // the time-model constant derived from this row, "" for a held-out row
 };
 
 std::string req_string(const json& j, const char* key, const std::string& where) {
@@ -305,9 +303,9 @@ TEST_CASE("nccl_validation.published_figures") {
       ++skipped;
       fmt::print("# skipped {}: {}\n", r.id, o.skipped);
     }
-    lines.push_back(fmt::format("| {} | {} | {} | {}×{} | {} | `{}` | `{}` | {} | {} | {:g} | {} | {} |", r.id, r.regime,
-                                source_text(r.source), r.machines, r.gpus_per_machine, r.hardware, r.spec, r.topology,
-                                size_text(r.size), unit, r.published, predicted, error));
+    lines.push_back(fmt::format("| {} | {} | {} | {}×{} | {} | `{}` | `{}` | {} | {} | {:g} | {} | {} |", r.id,
+                                r.regime, source_text(r.source), r.machines, r.gpus_per_machine, r.hardware, r.spec,
+                                r.topology, size_text(r.size), unit, r.published, predicted, error));
     lines.back().insert(lines.back().find(" | ", 2) + 3,
                         fmt::format("{}{} | {} | ", r.gpus_per_thread, r.cuda_graph ? ", graph" : "",
                                     r.derives.empty() ? "held out" : "`" + r.derives + "`"));
@@ -324,12 +322,14 @@ TEST_CASE("nccl_validation.published_figures") {
   }
 
   fmt::print("<!-- nccl-validation:begin -->\n");
-  fmt::print("| row | launches per call (-g) | role | regime | source | machines×GPUs | hardware | spec | topology | size "
-             "| unit | published | predicted | error |\n");
+  fmt::print(
+      "| row | launches per call (-g) | role | regime | source | machines×GPUs | hardware | spec | topology | size "
+      "| unit | published | predicted | error |\n");
   fmt::print("|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|---:|\n");
   for (const std::string& l : lines) fmt::print("{}\n", l);
-  fmt::print("\n| regime | rows evaluated | MAPE | held-out rows | held-out MAPE | target | met |\n"
-             "|---|---:|---:|---:|---:|---:|---|\n");
+  fmt::print(
+      "\n| regime | rows evaluated | MAPE | held-out rows | held-out MAPE | target | met |\n"
+      "|---|---:|---:|---:|---:|---:|---|\n");
   for (const auto& [regime, target] : kTargetPercent) {
     const bool met = !std::isnan(mape[regime]) && mape[regime] <= target && held_mape[regime] <= target;
     fmt::print("| {} | {} | {:.1f} % | {} | {:.1f} % | ≤ {:g} % | {} |\n", regime, errors[regime].size(), mape[regime],

@@ -18,11 +18,11 @@ using namespace artune;
 namespace {
 
 struct Counts {
-  int nvlink_pairs = 0;   // GPU pairs with a direct NVLink
-  int nvlink_lanes = 0;   // bonded lanes over those pairs
-  int nvswitch_links = 0; // full-duplex GPU–NVSwitch links
-  int pcie = 0;           // full-duplex PCIe links
-  int smp = 0;            // full-duplex SMP links
+  int nvlink_pairs = 0;    // GPU pairs with a direct NVLink
+  int nvlink_lanes = 0;    // bonded lanes over those pairs
+  int nvswitch_links = 0;  // full-duplex GPU–NVSwitch links
+  int pcie = 0;            // full-duplex PCIe links
+  int smp = 0;             // full-duplex SMP links
 };
 
 Counts count_links(const Topology& t) {
@@ -65,9 +65,13 @@ TEST_CASE("configs.builtin_names") {
 }
 
 TEST_CASE("configs.every_builtin_loads") {
-  const std::vector<std::pair<std::string, std::size_t>> gpus = {
-      {"cluster-4xdgx1-v100", 32}, {"dgx-a100", 8}, {"dgx-h100", 8}, {"dgx1-p100", 8},
-      {"dgx1-v100", 8},            {"dgx2", 16},    {"pcie-8gpu", 8}};
+  const std::vector<std::pair<std::string, std::size_t>> gpus = {{"cluster-4xdgx1-v100", 32},
+                                                                 {"dgx-a100", 8},
+                                                                 {"dgx-h100", 8},
+                                                                 {"dgx1-p100", 8},
+                                                                 {"dgx1-v100", 8},
+                                                                 {"dgx2", 16},
+                                                                 {"pcie-8gpu", 8}};
   for (const auto& [name, count] : gpus) {
     CAPTURE(name);
     const Topology t = load_topology(name);

@@ -235,7 +235,8 @@ TEST_CASE("importers.smi_rejects_mistakes") {
         "t.txt: line 2: row GPU0 has 2 values after the matrix, the header names 1 affinity column(s)");
   CHECK(smi_error("\tGPU0\tGPU1\nGPU0\tPIX\tNV1\nGPU1\tNV1\t X \n") ==
         "t.txt: line 2: diagonal cell of GPU0 is 'PIX', expected X");
-  CHECK(smi_error("\tGPU0\tGPU1\nGPU0\t X \tX\nGPU1\tX\t X \n") == "t.txt: line 2: cell GPU0–GPU1 is X off the diagonal");
+  CHECK(smi_error("\tGPU0\tGPU1\nGPU0\t X \tX\nGPU1\tX\t X \n") ==
+        "t.txt: line 2: cell GPU0–GPU1 is X off the diagonal");
   CHECK(smi_error("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPXB\t X \n") ==
         "t.txt: line 3: asymmetric cells: GPU1–GPU0 is PXB but GPU0–GPU1 is PIX");
   CHECK(smi_error("\tGPU0\tGPU2\nGPU0\t X \tPIX\nGPU2\tPIX\t X \n") ==
@@ -325,7 +326,7 @@ TEST_CASE("importers.xml_nvswitch_is_one_merged_node") {
   CHECK(imported.route(imported.gpus()[0], nics[0]).bandwidth_gbps == doctest::Approx(24));  // Gen4 x16
   for (const Link& l : imported.links())
     if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == doctest::Approx(16));  // AMD
-  CHECK(imported.find_node("cpu3") >= 0);  // CPU ids follow numaid
+  CHECK(imported.find_node("cpu3") >= 0);                                          // CPU ids follow numaid
   CHECK(imported.find_node("cpu7") >= 0);
 }
 
@@ -355,7 +356,8 @@ TEST_CASE("importers.xml_reader_features") {
   CHECK(nvlink_matrix(t)[0][1] == 4);
   CHECK(bandwidth_matrix(t)[0][1] == doctest::Approx(80));  // sm60: NVLink 1 at 20 GB/s per lane
   CHECK(t.route(t.gpus()[1], t.nodes_of_kind(NodeKind::kCpu)[0]).bandwidth_gbps == doctest::Approx(12));  // Gen4 x8
-  CHECK(t.route(t.gpus()[0], t.nodes_of_kind(NodeKind::kCpu)[0]).bandwidth_gbps == doctest::Approx(12));  // unknown → Gen3 x16
+  CHECK(t.route(t.gpus()[0], t.nodes_of_kind(NodeKind::kCpu)[0]).bandwidth_gbps ==
+        doctest::Approx(12));  // unknown → Gen3 x16
   CHECK(nic_names(t) == std::vector<std::string>{"eth0"});
 }
 
@@ -366,13 +368,16 @@ TEST_CASE("importers.xml_malformed_file") {
 
 TEST_CASE("importers.xml_rejects_mistakes") {
   const std::string gpu = R"(<pci busid="0000:06:00.0" class="0x030200" vendor="0x10de"><gpu dev="0" sm="70"/></pci>)";
-  auto wrap = [&](const std::string& inner) { return "<system version=\"1\">\n<cpu numaid=\"0\">\n" + inner + "\n</cpu>\n</system>\n"; };
+  auto wrap = [&](const std::string& inner) {
+    return "<system version=\"1\">\n<cpu numaid=\"0\">\n" + inner + "\n</cpu>\n</system>\n";
+  };
   CHECK(xml_error("") == "t.xml: line 1: no root element");
   CHECK(xml_error("<system>\n<!-- open") == "t.xml: line 2: unterminated comment");
   CHECK(xml_error("<system>\nhello\n</system>") == "t.xml: line 2: unexpected text inside <system>");
   CHECK(xml_error("<system version=1/>") == "t.xml: line 1: attribute value must be quoted");
   CHECK(xml_error("<system a=\"1\" a=\"2\"/>") == "t.xml: line 1: duplicate attribute 'a' in <system>");
-  CHECK(xml_error("<system a=\"1\"b=\"2\"/>") == "t.xml: line 1: expected a blank before the next attribute of <system>");
+  CHECK(xml_error("<system a=\"1\"b=\"2\"/>") ==
+        "t.xml: line 1: expected a blank before the next attribute of <system>");
   CHECK(xml_error("<system a=\"x&foo;\"/>") == "t.xml: line 1: unknown entity &foo;");
   CHECK(xml_error("<system a=\"x<\"/>") == "t.xml: line 1: '<' inside an attribute value");
   CHECK(xml_error("<system>\n<cpu numaid=\"0\">\n</system>") ==
@@ -381,7 +386,8 @@ TEST_CASE("importers.xml_rejects_mistakes") {
   CHECK(xml_error("<system/>\n<system/>") == "t.xml: line 2: content after the root element");
   CHECK(xml_error("<!DOCTYPE system>\n<system/>") == "t.xml: line 1: DOCTYPE/CDATA sections are not supported");
   CHECK(xml_error("<topology/>") == "t.xml: line 1: root element is <topology>, expected <system>");
-  CHECK(xml_error("<system>\n</system>") == "t.xml: line 1: no GPU in the topology (no <gpu> element or NVIDIA display-class <pci>)");
+  CHECK(xml_error("<system>\n</system>") ==
+        "t.xml: line 1: no GPU in the topology (no <gpu> element or NVIDIA display-class <pci>)");
   CHECK(xml_error("<system>\n<gpu/>\n</system>") == "t.xml: line 2: unexpected <gpu> in <system> (expected <cpu>)");
   CHECK(xml_error("<system>\n<cpu/>\n</system>") == "t.xml: line 2: <cpu> has no 'numaid' attribute");
   CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><gpu sm="70"/></pci>)")) ==
@@ -390,18 +396,26 @@ TEST_CASE("importers.xml_rejects_mistakes") {
         "t.xml: line 3: <pci> busid=\"06:00\": expected a PCI bus id such as 0000:06:00.0");
   CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200" link_speed="7 GT/s"><gpu dev="0"/></pci>)")) ==
         "t.xml: line 3: <pci> link_speed=\"7 GT/s\": expected 2.5, 5, 8, 16, 32 or 64 GT/s");
-  CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><pci busid="0000:07:00.0" class="0x030200"/></pci>)")) ==
-        "t.xml: line 3: <pci busid=\"0000:06:00.0\"> of class 0x030200 holds a <pci>: only bridges (class 0x0604xx) nest");
+  CHECK(xml_error(
+            wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><pci busid="0000:07:00.0" class="0x030200"/></pci>)")) ==
+        "t.xml: line 3: <pci busid=\"0000:06:00.0\"> of class 0x030200 holds a <pci>: only bridges (class 0x0604xx) "
+        "nest");
   CHECK(xml_error(wrap(gpu + "\n" + gpu)) == "t.xml: line 4: duplicate <pci busid=\"0000:06:00.0\">");
   CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><gpu dev="0"><foo/></gpu></pci>)")) ==
         "t.xml: line 3: unexpected <foo> in <gpu> (expected <nvlink>)");
-  CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><gpu dev="0"><nvlink target="0000:07:00.0" count="0"/></gpu></pci>)")) ==
-        "t.xml: line 3: <nvlink> count=\"0\": expected an integer in [1, 64]");
-  CHECK(xml_error(wrap(R"(<pci busid="0000:06:00.0" class="0x030200"><gpu dev="0"><nvlink target="0000:06:00.0" count="1"/></gpu></pci>)")) ==
-        "t.xml: line 3: <nvlink> targets its own GPU");
+  CHECK(
+      xml_error(wrap(
+          R"(<pci busid="0000:06:00.0" class="0x030200"><gpu dev="0"><nvlink target="0000:07:00.0" count="0"/></gpu></pci>)")) ==
+      "t.xml: line 3: <nvlink> count=\"0\": expected an integer in [1, 64]");
+  CHECK(
+      xml_error(wrap(
+          R"(<pci busid="0000:06:00.0" class="0x030200"><gpu dev="0"><nvlink target="0000:06:00.0" count="1"/></gpu></pci>)")) ==
+      "t.xml: line 3: <nvlink> targets its own GPU");
   const std::string asym = wrap(
-      "<pci busid=\"0000:06:00.0\" class=\"0x030200\"><gpu dev=\"0\"><nvlink target=\"0000:07:00.0\" count=\"2\"/></gpu></pci>\n"
-      "<pci busid=\"0000:07:00.0\" class=\"0x030200\"><gpu dev=\"1\"><nvlink target=\"0000:06:00.0\" count=\"1\"/></gpu></pci>");
+      "<pci busid=\"0000:06:00.0\" class=\"0x030200\"><gpu dev=\"0\"><nvlink target=\"0000:07:00.0\" "
+      "count=\"2\"/></gpu></pci>\n"
+      "<pci busid=\"0000:07:00.0\" class=\"0x030200\"><gpu dev=\"1\"><nvlink target=\"0000:06:00.0\" "
+      "count=\"1\"/></gpu></pci>");
   CHECK(xml_error(asym) ==
         "t.xml: line 4: asymmetric NVLink counts: GPU 0000:07:00.0 lists 1 link(s) to 0000:06:00.0, but GPU "
         "0000:06:00.0 lists 2 (line 3)");
@@ -430,8 +444,8 @@ TEST_CASE("importers.pcie_and_nvlink_rates") {
   CHECK(nvlink_lane_bandwidth_gbps(60) == 20);
   CHECK(nvlink_lane_bandwidth_gbps(70) == 25);
   CHECK(nvlink_lane_bandwidth_gbps(90) == 25);
-  CHECK(smp_bandwidth_gbps("x86_64", "GenuineIntel", 6, 79) == 6);    // Broadwell QPI
-  CHECK(smp_bandwidth_gbps("x86_64", "GenuineIntel", 6, 85) == 10);   // Skylake UPI
+  CHECK(smp_bandwidth_gbps("x86_64", "GenuineIntel", 6, 79) == 6);   // Broadwell QPI
+  CHECK(smp_bandwidth_gbps("x86_64", "GenuineIntel", 6, 85) == 10);  // Skylake UPI
   CHECK(smp_bandwidth_gbps("x86_64", "AuthenticAMD", 23, 49) == 16);
   CHECK(smp_bandwidth_gbps("ppc64le", "IBM", -1, -1) == 32);
 }

@@ -104,7 +104,8 @@ TEST_CASE("io.rejects_duplicate_links") {
   json doc = base();
   doc["links"].push_back({{"a", "gpu1"}, {"b", "gpu0"}, {"kind", "nvlink"}, {"bandwidth", 50}});
   CHECK(error_of(doc) ==
-        "x.json: links[4]: duplicate nvlink link between 'gpu1' and 'gpu0' (already given by links[0]); give one link with "
+        "x.json: links[4]: duplicate nvlink link between 'gpu1' and 'gpu0' (already given by links[0]); give one link "
+        "with "
         "\"lanes\" instead");
   // A directed entry contradicting a full-duplex one is a duplicate too.
   doc = base();
@@ -120,7 +121,8 @@ TEST_CASE("io.directed_links_need_a_reverse") {
   json doc = base();
   doc["links"][0]["directed"] = true;
   CHECK(error_of(doc) ==
-        "x.json: links[0]: directed nvlink link 'gpu0' -> 'gpu1' has no reverse link (omit \"directed\" for a full-duplex link)");
+        "x.json: links[0]: directed nvlink link 'gpu0' -> 'gpu1' has no reverse link (omit \"directed\" for a "
+        "full-duplex link)");
   // An asymmetric pair is fine.
   doc["links"].push_back({{"a", "gpu1"}, {"b", "gpu0"}, {"kind", "nvlink"}, {"bandwidth", 20}, {"directed", true}});
   const Topology t = topology_from_json(doc, "x.json");
@@ -215,7 +217,8 @@ TEST_CASE("io.rejects_unknown_kinds") {
         "x.json: devices[2].kind: unknown kind 'tpu' (expected gpu, cpu, pcie_switch, nvswitch, nic or net_switch)");
   doc = base();
   doc["links"][0]["kind"] = "infinity-fabric";
-  CHECK(error_of(doc) == "x.json: links[0].kind: unknown kind 'infinity-fabric' (expected nvlink, pcie, smp or network)");
+  CHECK(error_of(doc) ==
+        "x.json: links[0].kind: unknown kind 'infinity-fabric' (expected nvlink, pcie, smp or network)");
   doc = base();
   doc["links"][0]["kind"] = "loopback";
   CHECK(error_of(doc) == "x.json: links[0].kind: loopback links are implicit and cannot be given");
@@ -256,11 +259,13 @@ TEST_CASE("io.rejects_gpu_local_index_gaps_and_duplicates") {
 TEST_CASE("io.rejects_machine_gaps_and_cross_machine_links") {
   json doc = base();
   for (auto& d : doc["devices"]) d["machine"] = 1;
-  CHECK(error_of(doc) == "x.json: devices: no device belongs to machine 0 (machines must be numbered 0..1 without gaps)");
+  CHECK(error_of(doc) ==
+        "x.json: devices: no device belongs to machine 0 (machines must be numbered 0..1 without gaps)");
   doc = base();
   doc["devices"][1]["machine"] = 1;
   CHECK(error_of(doc) ==
-        "x.json: links[0]: a nvlink link cannot join machine 0 ('gpu0') and machine 1 ('gpu1'); only network links cross machines");
+        "x.json: links[0]: a nvlink link cannot join machine 0 ('gpu0') and machine 1 ('gpu1'); only network links "
+        "cross machines");
   doc = base();
   doc["devices"][0]["machine"] = -1;
   CHECK(error_of(doc) == "x.json: devices[0].machine: must be >= 0 (only a net_switch sits outside machines)");
@@ -275,8 +280,7 @@ TEST_CASE("io.rejects_disconnected_devices") {
 TEST_CASE("io.rejects_ambiguous_form") {
   json doc = base();
   doc["compact"] = {{"gpus", 2}};
-  CHECK(error_of(doc) ==
-        "x.json: give exactly one of \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
+  CHECK(error_of(doc) == "x.json: give exactly one of \"devices\" (full form), \"compact\" or \"machines\" (cluster)");
 }
 
 TEST_CASE("io.compact_form_builds_the_layout") {
@@ -291,13 +295,14 @@ TEST_CASE("io.compact_form_builds_the_layout") {
   CHECK(t.nvlink_lanes(t.find_node("gpu2"), t.find_node("gpu3")) == 2);
   for (const Link& l : t.links()) {
     if (l.kind == LinkKind::kNvLink) CHECK(l.bandwidth_gbps == 25.0 * l.lanes);
-    if (l.kind == LinkKind::kPcie) CHECK(l.bandwidth_gbps == 12.0);   // default PCIe Gen3
-    if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == 10.0);    // default UPI
+    if (l.kind == LinkKind::kPcie) CHECK(l.bandwidth_gbps == 12.0);  // default PCIe Gen3
+    if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == 10.0);   // default UPI
   }
 }
 
 TEST_CASE("io.compact_gpus_directly_under_sockets") {
-  const json doc = json::parse(R"({"name": "d", "compact": {"gpus": 4, "sockets": [[0, 1], [2, 3]], "nics_per_socket": 1,
+  const json doc =
+      json::parse(R"({"name": "d", "compact": {"gpus": 4, "sockets": [[0, 1], [2, 3]], "nics_per_socket": 1,
                                                         "smp_bandwidth": 16, "latency": {"pcie": 2.5, "smp": 0}}})");
   const Topology t = topology_from_json(doc, "d.json");
   CHECK(t.nodes_of_kind(NodeKind::kPcieSwitch).empty());
@@ -319,7 +324,8 @@ TEST_CASE("io.compact_gpus_directly_under_sockets") {
 }
 
 TEST_CASE("io.compact_nvswitch_is_one_merged_node") {
-  const json doc = json::parse(R"({"name": "s", "compact": {"gpus": 4, "nvswitch": {"lanes_per_gpu": 18, "lane_bandwidth": 25}}})");
+  const json doc =
+      json::parse(R"({"name": "s", "compact": {"gpus": 4, "nvswitch": {"lanes_per_gpu": 18, "lane_bandwidth": 25}}})");
   const Topology t = topology_from_json(doc, "s.json");
   REQUIRE(t.nodes_of_kind(NodeKind::kNvSwitch).size() == 1);
   const int sw = t.nodes_of_kind(NodeKind::kNvSwitch)[0];
@@ -335,10 +341,12 @@ TEST_CASE("io.compact_rejects_bad_matrices") {
   CHECK(error_of(doc) == "x.json: compact.nvlink: must have 4 rows, one per GPU (got 3)");
   doc = compact_base();
   doc["compact"]["nvlink"][1] = {1, 0, 0};
-  CHECK(error_of(doc) == "x.json: compact.nvlink[1]: must have 4 entries, one per GPU (got 3); the matrix must be square");
+  CHECK(error_of(doc) ==
+        "x.json: compact.nvlink[1]: must have 4 entries, one per GPU (got 3); the matrix must be square");
   doc = compact_base();
   doc["compact"]["nvlink"][3][0] = 1;
-  CHECK(error_of(doc) == "x.json: compact.nvlink[3][0]: 1 differs from compact.nvlink[0][3] = 0: the matrix must be symmetric");
+  CHECK(error_of(doc) ==
+        "x.json: compact.nvlink[3][0]: 1 differs from compact.nvlink[0][3] = 0: the matrix must be symmetric");
   doc = compact_base();
   doc["compact"]["nvlink"][2][2] = 1;
   CHECK(error_of(doc) == "x.json: compact.nvlink[2][2]: must be 0: a GPU has no NVLink to itself");
@@ -347,8 +355,9 @@ TEST_CASE("io.compact_rejects_bad_matrices") {
   CHECK(error_of(doc) == "x.json: compact.nvlink[0][1]: must be between 0 and 1024 (got -1)");
   doc = compact_base();
   doc["compact"].erase("nvlink_lane_bandwidth");
-  CHECK(error_of(doc) ==
-        "x.json: compact.nvlink_lane_bandwidth: missing (required when nvlink lists links: GB/s per lane and direction)");
+  CHECK(
+      error_of(doc) ==
+      "x.json: compact.nvlink_lane_bandwidth: missing (required when nvlink lists links: GB/s per lane and direction)");
 }
 
 TEST_CASE("io.compact_rejects_bad_grouping") {
@@ -397,8 +406,10 @@ TEST_CASE("io.cluster_form") {
 
 TEST_CASE("io.cluster_rejects_mistakes") {
   CHECK(error_of(json::parse(R"({"machines": []})")) == "x.json: machines: must list at least one machine");
-  CHECK(error_of(json::parse(R"({"machines": [{"config": "dgx9"}]})")).rfind(
-            "x.json: machines[0].config: 'dgx9' is neither a built-in machine, uniform:G nor a file (built-ins: ", 0) == 0);
+  CHECK(
+      error_of(json::parse(R"({"machines": [{"config": "dgx9"}]})"))
+          .rfind("x.json: machines[0].config: 'dgx9' is neither a built-in machine, uniform:G nor a file (built-ins: ",
+                 0) == 0);
   CHECK(error_of(json::parse(R"({"machines": [{"config": "cluster-4xdgx1-v100"}]})")) ==
         "x.json: machines[0].config: 'cluster-4xdgx1-v100' is a cluster; list single machines");
   CHECK(error_of(json::parse(R"({"machines": [{"machines": [{"config": "dgx1-v100"}]}]})")) ==
@@ -430,12 +441,14 @@ TEST_CASE("io.cluster_file_with_relative_configs") {
 TEST_CASE("io.file_errors") {
   const std::string malformed = data_path("malformed.json");
   const std::string message = load_error(malformed);
-  CHECK(message == (malformed + ": line 4, column 34: malformed JSON: syntax error while parsing object key - unexpected '}'; expected string literal"));
+  CHECK(message == (malformed + ": line 4, column 34: malformed JSON: syntax error while parsing object key - "
+                                "unexpected '}'; expected string literal"));
   const std::string missing = data_path("no_such_file.json");
   CHECK(load_error(missing).rfind("topology '", 0) == 0);
   CHECK_THROWS_WITH_AS(load_topology_file(missing), doctest::Contains("no_such_file.json: cannot open"), InvalidInput);
   CHECK_THROWS_WITH_AS(load_topology_file(data_path("")), doctest::Contains("is a directory"), InvalidInput);
-  CHECK(load_error(data_path("bad_bandwidth.json")) == data_path("bad_bandwidth.json") + ": links[0].bandwidth: must be > 0 (got 0)");
+  CHECK(load_error(data_path("bad_bandwidth.json")) ==
+        data_path("bad_bandwidth.json") + ": links[0].bandwidth: must be > 0 (got 0)");
   CHECK_THROWS_WITH_AS(topology_from_json(json::parse("{\"devices\": [], \"links\": []}"), "e.json"),
                        "e.json: devices: must list at least one device", InvalidInput);
 }
@@ -481,7 +494,7 @@ TEST_CASE("io.generator_uniform_cluster") {
     CHECK(n.id == "m" + std::to_string(g / 8) + "/gpu" + std::to_string(g % 8));
   }
   CHECK(t.nodes_of_kind(NodeKind::kNetSwitch).size() == 1);
-  CHECK(load_topology("2xuniform:8").fingerprint() == load_topology("uniform:2x8").fingerprint() );
+  CHECK(load_topology("2xuniform:8").fingerprint() == load_topology("uniform:2x8").fingerprint());
 }
 
 TEST_CASE("io.generator_n_machines_of_a_builtin") {
@@ -515,10 +528,12 @@ TEST_CASE("io.generator_rejects_bad_specs") {
   CHECK(load_error("uniform:2x") == "topology 'uniform:2x': expected uniform:G or uniform:NxG (N machines of G GPUs)");
   CHECK(load_error("uniform:0x8") == "topology 'uniform:0x8': the machine count must be between 1 and 4096");
   CHECK(load_error("0xdgx1-v100") == "topology '0xdgx1-v100': the machine count must be between 1 and 4096");
-  CHECK(load_error("2xcluster-4xdgx1-v100") ==
-        "topology '2xcluster-4xdgx1-v100': 'cluster-4xdgx1-v100' is already a cluster; NxNAME repeats a single machine");
+  CHECK(
+      load_error("2xcluster-4xdgx1-v100") ==
+      "topology '2xcluster-4xdgx1-v100': 'cluster-4xdgx1-v100' is already a cluster; NxNAME repeats a single machine");
   CHECK(load_error("3xnothing").rfind("topology '3xnothing': not a built-in", 0) == 0);
-  CHECK(load_error("uniform:300x256") == "topology 'uniform:300x256': 76800 GPUs in all is more than the supported 65536");
+  CHECK(load_error("uniform:300x256") ==
+        "topology 'uniform:300x256': 76800 GPUs in all is more than the supported 65536");
   CHECK(load_error("uniform:100x256") ==
         "topology 'uniform:100x256': 6579600 directed links in all is more than the supported 4000000");
 }
@@ -551,7 +566,8 @@ TEST_CASE("io.join_machines") {
   const Topology no_nic = topology_from_json(json::parse(R"({"name": "lonely", "compact": {"gpus": 2}})"), "l.json");
   CHECK_THROWS_WITH_AS(join_machines({small, no_nic}, net, "x"),
                        "join_machines: machine 1 ('lonely') has no NIC to join the network", InvalidInput);
-  CHECK_THROWS_WITH_AS(join_machines({t}, net, "x"), "join_machines: machine 0 ('trio') is itself a cluster", InvalidInput);
+  CHECK_THROWS_WITH_AS(join_machines({t}, net, "x"), "join_machines: machine 0 ('trio') is itself a cluster",
+                       InvalidInput);
   CHECK_THROWS_AS(join_machines({}, net, "x"), InvalidInput);
   net.oversubscription = 0.5;
   CHECK_THROWS_AS(join_machines({small}, net, "x"), InvalidInput);
@@ -623,7 +639,8 @@ TEST_CASE("io.generator_limits_hold_for_every_input_path") {
   CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":200}]})")) ==
         "x.json: machines[0]: 13159200 directed links in all is more than the supported 4000000");
   // Totals add up over entries.
-  CHECK(error_of(json::parse(R"({"machines":[{"config":"uniform:256","count":40},{"config":"uniform:256","count":40}]})")) ==
+  CHECK(error_of(
+            json::parse(R"({"machines":[{"config":"uniform:256","count":40},{"config":"uniform:256","count":40}]})")) ==
         "x.json: machines[1]: 5263680 directed links in all is more than the supported 4000000");
   // A full-form machine is held to the per-machine GPU limit of the generators.
   json devices = json::array({{{"id", "cpu0"}, {"kind", "cpu"}}});

@@ -86,7 +86,8 @@ TEST_CASE("routes.cluster_crosses_the_network") {
   CHECK(path(t, 0, 7) == PathType::kSys);
   const Route& net = t.route(gpu(t, 0), gpu(t, 8));
   CHECK(net.type == PathType::kNet);
-  CHECK(hop_ids(t, net) == std::vector<std::string>{"m0/pcisw0", "m0/nic0", "net_switch", "m1/nic0", "m1/pcisw0", "m1/gpu0"});
+  CHECK(hop_ids(t, net) ==
+        std::vector<std::string>{"m0/pcisw0", "m0/nic0", "net_switch", "m1/nic0", "m1/pcisw0", "m1/gpu0"});
   CHECK(net.bandwidth_gbps == 12);  // PCIe Gen3 under the 12.5 GB/s EDR port
   CHECK(net.latency_us == doctest::Approx(1 + 1 + 2.7 + 2.7 + 1 + 1));
   const auto types = path_type_matrix(t);

@@ -148,7 +148,8 @@ TEST_CASE("topology.rejects_bad_construction") {
   CHECK_THROWS_WITH_AS(t.add_link({a, a, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("itself"), InvalidInput);
   CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 0, 1, 1}), doctest::Contains("bandwidth"), InvalidInput);
   CHECK_THROWS_WITH_AS(t.add_link({a, b, LinkKind::kNvLink, 25, -1, 1}), doctest::Contains("latency"), InvalidInput);
-  CHECK_THROWS_WITH_AS(t.add_link({a, 7, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("does not exist"), InvalidInput);
+  CHECK_THROWS_WITH_AS(t.add_link({a, 7, LinkKind::kNvLink, 25, 1, 1}), doctest::Contains("does not exist"),
+                       InvalidInput);
   t.finalize();
   CHECK_THROWS_AS(t.route(a, b), Unsupported);  // no link at all
   Topology dup;

@@ -34,8 +34,10 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   const std::string table = (dir / "table.json").string();
   const std::string report = (dir / "report").string();
 
-  const Result tune = run_shell(artune_bin() + " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
-                                 " --segments 1,2 --max-cycles 2 -q --out " + table + " --report " + report + " 2>&1");
+  const Result tune = run_shell(artune_bin() +
+                                " autotune -t uniform:4 -b 4K -e 64K -f 4 --measure cpu --top 2 --iters 3 --warmup 1"
+                                " --segments 1,2 --max-cycles 2 -q --out " +
+                                table + " --report " + report + " 2>&1");
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(tune.out.find("TF choose_the_best") != std::string::npos);
@@ -74,7 +76,8 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   }
 
   // The table's picks run for real, verified.
-  const Result run = run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 64K -f 4 -n 3 -w 1 --json");
+  const Result run = run_shell(artune_bin() + " run -t uniform:4 --table " + table +
+                               " --backend cpu -b 4K -e 64K -f 4 -n 3 -w 1 --json");
   INFO(run.out);
   REQUIRE(run.status == 0);
   const nlohmann::json doc = nlohmann::json::parse(run.out);
@@ -82,7 +85,8 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
   for (const auto& row : doc["rows"]) CHECK(row["wrong"] == 0);
 
   // A table tuned for uniform:4 is refused on uniform:8 with a one-line reason (exit 2).
-  const Result refused = run_shell(artune_bin() + " run -t uniform:8 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
+  const Result refused =
+      run_shell(artune_bin() + " run -t uniform:8 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
   CHECK(refused.status == 2);
   CHECK(refused.out.find("tuned for topology 'uniform:4'") != std::string::npos);
   // A corrupt table is refused too.
@@ -90,7 +94,8 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
     std::ofstream bad(table, std::ios::trunc);
     bad << "{\"schema\": \"artune.decision_table\", \"schema_version\": 1";
   }
-  const Result corrupt = run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
+  const Result corrupt =
+      run_shell(artune_bin() + " run -t uniform:4 --table " + table + " --backend cpu -b 4K -e 4K 2>&1");
   CHECK(corrupt.status == 2);
   CHECK(corrupt.out.find(table + ": line 1, column") != std::string::npos);
   CHECK(corrupt.out.find("malformed JSON") != std::string::npos);

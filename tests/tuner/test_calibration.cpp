@@ -99,7 +99,8 @@ TEST_CASE("calibration.recovers_simulated_copies") {
   // A ring step: every GPU copies to its neighbour at once over its own link: the same line.
   std::vector<TimingSample> ring;
   for (std::int64_t count = 1024; count <= (4 << 20); count *= 4) {
-    ring.push_back({static_cast<double>(count * 4), simulate(ring_step_plan(topo, gpus, count), topo, model, 4).time_us});
+    ring.push_back(
+        {static_cast<double>(count * 4), simulate(ring_step_plan(topo, gpus, count), topo, model, 4).time_us});
   }
   CHECK(fit_alpha_beta(ring).gbps == doctest::Approx(7.0).epsilon(1e-6));
 }
@@ -141,8 +142,9 @@ TEST_CASE("calibration.overlay_gpu_backend_alpha_per_kind") {
     c.fit.gbps = fitted;
     return c;
   };
-  r.copies = {cls({LinkKind::kNvLink}, LinkKind::kNvLink, 50, 45), cls({LinkKind::kNvLink}, LinkKind::kNvLink, 25, 22.5),
-              cls({LinkKind::kPcie}, LinkKind::kPcie, 12, 10.8), cls({LinkKind::kPcie, LinkKind::kSmp}, LinkKind::kSmp, 10, 8)};
+  r.copies = {cls({LinkKind::kNvLink}, LinkKind::kNvLink, 50, 45),
+              cls({LinkKind::kNvLink}, LinkKind::kNvLink, 25, 22.5), cls({LinkKind::kPcie}, LinkKind::kPcie, 12, 10.8),
+              cls({LinkKind::kPcie, LinkKind::kSmp}, LinkKind::kSmp, 10, 8)};
   r.link_alpha_us = {2.0, 2.0, 5.0, 9.0};
   const nlohmann::json o = make_overlay(r, BackendKind::kCuda, DataType::kFloat32);
   CHECK(o["transfer_cap_gbps"] == 0.0);
@@ -186,7 +188,8 @@ TEST_CASE("calibration.refine_recovers_whole_plan_model") {
   truth.transfer_cap_gbps = 6.0;
   truth.reduce_gbps[NodeKind::kGpu] = truth.reduce_gbps[NodeKind::kCpu] = 9.0;
   truth.memory_gbps[NodeKind::kGpu] = truth.memory_gbps[NodeKind::kCpu] = 12.0;
-  const std::vector<TrainingRun> runs = simulated_runs(topo, truth, {"xring", "rechd", "mring#2", "tree"}, {2048, 65536, 1 << 20});
+  const std::vector<TrainingRun> runs =
+      simulated_runs(topo, truth, {"xring", "rechd", "mring#2", "tree"}, {2048, 65536, 1 << 20});
   CostModel start = truth;
   start.op_overhead_us = 1.0;
   start.transfer_cap_gbps = 10.0;
@@ -353,6 +356,7 @@ TEST_CASE("calibration.nccl_fit_recovers_lane_efficiency_and_hop_latency") {
   CHECK(m0.model.link_for(LinkKind::kNvLink).efficiency == doctest::Approx(0.65).epsilon(0.01));
   // Runs without an NCCL all-reduce: bad input, not a fit of nothing.
   CHECK_THROWS_AS(fit_nccl(v100, defaults, {}, 4), InvalidInput);
-  std::vector<TrainingRun> copies = {{copy_plan(v100, v100.gpus(), v100.gpus()[0], v100.gpus()[1], 1024), "copy", 10.0}};
+  std::vector<TrainingRun> copies = {
+      {copy_plan(v100, v100.gpus(), v100.gpus()[0], v100.gpus()[1], 1024), "copy", 10.0}};
   CHECK_THROWS_AS(fit_nccl(v100, defaults, copies, 4), InvalidInput);
 }

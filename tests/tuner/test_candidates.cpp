@@ -27,7 +27,8 @@ int brute_force_cycles(const Topology& topo) {
   do {
     if (rest.front() > rest.back()) continue;  // each cycle once, not once per direction
     bool ok = nvl[0][static_cast<std::size_t>(rest.front())] > 0 && nvl[static_cast<std::size_t>(rest.back())][0] > 0;
-    for (std::size_t i = 0; ok && i + 1 < rest.size(); ++i) ok = nvl[static_cast<std::size_t>(rest[i])][static_cast<std::size_t>(rest[i + 1])] > 0;
+    for (std::size_t i = 0; ok && i + 1 < rest.size(); ++i)
+      ok = nvl[static_cast<std::size_t>(rest[i])][static_cast<std::size_t>(rest[i + 1])] > 0;
     count += ok;
   } while (std::next_permutation(rest.begin(), rest.end()));
   return count;
@@ -48,8 +49,8 @@ TEST_CASE("candidates.dgx1_v100") {
   CHECK(set.hamiltonian_cycles == brute_force_cycles(topo));
   CHECK(set.rejected.empty());
   // The best ring order is the one cycle made only of double (NV2) links.
-  const auto first_ring = std::find_if(set.candidates.begin(), set.candidates.end(),
-                                       [](const Candidate& c) { return c.family == "ring"; });
+  const auto first_ring =
+      std::find_if(set.candidates.begin(), set.candidates.end(), [](const Candidate& c) { return c.family == "ring"; });
   REQUIRE(first_ring != set.candidates.end());
   CHECK(first_ring->gpu_perm == std::vector<int>{0, 3, 2, 1, 5, 6, 7, 4});
   // Ring orders: the 12 best cycles plus the identity order (not a cycle on this machine).
@@ -215,8 +216,8 @@ TEST_CASE("search.interpolated_tables_equal_exhaustive_ones") {
     std::vector<int> segments;
     int max_cycles;
   };
-  for (const Case& k : {Case{"dgx1-v100", 2, {1, 2, 4}, 12}, Case{"4xdgx1-v100", 4, {1, 2}, 2},
-                        Case{"16xdgx-h100", 16, {1}, 1}}) {
+  for (const Case& k :
+       {Case{"dgx1-v100", 2, {1, 2, 4}, 12}, Case{"4xdgx1-v100", 4, {1, 2}, 2}, Case{"16xdgx-h100", 16, {1}, 1}}) {
     INFO(k.topo);
     const Topology topo = load_topology(k.topo);
     SearchOptions so;

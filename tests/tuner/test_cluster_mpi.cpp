@@ -25,8 +25,10 @@ using Result = artune_test::CliResult;
 // `mpirun -np NP artune ARGS` with stdout and stderr together, under a hard 180 s cap.
 Result mpirun(int np, const std::string& args) {
   return artune_test::run_shell(
-      "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 180 "
-      "mpirun -np " + std::to_string(np) + " --oversubscribe " + artune_test::artune_bin() + " " + args + " 2>&1");
+      "env OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL "
+      "180 "
+      "mpirun -np " +
+      std::to_string(np) + " --oversubscribe " + artune_test::artune_bin() + " " + args + " 2>&1");
 }
 
 using artune_test::count_of;
@@ -37,8 +39,10 @@ TEST_CASE("autotune.cluster_mode_mpi") {
   const artune_test::ScratchDir scratch("artune-cluster");
   const fs::path& dir = scratch.path();
   const std::string table = (dir / "table.json").string();
-  const Result tune = mpirun(4, "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
-                                      " --segments 1 --max-cycles 1 -q --out " + table);
+  const Result tune = mpirun(4,
+                             "autotune -t uniform:4 -b 4K -e 16K -f 4 --measure mpi --top 2 --iters 2 --warmup 1"
+                             " --segments 1 --max-cycles 1 -q --out " +
+                                 table);
   INFO(tune.out);
   REQUIRE(tune.status == 0);
   CHECK(count_of(tune.out, "# decision table:") == 1);  // rank 0 alone prints

@@ -61,7 +61,9 @@ TEST_CASE("fusion.default_pack_sizes") {
 }
 
 TEST_CASE("fusion.gradient_list_parsing") {
-  const nlohmann::json doc = {{"model", "toy"}, {"type", "float16"}, {"unit", "bytes"},
+  const nlohmann::json doc = {{"model", "toy"},
+                              {"type", "float16"},
+                              {"unit", "bytes"},
                               {"tensors", {8, {{"name", "w"}, {"shape", {2, 3}}}, {{"bytes", 4}}, {{"elements", 5}}}}};
   const GradientList l = gradient_list_from_json(doc, "toy.json");
   CHECK(l.model == "toy");
@@ -125,7 +127,8 @@ TEST_CASE("fusion.overlap_closed_form") {
 
 TEST_CASE("fusion.backward_times_from_the_list") {
   // Per tensor.
-  const nlohmann::json per = {{"tensors", {{{"elements", 10}, {"backward_us", 3.0}}, {{"elements", 30}, {"backward_us", 1.0}}}}};
+  const nlohmann::json per = {
+      {"tensors", {{{"elements", 10}, {"backward_us", 3.0}}, {{"elements", 30}, {"backward_us", 1.0}}}}};
   CHECK(gradient_list_from_json(per, "p.json").backward_times(100.0) == std::vector<double>{3.0, 1.0});
   // A total split in proportion to the elements.
   const nlohmann::json total = {{"backward_us", 80.0}, {"tensors", {10, 30}}};
@@ -138,9 +141,11 @@ TEST_CASE("fusion.backward_times_from_the_list") {
   CHECK(bound[1] == doctest::Approx(0.36));
   // Some tensors only, or both forms: refused naming the field.
   const nlohmann::json partial = {{"tensors", {{{"elements", 10}, {"backward_us", 3.0}}, {{"elements", 30}}}}};
-  CHECK_THROWS_WITH_AS(gradient_list_from_json(partial, "x.json"), doctest::Contains("x.json: tensors[1]"), InvalidInput);
+  CHECK_THROWS_WITH_AS(gradient_list_from_json(partial, "x.json"), doctest::Contains("x.json: tensors[1]"),
+                       InvalidInput);
   const nlohmann::json both = {{"backward_us", 5.0}, {"tensors", {{{"elements", 10}, {"backward_us", 3.0}}}}};
   CHECK_THROWS_WITH_AS(gradient_list_from_json(both, "x.json"), doctest::Contains("backward_us"), InvalidInput);
   const nlohmann::json negative = {{"backward_us", -1.0}, {"tensors", {10}}};
-  CHECK_THROWS_WITH_AS(gradient_list_from_json(negative, "x.json"), doctest::Contains("x.json: backward_us"), InvalidInput);
+  CHECK_THROWS_WITH_AS(gradient_list_from_json(negative, "x.json"), doctest::Contains("x.json: backward_us"),
+                       InvalidInput);
 }

@@ -38,7 +38,8 @@ using artune_test::slurp;
 
 TEST_CASE("report.measured_choice_within_spread") {
   // Candidate 3 is fastest by 2%, but both runs vary by 5%: a tie.
-  const std::vector<std::pair<std::size_t, Measurement>> close = {{3, timed(100, 5)}, {1, timed(102, 5)}, {7, timed(101, 1)}};
+  const std::vector<std::pair<std::size_t, Measurement>> close = {
+      {3, timed(100, 5)}, {1, timed(102, 5)}, {7, timed(101, 1)}};
   CHECK(measured_choice(close, std::nullopt) == std::optional<std::size_t>(1));  // simplest (lowest index) in the tie
   CHECK(measured_choice(close, 7) == std::optional<std::size_t>(7));             // the previous pick stays
   CHECK(measured_choice(close, 9) == std::optional<std::size_t>(1));             // a previous pick not measured here

@@ -10,9 +10,9 @@
 
 #include "tuner/size_sampling.hpp"
 
+using artune::sample_sizes;
 using artune::SampledTime;
 using artune::SizeSample;
-using artune::sample_sizes;
 
 namespace {
 
