@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,7 +25,6 @@ std::string error_of(F&& f) {
   return "";
 }
 
-/// A fresh, empty folder under the system temp dir, removed with everything in it
 /// The whole content of a file ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -33,6 +33,21 @@ inline std::string slurp(const std::filesystem::path& path) {
   return s.str();
 }
 
+/// Prepares `plan` on `backend`, runs it twice (so reuse across runs is covered) and returns #wrong of
+/// the second run.
+template <typename Backend, typename Plan, typename Type, typename Op>
+std::int64_t wrong_after_runs(Backend& backend, const Plan& plan, Type type, Op op) {
+  backend.prepare(plan, type, op);
+  std::int64_t wrong = 0;
+  for (int it = 0; it < 2; ++it) {
+    backend.fill_inputs(it);
+    backend.run();
+    wrong = backend.count_wrong(it);
+  }
+  return wrong;
+}
+
+/// A fresh, empty folder under the system temp dir, removed with everything in it
 /// when the test ends (also when a REQUIRE fails).
 class ScratchDir {
  public:

@@ -7,21 +7,14 @@
 
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
+#include "tests/test_support.hpp"
 
 using namespace artune;
 using nlohmann::json;
 
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "";
-}
+using artune_test::error_of;
 
 }  // namespace
 
@@ -51,6 +44,7 @@ TEST_CASE("json_reader.messages") {
   CHECK(error_of([&] { sub.at("z"); }) == "f.json: a.z: missing");
   CHECK(sub.at("b")[0].where() == "f.json: a.b[0]");
   const json big = json::parse("18446744073709551615");
-  CHECK(error_of([&] { json_reader::integer(big, "f.json", "n"); }) == "f.json: n: 18446744073709551615 is out of range");
+  CHECK(error_of([&] { json_reader::integer(big, "f.json", "n"); }) ==
+        "f.json: n: 18446744073709551615 is out of range");
   CHECK(json_reader::describe(json(nullptr)) == "null");
 }

@@ -15,21 +15,13 @@
 #include "executor/runner.hpp"
 #include "executor/verification.hpp"
 #include "topology/io.hpp"
+#include "tests/test_support.hpp"
 
 using namespace artune;
 
 namespace {
 
-std::int64_t wrong_after_runs(CpuBackend& backend, const Plan& plan, DataType type, ReduceOp op) {
-  backend.prepare(plan, type, op);
-  std::int64_t wrong = 0;
-  for (int it = 0; it < 2; ++it) {
-    backend.fill_inputs(it);
-    backend.run();
-    wrong = backend.count_wrong(it);
-  }
-  return wrong;
-}
+using artune_test::wrong_after_runs;
 
 Plan kind_plan(const Topology& topo, Collective c, const std::string& spec, std::int64_t count, ReduceOp op,
                int segments = 1) {

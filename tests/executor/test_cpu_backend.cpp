@@ -9,27 +9,16 @@
 #include "executor/runner.hpp"
 #include "executor/verification.hpp"
 #include "hand_plans.hpp"
+#include "tests/test_support.hpp"
 
 using namespace artune;
 using namespace artune::test;
 
 namespace {
 
-// Runs `plan` twice (so reuse across runs is covered) and returns #wrong of the second run.
-std::int64_t wrong_after_runs(CpuBackend& backend, const Plan& plan, DataType type, ReduceOp op) {
-  backend.prepare(plan, type, op);
-  std::int64_t wrong = 0;
-  for (int it = 0; it < 2; ++it) {
-    backend.fill_inputs(it);
-    backend.run();
-    wrong = backend.count_wrong(it);
-  }
-  return wrong;
-}
+using artune_test::wrong_after_runs;
 
-std::vector<std::int64_t> odd_counts(int ranks) {
-  return {1, 2, static_cast<std::int64_t>(ranks) - 1, 13, 97, 1031};
-}
+std::vector<std::int64_t> odd_counts(int ranks) { return {1, 2, static_cast<std::int64_t>(ranks) - 1, 13, 97, 1031}; }
 
 }  // namespace
 
@@ -150,7 +139,8 @@ TEST_CASE("cpu_backend.runner_rows") {
   config.iterations = 3;
   config.warmup = 1;
   config.check = 2;
-  const auto rows = run_sweep(*backend, [](std::int64_t count) { return ring_plan(4, count, ReduceOp::kSum); }, config);
+  const auto rows = run_sweep(
+      *backend, [](std::int64_t count) { return ring_plan(4, count, ReduceOp::kSum); }, config);
   REQUIRE(rows.size() == 3);
   CHECK(rows[0].count == 1);
   CHECK(rows[1].count == 256);
@@ -166,8 +156,7 @@ TEST_CASE("cpu_backend.runner_rows") {
   // A planted fault shows up in the row's #wrong.
   config.sizes = {4096};
   const auto bad = run_sweep(
-      *backend,
-      [](std::int64_t count) { return without_op(ring_plan(4, count, ReduceOp::kSum), 5); }, config);
+      *backend, [](std::int64_t count) { return without_op(ring_plan(4, count, ReduceOp::kSum), 5); }, config);
   REQUIRE(bad.size() == 1);
   CHECK(bad[0].wrong > 0);
   CHECK(allreduce_bus_factor(1) == 0);
@@ -195,16 +184,14 @@ namespace {
 
 const std::vector<std::string>& all_family_specs() {
   static const std::vector<std::string> kSpecs = {
-      "xring",      "xring#2",     "rechd",      "pscpu",        "psgpu",       "psgpu#2",    "shuffle",
-      "hiercopy",   "nccl",        "mring",      "mring#2",      "tree",        "2d",         "nccl/xring",
-      "nccl/rechd", "nccl/pscpu",  "nccl/shuffle", "pscpu/xring", "pscpu/pscpu", "pscpu/rechd"};
+      "xring",      "xring#2",    "rechd",        "pscpu",       "psgpu",       "psgpu#2",    "shuffle",
+      "hiercopy",   "nccl",       "mring",        "mring#2",     "tree",        "2d",         "nccl/xring",
+      "nccl/rechd", "nccl/pscpu", "nccl/shuffle", "pscpu/xring", "pscpu/pscpu", "pscpu/rechd"};
   return kSpecs;
 }
 
 // Combinations the builders rightly refuse (a 2-GPU machine holds one link-disjoint ring).
-bool inapplicable(const std::string& topo, const std::string& spec) {
-  return topo == "uniform:2" && spec == "mring#2";
-}
+bool inapplicable(const std::string& topo, const std::string& spec) { return topo == "uniform:2" && spec == "mring#2"; }
 
 Plan verified_plan(const Topology& topo, const std::string& spec, std::int64_t count, ReduceOp op, int segments = 1) {
   BuildOptions options;
@@ -227,7 +214,8 @@ void check_family(CpuBackend& backend, const Topology& topo, const std::string& 
   }
   // Odd counts, fewer elements than ranks included.
   const std::int64_t ranks = static_cast<std::int64_t>(topo.gpus().size());
-  for (std::int64_t count : {std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, ranks - 1, ranks + 1, std::int64_t{97}}) {
+  for (std::int64_t count :
+       {std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, ranks - 1, ranks + 1, std::int64_t{97}}) {
     if (count < 1) continue;
     for (auto [type, op] : {std::pair{DataType::kFloat32, ReduceOp::kSum}, std::pair{DataType::kInt32, ReduceOp::kMax},
                             std::pair{DataType::kFloat16, ReduceOp::kAvg}}) {
@@ -279,7 +267,9 @@ TEST_CASE("cpu_backend.corrupted_builder_plans_are_caught") {
     Plan shifted = plan;
     Location& src = shifted.ops[static_cast<std::size_t>(victim)].src;
     src.offset += src.offset > 0 ? -1 : 1;
-    if (src.offset + src.count > shifted.buffers[static_cast<std::size_t>(src.device)][static_cast<std::size_t>(src.buffer)]) continue;
+    if (src.offset + src.count >
+        shifted.buffers[static_cast<std::size_t>(src.device)][static_cast<std::size_t>(src.buffer)])
+      continue;
     CHECK(wrong_after_runs(backend, shifted, DataType::kInt64, ReduceOp::kSum) > 0);
   }
 }

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "topology/io.hpp"
 #include "tuner/decision_table.hpp"
+#include "tests/test_support.hpp"
 
 using namespace artune;
 namespace fs = std::filesystem;
@@ -72,21 +73,14 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "";
-}
+using artune_test::error_of;
 
 }  // namespace
 
 TEST_CASE("decision_table.merge_ranges") {
   const Candidate a = cand("ring", "xring"), b = cand("nccl", "nccl");
-  const auto ranges = merge_ranges({choice(1024, a, 1), choice(2048, a, 2), choice(4096, b, 3), choice(8192, b, 4),
-                                    choice(16384, a, 5)});
+  const auto ranges = merge_ranges(
+      {choice(1024, a, 1), choice(2048, a, 2), choice(4096, b, 3), choice(8192, b, 4), choice(16384, a, 5)});
   REQUIRE(ranges.size() == 3);
   CHECK(ranges[0].min_bytes == 1024);
   CHECK(ranges[0].max_bytes == 2048);
@@ -108,12 +102,12 @@ TEST_CASE("decision_table.lookup") {
   const Topology topo = load_topology("uniform:4");
   const DecisionTable t = sample_table(topo);
   REQUIRE(t.ranges.size() == 3);
-  CHECK(t.lookup(1).plan.family == "shuffle");       // below the tuned span: first range
+  CHECK(t.lookup(1).plan.family == "shuffle");  // below the tuned span: first range
   CHECK(t.lookup(2048).plan.family == "shuffle");
-  CHECK(t.lookup(3000).plan.family == "shuffle");    // between tuned sizes: the range below
+  CHECK(t.lookup(3000).plan.family == "shuffle");  // between tuned sizes: the range below
   CHECK(t.lookup(4096).plan.gpu_perm == std::vector<int>{0, 2, 1, 3});
   CHECK(t.lookup(8192).plan.segments == 4);
-  CHECK(t.lookup(1ull << 40).plan.segments == 4);   // above: last range
+  CHECK(t.lookup(1ull << 40).plan.segments == 4);  // above: last range
 }
 
 TEST_CASE("decision_table.json_round_trip") {
@@ -263,13 +257,13 @@ TEST_CASE("decision_table.several_types_and_ops") {
   // A version-1 file reads as one table through the same call.
   CHECK(tables_from_json(table_to_json(f), "one.json").size() == 1);
   // The single-table reader says how to pick from several.
-  CHECK_THROWS_WITH_AS(table_from_json(doc, "m.json"), doctest::Contains("holds 3 tables (float sum, half sum, half max)"),
-                       InvalidInput);
+  CHECK_THROWS_WITH_AS(table_from_json(doc, "m.json"),
+                       doctest::Contains("holds 3 tables (float sum, half sum, half max)"), InvalidInput);
   // Two tables for one (type, op), or of another topology, are refused naming the entry.
   nlohmann::json dup = tables_to_json({f, h});
   dup["tables"][1]["type"] = "float";
-  CHECK_THROWS_WITH_AS(tables_from_json(dup, "d.json"), doctest::Contains("d.json: tables[1]: a second table for float sum"),
-                       InvalidInput);
+  CHECK_THROWS_WITH_AS(tables_from_json(dup, "d.json"),
+                       doctest::Contains("d.json: tables[1]: a second table for float sum"), InvalidInput);
   nlohmann::json other = tables_to_json({f, h});
   other["tables"][1]["topology"]["fingerprint"] = "0000";
   CHECK_THROWS_WITH_AS(tables_from_json(other, "o.json"), doctest::Contains("o.json: tables[1].topology.fingerprint"),
