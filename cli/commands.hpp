@@ -15,7 +15,9 @@ void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 /// `artune run`.
 void add_run_command(CLI::App& app);
-/// `artune autotune` and `artune calibrate`.
-void add_tuner_commands(CLI::App& app);
+/// `artune autotune`.
+void add_autotune_command(CLI::App& app);
+/// `artune calibrate`.
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace artune::cli

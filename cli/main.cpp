@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   artune::cli::add_plan_command(app);
   artune::cli::add_simulate_command(app);
   artune::cli::add_run_command(app);
-  artune::cli::add_tuner_commands(app);
+  artune::cli::add_autotune_command(app);
+  artune::cli::add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,4 +1,4 @@
-// `artune autotune` and `artune calibrate`: thin wrappers over tuner/.
+// `artune autotune`: the flags, local and cluster tuning, the sparse crossover; the search is tuner/.
 
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -22,6 +22,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
+#include "cli/tuner_common.hpp"
 #include "core/error.hpp"
 #include "core/json_input.hpp"
 #include "core/output_file.hpp"
@@ -39,64 +40,6 @@
 
 namespace artune::cli {
 namespace {
-
-/// Progress on stderr: a redrawn bar on a terminal, a plain line per phase or 10 % step otherwise.
-class Progress {
- public:
-  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(STDERR_FILENO) == 1) {}
-  ~Progress() { finish(); }
-
-  ProgressFn fn() {
-    return [this](std::size_t done, std::size_t total, std::string_view what) { update(done, total, what); };
-  }
-
-  void update(std::size_t done, std::size_t total, std::string_view what) {
-    if (quiet_ || total == 0) return;
-    const int pct = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
-    const std::string phase(what.substr(0, what.find(' ')));
-    if (tty_) {
-      const auto now = std::chrono::steady_clock::now();
-      if (done < total && now - last_draw_ < std::chrono::milliseconds(80)) return;
-      last_draw_ = now;
-      constexpr int kWidth = 30;
-      const int filled = pct * kWidth / 100;
-      std::string text(what.substr(0, 60));
-      fmt::print(stderr, "\r[{}{}] {:3d}% {:<60}", std::string(static_cast<std::size_t>(filled), '#'),
-                 std::string(static_cast<std::size_t>(kWidth - filled), ' '), pct, text);
-      std::fflush(stderr);
-      drawn_ = true;
-    } else {
-      // One line per phase change and per 10 % step.
-      const int step = pct / 10;
-      if (phase != last_phase_ || step != last_step_) {
-        fmt::print(stderr, "artune: {:3d}% {}\n", pct, what);
-        last_phase_ = phase;
-        last_step_ = step;
-      }
-    }
-  }
-
-  void finish() {
-    if (drawn_) {
-      fmt::print(stderr, "\r{:<100}\r", "");
-      std::fflush(stderr);
-      drawn_ = false;
-    }
-  }
-
-  void note(const std::string& line) {
-    finish();
-    if (!quiet_) fmt::print(stderr, "artune: {}\n", line);
-  }
-
- private:
-  bool quiet_;
-  bool tty_;
-  bool drawn_ = false;
-  std::string last_phase_;
-  int last_step_ = -1;
-  std::chrono::steady_clock::time_point last_draw_{};
-};
 
 // More threads than this only add memory: the search has a few thousand (size, candidate) items.
 constexpr int kMaxJobs = 1024;
@@ -176,41 +119,6 @@ std::vector<T> parse_list(const std::string& text, const std::string& flag, Pars
 
 nlohmann::json read_json_file(const std::string& path, const std::string& flag) {
   return read_json_input(path, flag);  // directories, devices, huge files and 1e400 all end as InvalidInput
-}
-
-/// The devices the cpu backend runs (one thread each): a documented cap so that a cluster topology
-/// ends in one line naming -t instead of a thread or memory failure part-way through measuring.
-constexpr std::size_t kCpuBackendMaxDevices = 256;
-
-/// The measurement flags both subcommands share, checked before anything runs.
-void check_measure_flags(int iters, int warmup, double timeout) {
-  if (iters < 1) throw InvalidInput(fmt::format("--iters: {} must be ≥ 1", iters));
-  if (warmup < 0) throw InvalidInput(fmt::format("--warmup: {} must be ≥ 0", warmup));
-  if (!std::isfinite(timeout) || !(timeout > 0) || timeout > 1e6) {
-    throw InvalidInput(fmt::format("--timeout: {} must be a finite number of seconds in (0, 1e6]", timeout));
-  }
-}
-
-/// The backends that run every device of the topology in this process refuse topologies past their cap.
-void check_backend_devices(BackendKind kind, const Topology& topo, std::string_view backend_flag) {
-  if (kind == BackendKind::kCpu && topo.gpus().size() > kCpuBackendMaxDevices) {
-    throw InvalidInput(fmt::format("-t: topology '{}' has {} GPUs; the cpu backend ({}) runs at most {}", topo.name(),
-                                   topo.gpus().size(), backend_flag, kCpuBackendMaxDevices));
-  }
-}
-
-/// Under mpirun the cpu backend would run every device as a thread in each process and ignore the ranks:
-/// refused (rank 0 says why, the other ranks leave quietly with the same status; MPI is not started yet).
-void refuse_cpu_under_mpirun(const std::string& backend, std::string_view flag, int world) {
-  if (backend != "cpu") return;
-  if (launcher_rank().value_or(0) != 0) {
-    std::fflush(stdout);
-    std::exit(exit_status(ErrorCode::kInvalidInput));
-  }
-  throw InvalidInput(
-      fmt::format("{} cpu: the cpu backend runs every device as a thread of one process and ignores "
-                  "the {} MPI ranks; under mpirun use {} mpi (or run without mpirun)",
-                  flag, world, flag));
 }
 
 /// The topology to tune and how it was found.
@@ -644,90 +552,9 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   }
 }
 
-struct CalibrateFlags {
-  std::string topo;
-  std::string backend = "cpu";
-  std::string output;
-  std::string type = "float";
-  SweepFlags sweep{"4K", "16M", 4};
-  int iters = 7;
-  int warmup = 2;
-  bool no_validate = false;
-  bool no_refine = false;
-  std::string report;
-  double timeout = 60;
-  bool json = false;
-  bool quiet = false;
-  bool output_given = false;
-  bool report_given = false;
-};
-
-void run_calibrate(const CalibrateFlags& f) {
-  if (const auto world = launcher_world_size(); world && *world > 1)
-    refuse_cpu_under_mpirun(f.backend, "--backend", *world);
-  Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
-  // Every flag is checked before the first measurement, so that no progress line precedes an error.
-  if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
-  if (f.report_given && f.report.empty()) throw InvalidInput("--report: empty folder name");
-  check_measure_flags(f.iters, f.warmup, f.timeout);
-  const Topology topo = load_topology(f.topo);
-  CalibrationOptions co;
-  co.backend = parse_backend_kind(f.backend, "--backend");
-  check_backend_devices(co.backend, topo, "--backend cpu");
-  co.type = parse_data_type(f.type, "-d/--datatype");
-  co.sizes = sweep_sizes(f.sweep);
-  if (co.sizes.size() < 2) throw InvalidInput("-b/-e/-f: calibration needs at least two sizes");
-  const std::uint64_t esize = element_size(co.type);
-  for (const auto bytes : co.sizes) {
-    if (bytes % esize != 0) {
-      throw InvalidInput(
-          fmt::format("-b/-e/-f: size {} is not a multiple of the {}-byte element size of {}", bytes, esize, f.type));
-    }
-  }
-  if (!f.output.empty()) check_output_file(f.output, "--out");
-  if (!f.report.empty()) check_output_folder(f.report, "--report");
-  co.validation_sizes = co.sizes;
-  co.validate = !f.no_validate;
-  co.refine = !f.no_refine;
-  co.iterations = f.iters;
-  co.warmup = f.warmup;
-  co.timeout_s = f.timeout;
-  co.progress = progress.fn();
-  const CalibrationResult r = calibrate(topo, co);
-  progress.finish();
-  if (!r.root) return;  // under mpirun rank 0 writes and prints
-  if (!f.output.empty()) write_output_file(f.output, r.overlay.dump(2) + "\n", "--out");
-  if (!f.report.empty()) {
-    namespace fs = std::filesystem;
-    make_output_folder(f.report, "--report");
-    const std::string cmd = fmt::format(
-        "artune calibrate -t {} --backend {} -b {} -e {} -f {:g}{}{}{}", shell_word(f.topo), shell_word(f.backend),
-        shell_word(f.sweep.min_bytes), shell_word(f.sweep.max_bytes), f.sweep.factor,
-        f.type != "float" ? " -d " + shell_word(f.type) : std::string(),
-        f.output.empty() ? std::string() : " --out " + shell_word(f.output), " --report " + shell_word(f.report));
-    write_output_file((fs::path(f.report) / "CALIBRATION.md").string(),
-                      fmt::format("# artune calibrate: {} on the {} backend\n\nRegenerate with:\n\n```\n{}\n```\n\n"
-                                  "```\n{}```\n",
-                                  topo.name(), f.backend, cmd, r.summary()),
-                      "--report");
-    nlohmann::json doc = r.to_json();
-    doc["command"] = cmd;
-    write_output_file((fs::path(f.report) / "calibration.json").string(), doc.dump(1) + "\n", "--report");
-  }
-  if (f.json) {
-    print_json(r.to_json());
-  } else {
-    fmt::print("{}", r.summary());
-    if (!f.output.empty()) fmt::print("# overlay written to {} (use it with --calibration {})\n", f.output, f.output);
-  }
-  std::int64_t wrong = r.training_wrong;
-  for (const auto& row : r.validation) wrong += row.wrong;
-  if (wrong != 0) throw Error(ErrorCode::kWrongResult, fmt::format("{} wrong elements in the whole-plan runs", wrong));
-}
-
 }  // namespace
 
-void add_tuner_commands(CLI::App& app) {
+void add_autotune_command(CLI::App& app) {
   auto flags = std::make_shared<AutotuneFlags>();
   CLI::App* at = app.add_subcommand(
       "autotune",
@@ -791,34 +618,6 @@ void add_tuner_commands(CLI::App& app) {
     flags->output_given = output_given(at);
     flags->report_given = at->count("--report") > 0;
     run_autotune(*flags);
-  });
-
-  auto cf = std::make_shared<CalibrateFlags>();
-  CLI::App* cal = app.add_subcommand(
-      "calibrate",
-      "Microbenchmark a backend (copies per device-pair class, concurrent copies, reductions per type, per-op "
-      "overhead), fit alpha and bandwidth by least squares, refine the model against whole-plan runs of every family "
-      "(Levenberg-Marquardt), write a cost-model overlay, and validate it on other sizes (predicted vs measured, "
-      "MAPE)");
-  cal->add_option("-t,--topology", cf->topo, "topology whose devices the backend runs")->required();
-  cal->add_option("--backend", cf->backend, "backend to measure (cpu, mpi, cuda, nccl)")->capture_default_str();
-  add_out_option(cal, cf->output,
-                 fmt::format("write the overlay JSON here (load it with --calibration; {})", kOutputPathHelp));
-  cal->add_option("-d,--datatype", cf->type, "element type of copies and validation runs")->capture_default_str();
-  add_sweep_flags(cal, cf->sweep);
-  cal->add_option("--iters", cf->iters, "timed runs per point (the median is kept)")->capture_default_str();
-  cal->add_option("--warmup", cf->warmup, "warm-up runs per point")->capture_default_str();
-  cal->add_option("--timeout", cf->timeout, "seconds before a stuck backend run fails")->capture_default_str();
-  cal->add_flag("--no-validate", cf->no_validate, "skip the validation set");
-  cal->add_flag("--no-refine", cf->no_refine, "keep the microbenchmark fit (no refinement against whole-plan runs)");
-  cal->add_option("--report", cf->report, "also write CALIBRATION.md and calibration.json into this folder");
-  cal->add_flag("--json", cf->json, "print the fits and validation as JSON");
-  cal->add_flag("-q,--quiet", cf->quiet, "no progress output");
-  cal->callback([cf, cal] {
-    warn_deprecated_output(cal);
-    cf->output_given = output_given(cal);
-    cf->report_given = cal->count("--report") > 0;
-    run_calibrate(*cf);
   });
 }
 
