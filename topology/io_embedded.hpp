@@ -1,6 +1,6 @@
 #pragma once
 // The built-in configs compiled into the library (configs/*.json, embedded by
-// scripts/embed_configs.py at build time). Private to topology/io.cpp.
+// scripts/embed_configs.py at build time). Private to topology/io*.cpp.
 
 #include <cstddef>
 
