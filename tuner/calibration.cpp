@@ -42,62 +42,47 @@ void measure_microbenchmarks(const Topology& topo, const CalibrationOptions& opt
                              const std::vector<DataType>& reduce_types, const Progress& progress,
                              CalibrationResult& result) {
   Backend* backend = &be;
-  const std::size_t esize = element_size(options.type);
+  // One plan per size of the sweep, timed: (bytes, median µs) samples.
+  const auto sweep = [&](const std::string& what, DataType type, const auto& plan_of) {
+    decltype(result.local_copy.samples) samples;
+    const std::size_t es = element_size(type);
+    for (auto bytes : sizes) {
+      progress(fmt::format("{} at {}", what, format_size(bytes)));
+      const auto count = count_of(bytes, es);
+      samples.push_back({static_cast<double>(count * es),
+                         median_time_us(*backend, plan_of(count), type, options.warmup, options.iterations)});
+    }
+    return samples;
+  };
   // Single copies per class.
   for (auto& c : result.copies) {
-    for (auto bytes : sizes) {
-      progress(fmt::format("copy {} at {}", c.name, format_size(bytes)));
-      const auto count = count_of(bytes, esize);
-      c.samples.push_back(
-          {static_cast<double>(count * esize), median_time_us(*backend, copy_plan(topo, gpus, c.src, c.dst, count),
-                                                              options.type, options.warmup, options.iterations)});
-    }
+    c.samples = sweep("copy " + c.name, options.type,
+                      [&](std::int64_t count) { return copy_plan(topo, gpus, c.src, c.dst, count); });
     c.fit = fit_alpha_beta(c.samples);
   }
   // Concurrent ring step over machine 0's GPUs (how all-reduce plans load the machine).
   result.concurrent.name = fmt::format("ring step, {} concurrent copies", gpus.size());
   result.concurrent.src = gpus.front();
   result.concurrent.dst = gpus.size() > 1 ? gpus[1] : gpus.front();
-  for (auto bytes : sizes) {
-    progress(fmt::format("concurrent copies at {}", format_size(bytes)));
-    const auto count = count_of(bytes, esize);
-    result.concurrent.samples.push_back(
-        {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count), options.type,
-                                                            options.warmup, options.iterations)});
-  }
+  result.concurrent.samples =
+      sweep("concurrent copies", options.type, [&](std::int64_t count) { return ring_step_plan(topo, gpus, count); });
   result.concurrent.fit = fit_alpha_beta(result.concurrent.samples);
   result.concurrent_reduce.name = fmt::format("ring step, {} concurrent reduces", gpus.size());
   result.concurrent_reduce.src = result.concurrent.src;
   result.concurrent_reduce.dst = result.concurrent.dst;
-  for (auto bytes : sizes) {
-    progress(fmt::format("concurrent reducing copies at {}", format_size(bytes)));
-    const auto count = count_of(bytes, esize);
-    result.concurrent_reduce.samples.push_back(
-        {static_cast<double>(count * esize), median_time_us(*backend, ring_step_plan(topo, gpus, count, true),
-                                                            options.type, options.warmup, options.iterations)});
-  }
+  result.concurrent_reduce.samples = sweep("concurrent reducing copies", options.type,
+                                           [&](std::int64_t count) { return ring_step_plan(topo, gpus, count, true); });
   result.concurrent_reduce.fit = fit_alpha_beta(result.concurrent_reduce.samples);
   // Local copies and reductions, every participant at once.
   result.local_copy.type = options.type;
-  for (auto bytes : sizes) {
-    progress(fmt::format("local copies at {}", format_size(bytes)));
-    const auto count = count_of(bytes, esize);
-    result.local_copy.samples.push_back(
-        {static_cast<double>(count * esize), median_time_us(*backend, local_plan(topo, gpus, count, false),
-                                                            options.type, options.warmup, options.iterations)});
-  }
+  result.local_copy.samples =
+      sweep("local copies", options.type, [&](std::int64_t count) { return local_plan(topo, gpus, count, false); });
   result.local_copy.fit = fit_alpha_beta(result.local_copy.samples);
   for (DataType t : reduce_types) {
     ReduceFit rf;
     rf.type = t;
-    const std::size_t es = element_size(t);
-    for (auto bytes : sizes) {
-      progress(fmt::format("{} reductions at {}", to_string(t), format_size(bytes)));
-      const auto count = count_of(bytes, es);
-      rf.samples.push_back(
-          {static_cast<double>(count * es),
-           median_time_us(*backend, local_plan(topo, gpus, count, true), t, options.warmup, options.iterations)});
-    }
+    rf.samples = sweep(fmt::format("{} reductions", to_string(t)), t,
+                       [&](std::int64_t count) { return local_plan(topo, gpus, count, true); });
     rf.fit = fit_alpha_beta(rf.samples);
     result.reduce.push_back(std::move(rf));
   }
