@@ -162,22 +162,22 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root);
 void run_cluster_in(AutotuneFlags& f, MpiSession& mpi);
 
 void run_cluster(AutotuneFlags& f) {
-  // Errors every rank reaches alike (bad flags, a refused topology) are printed once, by rank 0; the others
-  // leave with the same status after MPI is finalised, so the job ends without an abort banner.
-  std::optional<int> quiet_status;
+  // Errors every rank reaches alike (bad flags, a refused topology) are printed once, by rank 0, while MPI is
+  // still up: MPI_Finalize synchronises the ranks, so no rank can leave (and make mpirun end the job) before
+  // rank 0's line is out. Every rank then leaves with the error's status, without an abort banner.
+  std::optional<int> status;
   {
     MpiSession mpi;
     try {
       run_cluster_in(f, mpi);
     } catch (const Error& e) {
-      if (mpi.rank() == 0) throw;
-      quiet_status = exit_status(e.code());
+      if (mpi.rank() == 0) print_error(e.what());
+      std::fflush(stdout);
+      std::fflush(stderr);
+      status = exit_status(e.code());
     }
   }
-  if (quiet_status) {
-    std::fflush(stdout);
-    std::exit(*quiet_status);
-  }
+  if (status) std::exit(*status);
 }
 
 /// The topology to suggest for GPU-less hosts: every rank a participant, grouped by host.

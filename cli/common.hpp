@@ -49,4 +49,8 @@ void warn_deprecated_output(CLI::App* cmd);
 /// Whether the output file was given (by --out or the old -o/--output).
 bool output_given(CLI::App* cmd);
 
+/// Prints `message` as the command's one error line on stderr ("artune: …"): control characters escaped,
+/// overlong text cut.
+void print_error(std::string_view message);
+
 }  // namespace artune::cli
