@@ -127,27 +127,12 @@ namespace {
 // Error lines longer than this are cut: a message that echoes a huge argument stays readable.
 constexpr std::size_t kMaxErrorChars = 1000;
 
-// The error as exactly one line on stderr, whatever the message holds: control characters (a newline
-// inside a quoted argument, a tab) are written as escapes, and overlong text is cut.
 }  // namespace
 
 // The error as exactly one line on stderr, whatever the message holds: control characters (a newline
 // inside a quoted argument, a tab) are written as escapes, and overlong text is cut.
 void print_error(std::string_view message) {
-  std::string line;
-  for (const char c : message) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n')
-      line += "\\n";
-    else if (c == '\r')
-      line += "\\r";
-    else if (c == '\t')
-      line += "\\t";
-    else if (u < 0x20 || u == 0x7f)
-      line += fmt::format("\\x{:02x}", u);
-    else
-      line += c;
-  }
+  std::string line = escape_control(message);
   if (line.size() > kMaxErrorChars) {
     std::size_t cut = kMaxErrorChars;
     while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/output_file.hpp"
 #include "topology/importers.hpp"
 
 namespace artune {
@@ -53,26 +54,12 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 }
 
 std::string printable(std::string_view text) {
-  std::string out;
-  std::size_t shown = 0;
-  for (char c : text) {
-    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80 && ++shown > 40) {
-      out += "…";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '\t')
-      out += "\\t";
-    else if (c == '\r')
-      out += "\\r";
-    else if (u < 0x20 || u == 0x7f)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out += c;
+  // At most 40 characters (UTF-8 continuation bytes do not count), control characters escaped.
+  std::size_t shown = 0, end = 0;
+  for (; end < text.size(); ++end) {
+    if ((static_cast<unsigned char>(text[end]) & 0xc0) != 0x80 && ++shown > 40) break;
   }
-  return out;
+  return escape_control(text.substr(0, end)) + (end < text.size() ? "…" : "");
 }
 
 std::string source_stem(std::string_view source, std::string_view fallback) {
