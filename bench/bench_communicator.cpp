@@ -35,12 +35,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "algorithms/builders.hpp"
+#include "artune/algorithms/builders.hpp"
 #include "artune/communicator.hpp"
-#include "executor/api/call_split.hpp"
-#include "core/sizes.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#include "topology/io.hpp"
+#include "artune/executor/api/call_split.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using Clock = std::chrono::steady_clock;

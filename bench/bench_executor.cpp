@@ -31,12 +31,12 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/sizes.hpp"
-#include "executor/backend.hpp"
-#include "executor/runner.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/runner.hpp"
+#include "artune/topology/io.hpp"
 
 namespace {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "core/sizes.hpp"
-#include "simulator/cost_model.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 namespace {
 

@@ -14,11 +14,11 @@
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
 #include "cli/tuner_common.hpp"
-#include "core/error.hpp"
-#include "core/output_file.hpp"
-#include "core/sizes.hpp"
-#include "topology/io.hpp"
-#include "tuner/calibration.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/output_file.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/calibration.hpp"
 
 namespace artune::cli {
 namespace {

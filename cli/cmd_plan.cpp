@@ -13,19 +13,19 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/collectives.hpp"
-#include "algorithms/plan.hpp"
-#include "algorithms/spec.hpp"
-#include "algorithms/verifier.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/algorithms/verifier.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "core/error.hpp"
-#include "core/sizes.hpp"
-#include "core/types.hpp"
-#include "executor/lowering_report.hpp"
-#include "simulator/nccl_model.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/lowering_report.hpp"
+#include "artune/simulator/nccl_model.hpp"
+#include "artune/topology/io.hpp"
 
 namespace artune::cli {
 

@@ -14,18 +14,18 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/builders.hpp"
+#include "artune/algorithms/builders.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "core/error.hpp"
-#include "core/types.hpp"
-#include "executor/backend.hpp"
-#include "executor/backend_factory.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#include "executor/mpi/launcher.hpp"
-#include "executor/runner.hpp"
-#include "topology/io.hpp"
-#include "tuner/decision_table.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/backend_factory.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/executor/mpi/launcher.hpp"
+#include "artune/executor/runner.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/decision_table.hpp"
 
 namespace artune::cli {
 

@@ -10,18 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/collectives.hpp"
-#include "algorithms/spec.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/spec.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "core/error.hpp"
-#include "core/json_input.hpp"
-#include "core/sizes.hpp"
-#include "core/types.hpp"
-#include "simulator/cost_model.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/core/types.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 namespace artune::cli {
 

@@ -17,11 +17,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "core/error.hpp"
-#include "core/output_file.hpp"
-#include "core/input.hpp"
-#include "topology/importers.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/output_file.hpp"
+#include "artune/core/input.hpp"
+#include "artune/topology/importers.hpp"
+#include "artune/topology/io.hpp"
 
 namespace artune::cli {
 

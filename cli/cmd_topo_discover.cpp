@@ -19,11 +19,11 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
-#include "core/error.hpp"
-#include "core/output_file.hpp"
-#include "topology/discovery.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/output_file.hpp"
+#include "artune/topology/discovery.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 
 namespace artune::cli {
 namespace {

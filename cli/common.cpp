@@ -8,11 +8,11 @@
 #include <iostream>
 #include <string_view>
 
-#include "algorithms/plan.hpp"
-#include "core/error.hpp"
-#include "core/input.hpp"
-#include "core/output_file.hpp"
-#include "core/sizes.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/input.hpp"
+#include "artune/core/output_file.hpp"
+#include "artune/core/sizes.hpp"
 
 namespace artune::cli {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "topology/topology.hpp"
+#include "artune/topology/topology.hpp"
 
 namespace artune::cli {
 

@@ -13,7 +13,7 @@
 #include "artune_config.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"artune: simulate, autotune and run all-reduce plans over GPU topologies", "artune"};

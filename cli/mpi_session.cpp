@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
 
 #if ARTUNE_HAVE_MPI
-#include "executor/mpi/mpi_init.hpp"
+#include "artune/executor/mpi/mpi_init.hpp"
 #endif
 
 namespace artune::cli {

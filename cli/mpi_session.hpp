@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "artune_config.hpp"
-#include "executor/mpi/launcher.hpp"
+#include "artune/executor/mpi/launcher.hpp"
 #if ARTUNE_HAVE_MPI
-#include "executor/mpi/mpi_init.hpp"
+#include "artune/executor/mpi/mpi_init.hpp"
 #endif
-#include "topology/discovery.hpp"
-#include "topology/topology.hpp"
+#include "artune/topology/discovery.hpp"
+#include "artune/topology/topology.hpp"
 
 namespace artune::cli {
 

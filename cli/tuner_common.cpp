@@ -8,7 +8,7 @@
 
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 
 namespace artune::cli {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "executor/backend.hpp"
-#include "topology/topology.hpp"
-#include "tuner/search.hpp"  // ProgressFn
+#include "artune/executor/backend.hpp"
+#include "artune/topology/topology.hpp"
+#include "artune/tuner/search.hpp"  // ProgressFn
 
 namespace artune::cli {
 

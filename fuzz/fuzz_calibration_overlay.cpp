@@ -1,8 +1,8 @@
 // Fuzz target: the calibration overlay a cost model applies (--calibration FILE).
 
-#include "core/json_input.hpp"
+#include "artune/core/json_input.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "simulator/cost_model.hpp"
+#include "artune/simulator/cost_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return artune_fuzz::run_one(data, size, [](std::string_view text) {

@@ -1,8 +1,8 @@
 // Fuzz target: the decision-table reader.
 
-#include "core/json_input.hpp"
+#include "artune/core/json_input.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "tuner/decision_table.hpp"
+#include "artune/tuner/decision_table.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return artune_fuzz::run_one(data, size, [](std::string_view text) {

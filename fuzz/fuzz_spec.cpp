@@ -1,10 +1,10 @@
 // Fuzz target: the all-reduce spec grammar, then building (and verifying) the plan it names on a small
 // machine and a small cluster, so that what the grammar accepts is also what the builders survive.
 
-#include "algorithms/builders.hpp"
-#include "algorithms/spec.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/spec.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const artune::Topology machine = artune::load_topology("uniform:4");

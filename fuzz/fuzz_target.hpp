@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 
 namespace artune_fuzz {
 

@@ -1,8 +1,8 @@
 // Fuzz target: the topology JSON loader (full, compact and cluster forms).
 
-#include "core/json_input.hpp"
+#include "artune/core/json_input.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return artune_fuzz::run_one(data, size, [](std::string_view text) {

@@ -60,7 +60,7 @@ trap 'rm -f "$tmp"' EXIT
   echo "where the source forced \`NCCL_ALGO\`/\`NCCL_PROTO\`) on its topology and simulates it with"
   echo "the default NCCL cost model. Error = (predicted − published) / published; MAPE = mean |error|."
   echo "The simulator's time is NCCL's pick (its own cost table) run at the time model of"
-  echo "\`simulator/nccl_model.hpp\`: one kernel launch per call plus the device's latency (NCCL's"
+  echo "\`artune/simulator/nccl_model.hpp\`: one kernel launch per call plus the device's latency (NCCL's"
   echo "per-step latencies per link class; NVLS's multicast round as measured on H100), plus the"
   echo "channels' flows. \`launches per call\` is how the row's run issued its calls (nccl-tests"
   echo "\`-g N\` from one thread: N launches; \`graph\`: replayed from a CUDA graph, none), which the"

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 
 namespace artune_test {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/plan.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
 
 namespace artune::test {
 

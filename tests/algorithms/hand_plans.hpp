@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/plan.hpp"
+#include "artune/algorithms/plan.hpp"
 
 namespace artune::test {
 

@@ -8,7 +8,7 @@
 #include <bit>
 #include <string>
 
-#include "algorithms/collectives.hpp"
+#include "artune/algorithms/collectives.hpp"
 #include "builder_checks.hpp"
 
 using namespace artune;

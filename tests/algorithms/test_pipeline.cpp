@@ -3,13 +3,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/plan.hpp"
-#include "algorithms/spec.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
 #include "hand_plans.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using namespace artune::test;

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "algorithms/plan.hpp"
-#include "core/error.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/core/error.hpp"
 #include "hand_plans.hpp"
 
 using namespace artune;

@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/plan.hpp"
-#include "core/error.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/core/error.hpp"
 #include "tests/test_support.hpp"
-#include "core/sizes.hpp"
-#include "topology/io.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

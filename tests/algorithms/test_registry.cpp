@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/registry.hpp"
-#include "algorithms/spec.hpp"
-#include "core/error.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/registry.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "algorithms/spec.hpp"
-#include "core/error.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/core/error.hpp"
 
 using namespace artune;
 

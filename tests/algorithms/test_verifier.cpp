@@ -3,8 +3,8 @@
 #include <ctime>
 #include <string>
 
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
 #include "hand_plans.hpp"
 
 using namespace artune;

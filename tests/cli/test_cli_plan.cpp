@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/plan.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/plan.hpp"
 #include "tests/cli_runner.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using json = nlohmann::json;
 using namespace artune;

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/builders.hpp"
-#include "simulator/simulator.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/simulator/simulator.hpp"
 #include "tests/cli_runner.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using json = nlohmann::json;
 using namespace artune;

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using json = nlohmann::json;
 

@@ -6,12 +6,12 @@
 #include <fstream>
 #include <string>
 
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 #include "tests/test_support.hpp"
-#include "core/input.hpp"
-#include "core/json_input.hpp"
-#include "core/sizes.hpp"
-#include "core/types.hpp"
+#include "artune/core/input.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/core/types.hpp"
 
 using namespace artune;
 

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "core/json_reader.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/json_reader.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;

@@ -20,8 +20,8 @@
 #include <string>
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/output_file.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/output_file.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;

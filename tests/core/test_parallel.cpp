@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/parallel.hpp"
+#include "artune/core/parallel.hpp"
 
 using artune::parallel_for;
 using artune::resolve_jobs;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "artune/communicator.hpp"
-#include "executor/verification.hpp"
+#include "artune/executor/verification.hpp"
 
 using namespace artune;
 

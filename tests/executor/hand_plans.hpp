@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/plan.hpp"
-#include "core/types.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/core/types.hpp"
 
 namespace artune::test {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/sparse_allreduce.hpp"
+#include "artune/algorithms/sparse_allreduce.hpp"
 
 namespace artune::test {
 

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/error.hpp"
-#include "executor/mpi/mpi_init.hpp"
-#include "executor/test_fault.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/mpi/mpi_init.hpp"
+#include "artune/executor/test_fault.hpp"
 
 using namespace artune;
 

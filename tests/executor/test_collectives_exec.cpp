@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/collectives.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#include "executor/runner.hpp"
-#include "executor/verification.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/executor/runner.hpp"
+#include "artune/executor/verification.hpp"
+#include "artune/topology/io.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;

@@ -19,12 +19,12 @@
 #include <set>
 
 #include "artune/communicator.hpp"
-#include "executor/api/call_split.hpp"
-#include "executor/verification.hpp"
+#include "artune/executor/api/call_split.hpp"
+#include "artune/executor/verification.hpp"
 #include "tests/test_support.hpp"
-#include "topology/io.hpp"
-#include "tuner/decision_table.hpp"
-#include "tuner/search.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/decision_table.hpp"
+#include "artune/tuner/search.hpp"
 
 using namespace artune;
 

@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "executor/backend.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#include "executor/runner.hpp"
-#include "executor/verification.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/executor/runner.hpp"
+#include "artune/executor/verification.hpp"
 #include "hand_plans.hpp"
 #include "tests/test_support.hpp"
 
@@ -176,9 +176,9 @@ TEST_CASE("cpu_backend.backend_kinds") {
 
 #include <set>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/verifier.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/topology/io.hpp"
 
 namespace {
 

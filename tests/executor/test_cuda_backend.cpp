@@ -11,17 +11,17 @@
 #include <random>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "core/error.hpp"
-#include "executor/backend.hpp"
-#include "executor/cuda/cuda_backend.hpp"
-#include "executor/cuda/cuda_check.hpp"
-#include "executor/cuda/kernel_dispatch.hpp"
-#include "executor/cuda/reduce_kernels.hpp"
-#include "executor/reduce_kernels.hpp"
-#include "executor/verification.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/cuda/cuda_backend.hpp"
+#include "artune/executor/cuda/cuda_check.hpp"
+#include "artune/executor/cuda/kernel_dispatch.hpp"
+#include "artune/executor/cuda/reduce_kernels.hpp"
+#include "artune/executor/reduce_kernels.hpp"
+#include "artune/executor/verification.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 
 using namespace artune;
 

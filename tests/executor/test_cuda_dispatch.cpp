@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "artune_config.hpp"
-#include "core/error.hpp"
-#include "core/types.hpp"
-#include "executor/backend.hpp"
-#include "executor/cuda/kernel_dispatch.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/cuda/kernel_dispatch.hpp"
 #if ARTUNE_HAVE_CUDA_BACKEND
-#include "executor/cuda/cuda_backend.hpp"
-#include "executor/cuda/cuda_check.hpp"
+#include "artune/executor/cuda/cuda_backend.hpp"
+#include "artune/executor/cuda/cuda_check.hpp"
 #endif
 
 #if defined(ARTUNE_HAVE_NCCL)

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/types.hpp"
-#include "executor/cuda/kernel_dispatch.hpp"
-#include "executor/cuda/reduce_kernels.hpp"
-#include "executor/reduce_kernels.hpp"
-#include "executor/verification.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/cuda/kernel_dispatch.hpp"
+#include "artune/executor/cuda/reduce_kernels.hpp"
+#include "artune/executor/reduce_kernels.hpp"
+#include "artune/executor/verification.hpp"
 
 using namespace artune;
 using namespace artune::cuda;

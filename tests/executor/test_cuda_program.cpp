@@ -27,17 +27,17 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
-#include "executor/cuda/cuda_program.hpp"
-#include "executor/nccl/nccl_program.hpp"
-#include "executor/reduce_kernels.hpp"
-#include "executor/schedule.hpp"
-#include "executor/verification.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/cuda/cuda_program.hpp"
+#include "artune/executor/nccl/nccl_program.hpp"
+#include "artune/executor/reduce_kernels.hpp"
+#include "artune/executor/schedule.hpp"
+#include "artune/executor/verification.hpp"
 #include "hand_plans.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 
 using namespace artune;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "executor/mpi/launcher.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/mpi/launcher.hpp"
 
 using namespace artune;
 

@@ -10,15 +10,15 @@
 #include <memory>
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/collectives.hpp"
-#include "algorithms/verifier.hpp"
-#include "core/error.hpp"
-#include "executor/backend.hpp"
-#include "executor/sparse_allreduce.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/sparse_allreduce.hpp"
 #include "hand_plans.hpp"
 #include "sparse_inputs.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using namespace artune::test;

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "core/error.hpp"
-#include "executor/backend.hpp"
-#include "executor/cuda/cuda_backend.hpp"
-#include "executor/nccl/nccl_backend.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/cuda/cuda_backend.hpp"
+#include "artune/executor/nccl/nccl_backend.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 
 using namespace artune;
 

@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "core/error.hpp"
-#include "executor/nccl/nccl_forced_choice.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/nccl/nccl_forced_choice.hpp"
 #include "tests/test_support.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "core/types.hpp"
-#include "executor/reduce_kernels.hpp"
-#include "executor/verification.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/reduce_kernels.hpp"
+#include "artune/executor/verification.hpp"
 
 using namespace artune;
 

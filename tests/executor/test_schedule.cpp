@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "core/error.hpp"
-#include "executor/schedule.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/schedule.hpp"
 #include "hand_plans.hpp"
 
 using namespace artune;

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
-#include "executor/cpu/cpu_backend.hpp"
-#include "executor/sparse_allreduce.hpp"
+#include "artune/core/error.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/executor/sparse_allreduce.hpp"
 #include "sparse_inputs.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using namespace artune::test;

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
-#include "executor/verification.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/verification.hpp"
 
 using namespace artune;
 

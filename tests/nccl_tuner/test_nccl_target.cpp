@@ -12,17 +12,17 @@
 #include <fmt/format.h>
 
 #include "artune_config.hpp"
-#include "simulator/nccl_model.hpp"
+#include "artune/simulator/nccl_model.hpp"
 #include "tests/cli_runner.hpp"
 #if ARTUNE_HAVE_NCCL_BACKEND
-#include "executor/cuda/cuda_backend.hpp"
+#include "artune/executor/cuda/cuda_backend.hpp"
 #endif
 #include "tests/nccl_tuner/plugin_loader.hpp"
 #include "tests/test_support.hpp"
-#include "topology/io.hpp"
-#include "tuner/decision_table.hpp"
-#include "tuner/nccl_target.hpp"
-#include "tuner/search.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/decision_table.hpp"
+#include "artune/tuner/nccl_target.hpp"
+#include "artune/tuner/search.hpp"
 
 namespace {
 

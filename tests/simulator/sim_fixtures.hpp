@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/plan.hpp"
-#include "simulator/cost_model.hpp"
-#include "topology/topology.hpp"
+#include "artune/algorithms/plan.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/topology/topology.hpp"
 
 namespace artune::testing {
 

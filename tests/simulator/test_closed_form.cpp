@@ -12,14 +12,14 @@
 #include <cmath>
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "core/error.hpp"
-#include "core/sizes.hpp"
-#include "algorithms/registry.hpp"
-#include "algorithms/spec.hpp"
-#include "simulator/closed_form.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/algorithms/registry.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/simulator/closed_form.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

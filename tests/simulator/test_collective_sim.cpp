@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/collectives.hpp"
-#include "core/error.hpp"
-#include "core/sizes.hpp"
-#include "simulator/closed_form.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
-#include "tuner/collective_tuning.hpp"
+#include "artune/algorithms/collectives.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/simulator/closed_form.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/collective_tuning.hpp"
 
 using namespace artune;
 

@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/builders.hpp"
-#include "core/error.hpp"
-#include "core/sizes.hpp"
-#include "simulator/simulator.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/simulator/simulator.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using namespace artune::testing;

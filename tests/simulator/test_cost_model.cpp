@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/error.hpp"
-#include "simulator/cost_model.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/cost_model.hpp"
 
 using namespace artune;
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "simulator/flow_engine.hpp"
+#include "artune/simulator/flow_engine.hpp"
 
 using artune::detail::FlowEngine;
 

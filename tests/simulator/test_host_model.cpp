@@ -3,8 +3,8 @@
 // DRAM rate by working set. Exact closed-form times on hand-built plans.
 #include <doctest/doctest.h>
 
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
 
 using namespace artune;

@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <string>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/spec.hpp"
-#include "core/error.hpp"
-#include "simulator/cost_model.hpp"
-#include "simulator/nccl_model.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/nccl_model.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 #include <nlohmann/json.hpp>
 

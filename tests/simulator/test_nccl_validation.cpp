@@ -31,14 +31,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/spec.hpp"
-#include "core/error.hpp"
-#include "core/json_input.hpp"
-#include "simulator/cost_model.hpp"
-#include "simulator/nccl_model.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/nccl_model.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using json = nlohmann::json;

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "simulator/simulator.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/simulator.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
 
 using namespace artune;

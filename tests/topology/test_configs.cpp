@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

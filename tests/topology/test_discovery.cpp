@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
+#include "artune/core/error.hpp"
 #include "tests/test_support.hpp"
-#include "topology/discovery.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/topology/discovery.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 #include "tests/cli_runner.hpp"
 
 using namespace artune;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "topology/importers.hpp"
-#include "topology/io.hpp"
-#include "topology/topology.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/importers.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/topology.hpp"
 
 using namespace artune;
 

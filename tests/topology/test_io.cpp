@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "topology/io.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 using json = nlohmann::json;

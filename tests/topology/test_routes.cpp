@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "topology/io.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 

@@ -4,8 +4,8 @@
 
 #include <limits>
 
-#include "core/error.hpp"
-#include "topology/topology.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/topology.hpp"
 
 using namespace artune;
 

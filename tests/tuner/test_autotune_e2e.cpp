@@ -15,8 +15,8 @@
 
 #include "tests/cli_runner.hpp"
 #include "tests/test_support.hpp"
-#include "topology/io.hpp"
-#include "tuner/decision_table.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/decision_table.hpp"
 
 namespace fs = std::filesystem;
 

@@ -6,14 +6,14 @@
 
 #include <cmath>
 
-#include "algorithms/builders.hpp"
-#include "algorithms/spec.hpp"
-#include "core/error.hpp"
-#include "simulator/simulator.hpp"
-#include "topology/io.hpp"
-#include "tuner/calibration.hpp"
-#include "tuner/fit.hpp"
-#include "tuner/candidates.hpp"
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/spec.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/calibration.hpp"
+#include "artune/tuner/fit.hpp"
+#include "artune/tuner/candidates.hpp"
 
 using namespace artune;
 

@@ -8,10 +8,10 @@
 #include <numeric>
 #include <set>
 
-#include "algorithms/verifier.hpp"
-#include "topology/io.hpp"
-#include "tuner/candidates.hpp"
-#include "tuner/search.hpp"
+#include "artune/algorithms/verifier.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/candidates.hpp"
+#include "artune/tuner/search.hpp"
 
 using namespace artune;
 

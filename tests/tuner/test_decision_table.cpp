@@ -9,9 +9,9 @@
 #include <string>
 #include <unistd.h>
 
-#include "core/error.hpp"
-#include "topology/io.hpp"
-#include "tuner/decision_table.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/decision_table.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;

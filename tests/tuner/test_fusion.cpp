@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.hpp"
-#include "tuner/fusion.hpp"
+#include "artune/core/error.hpp"
+#include "artune/tuner/fusion.hpp"
 
 using namespace artune;
 using Packs = std::vector<std::vector<std::size_t>>;

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.hpp"
-#include "topology/io.hpp"
-#include "tuner/report.hpp"
-#include "tuner/search.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/report.hpp"
+#include "artune/tuner/search.hpp"
 
 using namespace artune;
 namespace fs = std::filesystem;

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "topology/io.hpp"
-#include "tuner/candidates.hpp"
-#include "tuner/search.hpp"
+#include "artune/core/error.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/candidates.hpp"
+#include "artune/tuner/search.hpp"
 
 using namespace artune;
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "tuner/size_sampling.hpp"
+#include "artune/tuner/size_sampling.hpp"
 
 using artune::sample_sizes;
 using artune::SampledTime;

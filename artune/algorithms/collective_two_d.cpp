@@ -1,0 +1,71 @@
+// 2-D hierarchical all-gather and reduce-scatter (issue 17), as the all-reduce's `2d` splits its
+// work: the all-gather first rings across machines (every local position in parallel: GPU l of each
+// machine collects the blocks of GPU l of the others), then inside each machine over those sets of
+// blocks; the reduce-scatter runs the same two rings in reverse. Across machines every GPU moves
+// (W−1)/W of its column only, as the ring over all ranks would for the whole buffer.
+
+#include <fmt/format.h>
+
+#include "artune/algorithms/collective_families.hpp"
+#include "artune/core/error.hpp"
+
+namespace artune::detail {
+
+namespace {
+
+void check_grid(const std::vector<std::vector<int>>& workers, const char* what) {
+  for (const auto& w : workers) {
+    if (w.size() != workers.front().size()) {
+      throw InvalidInput(fmt::format("2d: {} needs the same number of participants on every machine ({} and {})", what,
+                                     w.size(), workers.front().size()));
+    }
+  }
+}
+
+// The blocks of local position l on every machine.
+std::vector<int> column(const std::vector<std::vector<int>>& workers, std::size_t l) {
+  std::vector<int> out;
+  for (const auto& w : workers) out.push_back(w[l]);
+  return out;
+}
+
+}  // namespace
+
+void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
+                          const std::vector<std::vector<int>>& workers) {
+  check_grid(workers, "all-gather");
+  const std::size_t g = workers.front().size();
+  for (std::size_t l = 0; l < g; ++l) {
+    const std::vector<int> members = column(workers, l);
+    std::vector<std::vector<int>> own;
+    for (int r : members) own.push_back({r});
+    ring_over_sets(e, slots, count, members, own, false);
+  }
+  for (const auto& machine : workers) {
+    std::vector<std::vector<int>> sets;
+    for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
+    ring_over_sets(e, slots, count, machine, sets, false);
+  }
+}
+
+void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
+                              const std::vector<std::vector<int>>& workers, int scale_by) {
+  check_grid(workers, "reduce-scatter");
+  const std::size_t g = workers.front().size();
+  for (const auto& machine : workers) {
+    std::vector<std::vector<int>> sets;
+    for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
+    ring_over_sets(e, slots, count, machine, sets, true);
+  }
+  for (std::size_t l = 0; l < g; ++l) {
+    const std::vector<int> members = column(workers, l);
+    std::vector<std::vector<int>> own;
+    for (int r : members) own.push_back({r});
+    ring_over_sets(e, slots, count, members, own, true);
+  }
+  if (scale_by == kNoScale) return;
+  const int n = static_cast<int>(slots.size());
+  for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
+}
+
+}  // namespace artune::detail

@@ -1,0 +1,268 @@
+#include "artune/algorithms/spec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "artune/algorithms/registry.hpp"
+#include "artune/core/error.hpp"
+
+namespace artune {
+
+namespace {
+
+// `#n` beyond this is certainly a typo and would only overflow sizes downstream.
+constexpr int kMaxArg = 1 << 16;
+// Specs longer than this are not typed by anyone (a hundred ranges fit); errors quote at most
+// kQuoteChars of them so that the reason stays on a readable line.
+constexpr std::size_t kMaxSpecChars = 1024;
+constexpr std::size_t kQuoteChars = 80;
+
+// `text` for an error message, cut after kQuoteChars characters.
+std::string quoted(std::string_view text) {
+  if (text.size() <= kQuoteChars) return std::string(text);
+  std::size_t cut = kQuoteChars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+  return fmt::format("{}… ({} characters)", text.substr(0, cut), text.size());
+}
+
+// Every token, each followed by its readable alias.
+std::string known_names() {
+  std::string out;
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      out += fmt::format("{}{}", out.empty() ? "" : ", ", n.token);
+      if (n.alias != nullptr) out += fmt::format(", {}", n.alias);
+    }
+  }
+  return out;
+}
+
+// intra/inter pairs the builders implement (TF's hybrids plus two more), in --help order.
+std::vector<std::pair<std::string, std::string>> hybrids() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      for (const char* upper : n.hybrid_uppers) out.emplace_back(n.token, upper);
+    }
+  }
+  return out;
+}
+
+std::string known_hybrids() {
+  std::string out;
+  for (const auto& [intra, inter] : hybrids()) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}/{}", intra, inter);
+  }
+  return out;
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  [[noreturn]] void fail(const std::string& reason) const {
+    throw InvalidInput(fmt::format("--spec '{}': {}", quoted(text_), reason));
+  }
+
+  void check_nccl_variant(std::string_view tok, std::string_view variant) const {
+    static constexpr std::string_view kAlgos[] = {"ring", "tree", "nvls", "nvlstree", "pat"};
+    static constexpr std::string_view kProtos[] = {"ll", "ll128", "simple"};
+    const std::size_t dot = variant.find('.');
+    const std::string_view algo = variant.substr(0, dot);
+    if (std::find(std::begin(kAlgos), std::end(kAlgos), algo) == std::end(kAlgos)) {
+      fail(fmt::format("'{}': unknown NCCL algorithm '{}' (nccl.ring, nccl.tree, nccl.nvls, nccl.nvlstree, nccl.pat)",
+                       quoted(tok), quoted(algo)));
+    }
+    if (dot == std::string_view::npos) return;
+    const std::string_view proto = variant.substr(dot + 1);
+    if (std::find(std::begin(kProtos), std::end(kProtos), proto) == std::end(kProtos)) {
+      fail(fmt::format("'{}': unknown NCCL protocol '{}' (ll, ll128, simple, e.g. nccl.ring.ll128)", quoted(tok),
+                       quoted(proto)));
+    }
+  }
+
+  AlgToken token(std::string_view tok) const {
+    if (tok.empty()) fail("empty algorithm name");
+    const std::size_t hash = tok.find('#');
+    std::string_view name = tok.substr(0, hash);
+    if (name.empty()) fail(fmt::format("'{}': missing algorithm name before '#'", quoted(tok)));
+    // nccl.ALGO[.PROTO]: NCCL with its algorithm (and protocol) forced, as NCCL_ALGO / NCCL_PROTO do.
+    std::string variant;
+    if (name.substr(0, 5) == "nccl.") {
+      variant = std::string(name.substr(5));
+      name = "nccl";
+      check_nccl_variant(tok, variant);
+    }
+    const SpecName* info = find_spec_name(name).second;
+    if (info == nullptr) {
+      fail(fmt::format("unknown algorithm '{}' (known: {})", quoted(tok.substr(0, hash)), known_names()));
+    }
+    AlgToken out;
+    out.name = info->token;
+    out.variant = std::move(variant);
+    if (hash == std::string_view::npos) return out;
+    const std::string_view arg = tok.substr(hash + 1);
+    if (info->arg == ArgKind::kNone) fail(fmt::format("'{}': {} takes no #n argument", quoted(tok), info->token));
+    if (arg.empty() || arg.size() > 9 ||
+        !std::all_of(arg.begin(), arg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      fail(fmt::format("'{}': #n must be a positive whole number", quoted(tok)));
+    }
+    const long n = std::stol(std::string(arg));
+    if (n < 1) fail(fmt::format("'{}': #n must be ≥ 1", quoted(tok)));
+    if (n > kMaxArg) fail(fmt::format("'{}': #n must be ≤ {}", quoted(tok), kMaxArg));
+    out.arg = static_cast<int>(n);
+    return out;
+  }
+
+  SpecRange range(std::string_view part) const {
+    if (part.empty()) fail("empty range (expected alg[#n] or alg[#n]/alg[#n])");
+    SpecRange r;
+    const std::size_t slash = part.find('/');
+    if (slash == std::string_view::npos) {
+      r.intra = token(part);
+      return r;
+    }
+    if (part.find('/', slash + 1) != std::string_view::npos) {
+      fail(fmt::format("'{}': at most two levels (intra/inter machine)", quoted(part)));
+    }
+    const std::string_view lo = part.substr(0, slash);
+    const std::string_view hi = part.substr(slash + 1);
+    if (lo.empty() || hi.empty()) fail(fmt::format("'{}': empty level around '/'", quoted(part)));
+    r.intra = token(lo);
+    r.inter = token(hi);
+    const auto pairs = hybrids();
+    const bool valid = std::any_of(pairs.begin(), pairs.end(),
+                                   [&](const auto& h) { return r.intra.name == h.first && r.inter->name == h.second; });
+    if (!valid) {
+      fail(fmt::format("'{}': {}/{} is not a supported hierarchy (supported: {})", quoted(part), r.intra.name,
+                       r.inter->name, known_hybrids()));
+    }
+    return r;
+  }
+
+  // Limits are element counts as tf_cnn_benchmarks' parse_general_int reads
+  // them: digits with an optional K/k, M, G or T suffix, powers of 1024 (the
+  // same convention as artune's size arguments).
+  std::int64_t limit(std::string_view part) const {
+    if (part.empty()) fail("empty limit between ':' (expected alg:limit:alg, e.g. xring:64K:nccl)");
+    std::string_view digits = part;
+    std::int64_t scale = 1;
+    switch (part.back()) {
+      case 'K':
+      case 'k': scale = std::int64_t{1} << 10; break;
+      case 'M': scale = std::int64_t{1} << 20; break;
+      case 'G': scale = std::int64_t{1} << 30; break;
+      case 'T': scale = std::int64_t{1} << 40; break;
+      default: break;
+    }
+    if (scale != 1) digits.remove_suffix(1);
+    if (digits.empty() || digits.size() > 15 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      fail(fmt::format("limit '{}' is not a whole number of elements with optional K/M/G/T suffix", quoted(part)));
+    }
+    const std::int64_t n = std::stoll(std::string(digits));
+    if (n < 1) fail(fmt::format("limit '{}' must be ≥ 1", quoted(part)));
+    if (n > std::numeric_limits<std::int64_t>::max() / scale) {
+      fail(fmt::format("limit '{}' is too large", quoted(part)));
+    }
+    return n * scale;
+  }
+
+  AllReduceSpec parse() const {
+    if (text_.empty()) fail("empty spec (e.g. xring, nccl, nccl/xring, pscpu:64K:xring)");
+    if (text_.size() > kMaxSpecChars) fail(fmt::format("longer than the {} characters a spec may have", kMaxSpecChars));
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t colon = text_.find(':', start);
+      parts.push_back(text_.substr(start, colon == std::string_view::npos ? std::string_view::npos : colon - start));
+      if (colon == std::string_view::npos) break;
+      start = colon + 1;
+    }
+    AllReduceSpec spec;
+    for (std::size_t i = 0; i < parts.size(); i += 2) {
+      SpecRange r = range(parts[i]);
+      if (i + 1 < parts.size()) {
+        r.limit = limit(parts[i + 1]);
+        if (!spec.ranges.empty() && r.limit <= spec.ranges.back().limit) {
+          fail(fmt::format("limit '{}' ({} elements) must exceed the previous limit ({} elements)", parts[i + 1],
+                           r.limit, spec.ranges.back().limit));
+        }
+        if (i + 2 >= parts.size()) {
+          fail(fmt::format("limit '{}' has no range after it (the last range must be unlimited)", parts[i + 1]));
+        }
+      }
+      spec.ranges.push_back(std::move(r));
+    }
+    return spec;
+  }
+
+ private:
+  std::string_view text_;
+};
+
+std::string token_text(const AlgToken& t) {
+  const std::string name = t.variant.empty() ? t.name : fmt::format("{}.{}", t.name, t.variant);
+  return t.arg >= 0 ? fmt::format("{}#{}", name, t.arg) : name;
+}
+
+std::string limit_text(std::int64_t n) {
+  static constexpr std::pair<char, int> kSuffixes[] = {{'T', 40}, {'G', 30}, {'M', 20}, {'K', 10}};
+  for (const auto& [suffix, shift] : kSuffixes) {
+    const std::int64_t unit = std::int64_t{1} << shift;
+    if (n >= unit && n % unit == 0) return fmt::format("{}{}", n / unit, suffix);
+  }
+  return std::to_string(n);
+}
+
+}  // namespace
+
+const SpecRange& AllReduceSpec::pick(std::int64_t count) const {
+  if (ranges.empty()) throw InvalidInput("--spec: empty spec");
+  for (const SpecRange& r : ranges) {
+    if (r.limit < 0 || count <= r.limit) return r;
+  }
+  return ranges.back();
+}
+
+AllReduceSpec parse_spec(std::string_view text) { return Parser(text).parse(); }
+
+std::string to_string(const SpecRange& range) {
+  std::string out = token_text(range.intra);
+  if (range.inter) out += "/" + token_text(*range.inter);
+  return out;
+}
+
+std::string to_string(const AllReduceSpec& spec) {
+  std::string out;
+  for (std::size_t i = 0; i < spec.ranges.size(); ++i) {
+    out += to_string(spec.ranges[i]);
+    if (i + 1 < spec.ranges.size()) out += ":" + limit_text(spec.ranges[i].limit) + ":";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> spec_algorithms() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Family* f : families()) {
+    for (const SpecName& n : f->specs) {
+      out.emplace_back(n.token, n.alias == nullptr ? std::string(n.description)
+                                                   : fmt::format("{} (alias {})", n.description, n.alias));
+    }
+  }
+  for (const auto& [intra, inter] : hybrids()) {
+    out.emplace_back(fmt::format("{}/{}", intra, inter),
+                     fmt::format("{} inside each machine, {} across machines over one device each, then "
+                                 "broadcast back (TF hybrid)",
+                                 intra, inter));
+  }
+  return out;
+}
+
+}  // namespace artune

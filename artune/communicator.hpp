@@ -1,0 +1,143 @@
+#pragma once
+// artune's production API: a Communicator all-reduces the caller's own buffers
+// with the plan a decision table (or an in-memory tuning run, or a named spec)
+// picks for the message size, on the cpu, mpi, cuda or nccl backend.
+//
+// Create it once per rank and reuse it for every call, the way
+// ncclCommInitRank + ncclAllReduce or a gloo::Context are used:
+//
+//  * cpu (threads of one process) and cuda (GPUs of one process):
+//    Communicator::create_local returns one communicator per rank, like
+//    ncclCommInitAll. Each rank's thread calls allreduce on its own
+//    communicator; the call returns when every rank of the group has called
+//    it and the result is in every rank's recv buffer. The group's backend
+//    owns the workers (cpu: one thread per plan device, shared by every
+//    cached plan), so threads stay at ranks + helpers however many sizes run.
+//  * mpi: Communicator::create_mpi on every rank of an MPI communicator
+//    (MPI_Init first; the communicator duplicates the MPI_Comm).
+//  * nccl: Communicator::create_nccl on every rank (one GPU each), bootstrapped
+//    over MPI_COMM_WORLD.
+//
+// Plans are compiled (built, verified, prepared) once per (size bucket, dtype,
+// op) and kept in a least-recently-used cache of CommOptions::cache_capacity
+// entries. The size buckets are the sizes the decision table was tuned at
+// (CommOptions::tune_sizes without a table); bucket k's plan is the table's pick
+// for that size, compiled at that size. Any count is served by bucket plans:
+// up to CommOptions::pad_limit bytes by one run of the smallest bucket that
+// holds it, on the caller's buffer when the count is the bucket's and otherwise
+// on a zero-padded communicator-owned copy; larger counts by runs of the largest
+// fitting bucket straight on consecutive parts of the caller's buffer (no copy),
+// the last pad_limit bytes or less as above. The workers and the padding scratch
+// belong to the communicator. Buffers are the caller's: the cpu backend's
+// workers read and write them in place, the mpi backend sends from and receives
+// into them, cuda/nccl bind the caller's device pointers.
+//
+// Errors are artune::Error exceptions with a code: InvalidInput (invalid
+// usage), BackendFailure (a peer or library failed), Timeout (a peer did not
+// arrive or answer within CommOptions::timeout_s), and std::exception for
+// internal failures. After a BackendFailure or Timeout the communicator is
+// broken and every later call throws; create a new one. (mpi: a dead peer
+// leaves MPI unusable; destroying a broken mpi communicator ends the job with
+// MPI_Abort, as `artune run` does.)
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artune/core/error.hpp"
+#include "artune/core/types.hpp"
+#include "artune/executor/backend.hpp"
+
+namespace artune {
+
+/// How a communicator picks and keeps its plans.
+struct CommOptions {
+  /// Topology file, built-in name or generator; "" = "uniform:<ranks>" (ranks of the group).
+  std::string topology;
+  /// Decision table written by `artune autotune` for that topology; "" = tune in memory with the simulator
+  /// (over `tune_sizes`) unless `spec` is set.
+  std::string table;
+  /// One plan spec for every size ("xring", "rechd", "nccl/xring" …); takes precedence over `table`.
+  std::string spec;
+  /// Sizes in bytes tuned in memory when there is neither table nor spec, and the size buckets of a spec;
+  /// empty = 4 B to 256 MiB, ×2.
+  std::vector<std::uint64_t> tune_sizes;
+  /// A peer that does not arrive or answer within this many seconds ends the call with a Timeout.
+  double timeout_s = 60;
+  /// Compiled plans kept; the least recently used one is dropped beyond this (at least 1).
+  std::size_t cache_capacity = 64;
+  /// Calls up to this many bytes run as one plan of the next size bucket (padded in scratch when the count is not
+  /// the bucket's); larger ones as bucket plans on parts of the caller's buffer (see above).
+  std::uint64_t pad_limit = std::uint64_t{256} << 10;
+};
+
+/// One compiled plan as the cache holds it (for logs and dumps).
+struct PlanInfo {
+  std::string label;               ///< the plan's spec text with its parameters ("xring#2 seg=4")
+  int bucket = -1;                 ///< index of its size bucket (size_buckets())
+  std::uint64_t bucket_bytes = 0;  ///< the bucket's size
+  int range = -1;                  ///< index of the table's size range holding the bucket (-1: a fixed spec)
+  std::uint64_t min_bytes = 0;     ///< the range's smallest tuned size (0 for a fixed spec)
+  std::uint64_t max_bytes = 0;     ///< the range's largest tuned size (0 for a fixed spec)
+  std::int64_t count = 0;          ///< elements per rank it is compiled for (the bucket's size / element size)
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int devices = 0;          ///< plan devices (ranks + helpers)
+  std::uint64_t calls = 0;  ///< allreduce calls that used it
+};
+
+/// A rank's handle on a group that all-reduces caller buffers with tuned plans.
+class Communicator {
+ public:
+  /// One communicator per rank of a single process: cpu (one thread per rank calls its own) or cuda (one per
+  /// GPU, like ncclCommInitAll). `ranks` = 0: the topology's GPUs (cpu default topology: hardware threads, at
+  /// least 2). Unsupported when the backend is not built here; InvalidInput for bad options.
+  static std::vector<Communicator> create_local(BackendKind backend, const CommOptions& options, int ranks = 0);
+  /// This process's rank of the MPI communicator `*mpi_comm` (an MPI_Comm*; null = MPI_COMM_WORLD), mpi backend.
+  /// Collective over that communicator; MPI must be initialised.
+  static Communicator create_mpi(const CommOptions& options, const void* mpi_comm = nullptr);
+  /// This process's rank of MPI_COMM_WORLD on the nccl backend (one GPU per rank). Collective.
+  static Communicator create_nccl(const CommOptions& options);
+
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  /// All-reduces `count` elements of `type` from every rank's `send` into every rank's `recv` with `op`;
+  /// in place when send == recv. Host memory for cpu/mpi, device memory for cuda/nccl. `stream` (a
+  /// cudaStream_t, cuda/nccl only; null = the legacy default stream): asynchronous, like ncclAllReduce —
+  /// the plan starts after the work queued on the stream, work queued after the call waits for the result,
+  /// and the call returns without waiting (no timeout applies to GPU work in flight). Every rank must make
+  /// the same calls in the same order with the same count, type and op.
+  void allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op, void* stream = nullptr);
+  /// This communicator's rank.
+  int rank() const noexcept;
+  /// Ranks in the group.
+  int size() const noexcept;
+  /// The backend it runs on.
+  BackendKind backend() const noexcept;
+  /// The plan the last allreduce of this rank used (its last piece's; empty label before the first call).
+  PlanInfo last_plan() const;
+  /// The cached plans, most recently used first.
+  std::vector<PlanInfo> cached_plans() const;
+  /// The cache as text, one line per plan ("label  range  bucket k (B)  count type op  devices  calls"), most
+  /// recent first.
+  std::string dump_cache() const;
+  /// Plans compiled since creation (cache misses), over the whole group.
+  std::uint64_t compiled_plans() const;
+  /// The size buckets in bytes, ascending.
+  std::vector<std::uint64_t> size_buckets() const;
+  /// Worker threads the group's backend owns now (cpu; 0 for the others).
+  std::size_t worker_threads() const;
+
+  struct Group;  ///< shared state of the ranks (backend, cache, rendezvous); internal
+
+ private:
+  Communicator(std::shared_ptr<Group> group, int rank);
+  std::shared_ptr<Group> group_;
+  int rank_ = 0;
+};
+
+}  // namespace artune

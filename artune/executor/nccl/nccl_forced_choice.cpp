@@ -1,0 +1,108 @@
+#include "artune/executor/nccl/nccl_forced_choice.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "artune/core/error.hpp"
+#include "artune/executor/schedule.hpp"
+
+namespace artune {
+
+namespace {
+
+struct Name {
+  std::string_view ours;
+  std::string_view nccl;
+};
+constexpr Name kAlgos[] = {
+    {"ring", "Ring"}, {"tree", "Tree"}, {"nvls", "NVLS"}, {"nvlstree", "NVLSTree"}, {"pat", "PAT"}};
+constexpr Name kProtos[] = {{"ll", "LL"}, {"ll128", "LL128"}, {"simple", "Simple"}};
+
+template <std::size_t N>
+std::string_view find_name(const Name (&names)[N], std::string_view ours) {
+  for (const Name& n : names) {
+    if (n.ours == ours) return n.nccl;
+  }
+  return {};
+}
+
+}  // namespace
+
+NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, int channels, std::string_view where) {
+  NcclForcedChoice out;
+  if (channels < 0 || channels > kNcclMaxChannels) {
+    throw InvalidInput(fmt::format("{}: {} channels is not in 0..{}", where, channels, kNcclMaxChannels));
+  }
+  out.channels = channels;
+  if (algo.empty()) return out;
+  const std::size_t dot = algo.find('.');
+  const std::string_view a = algo.substr(0, dot);
+  out.algo = std::string(find_name(kAlgos, a));
+  if (out.algo.empty()) {
+    throw InvalidInput(fmt::format("{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", where, a));
+  }
+  if (dot != std::string_view::npos) {
+    const std::string_view p = algo.substr(dot + 1);
+    out.proto = std::string(find_name(kProtos, p));
+    if (out.proto.empty()) {
+      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", where, p));
+    }
+  }
+  return out;
+}
+
+std::vector<NcclForcedChoice> nccl_forced_choices(const Plan& plan) {
+  const auto groups = distinct_groups(plan);
+  const auto index = group_index_of_ops(plan);
+  std::vector<NcclForcedChoice> out(groups.size());
+  std::vector<int> first(groups.size(), -1);  // the op that set each group's choice
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    if (index[i] < 0) continue;
+    const auto g = static_cast<std::size_t>(index[i]);
+    const NcclForcedChoice c = parse_nccl_forced_choice(plan.ops[i].algo, 0, fmt::format("plan op {}", i));
+    if (first[g] < 0) {
+      first[g] = static_cast<int>(i);
+      out[g] = c;
+    } else if (!(out[g] == c)) {
+      throw InvalidInput(
+          fmt::format("nccl backend: ops {} and {} run on the same ranks with different NCCL "
+                      "algorithms ('{}' and '{}'); one communicator per group cannot force both",
+                      first[g], i, plan.ops[static_cast<std::size_t>(first[g])].algo, plan.ops[i].algo));
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> nccl_forced_environment(const NcclForcedChoice& choice) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!choice.algo.empty()) out.emplace_back("NCCL_ALGO", choice.algo);
+  if (!choice.proto.empty()) out.emplace_back("NCCL_PROTO", choice.proto);
+  return out;
+}
+
+void apply_nccl_forced_channels(const NcclForcedChoice& choice, int& min_ctas, int& max_ctas) {
+  if (choice.channels <= 0) return;
+  min_ctas = choice.channels;
+  max_ctas = choice.channels;
+}
+
+ScopedNcclForcedChoice::ScopedNcclForcedChoice(const NcclForcedChoice& choice) {
+  for (const auto& [name, value] : nccl_forced_environment(choice)) {
+    const char* previous = std::getenv(name.c_str());
+    saved_.emplace_back(name, previous != nullptr ? std::optional<std::string>(previous) : std::nullopt);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+}
+
+ScopedNcclForcedChoice::~ScopedNcclForcedChoice() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second) {
+      ::setenv(it->first.c_str(), it->second->c_str(), 1);
+    } else {
+      ::unsetenv(it->first.c_str());
+    }
+  }
+}
+
+}  // namespace artune

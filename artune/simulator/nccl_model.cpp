@@ -1,0 +1,827 @@
+#include "artune/simulator/nccl_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "artune/core/error.hpp"
+
+namespace artune::nccl {
+
+namespace {
+
+// ---- Constants of NVIDIA/nccl (release 2.28 tree, fetched for this model) ----
+
+// Usable GB/s per NVLink lane by GPU generation: src/graph/topo.h SM60_NVLINK_BW 18, SM70_NVLINK_BW 20,
+// SM80_NVLINK_BW 20, SM90_NVLINK_BW 20.6, SM100_NVLINK_BW 40.1.
+double lane_gbps(int compcap) {
+  if (compcap >= 100) return 40.1;
+  if (compcap >= 90) return 20.6;
+  if (compcap >= 80) return 20.0;
+  if (compcap >= 70) return 20.0;
+  if (compcap >= 60) return 18.0;
+  return 20.0;  // topo.h: unknown generations get SM80_NVLINK_BW
+}
+
+// Speed steps of the channel search (src/graph/search.cc speedArrayIntra/Inter, sm90…, sm100…).
+constexpr double kSpeedIntra[] = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+constexpr double kSpeedInter[] = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                  7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm90SpeedIntra[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+constexpr double kSm90SpeedInter[] = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                      15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+constexpr double kSm100SpeedIntra[] = {90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+constexpr double kSm100SpeedInter[] = {96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0,
+                                       20.0, 17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+// Ring channels: src/init.cc ringGraph->maxChannels = MAXCHANNELS / 2 (src/include/device.h MAXCHANNELS 64).
+constexpr int kMaxRingChannels = 32;
+// NVLS heads: src/include/device.h NCCL_MAX_NVLS_ARITY 32 (search.cc caps NVLS channels by it and the GPUs).
+constexpr int kMaxNvlsArity = 32;
+// search.cc ncclTopoCompute: lower the speed while the next step keeps > 49% of the best found.
+constexpr double kSpeedKeepRatio = 0.49;
+// Bound on the depth-first ring search per channel (search.cc bounds its own with NCCL_SEARCH_TIMEOUT).
+constexpr long kSearchBudget = 200000;
+
+// tuning.cc, indices [algo: Tree, Ring, NVLS, NVLSTree, PAT][proto: LL, LL128, Simple]. CollNet omitted.
+constexpr double kBaseLatency[kAlgos][kProtos] = {
+    {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+// hwLatencies [NVLINK, PCI, NET][algo][proto].
+constexpr double kHwLatency[3][kAlgos][kProtos] = {
+    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}}};
+enum Hw { kHwNvlink = 0, kHwPci = 1, kHwNet = 2 };
+// tuning.cc llMaxBws [Volta, Ampere, Hopper, Blackwell or Intel/AMD CPU][nodes 1, 2, >2].
+constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+// tuning.cc perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws, perChMaxNVLSTreeBws [compcap][nodes].
+constexpr double kPerChRingLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
+constexpr double kPerChTreeLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kPerChNvlsTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0}};
+// tuning.cc nvlsEfficiency [Volta, Ampere, Hopper, Blackwell].
+constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+// tuning.cc treeCorrectionFactor [proto][log2(bytes/64)], 64 B to 256 MB.
+constexpr double kTreeCorrection[kProtos][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+// tuning.cc getNetOverhead: 1 µs per network step on Intel hosts, 2 on AMD; ×3 for Simple.
+constexpr double kNetOverheadIntelUs = 1.0;
+constexpr double kNetOverheadAmdUs = 2.0;
+// tuning.cc: ring busBw ×.5 for LL, ×.92 for LL128; tree ×.92, LL ÷3.8, LL128 ×7/9 (one node) or 120/128.
+constexpr double kRingLLFactor = 0.5;
+constexpr double kRingLL128Factor = 0.92;
+constexpr double kTreeFactor = 0.92;
+constexpr double kTreeLLFactor = 1.0 / 3.8;
+constexpr double kTreeLL128OneNodeFactor = 7.0 / 9.0;
+constexpr double kTreeLL128Factor = 120.0 / 128.0;
+// ncclTopoGetAlgoTime: multi-node Ring/Simple latency ×1.9 before sm80, ×1.4 after ("plateau effect").
+constexpr double kRingPlateauPreAmpere = 1.9;
+constexpr double kRingPlateau = 1.4;
+// Protocol wire formats (src/device/prims_ll.h: 8-byte lines of 4 data + 4 flag bytes; prims_ll128.h:
+// 128-byte lines carrying 120 data bytes).
+constexpr double kLLWire = 2.0;
+constexpr double kLL128Wire = 128.0 / 120.0;
+
+// ---- The simulator's time model (nccl_model.hpp: launch_us, device_latency_us), apart from NCCL's choice ----
+// Host time of one kernel launch with NCCL's enqueue, per GPU the issuing thread drives. Derived from the six
+// single-process `all_reduce_perf -g 8` rows of togethercomputer/together-nccl-tests (H100, 8 B – 64 KiB,
+// ring and default runs; tests/simulator/data/nccl_published.json): their mean time, 36.2 µs, less the
+// device latency this model gives them (Ring/LL: 6.6 + 14 × 0.6 µs, ≈ 15.3 µs with the bytes), over the
+// 8 launches one thread issues per iteration: (36.2 − 15.3) / 8 ≈ 2.6 µs. NVIDIA's NCCL team names the
+// same cause (NVIDIA/nccl-tests#333: "-g 8 … CUDA latency overheads of single process jobs").
+constexpr double kLaunchPerGpuUs = 2.6;
+// Device time of NVLS's multicast round (reduce in the switch, multicast back, every GPU's flags), growing
+// with the GPUs it joins. 2 GPUs: the three 2-GPU H100 rows of NVIDIA/nccl#1259 (128 – 512 B, CUDA graphs, so
+// no launch time): 5.56, 5.99, 5.97 µs, mean 5.84 µs. 8 GPUs: NCCL's own figure for its 8-GPU NVSwitch
+// machines, 25 µs (tuning.cc hwLatencies NVLINK/NVLS/Simple); the same issue reports that on 8 GPUs NVLS is
+// slower than Ring, whose device latency here is 15 µs, and that the latency grows with the GPUs. Between
+// and beyond, linear in the GPUs: 5.84 + (25 − 5.84) / 6 ≈ 3.19 µs per GPU past the second.
+constexpr double kNvlsTwoGpuUs = 5.84;
+constexpr double kNvlsEightGpuUs = 25.0;
+constexpr double kNvlsPerGpuUs = (kNvlsEightGpuUs - kNvlsTwoGpuUs) / 6.0;
+
+int cc_index(int compcap) { return compcap >= 100 ? 3 : compcap >= 90 ? 2 : compcap >= 80 ? 1 : 0; }
+int log2i(int n) {
+  int l = 0;
+  while (n > 1) {
+    n >>= 1;
+    ++l;
+  }
+  return l;
+}
+
+int compcap_of(const Node& n) {
+  if (n.arch.size() > 2 && n.arch[0] == 's' && n.arch[1] == 'm') {
+    int v = 0;
+    for (std::size_t i = 2; i < n.arch.size() && n.arch[i] >= '0' && n.arch[i] <= '9'; ++i)
+      v = v * 10 + (n.arch[i] - '0');
+    if (v >= 10 && v < 1000) return v;
+  }
+  return 70;  // no arch given: NCCL's Volta-class tables (the oldest it tunes for with NVLink)
+}
+
+// Link capacities as the search sees them: NVLink = lanes × per-lane usable GB/s of the GPU generation,
+// others their nominal figure (the shipped configs carry PCIe and QPI at NCCL's PCI_BW / QPI figures).
+class Capacities {
+ public:
+  Capacities(const Topology& topo, int compcap) : topo_(topo), lane_(lane_gbps(compcap)) {}
+  double get(int l) {
+    const auto it = left_.find(l);
+    if (it != left_.end()) return it->second;
+    const Link& link = topo_.links()[l];
+    const double c = link.kind == LinkKind::kNvLink ? std::max(1, link.lanes) * lane_ : link.bandwidth_gbps;
+    left_.emplace(l, c);
+    return c;
+  }
+  void add(int l, double delta) { left_[l] = get(l) + delta; }
+  // Whether `links` can each carry `bw` more (a link listed twice needs it twice).
+  bool fits(const std::vector<int>& links, double bw) {
+    for (const int l : links) {
+      if (get(l) + 1e-9 < bw) return false;
+    }
+    return true;
+  }
+  void take(const std::vector<int>& links, double bw) {
+    for (const int l : links) add(l, -bw);
+  }
+
+ private:
+  const Topology& topo_;
+  double lane_;
+  std::unordered_map<int, double> left_;
+};
+
+struct Machine {
+  std::vector<int> gpus;  // group members on this machine, in rank order
+  std::vector<int> nics;  // NIC nodes of the machine
+};
+
+// Depth-first search for one directed ring over `gpus` at `bw` on the capacities left, starting at local
+// GPU `start`, next GPUs tried by most capacity left on the way (search.cc sorts its candidates by
+// bandwidth). Without a NIC the ring closes back to the start; with one (a machine of a cluster) it leaves
+// through the NIC and comes back in through it to the start, both ends within PXB of it (no cross-NIC).
+bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, PathType max_type, Capacities& caps,
+               std::vector<int>& ring, int start, int nic, PathType nic_type) {
+  const int n = static_cast<int>(gpus.size());
+  ring.assign(1, start);
+  std::vector<char> used(n, 0);
+  used[start] = 1;
+  long budget = kSearchBudget;
+  auto route_links = [&](int a, int b) -> const std::vector<int>& { return topo.route(gpus[a], gpus[b]).links; };
+  auto headroom = [&](int a, int b) {
+    double h = std::numeric_limits<double>::infinity();
+    for (const int l : route_links(a, b)) h = std::min(h, caps.get(l));
+    return h;
+  };
+  auto rec = [&](auto&& self) -> bool {
+    if (--budget < 0) return false;
+    const int cur = ring.back();
+    if (static_cast<int>(ring.size()) == n) {
+      std::vector<int> back;
+      if (nic >= 0) {
+        const Route& out = topo.route(gpus[cur], nic);
+        const Route& in = topo.route(nic, gpus[start]);
+        if (out.type > nic_type || in.type > nic_type) return false;
+        back = out.links;
+        back.insert(back.end(), in.links.begin(), in.links.end());
+      } else {
+        if (n == 1) return true;
+        if (topo.route(gpus[cur], gpus[start]).type > max_type) return false;
+        back = route_links(cur, start);
+      }
+      if (!caps.fits(back, bw)) return false;
+      caps.take(back, bw);
+      return true;
+    }
+    std::vector<std::pair<double, int>> next;
+    for (int j = 0; j < n; ++j) {
+      if (used[j] || topo.route(gpus[cur], gpus[j]).type > max_type) continue;
+      const double h = headroom(cur, j);
+      if (h + 1e-9 >= bw) next.emplace_back(h, j);
+    }
+    std::stable_sort(next.begin(), next.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (const auto& [h, j] : next) {
+      const auto& links = route_links(cur, j);
+      if (!caps.fits(links, bw)) continue;
+      caps.take(links, bw);
+      used[j] = 1;
+      ring.push_back(j);
+      if (self(self)) return true;
+      ring.pop_back();
+      used[j] = 0;
+      caps.take(links, -bw);
+    }
+    return false;
+  };
+  return rec(rec);
+}
+
+struct SearchResult {
+  std::vector<std::pair<std::vector<int>, int>> rings;  // local order (indices into Machine::gpus), NIC
+  double bw = 0;
+};
+
+class MachineSearch {
+ public:
+  MachineSearch(const Topology& topo, const Machine& m, int compcap, bool net)
+      : topo_(topo), m_(m), compcap_(compcap), net_(net) {}
+
+  // Channels at `bw`, at most `max_channels`, over GPU-to-GPU paths no worse than `max_type`.
+  std::vector<std::pair<std::vector<int>, int>> at(double bw, int max_channels, PathType max_type) const {
+    // search.cc explores channel sets with backtracking; two greedy orders stand in for it here: each ring
+    // followed by its reverse (the opposite directions of the same links, how NCCL's rings come in pairs
+    // on NVLink meshes), and rings found one after another.
+    auto paired = at_impl(bw, max_channels, max_type, true);
+    if (static_cast<int>(paired.size()) >= max_channels) return paired;
+    auto plain = at_impl(bw, max_channels, max_type, false);
+    return plain.size() > paired.size() ? plain : paired;
+  }
+
+ private:
+  std::vector<std::pair<std::vector<int>, int>> at_impl(double bw, int max_channels, PathType max_type,
+                                                        bool pair) const {
+    Capacities caps(topo_, compcap_);
+    std::vector<std::pair<std::vector<int>, int>> out;
+    const int n = static_cast<int>(m_.gpus.size());
+    const int nics = static_cast<int>(m_.nics.size());
+    std::vector<int> reverse;  // the reverse of the last ring (same NIC), tried next when pairing
+    int reverse_nic = -1;
+    // All links of a ring: its GPU-to-GPU routes, and through its NIC between its last and first GPU.
+    auto ring_links = [&](const std::vector<int>& r, int nic) {
+      std::vector<int> links;
+      for (int i = 0; i < n; ++i) {
+        if (i + 1 == n && nic >= 0) {
+          const auto& o = topo_.route(m_.gpus[r[i]], nic).links;
+          const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
+          links.insert(links.end(), o.begin(), o.end());
+          links.insert(links.end(), in.begin(), in.end());
+        } else if (n > 1) {
+          const auto& l = topo_.route(m_.gpus[r[i]], m_.gpus[r[(i + 1) % n]]).links;
+          links.insert(links.end(), l.begin(), l.end());
+        }
+      }
+      return links;
+    };
+    while (static_cast<int>(out.size()) < max_channels) {
+      if (pair && !reverse.empty()) {
+        const std::vector<int> links = ring_links(reverse, reverse_nic);
+        const bool ok = distinct_fit(caps, links, bw);
+        if (ok) {
+          caps.take(links, bw);
+          out.emplace_back(reverse, reverse_nic);
+        }
+        reverse.clear();
+        if (ok) continue;
+      }
+      std::vector<int> ring;
+      int nic = -1;
+      bool found = false;
+      if (!net_) {
+        found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1, PathType::kLoc);
+      } else {
+        // NICs round-robin from the channel's index, starting GPUs near the NIC (search.cc starts a
+        // ring at the NIC and ends it there): within PXB of it first, farther (PHB, SYS) only when no
+        // GPU is that close, as search.cc widens typeInter only while it finds nothing.
+        for (const PathType nic_type : {PathType::kPxb, PathType::kSys}) {
+          for (int t = 0; t < nics && !found; ++t) {
+            nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
+            for (int s = 0; s < n && !found; ++s) {
+              if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
+              const auto& in = topo_.route(nic, m_.gpus[s]).links;
+              if (!caps.fits(in, bw)) continue;
+              found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
+            }
+          }
+          if (found || !out.empty()) break;
+        }
+      }
+      if (!found) break;
+      if (pair && n > 1) {
+        // Reverse: same GPUs backwards, still starting after the NIC and ending before it.
+        reverse.assign(ring.rbegin(), ring.rend());
+        reverse_nic = nic;
+      }
+      out.emplace_back(std::move(ring), nic);
+    }
+    return out;
+  }
+
+  // Whether links listed several times still fit bw for each listing.
+  static bool distinct_fit(Capacities& caps, const std::vector<int>& links, double bw) {
+    std::unordered_map<int, int> uses;
+    for (const int l : links) ++uses[l];
+    for (const auto& [l, k] : uses) {
+      if (caps.get(l) + 1e-9 < k * bw) return false;
+    }
+    return true;
+  }
+
+  const Topology& topo_;
+  const Machine& m_;
+  int compcap_;
+  bool net_;
+};
+
+// search.cc ncclTopoCompute for the Ring pattern on one machine: pass 1 from the fastest speed a GPU can
+// use, lowering it while the next step keeps > 49% of the best bandwidth found, stopping at a perfect
+// solution (channels × bw ≥ a GPU's total); duplication (ncclTopoDupChannels); pass 2 raising the
+// speed for the same channel count.
+SearchResult search_machine(const Topology& topo, const Machine& m, int compcap, bool net) {
+  const bool inter = net;
+  const double* speeds;
+  int nspeeds;
+  if (compcap >= 100) {
+    speeds = inter ? kSm100SpeedInter : kSm100SpeedIntra;
+    nspeeds = inter ? std::size(kSm100SpeedInter) : std::size(kSm100SpeedIntra);
+  } else if (compcap >= 90) {
+    speeds = inter ? kSm90SpeedInter : kSm90SpeedIntra;
+    nspeeds = inter ? std::size(kSm90SpeedInter) : std::size(kSm90SpeedIntra);
+  } else {
+    speeds = inter ? kSpeedInter : kSpeedIntra;
+    nspeeds = inter ? std::size(kSpeedInter) : std::size(kSpeedIntra);
+  }
+  // maxBw: the fastest single path a ring edge can take; totalBw: a GPU's bandwidth out (paths.cc).
+  Capacities caps(topo, compcap);
+  double max_bw = 0, total_bw = 0;
+  const int n = static_cast<int>(m.gpus.size());
+  for (int i = 0; i < n; ++i) {
+    // paths.cc: a GPU's total is its NVLink bandwidth, or its PCIe link when it has no NVLink.
+    double nvlink = 0, other = 0;
+    for (const int l : topo.out_links(m.gpus[i])) {
+      if (topo.links()[l].kind == LinkKind::kNvLink) {
+        nvlink += caps.get(l);
+      } else {
+        other = std::max(other, caps.get(l));
+      }
+    }
+    total_bw = std::max(total_bw, nvlink > 0 ? nvlink : other);
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      double b = std::numeric_limits<double>::infinity();
+      for (const int l : topo.route(m.gpus[i], m.gpus[j]).links) b = std::min(b, caps.get(l));
+      max_bw = std::max(max_bw, b);
+    }
+  }
+  if (net) {
+    double nic_bw = 0;
+    for (const int g : m.gpus) {
+      for (const int nic : m.nics) {
+        double b = std::numeric_limits<double>::infinity();
+        for (const int l : topo.route(g, nic).links) b = std::min(b, caps.get(l));
+        nic_bw = std::max(nic_bw, b);
+      }
+    }
+    max_bw = n > 1 ? std::min(max_bw, nic_bw) : nic_bw;
+    if (n == 1) total_bw = nic_bw * static_cast<double>(std::max<std::size_t>(1, m.nics.size()));
+  }
+  // Path types the rings may use: search.cc starts at the best GPU-to-GPU type and widens it only while no
+  // channel is found (NVLink rings before rings through other GPUs or PCIe).
+  PathType min_type = PathType::kSys, max_type = PathType::kLoc;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const PathType t = topo.route(m.gpus[i], m.gpus[j]).type;
+      min_type = std::min(min_type, t);
+      max_type = std::max(max_type, t);
+    }
+  }
+  if (n == 1) min_type = max_type = PathType::kLoc;
+  const MachineSearch search(topo, m, compcap, net);
+  int idx = 0;
+  while (idx < nspeeds - 1 && speeds[idx] > max_bw) ++idx;
+  SearchResult best;
+  PathType best_type = min_type;
+  for (;;) {
+    std::vector<std::pair<std::vector<int>, int>> rings;
+    PathType type = best.rings.empty() ? min_type : best_type;
+    for (;;) {
+      rings = search.at(speeds[idx], kMaxRingChannels, type);
+      if (!rings.empty() || !best.rings.empty() || type >= max_type) break;
+      type = static_cast<PathType>(static_cast<int>(type) + 1);
+    }
+    const double got = static_cast<double>(rings.size()) * speeds[idx];
+    if (got > static_cast<double>(best.rings.size()) * best.bw) {
+      best.rings = std::move(rings);
+      best.bw = speeds[idx];
+      best_type = type;
+    }
+    if (!best.rings.empty() && static_cast<double>(best.rings.size()) * best.bw >= total_bw - 1e-9) break;
+    if (idx + 1 >= nspeeds) break;
+    if (!best.rings.empty() && speeds[idx + 1] / best.bw <= kSpeedKeepRatio) break;
+    ++idx;
+  }
+  if (best.rings.empty()) {
+    // search.cc falls back to the GPUs in index order at 0.1 GB/s when no ring fits.
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    best.rings.emplace_back(order, m.nics.empty() ? -1 : m.nics.front());
+    best.bw = 0.1;
+    return best;
+  }
+  // ncclTopoDupChannels: channels of ≥ 25 GB/s are doubled (not past sm80 below 50 GB/s with > 4 channels).
+  const int nch = static_cast<int>(best.rings.size());
+  if (best.bw >= 25.0 && !(compcap > 80 && best.bw < 50.0 && nch > 4)) {
+    const int dup = std::min(2 * nch, kMaxRingChannels);
+    for (int c = nch; c < dup; ++c) best.rings.push_back(best.rings[c - nch]);
+    best.bw /= (dup + nch - 1) / nch;
+  } else {
+    // Pass 2: the same number of channels at a higher speed.
+    int k = 0;
+    while (k < nspeeds - 1 && speeds[k] > best.bw) ++k;
+    while (k > 0) {
+      auto rings = search.at(speeds[k - 1], nch, best_type);
+      if (static_cast<int>(rings.size()) < nch) break;
+      best.rings = std::move(rings);
+      best.bw = speeds[--k];
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string_view to_string(Algo algo) noexcept {
+  switch (algo) {
+    case Algo::kTree: return "tree";
+    case Algo::kRing: return "ring";
+    case Algo::kNvls: return "nvls";
+    case Algo::kNvlsTree: return "nvlstree";
+    case Algo::kPat: return "pat";
+  }
+  return "?";
+}
+
+std::string_view to_string(Proto proto) noexcept {
+  switch (proto) {
+    case Proto::kLL: return "ll";
+    case Proto::kLL128: return "ll128";
+    case Proto::kSimple: return "simple";
+  }
+  return "?";
+}
+
+Forced parse_variant(std::string_view variant, std::string_view what) {
+  Forced out;
+  if (variant.empty()) return out;
+  const std::size_t dot = variant.find('.');
+  const std::string_view a = variant.substr(0, dot);
+  const std::string_view p = dot == std::string_view::npos ? std::string_view() : variant.substr(dot + 1);
+  for (int i = 0; i < kAlgos; ++i) {
+    if (a == to_string(static_cast<Algo>(i))) out.algo = static_cast<Algo>(i);
+  }
+  if (!out.algo) {
+    throw InvalidInput(fmt::format("{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", what, a));
+  }
+  if (dot != std::string_view::npos) {
+    for (int i = 0; i < kProtos; ++i) {
+      if (p == to_string(static_cast<Proto>(i))) out.proto = static_cast<Proto>(i);
+    }
+    if (!out.proto) {
+      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", what, p));
+    }
+  }
+  return out;
+}
+
+std::string to_string(const Forced& forced) {
+  std::string out;
+  if (forced.algo) out = std::string(to_string(*forced.algo));
+  if (forced.proto) out += fmt::format("{}{}", out.empty() ? "" : ".", to_string(*forced.proto));
+  return out;
+}
+
+Graph search(const Topology& topo, const std::vector<int>& gpus) {
+  Graph g;
+  g.ranks = static_cast<int>(gpus.size());
+  if (gpus.empty()) throw InvalidInput("nccl: a collective over no GPUs");
+  // Members by machine, machines in order of first appearance.
+  std::vector<Machine> machines;
+  std::unordered_map<int, int> machine_index;
+  // NICs per machine in one pass over the nodes (a lookup per machine would scan every node each time).
+  std::unordered_map<int, std::vector<int>> nics_of;
+  for (int i = 0; i < static_cast<int>(topo.nodes().size()); ++i) {
+    if (topo.nodes()[i].kind == NodeKind::kNic) nics_of[topo.nodes()[i].machine].push_back(i);
+  }
+  int compcap = 1000;
+  for (const int node : gpus) {
+    if (node < 0 || node >= static_cast<int>(topo.nodes().size()) || topo.nodes()[node].kind != NodeKind::kGpu) {
+      throw InvalidInput(fmt::format("nccl: node {} of topology '{}' is not a GPU", node, topo.name()));
+    }
+    const Node& n = topo.nodes()[node];
+    compcap = std::min(compcap, compcap_of(n));
+    auto [it, fresh] = machine_index.emplace(n.machine, static_cast<int>(machines.size()));
+    if (fresh) {
+      machines.emplace_back();
+      machines.back().nics = nics_of[n.machine];
+    }
+    machines[it->second].gpus.push_back(node);
+  }
+  g.compcap = compcap;
+  g.machines = static_cast<int>(machines.size());
+  g.ppn = static_cast<int>(machines.front().gpus.size());
+  for (const Machine& m : machines) {
+    if (static_cast<int>(m.gpus.size()) != g.ppn) {
+      throw InvalidInput(
+          fmt::format("nccl: topology '{}': the group has {} GPUs on one machine and {} on another; "
+                      "NCCL's model needs the same number on every machine",
+                      topo.name(), g.ppn, m.gpus.size()));
+    }
+  }
+  const bool net = g.machines > 1;
+  for (const Machine& m : machines) {
+    if (net && m.nics.empty()) {
+      throw InvalidInput(fmt::format("nccl: topology '{}': a machine of the group has no NIC", topo.name()));
+    }
+  }
+  for (const int cpu : topo.nodes_of_kind(NodeKind::kCpu, topo.nodes()[gpus.front()].machine)) {
+    const std::string& arch = topo.nodes()[cpu].arch;
+    if (arch.find("amd") != std::string::npos || arch.find("epyc") != std::string::npos) g.amd_cpu = true;
+  }
+  g.nvswitch = static_cast<int>(topo.nodes_of_kind(NodeKind::kNvSwitch, topo.nodes()[gpus.front()].machine).size());
+
+  // One search per distinct machine shape: machines whose GPUs sit at the same local indices of the same
+  // kind of machine find the same rings (NCCL searches every machine the same way), so the result of the
+  // first is mapped onto the others by local index; a machine of another shape is searched on its own.
+  std::vector<SearchResult> results(machines.size());
+  std::unordered_map<std::string, int> by_shape;
+  for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+    std::string shape;
+    for (const int node : machines[mi].gpus) shape += fmt::format("{},", topo.nodes()[node].local_index);
+    shape += fmt::format("|{}|{}", machines[mi].nics.size(), topo.out_links(machines[mi].gpus.front()).size());
+    const auto it = by_shape.find(shape);
+    if (it != by_shape.end()) {
+      // Same local layout: rings by local index, NICs by their position in the machine.
+      const SearchResult& ref = results[static_cast<std::size_t>(it->second)];
+      const Machine& rm = machines[static_cast<std::size_t>(it->second)];
+      SearchResult r;
+      r.bw = ref.bw;
+      for (const auto& [order, nic] : ref.rings) {
+        int nic_pos = -1;
+        for (std::size_t k = 0; k < rm.nics.size(); ++k) {
+          if (rm.nics[k] == nic) nic_pos = static_cast<int>(k);
+        }
+        r.rings.emplace_back(order, nic_pos >= 0 ? machines[mi].nics[static_cast<std::size_t>(nic_pos)] : -1);
+      }
+      results[mi] = std::move(r);
+      continue;
+    }
+    by_shape.emplace(shape, static_cast<int>(mi));
+    results[mi] = search_machine(topo, machines[mi], compcap, net);
+  }
+  std::size_t nch = results.front().rings.size();
+  double bw = results.front().bw;
+  for (const SearchResult& r : results) {
+    nch = std::min(nch, r.rings.size());
+    bw = std::min(bw, r.bw);
+  }
+  g.channels = static_cast<int>(nch);
+  g.bw_intra = g.bw_inter = bw;
+  for (std::size_t c = 0; c < nch; ++c) {
+    Channel ch;
+    for (std::size_t mi = 0; mi < machines.size(); ++mi) {
+      const auto& [order, nic] = results[mi].rings[c];
+      for (const int local : order) ch.ring.push_back(machines[mi].gpus[static_cast<std::size_t>(local)]);
+      if (net) ch.nics.push_back(nic);
+    }
+    g.rings.push_back(std::move(ch));
+  }
+  // Link classes of the ring edges inside a machine (tuning.cc: NVLINK latencies when typeIntra is NVL).
+  g.nvlink_intra = g.ppn > 1;
+  PathType worst = PathType::kLoc;
+  for (const Channel& ch : g.rings) {
+    for (int i = 0; i + 1 < g.ppn; ++i) {
+      const PathType t = topo.route(ch.ring[i], ch.ring[i + 1]).type;
+      worst = std::max(worst, t);
+    }
+  }
+  if (g.ppn > 1 && worst > PathType::kNvl) g.nvlink_intra = false;
+  // LL128 (tuning.cc): typeIntra ≤ NVB, GPU–NIC path ≤ PXB, sm70 or later.
+  PathType nic_path = PathType::kPix;
+  if (net) {
+    for (const Channel& ch : g.rings) {
+      for (int mi = 0; mi < g.machines; ++mi) {
+        const int head = ch.ring[static_cast<std::size_t>(mi * g.ppn)];
+        nic_path = std::max(nic_path, topo.route(head, ch.nics[static_cast<std::size_t>(mi)]).type);
+      }
+    }
+  }
+  g.ll128_ok = worst <= PathType::kNvb && nic_path <= PathType::kPxb && compcap >= 70;
+  // NVLS (search.cc: an NVSwitch and sm90+): one head per GPU up to NCCL_MAX_NVLS_ARITY, at the fastest
+  // intra speed at which every head's share of a GPU's NVLink bandwidth fits.
+  if (g.nvswitch > 0 && compcap >= 90 && g.ppn >= 2) {
+    g.nvls_channels = std::min(kMaxNvlsArity, g.ppn);
+    Capacities caps(topo, compcap);
+    double total = 0;
+    for (const int l : topo.out_links(machines.front().gpus.front())) {
+      if (topo.links()[l].kind == LinkKind::kNvLink) total += caps.get(l);
+    }
+    const double* speeds = compcap >= 100 ? kSm100SpeedIntra : kSm90SpeedIntra;
+    const int nspeeds = compcap >= 100 ? std::size(kSm100SpeedIntra) : std::size(kSm90SpeedIntra);
+    for (int i = 0; i < nspeeds; ++i) {
+      if (speeds[i] * g.nvls_channels <= total + 1e-9) {
+        g.nvls_bw = speeds[i];
+        break;
+      }
+    }
+    g.nvls_bw_inter = speeds[0];
+    if (g.nvls_bw == 0) g.nvls_channels = 0;
+  }
+  return g;
+}
+
+Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  const int a = static_cast<int>(algo), p = static_cast<int>(proto);
+  const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
+  Latencies l;
+  l.base_us = kBaseLatency[a][p];
+  l.intra_us = kHwLatency[intra_hw][a][p];
+  // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
+  l.inter_us = g.ppn == 1 ? kHwLatency[kHwNet][static_cast<int>(Algo::kTree)][p] : kHwLatency[kHwNet][a][p];
+  if (algo == Algo::kRing && g.machines > 1) {
+    double overhead = g.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
+    if (proto == Proto::kSimple) overhead *= 3;
+    l.intra_us = std::max(l.intra_us, overhead);
+  }
+  l.intra_us = std::max(0.0, l.intra_us + adjust.intra_us);
+  l.inter_us = std::max(0.0, l.inter_us + adjust.inter_us);
+  return l;
+}
+
+double all_reduce_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  const Latencies l = latencies(g, algo, proto, adjust);
+  const int nsteps = 2 * (g.ranks - 1);
+  switch (algo) {
+    case Algo::kRing: {
+      const int inter_steps = g.machines == 1 ? 0 : 2 * (g.machines - 1);
+      return l.base_us + (nsteps - inter_steps) * l.intra_us + inter_steps * l.inter_us;
+    }
+    case Algo::kTree: return l.base_us + 2 * ((g.ppn - 1) * l.intra_us + log2i(g.machines) * l.inter_us);
+    case Algo::kNvls: return l.intra_us + (g.machines > 1 ? l.inter_us : 0.0);
+    case Algo::kNvlsTree: return l.base_us + l.intra_us + 2 * log2i(g.machines) * l.inter_us;
+    case Algo::kPat: return l.base_us;
+  }
+  return l.base_us;
+}
+
+double launch_us(int gpus_per_thread, bool cuda_graph) {
+  return cuda_graph ? 0.0 : kLaunchPerGpuUs * std::max(1, gpus_per_thread);
+}
+
+double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return all_reduce_latency_us(g, algo, proto, adjust);
+  // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
+  const Latencies l = latencies(g, algo, proto, adjust);
+  const double round = std::max(0.0, kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, g.ppn - 2) + adjust.intra_us);
+  if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
+  return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
+}
+
+CostTable all_reduce_table(const Graph& g) {
+  CostTable t;
+  if (g.ranks <= 1) return t;
+  const int cci = cc_index(g.compcap);
+  const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
+  const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
+  const double ll_max = kLlMaxBw[index1][index2];
+  const double nsteps = 2.0 * (g.ranks - 1);
+  for (int a = 0; a < kAlgos; ++a) {
+    const Algo algo = static_cast<Algo>(a);
+    if (algo == Algo::kPat) continue;  // tuning.cc: PAT does not run all-reduce
+    for (int p = 0; p < kProtos; ++p) {
+      const Proto proto = static_cast<Proto>(p);
+      const bool nvls = algo == Algo::kNvls || algo == Algo::kNvlsTree;
+      if (nvls && proto != Proto::kSimple) continue;
+      double bw = g.machines <= 2 ? g.bw_intra : g.bw_inter;
+      int nch = g.channels;
+      if (nvls) {
+        if (g.nvls_channels < 2) continue;
+        nch = g.nvls_channels;
+        double intra = g.nvls_bw * kNvlsEfficiency[cci] * (nch - 1) / nch * 2.0;
+        // The NVLS graph's network share: the rings' NICs spread over its heads.
+        // One machine: search.cc raises the NVLS graph's bwInter while it fits, up to the top speed step.
+        const double net = g.machines > 1 ? g.bw_inter * g.channels / nch : g.nvls_bw_inter;
+        const double inter = net * ((g.machines <= 2 && algo == Algo::kNvlsTree) ? 2 : 1);
+        bw = std::min(
+            {intra, inter, algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
+      }
+      double bus = nch * bw;
+      if (algo == Algo::kRing && proto == Proto::kLL) bus = std::min(ll_max, bus * kRingLLFactor);
+      if (algo == Algo::kRing && proto == Proto::kLL128)
+        bus = std::min(bus * kRingLL128Factor, nch * kPerChRingLL128[cci][index2]);
+      if (algo == Algo::kTree) bus = std::min(bus * kTreeFactor, nch * kPerChTree[cci][index2]);
+      if (algo == Algo::kTree && proto == Proto::kLL) bus = std::min(bus * kTreeLLFactor, ll_max);
+      if (algo == Algo::kTree && proto == Proto::kLL128) {
+        bus = std::min(bus * (g.machines == 1 ? kTreeLL128OneNodeFactor : kTreeLL128Factor),
+                       nch * kPerChTreeLL128[cci][index2]);
+      }
+      bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
+      // Enabled: LL128 where NCCL enables it; NVLSTree only across machines; NVLS only on one (no CollNet).
+      bool on = true;
+      if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
+      if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
+      if (algo == Algo::kNvls && g.machines > 1) on = false;
+      t.bandwidth[a][p] = on ? bus : 0.0;
+      t.latency_us[a][p] = all_reduce_latency_us(g, algo, proto);
+    }
+  }
+  return t;
+}
+
+double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, double bytes) {
+  const int a = static_cast<int>(algo), p = static_cast<int>(proto);
+  double bw = t.bandwidth[a][p];
+  double lat = t.latency_us[a][p];
+  if (bw <= 0) return -1.0;
+  const auto b = static_cast<std::uint64_t>(bytes);
+  const int log_size = (b >> 6) == 0 ? -1 : log2i(static_cast<int>(std::min<std::uint64_t>(b >> 6, 1u << 30)));
+  if (algo == Algo::kTree && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
+  if (algo == Algo::kRing && proto == Proto::kSimple && g.machines > 1 &&
+      bytes / (static_cast<double>(g.channels) * g.ranks) >= 64) {
+    lat *= g.compcap < 80 ? kRingPlateauPreAmpere : kRingPlateau;
+  }
+  return lat + bytes / (1000.0 * bw);
+}
+
+Choice choose(const Graph& g, double bytes, const Forced& forced, std::string_view what) {
+  const CostTable t = all_reduce_table(g);
+  Choice best;
+  double best_time = -1;
+  for (int a = 0; a < kAlgos; ++a) {
+    if (forced.algo && static_cast<int>(*forced.algo) != a) continue;
+    for (int p = 0; p < kProtos; ++p) {
+      if (forced.proto && static_cast<int>(*forced.proto) != p) continue;
+      const double time = algo_time(g, t, static_cast<Algo>(a), static_cast<Proto>(p), bytes);
+      if (time < 0) continue;
+      if (best_time < 0 || time < best_time) {
+        best_time = time;
+        best.algo = static_cast<Algo>(a);
+        best.proto = static_cast<Proto>(p);
+      }
+    }
+  }
+  if (best_time < 0) {
+    throw InvalidInput(fmt::format(
+        "{}: NCCL {} is not available here ({} GPUs on {} machine(s), sm{}, {} NVSwitch; NVLS needs an NVSwitch and "
+        "sm90+ on one machine, NVLSTree several such machines, LL128 NVLink and sm70+, PAT does not run "
+        "all-reduce)",
+        what, to_string(forced), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no"));
+  }
+  best.nccl_time_us = best_time;
+  best.channels = (best.algo == Algo::kNvls || best.algo == Algo::kNvlsTree) ? g.nvls_channels : g.channels;
+  return best;
+}
+
+double wire_factor(Proto proto) noexcept {
+  return proto == Proto::kLL ? kLLWire : proto == Proto::kLL128 ? kLL128Wire : 1.0;
+}
+
+double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
+  const int cci = cc_index(g.compcap);
+  const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
+  const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
+  const int nch = std::max(1, g.channels);
+  if (algo == Algo::kRing) {
+    if (proto == Proto::kLL) return kLlMaxBw[index1][index2] / nch;
+    if (proto == Proto::kLL128) return kPerChRingLL128[cci][index2];
+    return 0.0;
+  }
+  if (algo == Algo::kTree) {
+    // A tree channel moves its share once up and once down per edge, at most at the algorithm bandwidth
+    // NCCL's table gives one channel (busBw × .92, per-channel caps, protocol factors, × .5).
+    return all_reduce_table(g).bandwidth[static_cast<int>(Algo::kTree)][static_cast<int>(proto)] / nch;
+  }
+  if (algo == Algo::kNvlsTree) return kPerChNvlsTree[cci][index2];
+  return 0.0;
+}
+
+double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_index(g.compcap)]; }
+
+// tuning.cc ncclPatEnable: sm60+ (CUDA atomics), one GPU per node; PAT latency: 8 µs base, the network Tree
+// latency (ppn = 1) over 3.5 per tree level, and a linear 2.8 µs per rank.
+constexpr int kPatMinCompcap = 60;
+constexpr double kPatBaseUs = 8.0;
+constexpr double kPatLevelDivisor = 3.5;
+constexpr double kPatPerRankUs = 2.8;
+
+bool pat_enabled(const Graph& g) noexcept { return g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1; }
+
+double pat_latency_us(const Graph& g) noexcept {
+  if (!pat_enabled(g)) return -1.0;
+  const double net = kHwLatency[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
+  return kPatBaseUs + log2i(g.machines) * net / kPatLevelDivisor + kPatPerRankUs * g.ranks;
+}
+
+int tree_parent(int machines, int tree, int m) {
+  // Binary tree in heap order over the machines; the second tree mirrors the ranks so that a machine
+  // inside one tree is a leaf of the other (NCCL's double binary tree, src/graph/trees.cc).
+  const int r = tree == 0 ? m : machines - 1 - m;
+  if (r == 0) return -1;
+  const int parent = (r - 1) / 2;
+  return tree == 0 ? parent : machines - 1 - parent;
+}
+
+}  // namespace artune::nccl

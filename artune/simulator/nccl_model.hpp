@@ -1,0 +1,162 @@
+#pragma once
+// NCCL as NCCL runs a collective: its channel search over the topology
+// (NVIDIA/nccl src/graph/search.cc, paths.cc, rings.cc, topo.h), its
+// algorithms (Ring, Tree, NVLS, NVLSTree, PAT) and protocols (LL, LL128,
+// Simple) with the latency/bandwidth cost table of src/graph/tuning.cc, and
+// its own pick of the cheapest algorithm × protocol per size.
+//
+// The simulator (simulator.cpp, compile_group) uses the channels found here to
+// lay each channel's flows over the topology's links; the latencies and the
+// protocol factors come from the same tables. Every constant is cited in
+// nccl_model.cpp next to its definition.
+//
+// Rings are built hierarchically, as NCCL does: one search per machine over
+// that machine's GPUs (no route matrix over the whole cluster), then the
+// per-machine ring segments are chained across machines, one NIC per channel.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "artune/topology/topology.hpp"
+
+namespace artune::nccl {
+
+/// NCCL's algorithms (NCCL_ALGO names), CollNet left out (it needs SHARP switches).
+enum class Algo { kTree, kRing, kNvls, kNvlsTree, kPat };
+/// NCCL's protocols (NCCL_PROTO names).
+enum class Proto { kLL, kLL128, kSimple };
+/// Number of algorithms / protocols above.
+inline constexpr int kAlgos = 5;
+/// Number of protocols.
+inline constexpr int kProtos = 3;
+
+/// "ring", "tree", "nvls", "nvlstree", "pat".
+std::string_view to_string(Algo algo) noexcept;
+/// "ll", "ll128", "simple".
+std::string_view to_string(Proto proto) noexcept;
+
+/// What a spec forces (NCCL_ALGO / NCCL_PROTO); nullopt = NCCL's own choice.
+struct Forced {
+  std::optional<Algo> algo;    ///< forced algorithm
+  std::optional<Proto> proto;  ///< forced protocol
+  friend bool operator==(const Forced&, const Forced&) = default;
+};
+/// Parses a variant "ring", "ring.ll128", "tree.simple", … (empty = NCCL's choice); InvalidInput naming `what`.
+Forced parse_variant(std::string_view variant, std::string_view what);
+/// Canonical text of a variant ("" when nothing is forced).
+std::string to_string(const Forced& forced);
+
+/// One channel: its ring over the group's GPUs (topology nodes, machine segments chained) and per machine
+/// the NIC it enters and leaves by (empty on one machine).
+struct Channel {
+  std::vector<int> ring;  ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
+  std::vector<int> nics;  ///< per machine: NIC node of this channel
+};
+
+/// NCCL's graph for one group of GPUs: what ncclTopoCompute finds for the Ring pattern (Tree shares its
+/// channels and chains, as NCCL builds trees on the ring's intra-machine order), plus NVLS.
+struct Graph {
+  int machines = 1;            ///< machines the group spans (NCCL nNodes)
+  int ppn = 0;                 ///< GPUs of the group per machine
+  int ranks = 0;               ///< GPUs in the group
+  int compcap = 70;            ///< smallest compute capability (60, 70, 80, 90, 100)
+  bool amd_cpu = false;        ///< the machine's CPUs are AMD (NCCL's llMaxBw and net overhead tables)
+  bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
+  bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
+  int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)
+  int channels = 0;            ///< ring/tree channels (after duplication)
+  double bw_intra = 0;         ///< NCCL's per-channel GB/s inside a machine
+  double bw_inter = 0;         ///< per-channel GB/s across machines (= bw_intra on one machine)
+  int nvls_channels = 0;       ///< NVLS heads (0: NVLS not available)
+  double nvls_bw = 0;          ///< NVLS per-head GB/s
+  double nvls_bw_inter = 0;    ///< NVLS graph's bwInter on one machine (search.cc raises it to the top speed)
+  std::vector<Channel> rings;  ///< one per channel
+};
+
+/// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
+/// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.
+Graph search(const Topology& topo, const std::vector<int>& gpus);
+
+/// NCCL's cost table for all-reduce over a graph: latency (µs) and bus bandwidth (GB/s) per algorithm ×
+/// protocol, bandwidth 0 where NCCL disables the pair (tuning.cc ncclTopoTuneModel).
+struct CostTable {
+  double latency_us[kAlgos][kProtos] = {};  ///< NCCL's latencies
+  double bandwidth[kAlgos][kProtos] = {};   ///< NCCL's algorithm bandwidth (GB/s); 0 = disabled
+};
+/// The cost table of an all-reduce on `graph`.
+CostTable all_reduce_table(const Graph& graph);
+/// NCCL's predicted time (µs) of one all-reduce of `bytes` with algorithm × protocol (ncclTopoGetAlgoTime);
+/// negative when disabled.
+double algo_time(const Graph& graph, const CostTable& table, Algo algo, Proto proto, double bytes);
+
+/// The pick for one collective.
+struct Choice {
+  Algo algo = Algo::kRing;
+  Proto proto = Proto::kSimple;
+  int channels = 0;         ///< channels it runs on
+  double nccl_time_us = 0;  ///< NCCL's own estimate (its cost table), for reports
+};
+/// NCCL's choice for an all-reduce of `bytes` restricted by `forced`; InvalidInput naming `what` when the
+/// forced algorithm/protocol is not available on this graph.
+Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what);
+
+/// Per-step hardware latency (µs) inside a machine and across machines, and the base latency, for an
+/// algorithm × protocol (tuning.cc baseLatencies, hwLatencies).
+struct Latencies {
+  double base_us = 0;   ///< once per collective
+  double intra_us = 0;  ///< per step over NVLink or PCIe
+  double inter_us = 0;  ///< per step across the network
+};
+/// Per-step latency a calibration adds to NCCL's defaults (µs, may be negative; the sum stays ≥ 0).
+struct HopAdjust {
+  double intra_us = 0;  ///< per step inside a machine (NVLink or PCIe, whichever the rings use)
+  double inter_us = 0;  ///< per step across the network
+};
+/// The latencies NCCL charges on `graph`, shifted by a calibration's `adjust`.
+Latencies latencies(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+/// Total latency NCCL charges for an all-reduce (its cost table's latency term), shifted by `adjust`.
+double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+
+// ---- The time an all-reduce's latency takes (what the simulator charges), apart from NCCL's cost table ----
+//
+// NCCL's cost table (above) exists to *choose*: some of its constants are steering weights, not times (NVLS
+// is charged 25 µs per call so that small sizes stay on Ring/Tree LL), and it leaves out what the host
+// spends issuing the call. The simulator's small-message time is
+//     launch_us(gpus per thread, CUDA graph) + device_latency_us(graph, algo, proto)
+// where the device part is NCCL's base + per-step latencies per link class (steps crossing the network pay
+// the network's, the others NVLink's or PCIe's), except NVLS whose multicast round grows with the GPUs it
+// joins (5.84 µs measured on 2 H100s, NVIDIA/nccl#1259, to NCCL's 25 µs at 8), and the launch part is one
+// kernel launch per GPU the issuing thread drives.
+// nccl_model.cpp cites every constant and the published rows each was derived from.
+
+/// Host time (µs) of issuing one NCCL collective: one launch per GPU the calling thread drives
+/// (nccl-tests `-g N` from one thread: N; one process per GPU: 1), none per call when the calls are replayed
+/// from a CUDA graph (nccl-tests `-G`).
+double launch_us(int gpus_per_thread = 1, bool cuda_graph = false);
+/// Device-side latency (µs) of one all-reduce with algorithm × protocol on `graph`, shifted by `adjust`.
+double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+
+/// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
+double wire_factor(Proto proto) noexcept;
+/// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none
+/// (Ring: its bus bandwidth per channel; Tree: the algorithm bandwidth of NCCL's table per channel).
+double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto);
+/// NVLS efficiency of the switch's reduction (tuning.cc nvlsEfficiency).
+double nvls_efficiency(const Graph& graph) noexcept;
+
+/// PAT (NCCL 2.23+, src/graph/tuning.cc ncclPatEnable and ncclTopoTuneModel): NCCL runs it for AllGather and
+/// ReduceScatter only (never AllReduce: the cost table skips PAT for it), with the Simple protocol, when
+/// every rank is on its own machine (nNodes == nRanks), on sm60+, with host-side networking. This model's
+/// collective is AllReduce, so choose() never picks PAT and `nccl.pat` is refused; these give what NCCL
+/// would charge an AllGather/ReduceScatter.
+bool pat_enabled(const Graph& graph) noexcept;
+/// NCCL's PAT latency (µs) for AllGather/ReduceScatter: 8 + log2(machines) · (network Tree latency / 3.5)
+/// + 2.8 per rank; negative when PAT is not enabled on `graph`.
+double pat_latency_us(const Graph& graph) noexcept;
+
+/// Parent of machine `m` in NCCL's double binary tree `tree` (0 or 1) over `machines`; -1 for the root.
+int tree_parent(int machines, int tree, int m);
+
+}  // namespace artune::nccl

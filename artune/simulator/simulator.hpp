@@ -1,0 +1,90 @@
+#pragma once
+// The cost-model simulator: predicted time, algbw, busbw, per-link load and
+// the critical path of a plan on a topology.
+//
+// Discrete events over the plan's dependency graph: an op starts when its
+// last dependency ends; its bytes move as flows over directed links that
+// concurrent flows share max-min fairly (see cost_model.hpp for what each op
+// costs). Ops never queue for a resource, they share it, so the critical path
+// walks back through the dependency that finished last and each step names the
+// link that limited its rate. No wall clock and no unordered iteration: the
+// same inputs give bit-identical results.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "artune/algorithms/plan.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/topology/topology.hpp"
+
+namespace artune {
+
+/// Load carried by one directed link during a simulation.
+struct LinkUsage {
+  int link = -1;            ///< topology link index
+  double bytes = 0;         ///< bytes that crossed it
+  double busy_us = 0;       ///< time it carried at least one flow
+  double saturated_us = 0;  ///< time its achievable bandwidth was fully used (it limited a flow)
+  double utilisation = 0;   ///< bytes / (achievable bandwidth = nominal · efficiency, · total time)
+  friend bool operator==(const LinkUsage&, const LinkUsage&) = default;
+};
+
+/// One op on the critical path.
+struct CriticalStep {
+  int op = -1;  ///< plan op id
+  double start_us = 0;
+  double end_us = 0;
+  std::vector<int> links;  ///< links of its route (group ops: of its ring; empty for local ops)
+  int limiting_link = -1;  ///< link that limited its last flow most (-1: none, latency or compute bound)
+  friend bool operator==(const CriticalStep&, const CriticalStep&) = default;
+};
+
+/// How a library (NCCL) ran one group op: the algorithm × protocol NCCL picked (or the spec forced) and the
+/// channels it ran on.
+struct GroupRun {
+  int op = -1;            ///< plan op id
+  std::string algorithm;  ///< "ring", "tree", "nvls", "nvlstree" (NCCL's names, lower case)
+  std::string protocol;   ///< "ll", "ll128", "simple"
+  int channels = 0;       ///< channels (NVLS: heads) it ran on
+  double latency_us = 0;  ///< latency NCCL's tables charge it (before its bytes move)
+  friend bool operator==(const GroupRun&, const GroupRun&) = default;
+};
+
+/// What a simulation predicts.
+struct SimResult {
+  double time_us = 0;                       ///< completion time of the last op
+  std::uint64_t bytes = 0;                  ///< count · element size (nccl-tests "size")
+  int ranks = 0;                            ///< participants n
+  double algbw_gbps = 0;                    ///< bytes / time (0 when the time is 0)
+  double busbw_gbps = 0;                    ///< algbw · 2(n−1)/n
+  std::vector<LinkUsage> links;             ///< links that carried data, by index
+  std::vector<CriticalStep> critical_path;  ///< first op to last
+  int bottleneck_link = -1;      ///< link that was saturated longest (then busiest; -1 when no link carried data)
+  std::vector<GroupRun> groups;  ///< group ops run by the NCCL model (GPU profiles), in op order
+  friend bool operator==(const SimResult&, const SimResult&) = default;
+};
+
+/// Simulates `plan` on `topo` with the given element size and cost model. Deterministic.
+/// InvalidInput when the plan names devices, links or ops that do not exist.
+SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);
+
+/// A time simulate() can never beat for the same inputs, from the compiled plan without running it: the larger of
+/// the busiest resource's work over its capacity and the longest dependency chain of ops each at its flows'
+/// fastest possible rates (see simulator.cpp). Costs a compilation, not a simulation. InvalidInput as simulate().
+double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);
+
+/// A result as JSON (links by topology node ids).
+nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo);
+
+/// "gpu3->cpu0 (pcie)": a link as reports name it.
+std::string link_name(const Topology& topo, int link);
+
+/// The ring order a library (NCCL) would use over `nodes`: the cyclic order that maximises the smallest
+/// route bandwidth between neighbours, then their sum (exhaustive up to 9 nodes, nearest neighbour beyond);
+/// starts with nodes[0].
+std::vector<int> best_ring_order(const Topology& topo, const std::vector<int>& nodes);
+
+}  // namespace artune

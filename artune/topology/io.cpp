@@ -1,0 +1,58 @@
+// The public entry points of the native JSON topology format: load_topology, topology_from_json and the
+// built-in configs. The forms are read in io_full.cpp, io_compact.cpp and io_sources.cpp (generators,
+// cluster form); io_write.cpp joins machines and writes JSON.
+//
+// Every rejected input ends in one InvalidInput whose message is a single
+// line "SOURCE: json.path: reason" (configs/README.md documents the format).
+
+#include "artune/topology/io.hpp"
+
+#include "artune/topology/io_detail.hpp"
+#include "artune/topology/io_embedded.hpp"
+
+namespace artune {
+
+using namespace io_detail;
+
+// ---- public API ------------------------------------------------------------
+
+std::vector<std::string> builtin_topology_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : builtin_map()) names.push_back(name);
+  return names;
+}
+
+const std::string& builtin_topology_text(std::string_view name) {
+  const auto& configs = builtin_map();
+  const auto it = configs.find(name);
+  if (it == configs.end()) {
+    throw InvalidInput(fmt::format("{} is not a built-in topology (built-ins: {})", quote_text(name), builtin_list()));
+  }
+  return it->second;
+}
+
+Topology topology_from_json(const nlohmann::json& doc, std::string_view source) {
+  const std::string src(source);
+  return parse_document(doc, Reader(src, fs::path(src).parent_path()), "", true).topo;
+}
+
+Topology load_topology_file(const std::string& path) { return load_file(path, true).topo; }
+
+Topology load_topology(std::string_view spec) {
+  if (spec.empty()) {
+    throw InvalidInput(fmt::format(
+        "topology: empty name (give a built-in: {}; a generator: uniform:G, uniform:NxG, NxNAME; or a JSON file)",
+        builtin_list()));
+  }
+  if (builtin_map().count(spec) != 0) return load_builtin(spec, true).topo;
+  if (auto generated = generate(spec)) return std::move(*generated);
+  std::error_code ec;
+  const std::string path(spec);
+  if (fs::exists(path, ec)) return load_topology_file(path);
+  throw InvalidInput(
+      fmt::format("topology {}: not a built-in, a generator or an existing file (built-ins: {}; generators: uniform:G, "
+                  "uniform:NxG, NxNAME such as 4xdgx1-v100)",
+                  quote_text(spec), builtin_list()));
+}
+
+}  // namespace artune

@@ -1,0 +1,129 @@
+#include "artune/tuner/collective_tuning.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/sparse_allreduce.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/simulator.hpp"
+
+namespace artune {
+
+CandidateSet generate_collective_candidates(const Topology& topo, Collective c, const CandidateOptions& options) {
+  CandidateSet set;
+  for (const auto& [name, what] : collective_algorithms(c)) {
+    (void)what;
+    const bool library = name == "nccl";
+    if (library && !options.include_nccl) continue;
+    if (name == "2d" && topo.machine_count() < 2) continue;  // on one machine 2d is the ring
+    const std::vector<int> depths = library ? std::vector<int>{1} : options.segments;
+    for (int segments : depths) {
+      Candidate cand;
+      cand.family = name;
+      cand.spec = name;
+      cand.segments = segments;
+      cand.collective = c;
+      try {
+        const Plan plan = build_candidate(topo, cand, options.verify_count, ReduceOp::kSum);
+        set.plan_ops.push_back(plan.ops.size());
+        set.candidates.push_back(std::move(cand));
+      } catch (const Error& e) {
+        set.rejected.push_back(fmt::format("{}: {}", cand.label(), e.what()));
+      }
+    }
+  }
+  return set;
+}
+
+double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
+                          const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type) {
+  BuildOptions base;
+  base.verify = false;  // the families are proved at p = 2…9 by the tests; the simulator only needs the DAG
+  double total = simulate(sparse_header_plan(topo, spec, base), topo, model, 8).time_us;
+  const std::int64_t most = nnz.empty() ? 0 : *std::max_element(nnz.begin(), nnz.end());
+  if (most == 0) return total;
+  total += simulate(sparse_payload_plan(topo, spec, most, base), topo, model, 8).time_us;
+  total += simulate(sparse_payload_plan(topo, spec, most * width, base), topo, model, element_size(type)).time_us;
+  return total;
+}
+
+const std::vector<std::string>& sparse_dense_specs() {
+  static const std::vector<std::string> specs = {"xring", "rechd", "tree", "nccl"};
+  return specs;
+}
+
+const std::vector<std::string>& sparse_gather_specs() {
+  static const std::vector<std::string> specs = {"ring", "bruck", "rd", "nccl"};
+  return specs;
+}
+
+namespace {
+
+// The fastest spec of a list and its time; specs that do not build on the topology are skipped.
+template <class F>
+std::pair<std::string, double> fastest(const std::vector<std::string>& specs, F&& time_of) {
+  std::pair<std::string, double> best{"", std::numeric_limits<double>::infinity()};
+  for (const std::string& spec : specs) {
+    try {
+      const double t = time_of(spec);
+      if (t < best.second) best = {spec, t};
+    } catch (const InvalidInput&) {}
+  }
+  return best;
+}
+
+}  // namespace
+
+SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::int64_t rows, std::int64_t width,
+                             double density, DataType type, const std::vector<std::string>& dense_specs,
+                             const std::vector<std::string>& gather_specs) {
+  const auto& dense_list = dense_specs.empty() ? sparse_dense_specs() : dense_specs;
+  const auto& gather_list = gather_specs.empty() ? sparse_gather_specs() : gather_specs;
+  if (rows < 1 || width < 1) throw InvalidInput("--sparse: ROWS and WIDTH must be ≥ 1");
+  if (!(density > 0) || density > 1) throw InvalidInput(fmt::format("--sparse: DENSITY {} is not in (0, 1]", density));
+  SparseDecision d;
+  d.rows = rows;
+  d.width = width;
+  d.density = density;
+  d.nnz = std::clamp<std::int64_t>(std::llround(density * static_cast<double>(rows)), 1, rows);
+  const int ranks = static_cast<int>(topo.gpus().size());
+  const auto dense = fastest(dense_list, [&](const std::string& spec) {
+    BuildOptions o;
+    o.count = rows * width;
+    o.verify = false;
+    return simulate(build_plan(topo, spec, o), topo, model, element_size(type)).time_us;
+  });
+  if (dense.first.empty()) throw InvalidInput(fmt::format("--sparse: no dense all-reduce builds on {}", topo.name()));
+  d.dense_spec = dense.first;
+  d.dense_us = dense.second;
+  auto sparse_at = [&](std::int64_t nnz) {
+    const std::vector<std::int64_t> per_rank(static_cast<std::size_t>(ranks), nnz);
+    return fastest(gather_list, [&](const std::string& spec) {
+      return simulate_sparse_us(topo, model, spec, per_rank, width, type);
+    });
+  };
+  const auto here = sparse_at(d.nnz);
+  d.sparse_spec = here.first;
+  d.sparse_us = here.second;
+  d.sparse = d.sparse_us <= d.dense_us;
+  // The sparse time grows with nnz: the largest nnz still no slower than dense, by bisection.
+  if (sparse_at(rows).second <= d.dense_us) {
+    d.crossover = 1.0;
+  } else if (sparse_at(1).second > d.dense_us) {
+    d.crossover = 0.0;
+  } else {
+    std::int64_t lo = 1, hi = rows;  // sparse wins at lo, loses at hi
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (sparse_at(mid).second <= d.dense_us ? lo : hi) = mid;
+    }
+    d.crossover = static_cast<double>(lo) / static_cast<double>(rows);
+  }
+  return d;
+}
+
+}  // namespace artune

@@ -1,0 +1,55 @@
+#pragma once
+// Tuning the other collectives (issue 17): the candidates of an all-gather or reduce-scatter
+// decision table, and the choice between a dense all-reduce and a sparse all-reduce (all-gather
+// of indices and rows) for embedding gradients.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "artune/algorithms/plan.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/topology/topology.hpp"
+#include "artune/tuner/candidates.hpp"
+
+namespace artune {
+
+/// The candidates of `c`'s decision table: every family of collective_algorithms(c), the
+/// point-to-point ones at each of options.segments, nccl when options.include_nccl; each verified.
+CandidateSet generate_collective_candidates(const Topology& topo, Collective c, const CandidateOptions& options);
+
+/// Simulated time of a sparse all-reduce (algorithms/sparse_allreduce.hpp) with the all-gather family
+/// `spec`: the header, index (int64) and row (`type`) all-gathers one after another, rank k holding
+/// nnz[k] rows of `width` values (payloads padded to the largest nnz). 0 when every nnz is 0 but the header.
+double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
+                          const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type);
+
+/// Dense all-reduce of a whole embedding gradient or sparse all-gather of the rows it touches.
+struct SparseDecision {
+  std::int64_t rows = 0;   ///< table rows
+  std::int64_t width = 0;  ///< values per row
+  double density = 0;      ///< fraction of rows each rank touches
+  std::int64_t nnz = 0;    ///< rows each rank touches: round(density · rows), at least 1
+  std::string dense_spec;  ///< fastest dense all-reduce spec
+  double dense_us = 0;
+  std::string sparse_spec;  ///< fastest all-gather spec of the sparse all-reduce
+  double sparse_us = 0;
+  bool sparse = false;  ///< the sparse all-reduce is faster at `density`
+  /// Largest density at which the sparse all-reduce is still no slower than the dense one (sparse wins at
+  /// or below it); 0 when it never wins, 1 when it wins even with every row touched.
+  double crossover = 0;
+};
+
+/// The all-reduce specs tried for the dense side and the all-gather specs for the sparse one.
+const std::vector<std::string>& sparse_dense_specs();
+const std::vector<std::string>& sparse_gather_specs();
+
+/// Decides one tensor from simulated times (every rank touching nnz rows) and finds its crossover density;
+/// the dense side is the fastest of `dense_specs` (all-reduce), the sparse one the fastest of `gather_specs`
+/// (all-gather families); empty lists = sparse_dense_specs() and sparse_gather_specs().
+SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::int64_t rows, std::int64_t width,
+                             double density, DataType type, const std::vector<std::string>& dense_specs = {},
+                             const std::vector<std::string>& gather_specs = {});
+
+}  // namespace artune

@@ -1,0 +1,67 @@
+#include "artune/tuner/nccl_target.hpp"
+
+#include <fmt/format.h>
+
+#include "artune_config.hpp"
+#include "artune/core/error.hpp"
+#include "artune/simulator/nccl_model.hpp"
+
+#if ARTUNE_HAVE_NCCL_BACKEND
+#include "artune/executor/cuda/cuda_backend.hpp"
+#endif
+
+namespace artune {
+
+void check_nccl_measurement(BackendKind backend) {
+  if (backend != BackendKind::kNccl) {
+    throw InvalidInput(
+        fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
+                    "(--measure nccl, under mpirun with one GPU per rank)",
+                    to_string(backend)));
+  }
+#if ARTUNE_HAVE_NCCL_BACKEND
+  if (cuda_device_count() <= 0) {
+    throw Unsupported(
+        "--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
+        "(predicted), or run it on a GPU machine under mpirun");
+  }
+#else
+  throw Unsupported(
+      "--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
+      "configure time)");
+#endif
+}
+
+CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options) {
+  if (topo.gpus().size() < 2) {
+    throw Unsupported(fmt::format("--target nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", topo.name(),
+                                  topo.gpus().size()));
+  }
+  nccl::CostTable table;
+  try {
+    table = nccl::all_reduce_table(nccl::search(topo, topo.gpus()));
+  } catch (const Error& e) {
+    throw Unsupported(fmt::format("--target nccl: NCCL's model does not apply to '{}': {}", topo.name(), e.what()));
+  }
+  CandidateSet set;
+  auto add = [&](Candidate c) {
+    try {
+      (void)build_candidate(topo, c, options.verify_count, ReduceOp::kSum);  // verifies the plan
+      set.candidates.push_back(std::move(c));
+    } catch (const Error& e) {
+      set.rejected.push_back(fmt::format("{}: {}", c.label(), e.what()));
+    }
+  };
+  // NCCL's order of rows (Tree, Ring, NVLS, NVLSTree, PAT); a pair NCCL disables here has bandwidth 0.
+  for (const nccl::Algo a :
+       {nccl::Algo::kTree, nccl::Algo::kRing, nccl::Algo::kNvls, nccl::Algo::kNvlsTree, nccl::Algo::kPat}) {
+    for (const nccl::Proto p : {nccl::Proto::kLL, nccl::Proto::kLL128, nccl::Proto::kSimple}) {
+      if (!(table.bandwidth[static_cast<int>(a)][static_cast<int>(p)] > 0)) continue;
+      add(Candidate{"nccl", fmt::format("nccl.{}.{}", nccl::to_string(a), nccl::to_string(p)), {}, {}, 1});
+    }
+  }
+  add(Candidate{"nccl", "nccl", {}, {}, 1});
+  return set;
+}
+
+}  // namespace artune

@@ -1,0 +1,573 @@
+#include "artune/tuner/search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <string>
+
+#include "artune/algorithms/verifier.hpp"
+#include "artune_config.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/parallel.hpp"
+#include "artune/core/sizes.hpp"
+#include "artune/executor/backend.hpp"
+#include "artune/executor/runner.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/tuner/size_sampling.hpp"
+
+namespace artune {
+
+namespace {
+
+Figures figures_of(const SimResult& r) { return Figures{r.time_us, r.algbw_gbps, r.busbw_gbps}; }
+
+std::int64_t count_for(std::uint64_t bytes, std::size_t esize) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / esize));
+}
+
+// 1 GB/s = 1e3 bytes/µs.
+constexpr double kBytesPerUsPerGbps = 1e3;
+
+// Progress of the simulation phase, safe to call from every worker: the caller's ProgressFn is called under a
+// lock, at most every 100 ms, with the rate and the time left ("simulating 12/62 candidates, 2.1 candidates/s,
+// 24 s left").
+class SimulationProgress {
+ public:
+  SimulationProgress(const ProgressFn& fn, std::size_t total)
+      : fn_(fn), total_(total), start_(std::chrono::steady_clock::now()) {
+    if (fn_) fn_(0, total_, fmt::format("simulating {} candidates", total_));
+  }
+
+  void item_done() {
+    if (!fn_) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++done_;
+    const auto now = std::chrono::steady_clock::now();
+    if (done_ < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0;
+    const double left = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0;
+    fn_(done_, total_,
+        fmt::format("simulating {}/{} candidates, {:.1f} candidates/s, {:.0f} s left", done_, total_, rate, left));
+  }
+
+  void finish() {
+    if (fn_) fn_(total_, total_, "simulated every candidate");
+  }
+
+ private:
+  const ProgressFn& fn_;
+  std::size_t total_;
+  std::size_t done_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_{};
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+SearchResult search(const Topology& topo, const SearchOptions& options) {
+  if (options.sizes.empty()) throw InvalidInput("autotune: no sizes to tune");
+  SearchResult result;
+  result.topology_name = topo.name();
+  if (options.progress) options.progress(0, 1, "generating and verifying candidates");
+  CandidateOptions candidate_options = options.candidates;
+  candidate_options.jobs = options.jobs;
+  result.set =
+      options.generate ? options.generate(topo, candidate_options) : generate_candidates(topo, candidate_options);
+  if (result.set.candidates.empty()) {
+    throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo.name(),
+                                  result.set.rejected.empty() ? "" : " (" + result.set.rejected.front() + ")"));
+  }
+  const std::size_t esize = element_size(options.type);
+  const std::size_t n = result.set.candidates.size();
+  const std::size_t n_sizes = options.sizes.size();
+  // predicted[si * n + c]: candidate c at size si; simulated[...] says whether that figure was simulated (else it
+  // was interpolated, see size_sampling.hpp). Each candidate fills only its own slots, on options.jobs threads,
+  // and everything after reads them in order: the table is the same whatever the number of threads.
+  std::vector<std::optional<Figures>> predicted(n * n_sizes);
+  std::vector<char> simulated(n * n_sizes, 0);
+  std::vector<int> bottleneck(n * n_sizes, -1);  // simulated slots: their bottleneck link's class
+  // The sampler compares bottlenecks by class (link kind and bandwidth), not by index: on symmetric machines
+  // which of several equally loaded links saturates longest flips with rounding from size to size, while the
+  // time keeps the same slope (bytes over the same capacity); the middle size still has to sit on the line.
+  std::vector<int> link_class(topo.links().size() + 1, -1);
+  {
+    std::map<std::pair<int, double>, int> classes;
+    for (std::size_t l = 0; l < topo.links().size(); ++l) {
+      const Link& link = topo.links()[l];
+      const auto key = std::make_pair(static_cast<int>(link.kind), link.bandwidth_gbps);
+      link_class[l + 1] = classes.emplace(key, static_cast<int>(classes.size())).first->second;
+    }
+  }
+  std::atomic<std::size_t> simulations{0};
+  // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
+  // simulation on large machines, and only the plans a size keeps need its proof, below).
+  auto simulate_at = [&](std::size_t si, std::size_t c) -> std::optional<SimResult> {
+    const std::size_t slot = si * n + c;
+    simulated[slot] = 1;
+    simulations.fetch_add(1, std::memory_order_relaxed);
+    try {
+      const Plan plan =
+          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
+      SimResult r = simulate(plan, topo, options.model, esize);
+      predicted[slot] = figures_of(r);
+      bottleneck[slot] = link_class[static_cast<std::size_t>(r.bottleneck_link + 1)];
+      return r;
+    } catch (const InvalidInput&) {
+      // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
+    } catch (const Unsupported&) {}
+    predicted[slot].reset();
+    return std::nullopt;
+  };
+  // The costliest candidates first (most plan ops), so that no large one is left to run alone at the end; the
+  // slots each fills do not depend on the order.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (result.set.plan_ops.size() == n) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return result.set.plan_ops[a] > result.set.plan_ops[b]; });
+  }
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
+  // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
+  // anyway) and the cheapest candidate (fewest plan ops) of every family. The second fastest family there bounds
+  // the sizes: a candidate whose lower bound is above it is slower than seeds of two families, so it can be
+  // neither the pick (slower than either) nor the runner-up (one of them is of another family than the pick, and
+  // faster). The bound is fixed before the candidates run: the same pairs are pruned whatever the threads.
+  const bool prune = options.prune && !options.exhaustive;
+  std::vector<double> prune_above(n_sizes, std::numeric_limits<double>::infinity());
+  std::vector<char> seed(n, 0);
+  if (prune) {
+    if (const auto nccl = by_label.find("nccl"); nccl != by_label.end()) seed[nccl->second] = 1;
+    for (const std::uint64_t bytes : options.sizes) {
+      if (const auto tf = by_label.find(tf_choose_the_best(topo, bytes).label()); tf != by_label.end()) {
+        seed[tf->second] = 1;
+      }
+    }
+    std::map<std::string, std::size_t> cheapest;  // family → candidate
+    for (std::size_t c = 0; c < n && result.set.plan_ops.size() == n; ++c) {
+      const auto [it, added] = cheapest.emplace(result.set.candidates[c].family, c);
+      if (!added && result.set.plan_ops[c] < result.set.plan_ops[it->second]) it->second = c;
+    }
+    for (const auto& [family, c] : cheapest) seed[c] = 1;
+    std::vector<std::pair<std::size_t, std::size_t>> seeds;  // (size, candidate), costliest first
+    for (const std::size_t c : order) {
+      for (std::size_t si = 0; si < n_sizes && seed[c]; ++si) seeds.emplace_back(si, c);
+    }
+    parallel_for(seeds.size(), options.jobs,
+                 [&](std::size_t i) { (void)simulate_at(seeds[i].first, seeds[i].second); });
+    for (std::size_t si = 0; si < n_sizes; ++si) {
+      std::map<std::string, double> fastest;  // family → its fastest seed here
+      for (std::size_t c = 0; c < n; ++c) {
+        const auto& f = predicted[si * n + c];
+        if (!seed[c] || !f) continue;
+        const auto [it, added] = fastest.emplace(result.set.candidates[c].family, f->time_us);
+        if (!added) it->second = std::min(it->second, f->time_us);
+      }
+      std::vector<double> times;
+      for (const auto& [family, t] : fastest) times.push_back(t);
+      std::sort(times.begin(), times.end());
+      if (times.size() >= 2) prune_above[si] = times[1];
+    }
+  }
+  std::atomic<std::size_t> pruned{0};
+  // Whether candidate c can be skipped at size si: its lower bound is above prune_above (a plan that does not
+  // build there is skipped too: it has no figures either way).
+  auto prunable = [&](std::size_t si, std::size_t c) {
+    if (!std::isfinite(prune_above[si])) return false;
+    try {
+      const Plan plan =
+          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
+      return simulate_lower_bound(plan, topo, options.model, esize) > prune_above[si];
+    } catch (const InvalidInput&) {
+    } catch (const Unsupported&) {}
+    return false;
+  };
+  SimulationProgress tracker(options.progress, n);
+  parallel_for(n, options.jobs, [&](std::size_t k) {
+    const std::size_t c = order[k];
+    if (options.exhaustive) {
+      for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
+    } else {
+      // The sizes at either end where the candidate is pruned; the ones between are sampled.
+      std::size_t lo = 0, hi = n_sizes;
+      if (prune && !seed[c]) {
+        while (lo < hi && prunable(lo, c)) ++lo;
+        while (hi > lo && prunable(hi - 1, c)) --hi;
+        pruned.fetch_add(n_sizes - (hi - lo), std::memory_order_relaxed);
+      }
+      if (lo == hi) {
+        tracker.item_done();
+        return;
+      }
+      const std::vector<std::uint64_t> range(options.sizes.begin() + static_cast<std::ptrdiff_t>(lo),
+                                             options.sizes.begin() + static_cast<std::ptrdiff_t>(hi));
+      auto times = sample_sizes(range, [&](std::size_t i) -> std::optional<SizeSample> {
+        // Seeds were simulated at some sizes already: their figures are in their slots.
+        const std::size_t slot = (lo + i) * n + c;
+        if (!simulated[slot]) (void)simulate_at(lo + i, c);
+        if (!predicted[slot]) return std::nullopt;
+        return SizeSample{predicted[slot]->time_us, bottleneck[slot]};
+      });
+      times.insert(times.begin(), lo, std::nullopt);
+      times.resize(n_sizes);
+      // busbw / algbw is the same at every size of a plan (2(n−1)/n): take it from a simulated size.
+      double bus_per_alg = 0;
+      for (std::size_t si = 0; si < n_sizes && bus_per_alg == 0; ++si) {
+        const auto& f = predicted[si * n + c];
+        if (simulated[si * n + c] && f && f->algbw_gbps > 0) bus_per_alg = f->busbw_gbps / f->algbw_gbps;
+      }
+      for (std::size_t si = 0; si < n_sizes; ++si) {
+        // Slots simulated before (seeds) keep their simulated figures.
+        if (!times[si] || times[si]->simulated || simulated[si * n + c]) continue;
+        const double t = times[si]->time_us;
+        const double algbw = t > 0 ? static_cast<double>(options.sizes[si]) / (t * kBytesPerUsPerGbps) : 0;
+        predicted[si * n + c] = Figures{t, algbw, algbw * bus_per_alg};
+      }
+    }
+    tracker.item_done();
+  });
+  for (std::size_t si = 0; si < n_sizes; ++si) {
+    const std::uint64_t bytes = options.sizes[si];
+    // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
+    // when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
+    // previous pick, the runner-up of another family, NCCL's own choice and TF's.
+    auto exact = [&](std::size_t c) {
+      if (!simulated[si * n + c]) (void)simulate_at(si, c);
+    };
+    double fastest = std::numeric_limits<double>::infinity();
+    for (std::size_t c = 0; c < n; ++c) {
+      if (const auto& f = predicted[si * n + c]) fastest = std::min(fastest, f->time_us);
+    }
+    for (std::size_t c = 0; c < n; ++c) {
+      const auto& f = predicted[si * n + c];
+      const double window =
+          (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
+      if (f && f->time_us <= fastest * window) exact(c);
+    }
+    if (!result.pick.empty()) exact(result.pick.back());
+    for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo, bytes).label()}) {
+      if (const auto it = by_label.find(label); it != by_label.end()) exact(it->second);
+    }
+    SizeScores scores;
+    scores.bytes = bytes;
+    scores.count = count_for(bytes, esize);
+    auto rank = [&] {
+      scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
+                              predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
+      scores.ranking.clear();
+      for (std::size_t c = 0; c < n; ++c) {
+        if (scores.predicted[c]) scores.ranking.push_back(c);
+      }
+      // Fastest first; ties keep generation order (simpler plans come first there).
+      std::stable_sort(scores.ranking.begin(), scores.ranking.end(), [&](std::size_t a, std::size_t b) {
+        return scores.predicted[a]->time_us < scores.predicted[b]->time_us;
+      });
+    };
+    rank();
+    // The runner-up (the fastest of another family than the fastest) simulated too; simulating it may reorder.
+    for (bool changed = true; changed && !scores.ranking.empty();) {
+      changed = false;
+      const std::string& family = result.set.candidates[scores.ranking.front()].family;
+      for (const std::size_t c : scores.ranking) {
+        if (result.set.candidates[c].family == family) continue;
+        if (!simulated[si * n + c]) {
+          exact(c);
+          rank();
+          changed = true;
+        }
+        break;
+      }
+    }
+    // The pick must pass the verifier at this size; a candidate that fails it leaves the ranking (as a plan
+    // that does not build here would have) and the next one is tried.
+    std::size_t pick = 0;
+    for (;;) {
+      if (scores.ranking.empty()) {
+        throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo.name()));
+      }
+      pick = scores.ranking.front();
+      if (!result.pick.empty()) {
+        const std::size_t previous = result.pick.back();
+        if (scores.predicted[previous] &&
+            scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options.keep_within)) {
+          pick = previous;
+        }
+      }
+      try {
+        (void)build_candidate(topo, result.set.candidates[pick], scores.count, options.op, /*verify=*/true);
+        break;
+      } catch (const InvalidInput&) {
+      } catch (const Unsupported&) {}
+      scores.predicted[pick].reset();
+      scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
+    }
+    result.pick.push_back(pick);
+    result.sizes.push_back(std::move(scores));
+  }
+  tracker.finish();
+  result.simulations = simulations.load();
+  result.pruned = pruned.load();
+  rebuild_table(result, topo, options);
+  return result;
+}
+
+void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options) {
+  const std::size_t esize = element_size(options.type);
+  std::vector<SizeChoice> choices;
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;
+  for (std::size_t s = 0; s < result.sizes.size(); ++s) {
+    const SizeScores& scores = result.sizes[s];
+    const std::size_t pick = result.pick[s];
+    const Candidate& chosen = result.set.candidates[pick];
+    SizeChoice choice;
+    choice.plan = chosen;
+    SizePoint& p = choice.point;
+    p.bytes = scores.bytes;
+    p.count = scores.count;
+    p.predicted = scores.predicted[pick].value_or(Figures{});
+    auto measured_of = [&](std::size_t c) -> std::optional<Measurement> {
+      for (const auto& [idx, m] : scores.measured) {
+        if (idx == c) return m;
+      }
+      return std::nullopt;
+    };
+    p.measured = measured_of(pick);
+    // Runner-up: the best plan of another family (other variants of the pick are not rivals).
+    std::optional<std::size_t> runner;
+    if (p.measured) {
+      double best = 0;
+      for (const auto& [idx, m] : scores.measured) {
+        if (m.wrong != 0 || result.set.candidates[idx].family == chosen.family) continue;
+        if (!runner || m.figures.time_us < best) {
+          runner = idx;
+          best = m.figures.time_us;
+        }
+      }
+    }
+    if (!runner) {
+      for (std::size_t c : scores.ranking) {
+        if (result.set.candidates[c].family != chosen.family) {
+          runner = c;
+          break;
+        }
+      }
+    }
+    if (runner) {
+      p.runner_up = result.set.candidates[*runner].label();
+      p.runner_up_predicted = scores.predicted[*runner].value_or(Figures{});
+      p.runner_up_measured = measured_of(*runner);
+      if (p.measured && p.runner_up_measured && p.measured->figures.time_us > 0) {
+        p.margin_pct = 100.0 * (p.runner_up_measured->figures.time_us / p.measured->figures.time_us - 1.0);
+      } else if (p.predicted.time_us > 0) {
+        p.margin_pct = 100.0 * (p.runner_up_predicted.time_us / p.predicted.time_us - 1.0);
+      }
+    }
+    // Is the pick the fastest? When not, say why (hysteresis on predictions, or measured within the spread) and
+    // by how much, on the basis the pick was chosen on: measured when it was measured, else predicted.
+    {
+      std::optional<std::size_t> fastest;
+      double fastest_time = 0;
+      double pick_time = p.predicted.time_us;
+      if (p.measured) {
+        pick_time = p.measured->figures.time_us;
+        for (const auto& [idx, m] : scores.measured) {
+          if (m.wrong != 0) continue;
+          if (!fastest || m.figures.time_us < fastest_time) {
+            fastest = idx;
+            fastest_time = m.figures.time_us;
+          }
+        }
+      } else if (!scores.ranking.empty()) {
+        fastest = scores.ranking.front();
+        fastest_time = scores.predicted[*fastest]->time_us;
+      }
+      if (fastest && *fastest != pick && fastest_time > 0 && pick_time > fastest_time) {
+        p.kept = p.measured ? "spread" : "hysteresis";
+        p.fastest = result.set.candidates[*fastest].label();
+        p.behind_fastest_pct = 100.0 * (pick_time / fastest_time - 1.0);
+      }
+    }
+    // NCCL's own choice (the plain `nccl` candidate), the baseline every user compares with first.
+    if (auto it = by_label.find("nccl"); it != by_label.end() && scores.predicted[it->second]) {
+      p.nccl_predicted = *scores.predicted[it->second];
+    }
+    // TF's choice, simulated (it may be one of the candidates already).
+    Candidate tf = tf_choose_the_best(topo, scores.bytes);
+    // A table of another collective (issue 17): TF's pick applied to it (nccl: the library's own; others do not build).
+    if (!result.set.candidates.empty()) tf.collective = result.set.candidates.front().collective;
+    p.tf_pick = tf.label();
+    if (auto it = by_label.find(p.tf_pick); it != by_label.end()) p.tf_measured = measured_of(it->second);
+    if (auto it = by_label.find(p.tf_pick); it != by_label.end() && scores.predicted[it->second]) {
+      p.tf_predicted = *scores.predicted[it->second];
+    } else {
+      try {
+        const Plan plan = build_candidate(topo, tf, scores.count, options.op);
+        p.tf_predicted = figures_of(simulate(plan, topo, options.model, esize));
+      } catch (const Error&) {
+        p.tf_predicted = Figures{};  // TF's pick cannot be built here (e.g. hiercopy on odd GPU counts)
+      }
+    }
+    choices.push_back(std::move(choice));
+  }
+  DecisionTable& t = result.table;
+  t = DecisionTable{};
+  t.created_by = fmt::format("artune {}", ARTUNE_VERSION);
+  t.topology_name = topo.name();
+  t.fingerprint = topo.fingerprint();
+  t.gpus = static_cast<int>(topo.gpus().size());
+  t.machines = topo.machine_count();
+  t.type = options.type;
+  t.op = options.op;
+  t.cost_model = options.model.to_json();
+  t.calibration = options.calibration;
+  for (const auto& s : result.sizes) {
+    if (s.measured_pick) t.measured_backend = s.measured_pick->backend;
+  }
+  t.ranges = merge_ranges(choices);
+}
+
+Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations) {
+  if (iterations < 1) throw InvalidInput("measure: iterations must be ≥ 1");
+  // The runner of `artune run`: the same figures autotune records are what a run of the table shows.
+  SweepConfig config;
+  config.type = type;
+  config.op = op;
+  config.iterations = iterations;
+  config.warmup = warmup;
+  config.check = 1;
+  const RunRow row = run_plan(backend, plan, config);
+  Measurement m;
+  m.figures = Figures{row.time_us, row.algbw_gbps, row.busbw_gbps};
+  m.backend = std::string(backend.name());
+  m.wrong = row.wrong;
+  m.iterations = iterations;
+  m.spread_pct = row.spread_pct;
+  return m;
+}
+
+std::optional<std::size_t> measured_choice(const std::vector<std::pair<std::size_t, Measurement>>& measured,
+                                           std::optional<std::size_t> previous) {
+  const std::pair<std::size_t, Measurement>* best = nullptr;
+  for (const auto& entry : measured) {
+    if (entry.second.wrong != 0) continue;
+    if (best == nullptr || entry.second.figures.time_us < best->second.figures.time_us) best = &entry;
+  }
+  if (best == nullptr) return std::nullopt;
+  // Candidates closer to the fastest than the run-to-run spread of either are a tie: prefer the previous size's
+  // pick (fewer ranges), else the simplest (candidates are generated simplest first, so the lowest index).
+  const auto within_noise = [&](const Measurement& m) {
+    const double fastest = best->second.figures.time_us;
+    if (!(fastest > 0)) return false;
+    const double gap_pct = 100.0 * (m.figures.time_us / fastest - 1.0);
+    return gap_pct <= std::max(m.spread_pct, best->second.spread_pct);
+  };
+  const std::pair<std::size_t, Measurement>* simplest = best;
+  for (const auto& entry : measured) {
+    if (entry.second.wrong != 0 || !within_noise(entry.second)) continue;
+    if (previous && entry.first == *previous) return entry.first;
+    if (entry.first < simplest->first) simplest = &entry;
+  }
+  return simplest->first;
+}
+
+std::uint64_t host_memory_budget() {
+  // available_host_memory() (executor/backend.hpp) already takes MemAvailable, the cgroup limit and RLIMIT_AS
+  // into account; the cpu backend itself refuses runs above 90 % of it, so measuring stays below that.
+  return available_host_memory() / 5 * 4;
+}
+
+std::uint64_t host_bytes_for_run(const Plan& plan, std::size_t element_bytes) {
+  std::uint64_t elements = 0;
+  for (const auto& device : plan.buffers) {
+    for (const std::int64_t n : device) elements += static_cast<std::uint64_t>(std::max<std::int64_t>(0, n));
+  }
+  elements += 2 * static_cast<std::uint64_t>(std::max<std::int64_t>(0, plan.count));
+  return elements * element_bytes;
+}
+
+void measure_top(SearchResult& result, const Topology& topo, const SearchOptions& search_options,
+                 const MeasureOptions& options) {
+  BackendOptions bo;
+  bo.timeout_s = options.timeout_s;
+  bo.topology = &topo;
+  std::unique_ptr<Backend> backend = make_backend(options.backend, bo);
+  const int k = std::max(1, options.top_k);
+  std::map<std::string, std::size_t> by_label;
+  for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;
+  // The candidates run at one size: the top K predicted, plus TF's choose_the_best when it is a candidate, so that
+  // the report's "gain vs TF" compares measured with measured.
+  const auto to_measure = [&](const SizeScores& s) {
+    std::vector<std::size_t> out(
+        s.ranking.begin(), s.ranking.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(k, s.ranking.size())));
+    const auto tf = by_label.find(tf_choose_the_best(topo, s.bytes).label());
+    if (tf != by_label.end() && s.predicted[tf->second] && std::find(out.begin(), out.end(), tf->second) == out.end()) {
+      out.push_back(tf->second);
+    }
+    return out;
+  };
+  std::size_t total = 0;
+  for (const auto& s : result.sizes) {
+    if (options.max_bytes == 0 || s.bytes <= options.max_bytes) total += to_measure(s).size();
+  }
+  std::size_t done = 0;
+  const std::uint64_t budget = options.backend != BackendKind::kCpu ? 0
+                               : options.memory_budget_bytes != 0   ? options.memory_budget_bytes
+                                                                    : host_memory_budget();
+  result.unmeasured_for_memory.clear();
+  for (std::size_t si = 0; si < result.sizes.size(); ++si) {
+    SizeScores& s = result.sizes[si];
+    if (options.max_bytes != 0 && s.bytes > options.max_bytes) continue;
+    s.measured.clear();
+    const std::vector<std::size_t> chosen = to_measure(s);
+    // The cpu backend holds every device's buffers in this process: a size whose plans cannot fit is
+    // skipped (and reported) instead of driving the machine into swap or the OOM killer. All of a size or
+    // none, so that the measured pick compares like with like.
+    bool fits = true;
+    for (std::size_t r = 0; r < chosen.size() && budget != 0 && fits; ++r) {
+      const Plan probe = build_candidate(topo, result.set.candidates[chosen[r]], s.count, search_options.op);
+      fits = host_bytes_for_run(probe, element_size(search_options.type)) <= budget;
+    }
+    if (!fits) {
+      done += chosen.size();
+      result.unmeasured_for_memory.push_back(s.bytes);
+      continue;
+    }
+    for (const std::size_t c : chosen) {
+      const Candidate& cand = result.set.candidates[c];
+      if (options.progress) {
+        options.progress(
+            done, total,
+            fmt::format("measuring {} at {} on {}", cand.label(), format_size(s.bytes), to_string(options.backend)));
+      }
+      ++done;
+      const Plan plan = build_candidate(topo, cand, s.count, search_options.op);
+      verify_or_throw(plan);
+      s.measured.emplace_back(
+          c, measure_plan(*backend, plan, search_options.type, search_options.op, options.warmup, options.iterations));
+    }
+    // Keep the measured best among correct runs; without one, the predicted pick stays.
+    std::optional<std::size_t> best =
+        measured_choice(s.measured, si > 0 ? std::optional<std::size_t>(result.pick[si - 1]) : std::nullopt);
+    if (best) {
+      result.pick[si] = *best;
+      for (const auto& [c, m] : s.measured) {
+        if (c == *best) s.measured_pick = m;
+      }
+    }
+  }
+  if (options.progress) options.progress(total, total, "measured the top candidates");
+  rebuild_table(result, topo, search_options);
+}
+
+}  // namespace artune
