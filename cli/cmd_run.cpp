@@ -51,6 +51,7 @@ struct RunFlags {
   std::string table;  // --table: plans from an autotune decision table (tuner/decision_table.hpp)
   bool json = false;
   bool back_to_back = false;    // --back-to-back: nccl-tests timing (n iterations in flight, one wait)
+  bool graph = false;           // --graph: nccl back to back as n launches of one captured CUDA graph
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
@@ -104,6 +105,10 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     throw InvalidInput(fmt::format("--timeout: {} must be > 0 and ≤ {:.0f} seconds", f.timeout_s, kMaxTimeoutSeconds));
   }
   if (f.segments < 1) throw InvalidInput("--segments: must be ≥ 1");
+  if (f.graph && !f.back_to_back) throw InvalidInput("--graph: only with --back-to-back");
+  if (f.graph && kind != BackendKind::kNccl && kind != BackendKind::kCuda) {
+    throw InvalidInput(fmt::format("--graph: the {} backend runs no CUDA graphs (nccl or cuda only)", to_string(kind)));
+  }
   const std::size_t es = element_size(config.type);
   for (const std::uint64_t size : config.sizes) {
     if (size % es != 0) {
@@ -216,6 +221,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   BackendOptions options;
   options.timeout_s = f.timeout_s;
   options.machine_index = f.machine_index;
+  options.nccl_graph = f.graph;
   options.topology = &topo;
   backend = make_backend(kind, options);
 
@@ -306,7 +312,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print the table as JSON");
   cmd->add_flag("--back-to-back", flags->back_to_back,
                 "time the -n iterations as nccl-tests does: issued back to back, one wait at the end, time = total / n "
-                "(cuda: n launches of the plan's CUDA graph); default: each iteration alone, the median");
+                "(cuda: n launches of the plan's CUDA graph; nccl: the n runs' NCCL calls issued on the stream, or "
+                "with --graph one captured run launched n times); default: each iteration alone, the median");
+  cmd->add_flag("--graph", flags->graph,
+                "with --back-to-back on the nccl backend: capture one run into a CUDA graph and launch it n times "
+                "(default: no graph, the calls issued n times; the cuda backend always uses its graph)");
   cmd->callback([flags, machine, topology] {
     flags->machine_index_given = machine->count() > 0;
     flags->topology_given = topology->count() > 0;

@@ -37,6 +37,9 @@ struct BackendOptions {
   /// cuda: capture each prepared plan once into a CUDA graph and replay it with one cudaGraphLaunch per
   /// run (false: issue every copy, kernel and event call from the host on every run).
   bool cuda_graph = true;
+  /// nccl: run_back_to_back captures one run into a CUDA graph and launches it n times (false: issues the n
+  /// runs' NCCL and CUDA calls on the stream one after the other). Either way one wait at the end.
+  bool nccl_graph = false;
 };
 
 /// Runs plans of one data type and reduce op on one kind of hardware.

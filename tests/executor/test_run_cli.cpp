@@ -165,3 +165,15 @@ TEST_CASE("run_cli.back_to_back_timing") {
   REQUIRE_MESSAGE(d.status == 0, d.out);
   CHECK(nlohmann::json::parse(d.out.substr(d.out.find('{')))["timing"] == "per_iteration");
 }
+
+TEST_CASE("run_cli.graph_flag") {
+  // --graph (nccl back to back as n launches of one captured CUDA graph) needs --back-to-back and a GPU backend.
+  const Result alone = artune_run("-t uniform:4 -s xring --backend cpu -b 8 -e 8 --graph");
+  CHECK(alone.status == 2);
+  CHECK(contains(alone.out, "--graph: only with --back-to-back"));
+  const Result cpu = artune_run("-t uniform:4 -s xring --backend cpu -b 8 -e 8 --back-to-back --graph");
+  CHECK(cpu.status == 2);
+  CHECK(contains(cpu.out, "--graph: the cpu backend runs no CUDA graphs (nccl or cuda only)"));
+  const Result help = artune_run("--help");
+  CHECK(contains(help.out, "--graph"));
+}

@@ -2,14 +2,27 @@
 // broadcast) and combines per-rank figures; all data moves through NCCL on
 // one stream per rank, following the rank's Program (nccl_program.hpp).
 //
-// Never hang: every communicator is non-blocking (config.blocking = 0), so
-// NCCL calls return at once and completion is polled together with
-// ncclCommGetAsyncError under a deadline of options.timeout_s. A stuck or dead
-// peer ends in Timeout after ncclCommAbort on every communicator; an NCCL
-// error (asynchronous ones included) ends in BackendFailure with
-// ncclGetErrorString and NCCL's last-error text. Any error during a run aborts
-// the communicators too, so neither this rank nor its peers wait on work that
-// can no longer complete.
+// Communicators: world_ (all ranks, non-blocking) only bootstraps: the splits
+// come from it. Sends and receives go on peers_ (all ranks again) and group ops
+// on communicators split per group; those are blocking (config.blocking = 1): a
+// call returns once NCCL has enqueued it, in this thread, with no background
+// job and no polling, and a run ends in one wait on a CUDA event (no sleep).
+//
+// Never hang: every section that can wait on a peer (a run, a split, buffer
+// registration, teardown) is armed on a watchdog thread (nccl_watchdog.hpp)
+// that polls ncclCommGetAsyncError every millisecond and, on an error or after
+// options.timeout_s, aborts every communicator (ncclCommAbort), which ends the
+// NCCL kernels and host calls this thread is blocked in. A stuck or dead peer
+// ends in Timeout, an NCCL error in BackendFailure with ncclGetErrorString and
+// NCCL's last-error text. Any error during a run aborts the communicators too,
+// so neither this rank nor its peers wait on work that can no longer complete.
+// Only the bootstrap of world_ itself (its init, a split NCCL runs in its own
+// thread, its finalise) is polled, once per communicator.
+//
+// The plan's device buffers and staging are registered with the communicators
+// that use them (nccl_registry.hpp; ARTUNE_NCCL_REGISTER=0 turns it off), and
+// --back-to-back issues the n runs' calls on the stream with one wait at the
+// end, or launches one captured CUDA graph n times (nccl_issue.hpp).
 
 #include "artune/executor/nccl/nccl_backend.hpp"
 
@@ -21,10 +34,14 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "artune/core/error.hpp"
@@ -36,7 +53,10 @@
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/mpi/mpi_init.hpp"
 #include "artune/executor/nccl/nccl_forced_choice.hpp"
+#include "artune/executor/nccl/nccl_issue.hpp"
 #include "artune/executor/nccl/nccl_program.hpp"
+#include "artune/executor/nccl/nccl_registry.hpp"
+#include "artune/executor/nccl/nccl_watchdog.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/test_fault.hpp"
 #include "artune/executor/verification.hpp"
@@ -88,6 +108,28 @@ void ensure_mpi_for_nccl() {
   });
 }
 
+// What the watchdog watches: the communicators of the armed section (set before arming, read by the
+// watchdog's thread only while armed).
+class CommWatch final : public nccl::WatchTarget {
+ public:
+  std::string async_error() override {
+    for (ncclComm_t c : comms) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(c, &state);
+      if (r != ncclSuccess) return fmt::format("ncclCommGetAsyncError: {}", nccl_message(r, c));
+      if (state != ncclSuccess && state != ncclInProgress) return nccl_message(state, c);
+    }
+    return {};
+  }
+  void abort() noexcept override {
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+  }
+  std::vector<ncclComm_t> comms;
+};
+
+// How often the watchdog looks at an armed section: the latency of seeing a timeout or an asynchronous error.
+constexpr std::chrono::milliseconds kWatchPeriod{1};
+
 class NcclBackend final : public Backend {
  public:
   explicit NcclBackend(const BackendOptions& options) : options_(options) {
@@ -131,6 +173,10 @@ class NcclBackend final : public Backend {
     }
     ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
     stream_ = Stream(gpu_);
+    caller_event_ = Event(gpu_);
+    done_event_ = Event(gpu_);
+    const char* reg = std::getenv("ARTUNE_NCCL_REGISTER");
+    register_buffers_ = reg == nullptr || std::string(reg) != "0";
 
     ncclUniqueId id;
     agree_on(MPI_COMM_WORLD, "nccl backend: bootstrap (NCCL unique id)", [&] {
@@ -142,16 +188,26 @@ class NcclBackend final : public Backend {
     config.blocking = 0;
     ARTUNE_NCCL_CHECK(ncclCommInitRankConfig(&world_, size_, id, rank_, &config), world_);
     wait_ready({world_}, "ncclCommInitRankConfig");
+    watchdog_ = std::make_unique<nccl::Watchdog>(watch_, kWatchPeriod);
+    peers_ = split(rank_, NcclForcedChoice{}, "ncclCommSplit (all ranks, for sends and receives)");
   }
 
   ~NcclBackend() override {
+    reset_graph();
     if (aborted_) return;  // communicators gone; nothing queued waits on a peer any more
-    // Bounded: queued NCCL kernels whose peers stopped would never drain; abort them instead.
-    if (!drain_stream()) {
-      abort_comms();
-      return;
+    // Bounded by the watchdog: queued NCCL kernels whose peers stopped would never drain; it aborts them.
+    try {
+      watched("teardown", [&] {
+        ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+        registry_.release_all();
+        for (ncclComm_t c : blocking_comms()) ARTUNE_NCCL_CHECK(ncclCommFinalize(c), c);
+      });
+    } catch (const std::exception&) {
+      return;  // aborted
     }
-    destroy_comm_list(groups_);
+    for (ncclComm_t c : blocking_comms()) ncclCommDestroy(c);
+    groups_.clear();
+    peers_ = nullptr;
     if (world_ != nullptr) destroy_comm(world_);
   }
 
@@ -185,7 +241,11 @@ class NcclBackend final : public Backend {
       machines = nccl::machines_from_names(plan);
       host = nccl::host_devices_from_names(plan);
     }
-    // The previous plan's memory goes first, so the check below sees what this plan can have.
+    // The previous plan's memory goes first, so the check below sees what this plan can have; its
+    // registrations before it (and after any run still in flight on the caller's streams).
+    reset_graph();
+    watched("draining the stream", [&] { ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); });
+    registry_.release_all();
     buffers_.clear();
     host_buffers_.clear();
     staging_ = DeviceBuffer();
@@ -228,32 +288,13 @@ class NcclBackend final : public Backend {
     std::vector<CacheKey> needed;
     for (std::size_t g = 0; g < members_of.size(); ++g) needed.push_back({members_of[g], forced.at(g)});
     const auto comms = nccl::plan_communicators(comm_keys_, needed);
-    const std::size_t first_new = groups_.size();
-    // Sized before splitting: a non-blocking split writes &groups_[slot] later, from NCCL's own thread.
-    groups_.resize(first_new + comms.create.size(), nullptr);
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    for (std::size_t i = 0; i < comms.create.size(); ++i) {
-      const auto& [members, forcing_choice] = comms.create[i];
-      const std::size_t slot = first_new + i;
+    for (const auto& [members, forcing_choice] : comms.create) {
       int key = -1;
       for (std::size_t k = 0; k < members.size(); ++k) {
         if (members[k] == rank_) key = static_cast<int>(k);
       }
-      ncclConfig_t config = split_config(forcing_choice);
-      const ScopedNcclForcedChoice forcing(forcing_choice);  // NCCL reads it until the communicator is ready
-      // Non-blocking: the new communicator stays NULL until the split completes in NCCL's thread,
-      // which the parent reports (ncclInProgress until then); only then is groups_[slot] read.
-      guard(ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &groups_[slot], &config),
-            "ncclCommSplit", {world_}, deadline);
-      if ((groups_[slot] != nullptr) != (key >= 0)) {
-        abort_all(
-            BackendFailure(fmt::format("nccl backend: rank {}: ncclCommSplit for ranks {} returned {} "
-                                       "communicator",
-                                       rank_, fmt::join(members, ","), key >= 0 ? "no" : "an unexpected")));
-      }
-      if (groups_[slot] != nullptr) wait_ready({groups_[slot]}, "ncclCommSplit (new communicator)", deadline);
-      comm_keys_.push_back(comms.create[i]);
+      groups_.push_back(split(key, forcing_choice, "ncclCommSplit"));
+      comm_keys_.push_back({members, forcing_choice});
     }
     comm_slot_ = comms.slot;
 
@@ -290,6 +331,7 @@ class NcclBackend final : public Backend {
       if (plan.devices[d].participant) local_ranks_.push_back(d);
     }
     ranks_ = plan.ranks();
+    if (register_buffers_) watched("ncclCommRegister", [&] { register_buffers(plan); });
     ARTUNE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     prepared_ = true;
   }
@@ -301,17 +343,14 @@ class NcclBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    try {
-      issue_all(deadline);
-      wait_stream(deadline);
-    } catch (const Error& e) {
-      // Whatever failed, this rank cannot finish the run: abort so that no queued NCCL kernel (here
-      // or on a peer) keeps waiting for its counterpart. abort_all's own exceptions pass through.
-      if (!aborted_) abort_all(e);
-      throw;
-    }
+    watched("the run", [&] { nccl::issue_run(program_, issuer_); });
+  }
+
+  // nccl-tests' timing loop: the n runs' calls one after the other on the stream, one wait at the end
+  // (BackendOptions::nccl_graph: one captured run launched n times). One timeout bounds them all.
+  void run_back_to_back(int n) override {
+    require_prepared();
+    watched("the back-to-back runs", [&] { nccl::issue_back_to_back(program_, n, options_.nccl_graph, issuer_); });
   }
 
   // Steps resolve their pointers when issued, so binding the caller's device memory is enough.
@@ -326,22 +365,11 @@ class NcclBackend final : public Backend {
     bind(user);
     if (streams.size() != 1)
       throw InvalidInput(fmt::format("nccl backend: run_on_streams() got {} streams for 1 rank", streams.size()));
-    if (caller_event_.get() == nullptr) {
-      caller_event_ = Event(gpu_);
-      done_event_ = Event(gpu_);
-    }
     DeviceGuard guard(gpu_);
     auto caller = static_cast<cudaStream_t>(streams[0]);
     ARTUNE_CUDA_CHECK(cudaEventRecord(caller_event_.get(), caller));
     ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_event_.get(), 0));
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    try {
-      issue_all(deadline);
-    } catch (const Error& e) {
-      if (!aborted_) abort_all(e);
-      throw;
-    }
+    watched("issuing on the caller's stream", [&] { nccl::issue_steps(program_, issuer_); });
     ARTUNE_CUDA_CHECK(cudaEventRecord(done_event_.get(), stream_.get()));
     ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(caller, done_event_.get(), 0));
   }
@@ -352,8 +380,11 @@ class NcclBackend final : public Backend {
       throw InvalidInput(
           fmt::format("nccl backend: run_on() got {} buffers for {} local ranks", user.size(), local_ranks_.size()));
     }
-    for (std::size_t i = 0; i < user.size(); ++i)
-      pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0) = user[i];
+    for (std::size_t i = 0; i < user.size(); ++i) {
+      void*& bound = pointers_.at(static_cast<std::size_t>(local_ranks_[i])).at(0);
+      if (bound != user[i]) reset_graph();  // captured with the old pointers
+      bound = user[i];
+    }
   }
 
   std::int64_t count_wrong(int iteration) override {
@@ -410,24 +441,95 @@ class NcclBackend final : public Backend {
     return base + static_cast<std::size_t>(r.offset) * esize_;
   }
 
-  // The configuration of every communicator split from world_: non-blocking (completion polled under
-  // the deadline) and sharing the parent's resources (splitShare: no new buffers, channels or proxy
+  // The configuration of every communicator split from world_: blocking (calls return once enqueued; the
+  // watchdog bounds them) and sharing the parent's resources (splitShare: no new buffers, channels or proxy
   // per split), with the forced channel count of an nccl.ALGO.PROTO plan (its algorithm and protocol go
   // through the environment, ScopedNcclForcedChoice).
   static ncclConfig_t split_config(const NcclForcedChoice& forced) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    config.blocking = 1;
     config.splitShare = 1;
     apply_nccl_forced_channels(forced, config.minCTAs, config.maxCTAs);
     return config;
   }
 
-  std::vector<ncclComm_t> all_comms() const {
+  // Splits a communicator from world_ that this rank joins as NCCL rank `key` (key < 0: not a member,
+  // NCCL_SPLIT_NOCOLOR; returns null). Every rank calls it, in the same order. Whether NCCL runs the split
+  // in the call or (the parent being non-blocking) in its own thread, it is bounded: the call by the
+  // watchdog, a split still in progress by polling parent and child under the deadline. The new
+  // communicator is written into splitting_ (a member: NCCL's thread may write it late), so an abort in
+  // between aborts it too.
+  ncclComm_t split(int key, const NcclForcedChoice& forced, const char* what) {
+    ncclConfig_t config = split_config(forced);
+    const ScopedNcclForcedChoice forcing(forced);  // NCCL reads it until the communicator is ready
+    ncclResult_t r = ncclSuccess;
+    splitting_ = nullptr;
+    watched(what, [&] {
+      r = ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &splitting_, &config);
+      check_nccl(r, "ncclCommSplit", world_);
+    });
+    if (r == ncclInProgress) wait_ready({world_}, what);
+    if ((splitting_ != nullptr) != (key >= 0)) {
+      abort_all(BackendFailure(fmt::format("nccl backend: rank {}: {} returned {} communicator", rank_, what,
+                                           key >= 0 ? "no" : "an unexpected")));
+    }
+    if (splitting_ != nullptr) wait_ready({splitting_}, what);
+    return std::exchange(splitting_, nullptr);
+  }
+
+  // Runs `body` armed on the watchdog (watching every communicator). Afterwards, whatever happened: the
+  // watchdog's abort (Timeout or an asynchronous error) or an error of `body` aborts every communicator.
+  template <class Body>
+  void watched(const char* what, Body&& body) {
+    watch_.comms = all_comms();
+    watchdog_->arm(fmt::format("rank {}: {}", rank_, what), options_.timeout_s);
+    std::exception_ptr failure;
+    try {
+      body();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    const nccl::WatchVerdict verdict = watchdog_->disarm();
+    if (verdict.fired()) {
+      for (ncclComm_t c : watch_.comms) forget(c);  // the watchdog aborted these
+      if (verdict.kind == nccl::WatchVerdict::Kind::kTimedOut) abort_all(Timeout(verdict.message));
+      abort_all(BackendFailure(verdict.message));
+    }
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const Error& e) {
+        if (!aborted_) abort_all(e);
+        throw;
+      } catch (...) {
+        abort_comms();
+        throw;
+      }
+    }
+  }
+
+  void forget(ncclComm_t comm) noexcept {
+    for (ncclComm_t* c : {&world_, &peers_, &splitting_}) {
+      if (*c == comm) *c = nullptr;
+    }
+    for (ncclComm_t& c : groups_) {
+      if (c == comm) c = nullptr;
+    }
+  }
+
+  // The communicators that carry data (blocking); world_ only bootstraps.
+  std::vector<ncclComm_t> blocking_comms() const {
     std::vector<ncclComm_t> out;
-    if (world_ != nullptr) out.push_back(world_);
     for (ncclComm_t c : groups_) {
       if (c != nullptr) out.push_back(c);
     }
+    if (peers_ != nullptr) out.push_back(peers_);
+    return out;
+  }
+
+  std::vector<ncclComm_t> all_comms() const {
+    std::vector<ncclComm_t> out = blocking_comms();
+    if (world_ != nullptr) out.push_back(world_);
     return out;
   }
 
@@ -440,6 +542,39 @@ class NcclBackend final : public Backend {
                       fmt::format("nccl backend, rank {}: pinned buffers", rank_));
   }
 
+  // Registers every buffer the program passes to NCCL with the communicator it passes it to (each once).
+  void register_buffers(const Plan& plan) {
+    for (const nccl::BufferUse& use : nccl::buffer_uses(program_)) {
+      ncclComm_t comm = use.comm == nccl::BufferUse::kPeers
+                            ? peers_
+                            : groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(use.comm))));
+      if (use.device < 0) {
+        registry_.add(comm, staging_.get(), static_cast<std::size_t>(program_.staging) * esize_);
+      } else {
+        registry_.add(comm, pointers_.at(static_cast<std::size_t>(use.device)).at(static_cast<std::size_t>(use.buffer)),
+                      static_cast<std::size_t>(cuda::buffer_elements(plan, use.device, use.buffer)) * esize_);
+      }
+    }
+  }
+
+  nccl::Registry::Hooks registry_hooks() {
+    return {[this](void* comm, void* buffer, std::size_t bytes) -> void* {
+              void* handle = nullptr;
+              const ncclResult_t r = ncclCommRegister(static_cast<ncclComm_t>(comm), buffer, bytes, &handle);
+              if (r != ncclSuccess) {
+                // Not fatal: NCCL copies through its own buffers as it does for unregistered memory.
+                if (!register_warned_) {
+                  std::fprintf(stderr, "nccl backend: rank %d: ncclCommRegister: %s (buffers stay unregistered)\n",
+                               rank_, nccl_message(r, static_cast<ncclComm_t>(comm)).c_str());
+                }
+                register_warned_ = true;
+                return nullptr;
+              }
+              return handle;
+            },
+            [](void* comm, void* handle) { (void)ncclCommDeregister(static_cast<ncclComm_t>(comm), handle); }};
+  }
+
   // Aborts every communicator; never throws. NCCL kernels waiting on a peer exit, and nothing
   // afterwards (destructor included) waits for them.
   void abort_comms() noexcept {
@@ -450,10 +585,13 @@ class NcclBackend final : public Backend {
     }
     aborted_ = true;
     prepared_ = false;
+    registry_.forget_all();  // the aborts free the registrations with their communicators
     // The parent first: aborting it also ends a split still running in NCCL's thread, which
-    // writes its new communicator into groups_; the children are read after that.
-    if (world_ != nullptr) ncclCommAbort(world_);
-    world_ = nullptr;
+    // writes its new communicator into splitting_; that is read after.
+    for (ncclComm_t* c : {&world_, &splitting_, &peers_}) {
+      if (*c != nullptr) ncclCommAbort(*c);
+      *c = nullptr;
+    }
     for (ncclComm_t& c : groups_) {
       if (c != nullptr) ncclCommAbort(c);
       c = nullptr;
@@ -467,63 +605,96 @@ class NcclBackend final : public Backend {
     throw BackendFailure(error.what());
   }
 
-  void group_start(ncclComm_t comm) {
-    ARTUNE_NCCL_CHECK(ncclGroupStart(), comm);
+  void group_start() {
+    ARTUNE_NCCL_CHECK(ncclGroupStart(), nullptr);
     group_open_ = true;
   }
 
-  void group_end(const char* call, ncclComm_t comm, Clock::time_point deadline) {
+  void group_end(ncclComm_t comm) {
     group_open_ = false;
-    guard(ncclGroupEnd(), call, {comm}, deadline);
+    ARTUNE_NCCL_CHECK(ncclGroupEnd(), comm);
   }
 
-  // Issues the rank's program on its stream (in order; group ends wait until NCCL has enqueued).
-  void issue_all(Clock::time_point deadline) {
-    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
+  // The backend's side of nccl_issue.hpp: steps become NCCL and CUDA calls on the rank's stream.
+  class Issuer final : public nccl::StepIssuer {
+   public:
+    explicit Issuer(NcclBackend& backend) : b_(backend) {}
+    void issue(const nccl::Step& step) override { b_.issue_step(step); }
+    // One event, no host sleep: cudaEventSynchronize spins or yields as the device's schedule flags say.
+    void wait() override {
+      ARTUNE_CUDA_CHECK(cudaEventRecord(b_.done_event_.get(), b_.stream_.get()));
+      ARTUNE_CUDA_CHECK(cudaEventSynchronize(b_.done_event_.get()));
+    }
+    bool captured() const override { return b_.graph_exec_ != nullptr; }
+    void begin_capture() override {
+      ARTUNE_CUDA_CHECK(cudaStreamBeginCapture(b_.stream_.get(), cudaStreamCaptureModeThreadLocal));
+    }
+    void end_capture() override {
+      cudaGraph_t graph = nullptr;
+      ARTUNE_CUDA_CHECK(cudaStreamEndCapture(b_.stream_.get(), &graph));
+      const cudaError_t made = cudaGraphInstantiate(&b_.graph_exec_, graph, 0);
+      cudaGraphDestroy(graph);
+      if (made != cudaSuccess) b_.graph_exec_ = nullptr;
+      cuda::check(made, "cudaGraphInstantiate(&exec, graph, 0)");
+    }
+    void cancel_capture() noexcept override {
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamEndCapture(b_.stream_.get(), &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+      cuda::clear_last_error();
+    }
+    void launch_captured() override { ARTUNE_CUDA_CHECK(cudaGraphLaunch(b_.graph_exec_, b_.stream_.get())); }
+
+   private:
+    NcclBackend& b_;
+  };
+
+  void reset_graph() noexcept {
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+  }
+
+  // Issues one step of the rank's program on its stream.
+  void issue_step(const nccl::Step& step) {
     cudaStream_t s = stream_.get();
-    for (const nccl::Step& step : program_.steps) {
-      switch (step.kind) {
-        case StepKind::kGroupStart: group_start(world_); break;
-        case StepKind::kGroupEnd: group_end("ncclGroupEnd()", world_, deadline); break;
-        case StepKind::kSend:
-          ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, world_, s), world_);
-          break;
-        case StepKind::kRecv:
-          ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, world_, s), world_);
-          break;
-        case StepKind::kCopy:
-          ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
-                                            static_cast<std::size_t>(step.count) * esize_, cudaMemcpyDefault, s));
-          break;
-        case StepKind::kReduce: {
-          void* dst = pointer(step.dst);
-          const void* src = pointer(step.src);
-          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(src), sms_, reduce_blocks_);
-          cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s),
-                      "launch_reduce(kernel, dst, src, geometry, stream)");
-          break;
-        }
-        case StepKind::kScale: {
-          void* dst = pointer(step.dst);
-          const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
-                                               reinterpret_cast<std::uintptr_t>(dst), sms_, scale_blocks_);
-          cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
-                      "launch_scale(kernel, dst, divisor, geometry, stream)");
-          break;
-        }
-        case StepKind::kCollective: collective(step, deadline); break;
+    switch (step.kind) {
+      case StepKind::kGroupStart: group_start(); break;
+      case StepKind::kGroupEnd: group_end(peers_); break;
+      case StepKind::kSend:
+        ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, peers_, s), peers_);
+        break;
+      case StepKind::kRecv:
+        ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, peers_, s), peers_);
+        break;
+      case StepKind::kCopy:
+        ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
+                                          static_cast<std::size_t>(step.count) * esize_, cudaMemcpyDefault, s));
+        break;
+      case StepKind::kReduce: {
+        void* dst = pointer(step.dst);
+        const void* src = pointer(step.src);
+        const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                             reinterpret_cast<std::uintptr_t>(src), sms_, reduce_blocks_);
+        cuda::check(cuda::launch_reduce(kernel_.id, dst, src, g, s),
+                    "launch_reduce(kernel, dst, src, geometry, stream)");
+        break;
       }
+      case StepKind::kScale: {
+        void* dst = pointer(step.dst);
+        const auto g = cuda::launch_geometry(step.count, type_, reinterpret_cast<std::uintptr_t>(dst),
+                                             reinterpret_cast<std::uintptr_t>(dst), sms_, scale_blocks_);
+        cuda::check(cuda::launch_scale(cuda::scale_kernel_id(type_), dst, step.divisor, g, s),
+                    "launch_scale(kernel, dst, divisor, geometry, stream)");
+        break;
+      }
+      case StepKind::kCollective: collective(step); break;
     }
   }
 
-  // Polls until no communicator in `comms` is in progress; errors and the deadline abort.
-  void wait_ready(const std::vector<ncclComm_t>& comms, const char* what,
-                  Clock::time_point deadline = Clock::time_point::max()) {
-    if (deadline == Clock::time_point::max()) {
-      deadline =
-          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    }
+  // Polls (bootstrap of world_ only: its init and a split NCCL runs in its thread) until no communicator in
+  // `comms` is in progress; errors and the deadline abort.
+  void wait_ready(const std::vector<ncclComm_t>& comms, const char* what) {
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
     for (ncclComm_t c : comms) {
       for (int spins = 0;; ++spins) {
         ncclResult_t state = ncclSuccess;
@@ -544,14 +715,7 @@ class NcclBackend final : public Backend {
     }
   }
 
-  void guard(ncclResult_t r, const char* call, const std::vector<ncclComm_t>& comms, Clock::time_point deadline) {
-    if (r != ncclSuccess && r != ncclInProgress) {
-      abort_all(BackendFailure(fmt::format("{}: {}", call, nccl_message(r, comms.empty() ? nullptr : comms[0]))));
-    }
-    if (r == ncclInProgress) wait_ready(comms, call, deadline);
-  }
-
-  void collective(const nccl::Step& step, Clock::time_point deadline) {
+  void collective(const nccl::Step& step) {
     ncclComm_t comm = groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(step.comm))));
     if (comm == nullptr)
       throw BackendFailure(
@@ -564,94 +728,53 @@ class NcclBackend final : public Backend {
     const bool even = count % g == 0;
     switch (step.collective) {
       case Collective::kAllReduce:
-        guard(ncclAllReduce(region, region, count, nccl_type_, nccl_op_, comm, s), "ncclAllReduce", {comm}, deadline);
+        ARTUNE_NCCL_CHECK(ncclAllReduce(region, region, count, nccl_type_, nccl_op_, comm, s), comm);
         break;
       case Collective::kBroadcast:
-        guard(ncclBroadcast(region, region, count, nccl_type_, step.root, comm, s), "ncclBroadcast", {comm}, deadline);
+        ARTUNE_NCCL_CHECK(ncclBroadcast(region, region, count, nccl_type_, step.root, comm, s), comm);
         break;
       case Collective::kReduce:
-        guard(ncclReduce(region, region, count, nccl_type_, nccl_op_, step.root, comm, s), "ncclReduce", {comm},
-              deadline);
+        ARTUNE_NCCL_CHECK(ncclReduce(region, region, count, nccl_type_, nccl_op_, step.root, comm, s), comm);
         break;
       case Collective::kReduceScatter:
         if (even) {
           // In place: member k's shard already sits at region + k·shard.
           const std::int64_t shard = count / g;
-          guard(ncclReduceScatter(region, region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, shard,
-                                  nccl_type_, nccl_op_, comm, s),
-                "ncclReduceScatter", {comm}, deadline);
+          ARTUNE_NCCL_CHECK(ncclReduceScatter(region, region + static_cast<std::size_t>(step.comm_rank * shard) * esize_,
+                                              shard, nccl_type_, nccl_op_, comm, s),
+                            comm);
         } else {
           // Uneven shards (even_piece): one reduce per shard, rooted at its owner.
-          group_start(comm);
+          group_start();
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclReduce(p, p, cnt, nccl_type_, nccl_op_, k, comm, s), comm);
           }
-          group_end("ncclGroupEnd() of a reduce-scatter", comm, deadline);
+          group_end(comm);
         }
         break;
       case Collective::kAllGather:
         if (even) {
           const std::int64_t shard = count / g;
-          guard(ncclAllGather(region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, region, shard,
-                              nccl_type_, comm, s),
-                "ncclAllGather", {comm}, deadline);
+          ARTUNE_NCCL_CHECK(ncclAllGather(region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, region,
+                                          shard, nccl_type_, comm, s),
+                            comm);
         } else {
-          group_start(comm);
+          group_start();
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclBroadcast(p, p, cnt, nccl_type_, k, comm, s), comm);
           }
-          group_end("ncclGroupEnd() of an all-gather", comm, deadline);
+          group_end(comm);
         }
         break;
     }
   }
 
-  // Waits for the stream while watching every communicator for asynchronous errors.
-  void wait_stream(Clock::time_point deadline) {
-    const auto comms = all_comms();
-    for (int spins = 0;; ++spins) {
-      if (cuda::finished(cudaStreamQuery(stream_.get()), "cudaStreamQuery(stream)")) return;
-      for (ncclComm_t c : comms) {
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(c, &state);
-        if (state != ncclSuccess && state != ncclInProgress) {
-          abort_all(BackendFailure(
-              fmt::format("nccl backend: rank {}: asynchronous NCCL error: {}", rank_, nccl_message(state, c))));
-        }
-      }
-      if (Clock::now() > deadline) {
-        abort_all(
-            Timeout(fmt::format("nccl backend: rank {}: the run did not finish within {} s (a peer is stuck "
-                                "or gone); communicators aborted",
-                                rank_, options_.timeout_s)));
-      }
-      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  }
-
-  // True when the stream is idle within options_.timeout_s; never throws.
-  bool drain_stream() const noexcept {
-    if (stream_.get() == nullptr) return true;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    bool done = true;
-    while (cudaStreamQuery(stream_.get()) == cudaErrorNotReady) {
-      if (Clock::now() > deadline) {
-        done = false;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    cuda::clear_last_error();
-    return done;
-  }
-
+  // Finalises world_ (non-blocking: polled under the deadline), then frees it; a failing or stuck finalise aborts.
   void destroy_comm(ncclComm_t comm) {
-    // Finalise (flush) under the deadline, then free; a failing or stuck finalise aborts instead.
     const ncclResult_t r = ncclCommFinalize(comm);
     if (r != ncclSuccess && r != ncclInProgress) {
       ncclCommAbort(comm);
@@ -670,13 +793,6 @@ class NcclBackend final : public Backend {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     ncclCommDestroy(comm);
-  }
-
-  void destroy_comm_list(std::vector<ncclComm_t>& comms) {
-    for (ncclComm_t& c : comms) {
-      if (c != nullptr) destroy_comm(c);
-      c = nullptr;
-    }
   }
 
   BackendOptions options_;
@@ -701,8 +817,10 @@ class NcclBackend final : public Backend {
   ncclRedOp_t nccl_op_ = ncclSum;
   Stream stream_;
   Event caller_event_;  // run_on_streams: the caller's work so far
-  Event done_event_;    // run_on_streams: the plan's end
-  ncclComm_t world_ = nullptr;
+  Event done_event_;    // the end of a run (its one wait) or of the plan on the caller's stream
+  ncclComm_t world_ = nullptr;       // non-blocking, bootstrap only: the parent of every split
+  ncclComm_t peers_ = nullptr;       // blocking, all ranks: sends and receives
+  ncclComm_t splitting_ = nullptr;   // a split in progress (NCCL may write it from its thread)
   std::vector<ncclComm_t> groups_;  // the communicator cache (null where this rank is no member)
   using CacheKey = std::pair<nccl::CommKey, NcclForcedChoice>;  // members in NCCL rank order, forcing
   std::vector<CacheKey> comm_keys_;                             // per cache slot: its key
@@ -716,6 +834,14 @@ class NcclBackend final : public Backend {
   TestFault fault_;     // ARTUNE_TEST_FAULT (tests only)
   int boot_steps_ = 0;  // bootstrap steps so far (fault injection)
   std::vector<int> local_ranks_;
+  cudaGraphExec_t graph_exec_ = nullptr;  // --graph: one captured run (until the next prepare or new pointers)
+  bool register_buffers_ = true;          // ARTUNE_NCCL_REGISTER=0: off
+  bool register_warned_ = false;
+  nccl::Registry registry_{registry_hooks()};
+  Issuer issuer_{*this};
+  // Last: destroyed first, so its thread has stopped before anything it watches goes.
+  CommWatch watch_;
+  std::unique_ptr<nccl::Watchdog> watchdog_;
 };
 
 }  // namespace
