@@ -2,8 +2,10 @@
 // as a plain program: it counts the GPUs, exits 77 (skip) without one, and
 // otherwise re-launches itself under `mpirun -np P` (P = GPUs, at most 4; NCCL
 // needs one GPU per rank) and returns the job's status. Each worker runs every
-// plan family × type × op with #wrong = 0 (summed over ranks), then checks
-// that a peer that never joins a run ends in Timeout instead of a hang.
+// plan family × type × op with #wrong = 0 (summed over ranks), then the
+// back-to-back modes (issued n times, or one captured CUDA graph launched n
+// times; buffers registered or not), then that a peer that never joins a run,
+// alone or back to back, ends in Timeout (the watchdog's abort) instead of a hang.
 
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1  // the C API only (the C++ bindings warn under -Wextra)
@@ -111,8 +113,46 @@ int worker() {
     abort_job(rank, std::string("exception: ") + e.what());
   }
 
-  // A stuck peer: rank 0 runs, the others never join; rank 0 must see Timeout, not hang.
-  if (size >= 2 && failures == 0) {
+  // Back to back: one iteration through each mode is checked exactly (the in-place runs compound, so more
+  // are checked by running again after a refill: a captured graph must keep reading the same buffers).
+  if (failures == 0) {
+    for (const bool graph : {false, true}) {
+      for (const char* registered : {"1", "0"}) {
+        const std::string mode = std::string(graph ? "graph" : "issued") + ", ARTUNE_NCCL_REGISTER=" + registered;
+        try {
+          setenv("ARTUNE_NCCL_REGISTER", registered, 1);
+          BackendOptions bo;
+          bo.timeout_s = 60;
+          bo.nccl_graph = graph;
+          auto backend = make_nccl_backend(bo);
+          const Topology topo = load_topology("uniform:" + std::to_string(size));
+          for (const char* spec : {"xring", "nccl"}) {
+            BuildOptions o;
+            o.count = (1 << 20) + 3;
+            backend->prepare(build_plan(topo, spec, o), DataType::kFloat32, ReduceOp::kSum);
+            for (int iteration : {0, 1}) {
+              backend->fill_inputs(iteration);
+              backend->run_back_to_back(1);
+              const double wrong = backend->all_sum(static_cast<double>(backend->count_wrong(iteration)));
+              ++checked;
+              if (wrong != 0) {
+                fail(rank, std::string(spec) + " back to back (" + mode + "): #wrong " + std::to_string(wrong));
+              }
+            }
+            backend->run_back_to_back(20);  // in flight together, one wait: must finish
+          }
+        } catch (const std::exception& e) {
+          abort_job(rank, "back to back (" + mode + "): " + e.what());
+        }
+      }
+    }
+    unsetenv("ARTUNE_NCCL_REGISTER");
+  }
+
+  // A stuck peer: rank 0 runs (alone, then back to back), the others never join; rank 0 must see Timeout
+  // (the watchdog aborts the communicators), not hang.
+  for (const bool back_to_back : {false, true}) {
+    if (size < 2 || failures != 0) break;
     try {
       BackendOptions bo;
       bo.timeout_s = 5;
@@ -125,7 +165,11 @@ int worker() {
       backend->fill_inputs(0);
       if (rank == 0) {
         try {
-          backend->run();
+          if (back_to_back) {
+            backend->run_back_to_back(10);
+          } else {
+            backend->run();
+          }
           fail(rank, "run with absent peers returned normally");
         } catch (const Timeout& e) {
           std::printf("rank 0: timeout as expected: %s\n", e.what());

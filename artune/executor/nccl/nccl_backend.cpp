@@ -2,22 +2,9 @@
 // broadcast) and combines per-rank figures; all data moves through NCCL on
 // one stream per rank, following the rank's Program (nccl_program.hpp).
 //
-// Communicators: world_ (all ranks, non-blocking) only bootstraps: the splits
-// come from it. Sends and receives go on peers_ (all ranks again) and group ops
-// on communicators split per group; those are blocking (config.blocking = 1): a
-// call returns once NCCL has enqueued it, in this thread, with no background
-// job and no polling, and a run ends in one wait on a CUDA event (no sleep).
-//
-// Never hang: every section that can wait on a peer (a run, a split, buffer
-// registration, teardown) is armed on a watchdog thread (nccl_watchdog.hpp)
-// that polls ncclCommGetAsyncError every millisecond and, on an error or after
-// options.timeout_s, aborts every communicator (ncclCommAbort), which ends the
-// NCCL kernels and host calls this thread is blocked in. A stuck or dead peer
-// ends in Timeout, an NCCL error in BackendFailure with ncclGetErrorString and
-// NCCL's last-error text. Any error during a run aborts the communicators too,
-// so neither this rank nor its peers wait on work that can no longer complete.
-// Only the bootstrap of world_ itself (its init, a split NCCL runs in its own
-// thread, its finalise) is polled, once per communicator.
+// Communicators, their watchdog and what happens on a stuck peer or an error:
+// nccl_comms.hpp. NCCL calls return once enqueued (blocking communicators), and
+// a run ends in one wait on a CUDA event (no polling, no sleep).
 //
 // The plan's device buffers and staging are registered with the communicators
 // that use them (nccl_registry.hpp; ARTUNE_NCCL_REGISTER=0 turns it off), and
@@ -52,11 +39,11 @@
 #include "artune/executor/cuda/reduce_kernels.hpp"
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/mpi/mpi_init.hpp"
+#include "artune/executor/nccl/nccl_comms.hpp"
 #include "artune/executor/nccl/nccl_forced_choice.hpp"
 #include "artune/executor/nccl/nccl_issue.hpp"
 #include "artune/executor/nccl/nccl_program.hpp"
 #include "artune/executor/nccl/nccl_registry.hpp"
-#include "artune/executor/nccl/nccl_watchdog.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/test_fault.hpp"
 #include "artune/executor/verification.hpp"
@@ -70,6 +57,7 @@ using cuda::DeviceGuard;
 using cuda::Event;
 using cuda::PinnedBuffer;
 using cuda::Stream;
+using nccl::nccl_message;
 using nccl::Program;
 using nccl::Ref;
 using nccl::StepKind;
@@ -78,20 +66,6 @@ using nccl::StepKind;
 static_assert(ncclInt8 == 0 && ncclUint8 == 1 && ncclInt32 == 2 && ncclInt64 == 4 && ncclFloat16 == 6 &&
               ncclFloat32 == 7 && ncclFloat64 == 8 && ncclBfloat16 == 9);
 static_assert(ncclSum == 0 && ncclProd == 1 && ncclMax == 2 && ncclMin == 3 && ncclAvg == 4);
-
-std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
-  std::string msg = ncclGetErrorString(r);
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && *last != '\0') msg += fmt::format(" ({})", last);
-  return msg;
-}
-
-// Throws BackendFailure naming the call unless it succeeded or (non-blocking) is in progress.
-void check_nccl(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
-  if (r == ncclSuccess || r == ncclInProgress) return;
-  throw BackendFailure(fmt::format("{}: {}", call, nccl_message(r, comm)));
-}
-#define ARTUNE_NCCL_CHECK(call, comm) check_nccl((call), #call, (comm))
 
 #define ARTUNE_MPI_CHECK(call) check_mpi((call), #call)
 
@@ -107,28 +81,6 @@ void ensure_mpi_for_nccl() {
     if (!finalised && g_mpi_initialised_here) MPI_Finalize();
   });
 }
-
-// What the watchdog watches: the communicators of the armed section (set before arming, read by the
-// watchdog's thread only while armed).
-class CommWatch final : public nccl::WatchTarget {
- public:
-  std::string async_error() override {
-    for (ncclComm_t c : comms) {
-      ncclResult_t state = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(c, &state);
-      if (r != ncclSuccess) return fmt::format("ncclCommGetAsyncError: {}", nccl_message(r, c));
-      if (state != ncclSuccess && state != ncclInProgress) return nccl_message(state, c);
-    }
-    return {};
-  }
-  void abort() noexcept override {
-    for (ncclComm_t c : comms) ncclCommAbort(c);
-  }
-  std::vector<ncclComm_t> comms;
-};
-
-// How often the watchdog looks at an armed section: the latency of seeing a timeout or an asynchronous error.
-constexpr std::chrono::milliseconds kWatchPeriod{1};
 
 class NcclBackend final : public Backend {
  public:
@@ -184,31 +136,13 @@ class NcclBackend final : public Backend {
       if (rank_ == 0) ARTUNE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
     });
     ARTUNE_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ARTUNE_NCCL_CHECK(ncclCommInitRankConfig(&world_, size_, id, rank_, &config), world_);
-    wait_ready({world_}, "ncclCommInitRankConfig");
-    watchdog_ = std::make_unique<nccl::Watchdog>(watch_, kWatchPeriod);
-    peers_ = split(rank_, NcclForcedChoice{}, "ncclCommSplit (all ranks, for sends and receives)");
+    comms_ = std::make_unique<nccl::Communicators>(rank_, options_.timeout_s);
+    comms_->init(size_, id);
   }
 
   ~NcclBackend() override {
     reset_graph();
-    if (aborted_) return;  // communicators gone; nothing queued waits on a peer any more
-    // Bounded by the watchdog: queued NCCL kernels whose peers stopped would never drain; it aborts them.
-    try {
-      watched("teardown", [&] {
-        ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-        registry_.release_all();
-        for (ncclComm_t c : blocking_comms()) ARTUNE_NCCL_CHECK(ncclCommFinalize(c), c);
-      });
-    } catch (const std::exception&) {
-      return;  // aborted
-    }
-    for (ncclComm_t c : blocking_comms()) ncclCommDestroy(c);
-    groups_.clear();
-    peers_ = nullptr;
-    if (world_ != nullptr) destroy_comm(world_);
+    if (comms_ != nullptr) comms_->close(stream_.get());
   }
 
   void prepare(const Plan& plan, DataType type, ReduceOp op) override {
@@ -244,8 +178,8 @@ class NcclBackend final : public Backend {
     // The previous plan's memory goes first, so the check below sees what this plan can have; its
     // registrations before it (and after any run still in flight on the caller's streams).
     reset_graph();
-    watched("draining the stream", [&] { ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); });
-    registry_.release_all();
+    comms_->watched("draining the stream", [&] { ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); });
+    comms_->registry().release_all();
     buffers_.clear();
     host_buffers_.clear();
     staging_ = DeviceBuffer();
@@ -285,18 +219,9 @@ class NcclBackend final : public Backend {
     // (NOCOLOR if not a member), in the same order, since every rank plans from the same plans.
     // A communicator is its members in NCCL rank order and what it is forced to (nccl.ALGO.PROTO plans).
     const std::vector<nccl::CommKey> members_of = nccl::communicator_keys(plan, host_of);
-    std::vector<CacheKey> needed;
+    std::vector<nccl::Communicators::CacheKey> needed;
     for (std::size_t g = 0; g < members_of.size(); ++g) needed.push_back({members_of[g], forced.at(g)});
-    const auto comms = nccl::plan_communicators(comm_keys_, needed);
-    for (const auto& [members, forcing_choice] : comms.create) {
-      int key = -1;
-      for (std::size_t k = 0; k < members.size(); ++k) {
-        if (members[k] == rank_) key = static_cast<int>(k);
-      }
-      groups_.push_back(split(key, forcing_choice, "ncclCommSplit"));
-      comm_keys_.push_back({members, forcing_choice});
-    }
-    comm_slot_ = comms.slot;
+    comm_slot_ = comms_->groups_for(needed);
 
     pointers_.assign(n, {});
     for (int d : program_.devices) {
@@ -331,7 +256,7 @@ class NcclBackend final : public Backend {
       if (plan.devices[d].participant) local_ranks_.push_back(d);
     }
     ranks_ = plan.ranks();
-    if (register_buffers_) watched("ncclCommRegister", [&] { register_buffers(plan); });
+    if (register_buffers_) comms_->watched("ncclCommRegister", [&] { register_buffers(plan); });
     ARTUNE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     prepared_ = true;
   }
@@ -343,14 +268,15 @@ class NcclBackend final : public Backend {
 
   void run() override {
     require_prepared();
-    watched("the run", [&] { nccl::issue_run(program_, issuer_); });
+    comms_->watched("the run", [&] { nccl::issue_run(program_, issuer_); });
   }
 
   // nccl-tests' timing loop: the n runs' calls one after the other on the stream, one wait at the end
   // (BackendOptions::nccl_graph: one captured run launched n times). One timeout bounds them all.
   void run_back_to_back(int n) override {
     require_prepared();
-    watched("the back-to-back runs", [&] { nccl::issue_back_to_back(program_, n, options_.nccl_graph, issuer_); });
+    comms_->watched("the back-to-back runs",
+                    [&] { nccl::issue_back_to_back(program_, n, options_.nccl_graph, issuer_); });
   }
 
   // Steps resolve their pointers when issued, so binding the caller's device memory is enough.
@@ -369,7 +295,7 @@ class NcclBackend final : public Backend {
     auto caller = static_cast<cudaStream_t>(streams[0]);
     ARTUNE_CUDA_CHECK(cudaEventRecord(caller_event_.get(), caller));
     ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), caller_event_.get(), 0));
-    watched("issuing on the caller's stream", [&] { nccl::issue_steps(program_, issuer_); });
+    comms_->watched("issuing on the caller's stream", [&] { nccl::issue_steps(program_, issuer_); });
     ARTUNE_CUDA_CHECK(cudaEventRecord(done_event_.get(), stream_.get()));
     ARTUNE_CUDA_CHECK(cudaStreamWaitEvent(caller, done_event_.get(), 0));
   }
@@ -417,7 +343,7 @@ class NcclBackend final : public Backend {
   using Clock = std::chrono::steady_clock;
 
   void require_alive() const {
-    if (aborted_) throw BackendFailure("nccl backend: communicators were aborted after an earlier error");
+    if (comms_->aborted()) throw BackendFailure("nccl backend: communicators were aborted after an earlier error");
   }
   void require_prepared() const {
     require_alive();
@@ -441,98 +367,6 @@ class NcclBackend final : public Backend {
     return base + static_cast<std::size_t>(r.offset) * esize_;
   }
 
-  // The configuration of every communicator split from world_: blocking (calls return once enqueued; the
-  // watchdog bounds them) and sharing the parent's resources (splitShare: no new buffers, channels or proxy
-  // per split), with the forced channel count of an nccl.ALGO.PROTO plan (its algorithm and protocol go
-  // through the environment, ScopedNcclForcedChoice).
-  static ncclConfig_t split_config(const NcclForcedChoice& forced) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;
-    config.splitShare = 1;
-    apply_nccl_forced_channels(forced, config.minCTAs, config.maxCTAs);
-    return config;
-  }
-
-  // Splits a communicator from world_ that this rank joins as NCCL rank `key` (key < 0: not a member,
-  // NCCL_SPLIT_NOCOLOR; returns null). Every rank calls it, in the same order. Whether NCCL runs the split
-  // in the call or (the parent being non-blocking) in its own thread, it is bounded: the call by the
-  // watchdog, a split still in progress by polling parent and child under the deadline. The new
-  // communicator is written into splitting_ (a member: NCCL's thread may write it late), so an abort in
-  // between aborts it too.
-  ncclComm_t split(int key, const NcclForcedChoice& forced, const char* what) {
-    ncclConfig_t config = split_config(forced);
-    const ScopedNcclForcedChoice forcing(forced);  // NCCL reads it until the communicator is ready
-    ncclResult_t r = ncclSuccess;
-    splitting_ = nullptr;
-    watched(what, [&] {
-      r = ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &splitting_, &config);
-      check_nccl(r, "ncclCommSplit", world_);
-    });
-    if (r == ncclInProgress) wait_ready({world_}, what);
-    if ((splitting_ != nullptr) != (key >= 0)) {
-      abort_all(BackendFailure(fmt::format("nccl backend: rank {}: {} returned {} communicator", rank_, what,
-                                           key >= 0 ? "no" : "an unexpected")));
-    }
-    if (splitting_ != nullptr) wait_ready({splitting_}, what);
-    return std::exchange(splitting_, nullptr);
-  }
-
-  // Runs `body` armed on the watchdog (watching every communicator). Afterwards, whatever happened: the
-  // watchdog's abort (Timeout or an asynchronous error) or an error of `body` aborts every communicator.
-  template <class Body>
-  void watched(const char* what, Body&& body) {
-    watch_.comms = all_comms();
-    watchdog_->arm(fmt::format("rank {}: {}", rank_, what), options_.timeout_s);
-    std::exception_ptr failure;
-    try {
-      body();
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    const nccl::WatchVerdict verdict = watchdog_->disarm();
-    if (verdict.fired()) {
-      for (ncclComm_t c : watch_.comms) forget(c);  // the watchdog aborted these
-      if (verdict.kind == nccl::WatchVerdict::Kind::kTimedOut) abort_all(Timeout(verdict.message));
-      abort_all(BackendFailure(verdict.message));
-    }
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const Error& e) {
-        if (!aborted_) abort_all(e);
-        throw;
-      } catch (...) {
-        abort_comms();
-        throw;
-      }
-    }
-  }
-
-  void forget(ncclComm_t comm) noexcept {
-    for (ncclComm_t* c : {&world_, &peers_, &splitting_}) {
-      if (*c == comm) *c = nullptr;
-    }
-    for (ncclComm_t& c : groups_) {
-      if (c == comm) c = nullptr;
-    }
-  }
-
-  // The communicators that carry data (blocking); world_ only bootstraps.
-  std::vector<ncclComm_t> blocking_comms() const {
-    std::vector<ncclComm_t> out;
-    for (ncclComm_t c : groups_) {
-      if (c != nullptr) out.push_back(c);
-    }
-    if (peers_ != nullptr) out.push_back(peers_);
-    return out;
-  }
-
-  std::vector<ncclComm_t> all_comms() const {
-    std::vector<ncclComm_t> out = blocking_comms();
-    if (world_ != nullptr) out.push_back(world_);
-    return out;
-  }
-
   // InvalidInput (naming -e/--maxbytes) when this rank's buffers and staging exceed its GPU's free memory
   // or the host's memory.
   void check_memory(const Plan& plan, const nccl::RankMemory& need) const {
@@ -546,73 +380,16 @@ class NcclBackend final : public Backend {
   void register_buffers(const Plan& plan) {
     for (const nccl::BufferUse& use : nccl::buffer_uses(program_)) {
       ncclComm_t comm = use.comm == nccl::BufferUse::kPeers
-                            ? peers_
-                            : groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(use.comm))));
+                            ? comms_->peers()
+                            : comms_->group(comm_slot_.at(static_cast<std::size_t>(use.comm)));
       if (use.device < 0) {
-        registry_.add(comm, staging_.get(), static_cast<std::size_t>(program_.staging) * esize_);
+        comms_->registry().add(comm, staging_.get(), static_cast<std::size_t>(program_.staging) * esize_);
       } else {
-        registry_.add(comm, pointers_.at(static_cast<std::size_t>(use.device)).at(static_cast<std::size_t>(use.buffer)),
-                      static_cast<std::size_t>(cuda::buffer_elements(plan, use.device, use.buffer)) * esize_);
+        comms_->registry().add(
+            comm, pointers_.at(static_cast<std::size_t>(use.device)).at(static_cast<std::size_t>(use.buffer)),
+            static_cast<std::size_t>(cuda::buffer_elements(plan, use.device, use.buffer)) * esize_);
       }
     }
-  }
-
-  nccl::Registry::Hooks registry_hooks() {
-    return {[this](void* comm, void* buffer, std::size_t bytes) -> void* {
-              void* handle = nullptr;
-              const ncclResult_t r = ncclCommRegister(static_cast<ncclComm_t>(comm), buffer, bytes, &handle);
-              if (r != ncclSuccess) {
-                // Not fatal: NCCL copies through its own buffers as it does for unregistered memory.
-                if (!register_warned_) {
-                  std::fprintf(stderr, "nccl backend: rank %d: ncclCommRegister: %s (buffers stay unregistered)\n",
-                               rank_, nccl_message(r, static_cast<ncclComm_t>(comm)).c_str());
-                }
-                register_warned_ = true;
-                return nullptr;
-              }
-              return handle;
-            },
-            [](void* comm, void* handle) { (void)ncclCommDeregister(static_cast<ncclComm_t>(comm), handle); }};
-  }
-
-  // Aborts every communicator; never throws. NCCL kernels waiting on a peer exit, and nothing
-  // afterwards (destructor included) waits for them.
-  void abort_comms() noexcept {
-    if (group_open_) {
-      // An error between ncclGroupStart and ncclGroupEnd: close the group (NCCL discards it).
-      group_open_ = false;
-      (void)ncclGroupEnd();
-    }
-    aborted_ = true;
-    prepared_ = false;
-    registry_.forget_all();  // the aborts free the registrations with their communicators
-    // The parent first: aborting it also ends a split still running in NCCL's thread, which
-    // writes its new communicator into splitting_; that is read after.
-    for (ncclComm_t* c : {&world_, &splitting_, &peers_}) {
-      if (*c != nullptr) ncclCommAbort(*c);
-      *c = nullptr;
-    }
-    for (ncclComm_t& c : groups_) {
-      if (c != nullptr) ncclCommAbort(c);
-      c = nullptr;
-    }
-    comm_keys_.clear();
-  }
-
-  [[noreturn]] void abort_all(const Error& error) {
-    abort_comms();
-    if (error.code() == ErrorCode::kTimeout) throw Timeout(error.what());
-    throw BackendFailure(error.what());
-  }
-
-  void group_start() {
-    ARTUNE_NCCL_CHECK(ncclGroupStart(), nullptr);
-    group_open_ = true;
-  }
-
-  void group_end(ncclComm_t comm) {
-    group_open_ = false;
-    ARTUNE_NCCL_CHECK(ncclGroupEnd(), comm);
   }
 
   // The backend's side of nccl_issue.hpp: steps become NCCL and CUDA calls on the rank's stream.
@@ -657,13 +434,13 @@ class NcclBackend final : public Backend {
   void issue_step(const nccl::Step& step) {
     cudaStream_t s = stream_.get();
     switch (step.kind) {
-      case StepKind::kGroupStart: group_start(); break;
-      case StepKind::kGroupEnd: group_end(peers_); break;
+      case StepKind::kGroupStart: comms_->group_start(); break;
+      case StepKind::kGroupEnd: comms_->group_end(comms_->peers()); break;
       case StepKind::kSend:
-        ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, peers_, s), peers_);
+        ARTUNE_NCCL_CHECK(ncclSend(pointer(step.src), step.count, nccl_type_, step.peer, comms_->peers(), s), nullptr);
         break;
       case StepKind::kRecv:
-        ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, peers_, s), peers_);
+        ARTUNE_NCCL_CHECK(ncclRecv(pointer(step.dst), step.count, nccl_type_, step.peer, comms_->peers(), s), nullptr);
         break;
       case StepKind::kCopy:
         ARTUNE_CUDA_CHECK(cudaMemcpyAsync(pointer(step.dst), pointer(step.src),
@@ -690,33 +467,8 @@ class NcclBackend final : public Backend {
     }
   }
 
-  // Polls (bootstrap of world_ only: its init and a split NCCL runs in its thread) until no communicator in
-  // `comms` is in progress; errors and the deadline abort.
-  void wait_ready(const std::vector<ncclComm_t>& comms, const char* what) {
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    for (ncclComm_t c : comms) {
-      for (int spins = 0;; ++spins) {
-        ncclResult_t state = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(c, &state);
-        if (r != ncclSuccess) abort_all(BackendFailure(fmt::format("ncclCommGetAsyncError: {}", nccl_message(r, c))));
-        if (state == ncclSuccess) break;
-        if (state != ncclInProgress) {
-          abort_all(BackendFailure(fmt::format("{}: {}", what, nccl_message(state, c))));
-        }
-        if (Clock::now() > deadline) {
-          abort_all(
-              Timeout(fmt::format("nccl backend: rank {}: {} did not complete within {} s (a peer is stuck "
-                                  "or gone); communicators aborted",
-                                  rank_, what, options_.timeout_s)));
-        }
-        if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
-
   void collective(const nccl::Step& step) {
-    ncclComm_t comm = groups_.at(static_cast<std::size_t>(comm_slot_.at(static_cast<std::size_t>(step.comm))));
+    ncclComm_t comm = comms_->group(comm_slot_.at(static_cast<std::size_t>(step.comm)));
     if (comm == nullptr)
       throw BackendFailure(
           fmt::format("nccl backend: op {}: rank {} has no communicator for its group", step.op, rank_));
@@ -740,18 +492,19 @@ class NcclBackend final : public Backend {
         if (even) {
           // In place: member k's shard already sits at region + k·shard.
           const std::int64_t shard = count / g;
-          ARTUNE_NCCL_CHECK(ncclReduceScatter(region, region + static_cast<std::size_t>(step.comm_rank * shard) * esize_,
-                                              shard, nccl_type_, nccl_op_, comm, s),
-                            comm);
+          ARTUNE_NCCL_CHECK(
+              ncclReduceScatter(region, region + static_cast<std::size_t>(step.comm_rank * shard) * esize_, shard,
+                                nccl_type_, nccl_op_, comm, s),
+              comm);
         } else {
           // Uneven shards (even_piece): one reduce per shard, rooted at its owner.
-          group_start();
+          comms_->group_start();
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclReduce(p, p, cnt, nccl_type_, nccl_op_, k, comm, s), comm);
           }
-          group_end(comm);
+          comms_->group_end(comm);
         }
         break;
       case Collective::kAllGather:
@@ -761,38 +514,16 @@ class NcclBackend final : public Backend {
                                           shard, nccl_type_, comm, s),
                             comm);
         } else {
-          group_start();
+          comms_->group_start();
           for (int k = 0; k < g; ++k) {
             const auto [off, cnt] = piece(k);
             char* p = region + static_cast<std::size_t>(off) * esize_;
             ARTUNE_NCCL_CHECK(ncclBroadcast(p, p, cnt, nccl_type_, k, comm, s), comm);
           }
-          group_end(comm);
+          comms_->group_end(comm);
         }
         break;
     }
-  }
-
-  // Finalises world_ (non-blocking: polled under the deadline), then frees it; a failing or stuck finalise aborts.
-  void destroy_comm(ncclComm_t comm) {
-    const ncclResult_t r = ncclCommFinalize(comm);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      ncclCommAbort(comm);
-      return;
-    }
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || (state != ncclInProgress && state != ncclSuccess) ||
-          Clock::now() > deadline) {
-        ncclCommAbort(comm);
-        return;
-      }
-      if (state == ncclSuccess) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    ncclCommDestroy(comm);
   }
 
   BackendOptions options_;
@@ -801,8 +532,6 @@ class NcclBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   bool prepared_ = false;
-  bool aborted_ = false;
-  bool group_open_ = false;  // between ncclGroupStart and ncclGroupEnd (an error there must close it)
   DataType type_ = DataType::kFloat32;
   ReduceOp op_ = ReduceOp::kSum;
   int ranks_ = 0;
@@ -816,14 +545,8 @@ class NcclBackend final : public Backend {
   ncclDataType_t nccl_type_ = ncclFloat32;
   ncclRedOp_t nccl_op_ = ncclSum;
   Stream stream_;
-  Event caller_event_;  // run_on_streams: the caller's work so far
-  Event done_event_;    // the end of a run (its one wait) or of the plan on the caller's stream
-  ncclComm_t world_ = nullptr;       // non-blocking, bootstrap only: the parent of every split
-  ncclComm_t peers_ = nullptr;       // blocking, all ranks: sends and receives
-  ncclComm_t splitting_ = nullptr;   // a split in progress (NCCL may write it from its thread)
-  std::vector<ncclComm_t> groups_;  // the communicator cache (null where this rank is no member)
-  using CacheKey = std::pair<nccl::CommKey, NcclForcedChoice>;  // members in NCCL rank order, forcing
-  std::vector<CacheKey> comm_keys_;                             // per cache slot: its key
+  Event caller_event_;          // run_on_streams: the caller's work so far
+  Event done_event_;            // the end of a run (its one wait) or of the plan on the caller's stream
   std::vector<int> comm_slot_;  // per distinct group of the prepared plan: its cache slot
   Program program_;
   std::vector<DeviceBuffer> buffers_;
@@ -836,12 +559,9 @@ class NcclBackend final : public Backend {
   std::vector<int> local_ranks_;
   cudaGraphExec_t graph_exec_ = nullptr;  // --graph: one captured run (until the next prepare or new pointers)
   bool register_buffers_ = true;          // ARTUNE_NCCL_REGISTER=0: off
-  bool register_warned_ = false;
-  nccl::Registry registry_{registry_hooks()};
   Issuer issuer_{*this};
-  // Last: destroyed first, so its thread has stopped before anything it watches goes.
-  CommWatch watch_;
-  std::unique_ptr<nccl::Watchdog> watchdog_;
+  // Last: destroyed first (close() in the destructor has released what it registered in the buffers above).
+  std::unique_ptr<nccl::Communicators> comms_;
 };
 
 }  // namespace
