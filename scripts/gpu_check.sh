@@ -6,6 +6,8 @@
 #      family and every data type on the cuda backend,
 #   4. sweeps 8 B – 1 GiB nccl-tests style: `artune run` on the cuda backend (1 GPU and all GPUs), on the
 #      nccl backend (mpirun, one rank per GPU), and plain ncclAllReduce through the nccl backend (-s nccl),
+#      each iteration alone and --back-to-back (issued n times; --graph: one captured run launched n times;
+#      ARTUNE_NCCL_REGISTER=0: buffers unregistered), and nccl-tests' all_reduce_perf when it is installed,
 #   5. writes reports/gpu/<gpu name>/REPORT.md, the raw tables and busbw.png.
 # On a machine without a GPU it exits 2 with one line, before building anything.
 # Budget: under 25 minutes on one H100 (the sweep uses -n 20 -w 5; sanitizer runs use 64 KiB messages).
@@ -49,7 +51,7 @@ artune="$build/cli/artune"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tests_ok=yes
 meson test -C "$build" --print-errorlogs cuda_dispatch cuda_program cuda_kernels_host cuda_backend nccl_backend \
-  plan_lower bootstrap_mpi >"$out/tests.txt" 2>&1 || tests_ok=no
+  nccl_host plan_lower bootstrap_mpi >"$out/tests.txt" 2>&1 || tests_ok=no
 if grep -q "SKIP" "$out/tests.txt"; then tests_ok=no; fi
 say "tests: $tests_ok ($out/tests.txt)"
 
@@ -92,6 +94,11 @@ run_sweep() {  # name, command...
 }
 run_sweep cuda_1gpu env CUDA_VISIBLE_DEVICES=0 "$artune" run -t uniform:1 -s xring --backend cuda $sweep
 run_sweep cuda_2on1 env CUDA_VISIBLE_DEVICES=0 "$artune" run -t uniform:2 -s xring --backend cuda $sweep
+# One rank through NCCL: blocking communicators, the watchdog and both back-to-back modes on any GPU count.
+run_sweep nccl_1gpu_allreduce_b2b env CUDA_VISIBLE_DEVICES=0 mpirun --oversubscribe -np 1 "$artune" run \
+  -t uniform:1 -s nccl --backend nccl $sweep --back-to-back
+run_sweep nccl_1gpu_allreduce_b2b_graph env CUDA_VISIBLE_DEVICES=0 mpirun --oversubscribe -np 1 "$artune" run \
+  -t uniform:1 -s nccl --backend nccl $sweep --back-to-back --graph
 if [ "$gpus" -ge 2 ]; then
   run_sweep "cuda_${gpus}gpu_xring" "$artune" run -t "uniform:$gpus" -s xring --backend cuda $sweep
   run_sweep "cuda_${gpus}gpu_group" "$artune" run -t "uniform:$gpus" -s nccl --backend cuda $sweep
@@ -99,6 +106,20 @@ if [ "$gpus" -ge 2 ]; then
     --backend nccl $sweep
   run_sweep "nccl_${gpus}gpu_allreduce" mpirun --oversubscribe -np "$gpus" "$artune" run -t "uniform:$gpus" -s nccl \
     --backend nccl $sweep
+  # nccl-tests' timing: the n runs in flight with one wait (issued; one graph; unregistered buffers).
+  for mode in b2b b2b_graph b2b_noreg; do
+    extra="--back-to-back"
+    reg=1
+    case $mode in b2b_graph) extra="--back-to-back --graph" ;; b2b_noreg) reg=0 ;; esac
+    run_sweep "nccl_${gpus}gpu_allreduce_$mode" mpirun --oversubscribe -np "$gpus" -x ARTUNE_NCCL_REGISTER=$reg \
+      "$artune" run -t "uniform:$gpus" -s nccl --backend nccl $sweep $extra
+    run_sweep "nccl_${gpus}gpu_xring_$mode" mpirun --oversubscribe -np "$gpus" -x ARTUNE_NCCL_REGISTER=$reg \
+      "$artune" run -t "uniform:$gpus" -s xring --backend nccl $sweep $extra
+  done
+  if command -v all_reduce_perf >/dev/null 2>&1; then
+    run_sweep "nccltests_${gpus}gpu" mpirun --oversubscribe -np "$gpus" all_reduce_perf -b 8 -e "$max" -f 2 -d float \
+      -o sum -n 20 -w 5 -g 1
+  fi
 fi
 
 # 5. Report: the tables side by side and a busbw plot.
@@ -112,7 +133,7 @@ fi
   echo "- compute-sanitizer (memcheck: every family x type; racecheck, initcheck: every family in float and"
   echo "  every type through xring): $san_ok"
   echo
-  for f in "$out"/cuda_*.txt "$out"/nccl_*.txt; do
+  for f in "$out"/cuda_*.txt "$out"/nccl_*.txt "$out"/nccltests_*.txt; do
     [ -f "$f" ] || continue
     echo "## $(basename "$f" .txt)"
     echo
