@@ -141,8 +141,8 @@ class NcclBackend final : public Backend {
   }
 
   ~NcclBackend() override {
-    reset_graph();
     if (comms_ != nullptr) comms_->close(stream_.get());
+    reset_graph();  // after the stream is idle (or its communicators aborted)
   }
 
   void prepare(const Plan& plan, DataType type, ReduceOp op) override {
@@ -177,8 +177,8 @@ class NcclBackend final : public Backend {
     }
     // The previous plan's memory goes first, so the check below sees what this plan can have; its
     // registrations before it (and after any run still in flight on the caller's streams).
-    reset_graph();
     comms_->watched("draining the stream", [&] { ARTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_.get())); });
+    reset_graph();
     comms_->registry().release_all();
     buffers_.clear();
     host_buffers_.clear();
@@ -268,6 +268,7 @@ class NcclBackend final : public Backend {
 
   void run() override {
     require_prepared();
+    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
     comms_->watched("the run", [&] { nccl::issue_run(program_, issuer_); });
   }
 
@@ -275,6 +276,7 @@ class NcclBackend final : public Backend {
   // (BackendOptions::nccl_graph: one captured run launched n times). One timeout bounds them all.
   void run_back_to_back(int n) override {
     require_prepared();
+    ARTUNE_CUDA_CHECK(cudaSetDevice(gpu_));
     comms_->watched("the back-to-back runs",
                     [&] { nccl::issue_back_to_back(program_, n, options_.nccl_graph, issuer_); });
   }
