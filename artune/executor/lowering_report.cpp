@@ -10,6 +10,7 @@
 #include "artune/core/error.hpp"
 #include "artune/executor/cuda/cuda_program.hpp"
 #include "artune/executor/nccl/nccl_program.hpp"
+#include "artune/executor/nccl/nccl_registry.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/topology/topology.hpp"
 
@@ -281,10 +282,25 @@ nlohmann::json nccl_json(const Plan& plan, const std::vector<nccl::Program>& pro
       }
       steps.push_back(std::move(step));
     }
+    nlohmann::json registers = nlohmann::json::array();
+    for (const nccl::BufferUse& u : nccl::buffer_uses(p)) {
+      nlohmann::json buffer;
+      if (u.device < 0) {
+        buffer["staging"] = true;
+      } else {
+        buffer["device"] = u.device;
+        buffer["buffer"] = u.buffer;
+      }
+      nlohmann::json use;
+      use["comm"] = u.comm == nccl::BufferUse::kPeers ? nlohmann::json("peers") : nlohmann::json(u.comm);
+      use["buffer"] = std::move(buffer);
+      registers.push_back(std::move(use));
+    }
     ranks.push_back({{"rank", p.rank},
                      {"devices", p.devices},
                      {"staging", p.staging},
                      {"comms", p.comms},
+                     {"registers", std::move(registers)},
                      {"stream", 0},
                      {"steps", std::move(steps)}});
   }
@@ -309,6 +325,13 @@ std::string nccl_text(const Plan& plan, const Topology& topo, const std::vector<
         p.rank, fmt::join(p.devices, " "), k[nccl::StepKind::kGroupStart], k[nccl::StepKind::kSend],
         k[nccl::StepKind::kRecv], k[nccl::StepKind::kCollective], k[nccl::StepKind::kCopy], k[nccl::StepKind::kReduce],
         k[nccl::StepKind::kScale]);
+    std::vector<std::string> registers;
+    for (const nccl::BufferUse& u : nccl::buffer_uses(p)) {
+      registers.push_back(fmt::format("{} {}",
+                                      u.comm == nccl::BufferUse::kPeers ? "peers" : fmt::format("comm {}", u.comm),
+                                      u.device < 0 ? "staging" : fmt::format("d{}.b{}", u.device, u.buffer)));
+    }
+    out += fmt::format("registers (ncclCommRegister, once per prepare): {}\n", fmt::join(registers, ", "));
     out += nccl::describe(p);
   }
   return out;

@@ -108,5 +108,10 @@ TEST_CASE("plan_lower.nccl_ranks_and_communicators") {
     REQUIRE(steps.size() == 1);
     CHECK(steps[0]["kind"] == "collective");
     CHECK(steps[0]["comm_rank"] == k);
+    // The collective's region is registered with its communicator, nothing with the all-ranks one.
+    CHECK(g["ranks"][static_cast<std::size_t>(k)]["registers"] ==
+          nlohmann::json::parse(R"([{"comm": 0, "buffer": {"device": )" + std::to_string(k) + R"(, "buffer": 0}}])"));
   }
+  // A ring: sends read buffer 0, reducing receives land in staging; both on the all-ranks communicator.
+  CHECK(contains(r.out, "registers (ncclCommRegister, once per prepare): peers staging, peers d0.b0\n"));
 }
