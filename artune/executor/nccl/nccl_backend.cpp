@@ -20,15 +20,10 @@
 #include <mpi.h>
 #include <nccl.h>
 
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <memory>
 #include <span>
 #include <string>
-#include <thread>
-#include <utility>
 #include <vector>
 
 #include "artune/core/error.hpp"
@@ -342,8 +337,6 @@ class NcclBackend final : public Backend {
   std::string_view name() const override { return "nccl"; }
 
  private:
-  using Clock = std::chrono::steady_clock;
-
   void require_alive() const {
     if (comms_->aborted()) throw BackendFailure("nccl backend: communicators were aborted after an earlier error");
   }
