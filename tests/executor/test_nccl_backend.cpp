@@ -129,7 +129,13 @@ int worker() {
           for (const char* spec : {"xring", "nccl"}) {
             BuildOptions o;
             o.count = (1 << 20) + 3;
-            backend->prepare(build_plan(topo, spec, o), DataType::kFloat32, ReduceOp::kSum);
+            Plan plan;
+            try {
+              plan = build_plan(topo, spec, o);
+            } catch (const InvalidInput&) {
+              continue;  // not buildable on this many ranks (skipped above too)
+            }
+            backend->prepare(plan, DataType::kFloat32, ReduceOp::kSum);
             for (int iteration : {0, 1}) {
               backend->fill_inputs(iteration);
               backend->run_back_to_back(1);
