@@ -14,11 +14,16 @@
 //       200 different sizes from a configs/fusion list (its distinct tensor sizes, then neighbours of them)
 //       through one cpu communicator per step, STEPS steps: time per step (the first compiles the plans),
 //       peak threads of the process, peak RSS, plans compiled.
+//   bench_communicator odd RANKS [CALLS] [SPEC]
+//       float sums of odd counts (1 MiB + 4 B, 3 MiB - 4 B, 5,000,001 floats) and of the exact bucket
+//       counts beside them on a cpu communicator of RANKS ranks (plans tuned in memory, or SPEC): process
+//       CPU time (user + sys, every thread) and wall time per call, over CALLS calls after one warm-up.
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,6 +301,51 @@ int resnet(int argc, char** argv) {
   return 0;
 }
 
+// User + system CPU seconds of the whole process so far.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+int odd(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const int ranks = std::atoi(argv[2]);
+  const int calls = argc > 3 ? std::atoi(argv[3]) : 20;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", ranks);
+  if (argc > 4) o.spec = argv[4];
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
+  const std::vector<std::pair<std::string, std::int64_t>> cases = {
+      {"1 MiB (bucket)", (1 << 20) / 4},         {"1 MiB + 4 B", (1 << 20) / 4 + 1},
+      {"3 MiB - 4 B", 3 * (1 << 20) / 4 - 1},  {"4 MiB (bucket)", (4 << 20) / 4},
+      {"5,000,001 floats", 5'000'001},         {"8 MiB (bucket)", (8 << 20) / 4}};
+  std::int64_t largest = 0;
+  for (const auto& c : cases) largest = std::max(largest, c.second);
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks),
+                                       std::vector<float>(static_cast<std::size_t>(largest), 1.0f));
+  std::printf("odd: cpu communicator, %d ranks, float sum, %d calls per size (%s)\n", ranks, calls,
+              o.spec.empty() ? "plans tuned in memory" : o.spec.c_str());
+  for (const auto& [name, count] : cases) {
+    auto calls_of = [&](int n) {
+      on_threads(ranks, [&](int r) {
+        for (int i = 0; i < n; ++i)
+          comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+      });
+    };
+    calls_of(2);  // compiles the plans
+    const double cpu0 = process_cpu_seconds();
+    const auto t0 = Clock::now();
+    calls_of(calls);
+    const double wall = seconds_since(t0) / calls;
+    const double cpu = (process_cpu_seconds() - cpu0) / calls;
+    std::printf("  %-18s %9lld floats  cpu %8.1f us/call  wall %8.1f us/call  plan %s\n", name.c_str(),
+                static_cast<long long>(count), cpu * 1e6, wall * 1e6, comms[0].last_plan().label.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +354,7 @@ int main(int argc, char** argv) {
     if (mode == "overhead") return overhead(argc, argv);
     if (mode == "large") return large(argc, argv);
     if (mode == "resnet") return resnet(argc, argv);
+    if (mode == "odd") return odd(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_communicator: %s\n", e.what());
     return 2;
@@ -311,6 +362,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
                "       bench_communicator large RANKS BYTES SPEC [ITERS] [PAD_LIMIT]\n"
-               "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n");
+               "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n"
+               "       bench_communicator odd RANKS [CALLS] [SPEC]\n");
   return 2;
 }

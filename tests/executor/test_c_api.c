@@ -82,7 +82,7 @@ int main(void) {
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
         "last plan");
   check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1024 int32 max  devices 4  calls 2\n") == text,
+            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
         "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
