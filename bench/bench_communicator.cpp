@@ -14,6 +14,10 @@
 //       200 different sizes from a configs/fusion list (its distinct tensor sizes, then neighbours of them)
 //       through one cpu communicator per step, STEPS steps: time per step (the first compiles the plans),
 //       peak threads of the process, peak RSS, plans compiled.
+//   mpirun -np N bench_communicator allgather [CALLS] [BYTES]
+//       per-call time of CALLS float all-gathers of BYTES per rank (default 1000 x 4 KiB): MPI_Allgather and
+//       the communicator on the mpi backend (plans tuned in memory on uniform:N), alternated over 3 rounds
+//       (median round; a round's time is the slowest rank's).
 //   bench_communicator odd RANKS [CALLS] [SPEC]
 //       float sums of odd counts (1 MiB + 4 B, 3 MiB - 4 B, 5,000,001 floats) and of the exact bucket
 //       counts beside them on a cpu communicator of RANKS ranks (plans tuned in memory, or SPEC): process
@@ -179,6 +183,63 @@ int overhead(int argc, char** argv) {
                 comm.last_plan().label.c_str());
     std::printf("  communicator, cpu backend  %8.2f us  (%.2fx MPI)  plan %s, %d threads\n", cpu * 1e6, cpu / m,
                 cpu_plan.c_str(), size);
+  }
+  holder.reset();  // its MPI communicators go before MPI does
+  MPI_Finalize();
+  return 0;
+}
+
+int allgather(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int calls = argc > 2 ? std::atoi(argv[2]) : 1000;
+  const std::int64_t bytes = argc > 3 ? static_cast<std::int64_t>(parse_size(argv[3], "BYTES")) : 4096;
+  const std::int64_t count = bytes / 4;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", size);
+  std::optional<Communicator> holder(Communicator::create_mpi(o));
+  Communicator& comm = *holder;
+  std::vector<float> send(static_cast<std::size_t>(count), static_cast<float>(rank));
+  std::vector<float> recv(static_cast<std::size_t>(count * size));
+  auto slowest = [&](double local) {
+    double worst = 0;
+    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+  };
+  auto mpi_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i)
+      MPI_Allgather(send.data(), static_cast<int>(count), MPI_FLOAT, recv.data(), static_cast<int>(count), MPI_FLOAT,
+                    MPI_COMM_WORLD);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  auto comm_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) comm.allgather(send.data(), recv.data(), count, DataType::kFloat32);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  (void)mpi_round();  // warm-up (and the communicator's tuning and plan compile)
+  (void)comm_round();
+  std::vector<double> mpi, ours;
+  for (int round = 0; round < 3; ++round) {
+    mpi.push_back(mpi_round());
+    ours.push_back(comm_round());
+  }
+  bool right = true;
+  for (int k = 0; k < size; ++k) right = right && recv[static_cast<std::size_t>(k * count)] == static_cast<float>(k);
+  if (rank == 0) {
+    const double m = median(mpi);
+    const double c = median(ours);
+    std::printf("allgather: %d ranks, %d calls of %lld B float per rank (median of 3 rounds, per call)%s\n", size,
+                calls, static_cast<long long>(bytes), right ? "" : "  WRONG RESULT");
+    std::printf("  MPI_Allgather              %8.2f us\n", m * 1e6);
+    std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
+                comm.last_plan().label.c_str());
   }
   holder.reset();  // its MPI communicators go before MPI does
   MPI_Finalize();
@@ -355,6 +416,7 @@ int main(int argc, char** argv) {
     if (mode == "large") return large(argc, argv);
     if (mode == "resnet") return resnet(argc, argv);
     if (mode == "odd") return odd(argc, argv);
+    if (mode == "allgather") return allgather(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_communicator: %s\n", e.what());
     return 2;
@@ -363,6 +425,7 @@ int main(int argc, char** argv) {
                "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
                "       bench_communicator large RANKS BYTES SPEC [ITERS] [PAD_LIMIT]\n"
                "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n"
+               "       mpirun -np N bench_communicator allgather [CALLS] [BYTES]\n"
                "       bench_communicator odd RANKS [CALLS] [SPEC]\n");
   return 2;
 }

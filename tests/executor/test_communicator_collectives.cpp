@@ -220,3 +220,44 @@ TEST_CASE("communicator.cpu_odd_counts_run_one_exact_plan") {
   CHECK(comms[0].last_plan().bucket == 2);
   CHECK(comms[0].retargeted_plans() >= 7);
 }
+
+TEST_CASE("communicator.collective_calls_refuse_bad_usage") {
+  auto comms = Communicator::create_local(BackendKind::kCpu, small_options("uniform:2"), 2);
+  std::vector<float> v(8, 1.0f);
+  int stream = 0;
+  const auto message = [](const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // Checked before the rendezvous: one rank alone gets the error.
+  CHECK(message([&] { comms[0].allgather(v.data(), v.data() + 4, 2, DataType::kFloat32, &stream); }) ==
+        "allgather: a stream is for the cuda and nccl backends");
+  CHECK(message([&] { comms[0].reducescatter(v.data(), v.data(), -1, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "reducescatter: count -1 is negative");
+  CHECK(message([&] { comms[1].allgather(v.data(), v.data(), 2, DataType::kFloat32); }) ==
+        "allgather: send overlaps recv without being this rank's block of it");
+  CHECK(message([&] { comms[0].reducescatter(v.data(), v.data() + 1, 2, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "reducescatter: recv overlaps send without being this rank's block of it");
+  // Ranks that call different collectives: every rank gets the error, naming both.
+  std::vector<std::string> got(2);
+  std::vector<std::vector<float>> w(2, std::vector<float>(8, 1.0f));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      got[r] = message([&] {
+        auto& x = w[static_cast<std::size_t>(r)];
+        if (r == 0) comms[0].allgather(x.data(), x.data(), 2, DataType::kFloat32);
+        if (r == 1) comms[1].reducescatter(x.data(), x.data() + 2, 2, DataType::kFloat32, ReduceOp::kSum);
+      });
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& text : got) {
+    CHECK((text == "allgather: rank 1 called reducescatter but rank 0 allgather" ||
+           text == "reducescatter: rank 1 called reducescatter but rank 0 allgather"));
+  }
+}

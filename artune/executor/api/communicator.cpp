@@ -188,7 +188,6 @@ void Communicator::allgather(const void* send, void* recv, std::int64_t count_pe
     check_disjoint(send, block, recv, block * static_cast<std::size_t>(g.ranks),
                    "allgather: send overlaps recv without being this rank's block of it");
   }
-  g.check_usable();
   g.copy(own, send, block, stream);
   g.call(rank_, CallArgs{Collective::kAllGather, send, recv, stream, count_per_rank * g.ranks, type, ReduceOp::kSum});
 }
@@ -206,7 +205,6 @@ void Communicator::reducescatter(const void* send, void* recv, std::int64_t coun
   if (!in_place) {
     check_disjoint(send, whole, recv, block, "reducescatter: recv overlaps send without being this rank's block of it");
   }
-  g.check_usable();
   const std::size_t i = g.local == 1 ? 0 : static_cast<std::size_t>(rank_);
   void* at = static_cast<std::byte*>(recv) - block * static_cast<std::size_t>(rank_);
   if (!in_place && block > 0) {
