@@ -21,7 +21,8 @@
 //   bench_communicator odd RANKS [CALLS] [SPEC]
 //       float sums of odd counts (1 MiB + 4 B, 3 MiB - 4 B, 5,000,001 floats) and of the exact bucket
 //       counts beside them on a cpu communicator of RANKS ranks (plans tuned in memory, or SPEC): process
-//       CPU time (user + sys, every thread) and wall time per call, over CALLS calls after one warm-up.
+//       CPU time (user + sys, every thread) and wall time per call, over CALLS calls after one warm-up; then
+//       1000 floats every call against 1000 and 1001 alternately (one bucket re-targeted on every call).
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -403,6 +404,23 @@ int odd(int argc, char** argv) {
     const double cpu = (process_cpu_seconds() - cpu0) / calls;
     std::printf("  %-18s %9lld floats  cpu %8.1f us/call  wall %8.1f us/call  plan %s\n", name.c_str(),
                 static_cast<long long>(count), cpu * 1e6, wall * 1e6, comms[0].last_plan().label.c_str());
+  }
+  for (const std::int64_t other : {1000, 1001}) {
+    auto calls_of = [&](int n) {
+      on_threads(ranks, [&](int r) {
+        for (int i = 0; i < n; ++i)
+          comms[r].allreduce(data[r].data(), data[r].data(), i % 2 == 0 ? 1000 : other, DataType::kFloat32,
+                             ReduceOp::kSum);
+      });
+    };
+    calls_of(2);
+    const int n = 10 * calls;
+    const std::uint64_t retargets = comms[0].retargeted_plans();
+    const double cpu0 = process_cpu_seconds();
+    calls_of(n);
+    std::printf("  1000 and %lld floats alternately: cpu %8.1f us/call  (%llu re-targets)\n",
+                static_cast<long long>(other), (process_cpu_seconds() - cpu0) / n * 1e6,
+                static_cast<unsigned long long>(comms[0].retargeted_plans() - retargets));
   }
   return 0;
 }

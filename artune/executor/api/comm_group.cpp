@@ -10,6 +10,7 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/verifier.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/search.hpp"
 
@@ -119,15 +120,17 @@ Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
   return t;
 }
 
-Plan Communicator::Group::build(Collective c, std::int64_t count, ReduceOp op, int bucket) {
+Plan Communicator::Group::build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify) {
   const Tuning& t = tuning(c);
   if (!t.table) {
     BuildOptions b;
     b.count = count;
     b.reduce_op = op;
+    b.verify = verify;
     return build_plan(topo, options.spec, b);
   }
-  return build_candidate(topo, t.table->lookup(t.buckets[static_cast<std::size_t>(bucket)]).plan, count, op);
+  return build_candidate(topo, t.table->lookup(t.buckets[static_cast<std::size_t>(bucket)]).plan, count, op,
+                         verify);
 }
 
 Communicator::Group::Entry& Communicator::Group::lookup(const CacheKey& key, std::int64_t compile_count) {
@@ -204,7 +207,9 @@ void Communicator::Group::make_current(Entry& e) {
 bool Communicator::Group::target(Entry& e, std::int64_t count, bool recompile) {
   if (e.target == count) return true;
   if (kind != BackendKind::kCpu && !recompile) return false;
-  const Plan plan = build(e.key.collective, count, e.key.op, e.key.bucket);
+  // Not verified again to re-target: a plan of the bucket's shape at another count is the builder's own
+  // partition of it (the communicator_collectives test verifies many counts per family); compiled ones are.
+  const Plan plan = build(e.key.collective, count, e.key.op, e.key.bucket, /*verify=*/false);
   if (kind == BackendKind::kCpu) {
     make_current(e);
     if (cpu->retarget(plan)) {
@@ -215,6 +220,7 @@ bool Communicator::Group::target(Entry& e, std::int64_t count, bool recompile) {
     }
   }
   if (!recompile) return false;
+  verify_or_throw(plan);
   prepare(e, plan);
   return true;
 }

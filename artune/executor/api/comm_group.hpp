@@ -4,7 +4,7 @@
 //
 // A cached plan serves its size bucket (a tuned size) for one collective, type and op. It is compiled at the
 // bucket's count and re-targeted to the count a call asks for: the plan is built again at that count (the
-// builders' own partition rule), verified, and, when it has the compiled plan's shape (schedule.hpp's
+// builders' own partition rule; the tests verify it for many counts), and, when it has the compiled plan's shape (schedule.hpp's
 // same_shape), the backend re-targets its compiled state to it (Backend::retarget: the cpu backend rebuilds
 // its task lists over the same buffers and workers). So the cpu backend runs every count <= a bucket as one
 // exact plan on the caller's buffer, with no padding copy and no tail run. Where a backend cannot re-target
@@ -138,8 +138,8 @@ struct Communicator::Group {
   bool gpu() const noexcept { return kind == BackendKind::kCuda || kind == BackendKind::kNccl; }
   // The table and buckets of collective `c`, tuned or read on first use.
   Tuning& tuning(Collective c);
-  // The plan `c` runs at size bucket `bucket`, built for `count` elements (and verified).
-  Plan build(Collective c, std::int64_t count, ReduceOp op, int bucket);
+  // The plan `c` runs at size bucket `bucket`, built for `count` elements (and verified unless `verify` is false).
+  Plan build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify = true);
   // The compiled plan of `key` at its bucket's count, compiling it (build, verify, prepare) on a miss.
   Entry& lookup(const CacheKey& key, std::int64_t bucket_count);
   // Compiles `plan` (built for e's key) into `e`, replacing what it held.
