@@ -70,6 +70,8 @@ typedef struct {
   double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
   size_t cache_capacity; /**< compiled plans kept (LRU) */
   uint64_t pad_limit;    /**< calls up to this many bytes run padded to their size bucket (see CommOptions) */
+  const char* allgather_table;     /**< `autotune --collective allgather` table; NULL = tune in memory */
+  const char* reducescatter_table; /**< `autotune --collective reducescatter` table; NULL = tune in memory */
 } artune_options_t;
 
 /** Fills `options` with the defaults (no topology/table/spec, 60 s, 64 plans, pad limit 256 KiB). */
@@ -88,6 +90,15 @@ artune_result_t artune_comm_init_nccl(const artune_options_t* options, artune_co
 artune_result_t artune_allreduce(artune_comm_t comm, const void* send, void* recv, int64_t count, artune_dtype_t dtype,
                                  artune_op_t op, void* stream);
 
+/** All-gathers `count_per_rank` elements from every rank's `send` into `recv` (nranks blocks, block k from
+ * rank k), as ncclAllGather; in place when send == recv + rank * count_per_rank. */
+artune_result_t artune_allgather(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                 artune_dtype_t dtype, void* stream);
+/** Reduce-scatters `send` (nranks blocks of `count_per_rank`): rank k's `recv` gets block k reduced with `op`,
+ * as ncclReduceScatter; in place when recv == send + rank * count_per_rank (send's other blocks are then
+ * unspecified afterwards). */
+artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                     artune_dtype_t dtype, artune_op_t op, void* stream);
 /** This handle's rank. */
 artune_result_t artune_comm_rank(artune_comm_t comm, int* rank);
 /** Ranks in the group. */

@@ -18,19 +18,18 @@
 //  * nccl: Communicator::create_nccl on every rank (one GPU each), bootstrapped
 //    over MPI_COMM_WORLD.
 //
-// Plans are compiled (built, verified, prepared) once per (size bucket, dtype,
-// op) and kept in a least-recently-used cache of CommOptions::cache_capacity
-// entries. The size buckets are the sizes the decision table was tuned at
-// (CommOptions::tune_sizes without a table); bucket k's plan is the table's pick
-// for that size, compiled at that size. Any count is served by bucket plans:
-// up to CommOptions::pad_limit bytes by one run of the smallest bucket that
-// holds it, on the caller's buffer when the count is the bucket's and otherwise
-// on a zero-padded communicator-owned copy; larger counts by runs of the largest
-// fitting bucket straight on consecutive parts of the caller's buffer (no copy),
-// the last pad_limit bytes or less as above. The workers and the padding scratch
-// belong to the communicator. Buffers are the caller's: the cpu backend's
-// workers read and write them in place, the mpi backend sends from and receives
-// into them, cuda/nccl bind the caller's device pointers.
+// Plans are compiled (built, verified, prepared) once per (collective, size bucket, dtype, op) and kept in a
+// least-recently-used cache of CommOptions::cache_capacity entries. The size buckets are the sizes the
+// collective's decision table was tuned at (CommOptions::tune_sizes without a table); bucket k's plan is the
+// table's pick for that size. A call of any count runs the plan of the smallest bucket that holds it, built
+// for the call's exact count: the cpu backend re-targets the bucket's compiled plan to that count (same ops,
+// element ranges recomputed by the builder; see executor/api/comm_group.hpp), so it runs one exact plan
+// straight on the caller's buffer. All-reduces on the other backends, and counts whose plan changes shape,
+// are padded to the bucket's count in communicator-owned scratch (up to CommOptions::pad_limit bytes) or run
+// as bucket plans on consecutive parts of the buffer (call_split.hpp); all-gathers and reduce-scatters there
+// compile the bucket's entry again when the count changes. Buffers are the caller's: the cpu backend's
+// workers read and write them in place, the mpi backend sends from and receives into them, cuda/nccl bind
+// the caller's device pointers.
 //
 // Errors are artune::Error exceptions with a code: InvalidInput (invalid
 // usage), BackendFailure (a peer or library failed), Timeout (a peer did not
@@ -61,6 +60,10 @@ struct CommOptions {
   std::string table;
   /// One plan spec for every size ("xring", "rechd", "nccl/xring" …); takes precedence over `table`.
   std::string spec;
+  /// Decision tables of `artune autotune --collective allgather` / `reducescatter` for that topology; "" =
+  /// tune that collective in memory (over `tune_sizes`) at its first call. (`spec` is for all-reduce only.)
+  std::string allgather_table;
+  std::string reducescatter_table;
   /// Sizes in bytes tuned in memory when there is neither table nor spec, and the size buckets of a spec;
   /// empty = 4 B to 256 MiB, ×2.
   std::vector<std::uint64_t> tune_sizes;
@@ -68,20 +71,22 @@ struct CommOptions {
   double timeout_s = 60;
   /// Compiled plans kept; the least recently used one is dropped beyond this (at least 1).
   std::size_t cache_capacity = 64;
-  /// Calls up to this many bytes run as one plan of the next size bucket (padded in scratch when the count is not
-  /// the bucket's); larger ones as bucket plans on parts of the caller's buffer (see above).
+  /// All-reduces a backend cannot re-target (mpi, cuda, nccl): calls up to this many bytes run as one plan of the
+  /// next size bucket (padded in scratch when the count is not the bucket's); larger ones as bucket plans on
+  /// parts of the caller's buffer (see above).
   std::uint64_t pad_limit = std::uint64_t{256} << 10;
 };
 
 /// One compiled plan as the cache holds it (for logs and dumps).
 struct PlanInfo {
+  Collective collective = Collective::kAllReduce;  ///< what it computes
   std::string label;               ///< the plan's spec text with its parameters ("xring#2 seg=4")
   int bucket = -1;                 ///< index of its size bucket (size_buckets())
   std::uint64_t bucket_bytes = 0;  ///< the bucket's size
   int range = -1;                  ///< index of the table's size range holding the bucket (-1: a fixed spec)
   std::uint64_t min_bytes = 0;     ///< the range's smallest tuned size (0 for a fixed spec)
   std::uint64_t max_bytes = 0;     ///< the range's largest tuned size (0 for a fixed spec)
-  std::int64_t count = 0;          ///< elements per rank it is compiled for (the bucket's size / element size)
+  std::int64_t count = 0;          ///< elements per rank it runs now (all-gather, reduce-scatter: all blocks)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int devices = 0;          ///< plan devices (ranks + helpers)
@@ -112,13 +117,23 @@ class Communicator {
   /// and the call returns without waiting (no timeout applies to GPU work in flight). Every rank must make
   /// the same calls in the same order with the same count, type and op.
   void allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op, void* stream = nullptr);
+  /// All-gathers `count_per_rank` elements from every rank's `send` into every rank's `recv`, which holds
+  /// size() blocks of count_per_rank (block k = rank k's send), as ncclAllGather; in place when send is this
+  /// rank's block of recv (recv + rank() · count_per_rank). Memory, streams and ordering as allreduce.
+  void allgather(const void* send, void* recv, std::int64_t count_per_rank, DataType type, void* stream = nullptr);
+  /// Reduce-scatters: `send` holds size() blocks of `count_per_rank` elements; rank k's `recv` gets block k
+  /// reduced over every rank with `op`, as ncclReduceScatter. In place when recv is this rank's block of send
+  /// (send + rank() · count_per_rank); then send's other blocks are unspecified afterwards. Otherwise send is
+  /// read only (copied into communicator scratch). Memory, streams and ordering as allreduce.
+  void reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type, ReduceOp op,
+                     void* stream = nullptr);
   /// This communicator's rank.
   int rank() const noexcept;
   /// Ranks in the group.
   int size() const noexcept;
   /// The backend it runs on.
   BackendKind backend() const noexcept;
-  /// The plan the last allreduce of this rank used (its last piece's; empty label before the first call).
+  /// The plan the last call of this rank used (its last piece's; empty label before the first call).
   PlanInfo last_plan() const;
   /// The cached plans, most recently used first.
   std::vector<PlanInfo> cached_plans() const;
@@ -127,8 +142,11 @@ class Communicator {
   std::string dump_cache() const;
   /// Plans compiled since creation (cache misses), over the whole group.
   std::uint64_t compiled_plans() const;
-  /// The size buckets in bytes, ascending.
-  std::vector<std::uint64_t> size_buckets() const;
+  /// The size buckets of `collective` in bytes (all-gather, reduce-scatter: of the whole buffer), ascending;
+  /// tunes that collective when it has not run yet.
+  std::vector<std::uint64_t> size_buckets(Collective collective = Collective::kAllReduce) const;
+  /// Times a cached plan was re-targeted to another count (cpu; 0 for the others).
+  std::uint64_t retargeted_plans() const;
   /// Worker threads the group's backend owns now (cpu; 0 for the others).
   std::size_t worker_threads() const;
 

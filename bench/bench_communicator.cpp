@@ -14,11 +14,21 @@
 //       200 different sizes from a configs/fusion list (its distinct tensor sizes, then neighbours of them)
 //       through one cpu communicator per step, STEPS steps: time per step (the first compiles the plans),
 //       peak threads of the process, peak RSS, plans compiled.
+//   mpirun -np N bench_communicator allgather [CALLS] [BYTES]
+//       per-call time of CALLS float all-gathers of BYTES per rank (default 1000 x 4 KiB): MPI_Allgather and
+//       the communicator on the mpi backend (plans tuned in memory on uniform:N), alternated over 3 rounds
+//       (median round; a round's time is the slowest rank's).
+//   bench_communicator odd RANKS [CALLS] [SPEC]
+//       float sums of odd counts (1 MiB + 4 B, 3 MiB - 4 B, 5,000,001 floats) and of the exact bucket
+//       counts beside them on a cpu communicator of RANKS ranks (plans tuned in memory, or SPEC): process
+//       CPU time (user + sys, every thread) and wall time per call, over CALLS calls after one warm-up; then
+//       1000 floats every call against 1000 and 1001 alternately (one bucket re-targeted on every call).
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -180,6 +190,63 @@ int overhead(int argc, char** argv) {
   return 0;
 }
 
+int allgather(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int calls = argc > 2 ? std::atoi(argv[2]) : 1000;
+  const std::int64_t bytes = argc > 3 ? static_cast<std::int64_t>(parse_size(argv[3], "BYTES")) : 4096;
+  const std::int64_t count = bytes / 4;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", size);
+  std::optional<Communicator> holder(Communicator::create_mpi(o));
+  Communicator& comm = *holder;
+  std::vector<float> send(static_cast<std::size_t>(count), static_cast<float>(rank));
+  std::vector<float> recv(static_cast<std::size_t>(count * size));
+  auto slowest = [&](double local) {
+    double worst = 0;
+    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+  };
+  auto mpi_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i)
+      MPI_Allgather(send.data(), static_cast<int>(count), MPI_FLOAT, recv.data(), static_cast<int>(count), MPI_FLOAT,
+                    MPI_COMM_WORLD);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  auto comm_round = [&] {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) comm.allgather(send.data(), recv.data(), count, DataType::kFloat32);
+    return slowest(seconds_since(t0)) / calls;
+  };
+  (void)mpi_round();  // warm-up (and the communicator's tuning and plan compile)
+  (void)comm_round();
+  std::vector<double> mpi, ours;
+  for (int round = 0; round < 3; ++round) {
+    mpi.push_back(mpi_round());
+    ours.push_back(comm_round());
+  }
+  bool right = true;
+  for (int k = 0; k < size; ++k) right = right && recv[static_cast<std::size_t>(k * count)] == static_cast<float>(k);
+  if (rank == 0) {
+    const double m = median(mpi);
+    const double c = median(ours);
+    std::printf("allgather: %d ranks, %d calls of %lld B float per rank (median of 3 rounds, per call)%s\n", size,
+                calls, static_cast<long long>(bytes), right ? "" : "  WRONG RESULT");
+    std::printf("  MPI_Allgather              %8.2f us\n", m * 1e6);
+    std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
+                comm.last_plan().label.c_str());
+  }
+  holder.reset();  // its MPI communicators go before MPI does
+  MPI_Finalize();
+  return 0;
+}
+
 int large(int argc, char** argv) {
   if (argc < 5) return 2;
   const int ranks = std::atoi(argv[2]);
@@ -296,6 +363,68 @@ int resnet(int argc, char** argv) {
   return 0;
 }
 
+// User + system CPU seconds of the whole process so far.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+int odd(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const int ranks = std::atoi(argv[2]);
+  const int calls = argc > 3 ? std::atoi(argv[3]) : 20;
+  CommOptions o;
+  o.topology = fmt::format("uniform:{}", ranks);
+  if (argc > 4) o.spec = argv[4];
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, ranks);
+  const std::vector<std::pair<std::string, std::int64_t>> cases = {
+      {"1 MiB (bucket)", (1 << 20) / 4},         {"1 MiB + 4 B", (1 << 20) / 4 + 1},
+      {"3 MiB - 4 B", 3 * (1 << 20) / 4 - 1},  {"4 MiB (bucket)", (4 << 20) / 4},
+      {"5,000,001 floats", 5'000'001},         {"8 MiB (bucket)", (8 << 20) / 4}};
+  std::int64_t largest = 0;
+  for (const auto& c : cases) largest = std::max(largest, c.second);
+  std::vector<std::vector<float>> data(static_cast<std::size_t>(ranks),
+                                       std::vector<float>(static_cast<std::size_t>(largest), 1.0f));
+  std::printf("odd: cpu communicator, %d ranks, float sum, %d calls per size (%s)\n", ranks, calls,
+              o.spec.empty() ? "plans tuned in memory" : o.spec.c_str());
+  for (const auto& [name, count] : cases) {
+    auto calls_of = [&](int n) {
+      on_threads(ranks, [&](int r) {
+        for (int i = 0; i < n; ++i)
+          comms[r].allreduce(data[r].data(), data[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+      });
+    };
+    calls_of(2);  // compiles the plans
+    const double cpu0 = process_cpu_seconds();
+    const auto t0 = Clock::now();
+    calls_of(calls);
+    const double wall = seconds_since(t0) / calls;
+    const double cpu = (process_cpu_seconds() - cpu0) / calls;
+    std::printf("  %-18s %9lld floats  cpu %8.1f us/call  wall %8.1f us/call  plan %s\n", name.c_str(),
+                static_cast<long long>(count), cpu * 1e6, wall * 1e6, comms[0].last_plan().label.c_str());
+  }
+  for (const std::int64_t other : {1000, 1001}) {
+    auto calls_of = [&](int n) {
+      on_threads(ranks, [&](int r) {
+        for (int i = 0; i < n; ++i)
+          comms[r].allreduce(data[r].data(), data[r].data(), i % 2 == 0 ? 1000 : other, DataType::kFloat32,
+                             ReduceOp::kSum);
+      });
+    };
+    calls_of(2);
+    const int n = 10 * calls;
+    const std::uint64_t retargets = comms[0].retargeted_plans();
+    const double cpu0 = process_cpu_seconds();
+    calls_of(n);
+    std::printf("  1000 and %lld floats alternately: cpu %8.1f us/call  (%llu re-targets)\n",
+                static_cast<long long>(other), (process_cpu_seconds() - cpu0) / n * 1e6,
+                static_cast<unsigned long long>(comms[0].retargeted_plans() - retargets));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +433,8 @@ int main(int argc, char** argv) {
     if (mode == "overhead") return overhead(argc, argv);
     if (mode == "large") return large(argc, argv);
     if (mode == "resnet") return resnet(argc, argv);
+    if (mode == "odd") return odd(argc, argv);
+    if (mode == "allgather") return allgather(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_communicator: %s\n", e.what());
     return 2;
@@ -311,6 +442,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "usage: mpirun -np N bench_communicator overhead [CALLS] [BYTES] [SPEC]\n"
                "       bench_communicator large RANKS BYTES SPEC [ITERS] [PAD_LIMIT]\n"
-               "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n");
+               "       bench_communicator resnet RANKS FILE [STEPS] [PAD_LIMIT]\n"
+               "       mpirun -np N bench_communicator allgather [CALLS] [BYTES]\n"
+               "       bench_communicator odd RANKS [CALLS] [SPEC]\n");
   return 2;
 }

@@ -68,6 +68,14 @@ class Backend {
   /// Like prepare(), for a plan that will only run on caller memory (run_on): a backend may leave the
   /// ranks' buffer 0 unallocated. Default: prepare().
   virtual void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) { prepare(plan, type, op); }
+  /// Re-targets the prepared plan to `plan`, the same plan built for another count (same_shape() in
+  /// schedule.hpp; built and verified by the caller), keeping its buffers, workers and communicators: later
+  /// runs execute `plan`. False (nothing changed) when the shapes differ or the backend cannot; then prepare
+  /// `plan` instead. Only for plans prepared by prepare_for_user_buffers. Default: false.
+  virtual bool retarget(const Plan& plan) {
+    (void)plan;
+    return false;
+  }
   /// Executes the prepared plan once, in place, on caller memory: buffer 0 of local_ranks()[i] is `user[i]`
   /// (plan.count elements of the prepared type; host memory for cpu/mpi, memory of the rank's GPU for
   /// cuda/nccl). The pointers stay bound until the next run_on or prepare. Default: Unsupported.

@@ -138,6 +138,29 @@ void check_plan_shape(const Plan& plan) {
   }
 }
 
+bool same_shape(const Plan& prepared, const Plan& other) {
+  if (prepared.collective != other.collective || prepared.devices != other.devices ||
+      prepared.ops.size() != other.ops.size() || prepared.buffers.size() != other.buffers.size()) {
+    return false;
+  }
+  for (std::size_t d = 0; d < prepared.buffers.size(); ++d) {
+    if (prepared.buffers[d].size() != other.buffers[d].size()) return false;
+  }
+  const auto same_place = [](const Location& a, const Location& b) {
+    return a.device == b.device && a.buffer == b.buffer;
+  };
+  for (std::size_t i = 0; i < prepared.ops.size(); ++i) {
+    const Op& a = prepared.ops[i];
+    const Op& b = other.ops[i];
+    if (a.kind != b.kind || !same_place(a.src, b.src) || !same_place(a.dst, b.dst) || a.deps != b.deps ||
+        a.collective != b.collective || a.group != b.group || a.root != b.root || a.algo != b.algo ||
+        a.divisor != b.divisor) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<DeviceSchedule> split_by_device(const Plan& plan) {
   check_plan_shape(plan);
   const auto devs = devices_of_ops(plan);

@@ -70,6 +70,11 @@ std::string_view to_string(ActionKind kind) noexcept;
 /// The static verifier proves much more; this runs even on plans that bypassed it.
 void check_plan_shape(const Plan& plan);
 
+/// True when `other` is `prepared` built for another count: the same devices, number of buffers per device,
+/// ops, deps, groups and divisors, differing only in element ranges and buffer sizes. A backend whose buffers
+/// hold `other`'s can then re-target `prepared`'s compiled state to it (Backend::retarget).
+bool same_shape(const Plan& prepared, const Plan& other);
+
 /// One program per plan device (index = device): every remote edge as a send/receive pair.
 std::vector<DeviceSchedule> split_by_device(const Plan& plan);
 

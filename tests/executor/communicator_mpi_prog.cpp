@@ -1,6 +1,7 @@
 // Run under mpirun by test_communicator_mpi: `prog check` all-reduces caller buffers through
 // Communicator::create_mpi (every type and op, odd counts, in and out of place, MPI_COMM_WORLD and a
-// split half of it) and prints the wrong elements summed over ranks; `prog fault` makes a few calls with
+// split half of it) and prints the wrong elements summed over ranks; `prog collectives` does the same for
+// all-gather and reduce-scatter (every type, reduce-scatter every op, odd blocks); `prog fault` makes a few calls with
 // a 3 s timeout while ARTUNE_TEST_FAULT stops or kills a rank, and prints what each survivor caught.
 
 #define OMPI_SKIP_MPICXX 1
@@ -14,6 +15,7 @@
 
 #include "artune/communicator.hpp"
 #include "artune/executor/verification.hpp"
+#include "tests/executor/collective_calls.hpp"
 
 using namespace artune;
 
@@ -51,6 +53,29 @@ long long check(const CommOptions& options, const void* mpi_comm, int ranks, int
   return wrong;
 }
 
+// Wrong elements of this rank over all-gathers and reduce-scatters of every type (and op) on MPI_COMM_WORLD.
+long long check_collectives(int ranks, int* checks) {
+  CommOptions o;
+  o.tune_sizes = {64, 4096, 65536};  // plans tuned in memory per collective at its first call
+  Communicator comm = Communicator::create_mpi(o);
+  long long wrong = 0;
+  for (DataType type : all_data_types()) {
+    for (std::int64_t count : {1, 7, 1031}) {
+      for (bool in_place : {false, true}) {
+        wrong += artune_test::collective_wrong(comm, Collective::kAllGather, type, ReduceOp::kSum, count, in_place, 0);
+        ++*checks;
+        for (ReduceOp op : all_reduce_ops()) {
+          if (max_verifiable_ranks(type, op) < ranks) continue;
+          wrong += artune_test::collective_wrong(comm, Collective::kReduceScatter, type, op, count, in_place, 1);
+          ++*checks;
+        }
+      }
+    }
+  }
+  if (comm.last_plan().collective != Collective::kReduceScatter) wrong += 1000000;
+  return wrong;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,6 +109,19 @@ int main(int argc, char** argv) {
     long long total = 0;
     MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) std::printf("communicator_mpi: %d checks per rank, %lld wrong\n", checks, total);
+    status = total == 0 ? 0 : 1;
+  } else if (mode == "collectives") {
+    int checks = 0;
+    long long wrong = 0;
+    try {
+      wrong += check_collectives(size, &checks);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      wrong += 1000000;
+    }
+    long long total = 0;
+    MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) std::printf("communicator_mpi collectives: %d checks per rank, %lld wrong\n", checks, total);
     status = total == 0 ? 0 : 1;
   } else {
     CommOptions o;

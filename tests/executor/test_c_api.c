@@ -1,5 +1,5 @@
-/* The C API from C: four cpu ranks on pthreads, in and out of place, every op on int32, error codes and
- * messages, the plan label and the cache dump. Exits 0 when every check holds; prints each failure. */
+/* The C API from C: four cpu ranks on pthreads, in and out of place, every op on int32, all-gather and
+ * reduce-scatter of odd blocks, error codes and messages, the plan label and the cache dump. Exits 0 when every check holds; prints each failure. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +54,30 @@ static void* rank_main(void* arg) {
   return NULL;
 }
 
+#define BLOCK 7
+
+/* All-gather (out of place) then reduce-scatter (in place, max) of BLOCK int32 per rank. */
+static void* collective_main(void* arg) {
+  const struct job* j = (const struct job*)arg;
+  int32_t mine[BLOCK], all[BLOCK * RANKS];
+  for (int i = 0; i < BLOCK; ++i) mine[i] = 100 * (j->rank + 1) + i;
+  check(artune_allgather(comms[j->rank], mine, all, BLOCK, ARTUNE_INT32, NULL) == ARTUNE_SUCCESS, artune_last_error());
+  for (int k = 0; k < RANKS; ++k) {
+    for (int i = 0; i < BLOCK; ++i) {
+      if (all[k * BLOCK + i] != 100 * (k + 1) + i) check(0, "allgather: wrong element");
+    }
+  }
+  /* Rank r contributes (r + 1) * (index + 1); the max of block r is 4 * (index + 1). */
+  for (int i = 0; i < BLOCK * RANKS; ++i) all[i] = (j->rank + 1) * (i + 1);
+  int32_t* own = all + j->rank * BLOCK;
+  check(artune_reducescatter(comms[j->rank], all, own, BLOCK, ARTUNE_INT32, ARTUNE_MAX, NULL) == ARTUNE_SUCCESS,
+        artune_last_error());
+  for (int i = 0; i < BLOCK; ++i) {
+    if (own[i] != RANKS * (j->rank * BLOCK + i + 1)) check(0, "reducescatter: wrong element");
+  }
+  return NULL;
+}
+
 int main(void) {
   artune_options_t options;
   artune_options_init(&options);
@@ -82,10 +106,23 @@ int main(void) {
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
         "last plan");
   check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1024 int32 max  devices 4  calls 2\n") == text,
+            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
         "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
+
+  {
+    pthread_t threads[RANKS];
+    struct job jobs[RANKS];
+    for (int r = 0; r < RANKS; ++r) {
+      jobs[r].rank = r;
+      pthread_create(&threads[r], NULL, collective_main, &jobs[r]);
+    }
+    for (int r = 0; r < RANKS; ++r) pthread_join(threads[r], NULL);
+  }
+  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
+            strstr(text, "reducescatter ") == text,
+        "dump cache after reducescatter");
 
   /* Errors: codes, static strings, per-thread messages. */
   int32_t x[4] = {1, 2, 3, 4};
@@ -94,6 +131,11 @@ int main(void) {
   check(artune_allreduce(comms[0], x, x, -4, ARTUNE_INT32, ARTUNE_SUM, NULL) == ARTUNE_ERR_INVALID_USAGE, "count");
   check(artune_allreduce(comms[0], x, x, 4, (artune_dtype_t)42, ARTUNE_SUM, NULL) == ARTUNE_ERR_INVALID_USAGE, "dtype");
   check(strcmp(artune_last_error(), "artune_allreduce: unknown dtype") == 0, artune_last_error());
+  check(artune_reducescatter(comms[0], x, x, 1, ARTUNE_INT32, (artune_op_t)9, NULL) == ARTUNE_ERR_INVALID_USAGE, "op");
+  check(strcmp(artune_last_error(), "artune_reducescatter: unknown op") == 0, artune_last_error());
+  check(artune_allgather(comms[0], x + 1, x, 1, ARTUNE_INT32, NULL) == ARTUNE_ERR_INVALID_USAGE, "overlap");
+  check(strcmp(artune_last_error(), "allgather: send overlaps recv without being this rank's block of it") == 0,
+        artune_last_error());
   check(strcmp(artune_error_string(ARTUNE_ERR_TIMEOUT), "timeout") == 0, "error string");
   check(strcmp(artune_error_string(ARTUNE_ERR_REMOTE), "remote or library failure") == 0, "error string");
   artune_comm_t one;

@@ -194,7 +194,7 @@ TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   auto plans = comms[1].cached_plans();
   REQUIRE(plans.size() == 3);
   CHECK(plans[0].bucket_bytes == 256);  // most recent first
-  CHECK(plans[0].count == 64);
+  CHECK(plans[0].count == 50);          // re-targeted to the last call's count
   CHECK(plans[0].calls == 18);  // counts 33 … 50
   CHECK(plans[1].bucket_bytes == 128);
   CHECK(plans[1].count == 32);
@@ -207,7 +207,7 @@ TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   plans = comms[1].cached_plans();
   REQUIRE(plans.size() == 3);
   CHECK(plans[0].bucket_bytes == 512);
-  CHECK(plans[0].count == 64);
+  CHECK(plans[0].count == 48);
   CHECK(plans[0].type == DataType::kFloat64);
   CHECK(plans[0].op == ReduceOp::kMax);
   CHECK(plans[1].bucket_bytes == 256);
@@ -218,8 +218,8 @@ TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   CHECK(last.range == -1);
   CHECK(last.bucket == 7);
   const std::string dump = comms[0].dump_cache();
-  CHECK(dump.find("xring  spec  bucket 7 (512 B)  count 64 double max  devices 4  calls 1\n") == 0);
-  CHECK(dump.find("xring  spec  bucket 6 (256 B)  count 64 int32 sum  devices 4  calls 19\n") != std::string::npos);
+  CHECK(dump.find("xring  spec  bucket 7 (512 B)  count 48 double max  devices 4  calls 1\n") == 0);
+  CHECK(dump.find("xring  spec  bucket 6 (256 B)  count 48 int32 sum  devices 4  calls 19\n") != std::string::npos);
 }
 
 TEST_CASE("communicator.cpu_resnet50_sizes_compile_one_plan_per_bucket") {
@@ -267,11 +267,12 @@ TEST_CASE("communicator.cpu_resnet50_sizes_compile_one_plan_per_bucket") {
   CHECK(wrong.load() == 0);
   const auto buckets = comms[0].size_buckets();
   CHECK(comms[0].compiled_plans() <= buckets.size());
-  // Exactly the buckets the splits name, each compiled once.
+  // Exactly the buckets the splits name (the cpu backend re-targets: no pad limit), each compiled once.
   std::set<int> used;
   for (std::int64_t n : sizes) {
-    for (const CallPiece& p : split_call(buckets, o.pad_limit, n, 4)) used.insert(p.bucket);
+    for (const CallPiece& p : split_call(buckets, UINT64_MAX, n, 4)) used.insert(p.bucket);
   }
+  CHECK(comms[0].retargeted_plans() > 0);
   CHECK(comms[0].compiled_plans() == used.size());
   CHECK(comms[0].cached_plans().size() == used.size());
   CHECK(comms[0].worker_threads() == 4);
@@ -295,18 +296,20 @@ TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
   for (const CommOptions& o : {from_file, tuned}) {
     auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
     CHECK(comms[0].size_buckets() == s.sizes);
-    // 7 floats: the 1 KiB bucket's plan, padded; 256 Ki + 3 floats: the 1 MiB bucket's plan on the caller's
-    // buffer, then the 1 KiB one for the last 3.
-    for (std::int64_t count : {7, 256 * 1024 + 3}) {
+    // 7 floats: the 1 KiB bucket's plan re-targeted to 7; 64 Ki + 3 floats: the 1 MiB bucket's re-targeted;
+    // 256 Ki + 3 floats: the 1 MiB bucket's on the first 256 Ki, then the 1 KiB one for the last 3.
+    for (std::int64_t count : {7, 64 * 1024 + 3, 256 * 1024 + 3}) {
       CHECK(wrong_elements(comms, count, DataType::kFloat32, ReduceOp::kSum, false, 1) == 0);
       const PlanInfo p = comms[0].last_plan();
-      const TableRange& range = table.lookup(1024);
+      const bool large = count == 64 * 1024 + 3;  // the others end with a run of the 1 KiB bucket
+      const std::uint64_t bytes = large ? 1024 * 1024 : 1024;
+      const TableRange& range = table.lookup(bytes);
       CHECK(p.label == range.plan.label());
-      CHECK(p.bucket == 0);
-      CHECK(p.bucket_bytes == 1024);
+      CHECK(p.bucket == (large ? 1 : 0));
+      CHECK(p.bucket_bytes == bytes);
       CHECK(p.range == static_cast<int>(&range - table.ranges.data()));
       CHECK(p.min_bytes == range.min_bytes);
-      CHECK(p.count == 256);
+      CHECK(p.count == (count == 256 * 1024 + 3 ? 3 : count));
     }
     CHECK(comms[0].compiled_plans() == 2);
     const auto plans = comms[0].cached_plans();
@@ -314,8 +317,9 @@ TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
     CHECK(plans[1].bucket == 1);
     CHECK(plans[1].count == 256 * 1024);
     CHECK(plans[1].label == table.lookup(1024 * 1024).plan.label());
-    CHECK(plans[1].calls == 1);
+    CHECK(plans[1].calls == 2);
     CHECK(plans[0].calls == 2);
+    CHECK(plans[0].count == 3);
   }
   // A table of another topology is refused at creation.
   CommOptions other = from_file;

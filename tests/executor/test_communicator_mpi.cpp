@@ -33,6 +33,15 @@ TEST_CASE("communicator_mpi.caller_buffers_every_type_and_op") {
   CHECK(count_of(r.out, "communicator_mpi: 1120 checks per rank, 0 wrong") == 1);
 }
 
+TEST_CASE("communicator_mpi.allgather_and_reducescatter_every_type_and_op") {
+  const auto r = mpirun_prog("", "collectives");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  // 7 types x 3 counts x 2 placements all-gathers, and reduce-scatters of every op verifiable over 4 ranks.
+  CHECK(count_of(r.out, "communicator_mpi collectives: ") == 1);
+  CHECK(count_of(r.out, " checks per rank, 0 wrong") == 1);
+}
+
 TEST_CASE("communicator_mpi.stopped_rank_ends_the_call_with_a_timeout") {
   const auto r = mpirun_prog("ARTUNE_TEST_FAULT=stop:rank2:iter3", "fault");
   INFO(r.out);

@@ -53,7 +53,7 @@ for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8):
                 check(np.array_equal(got, want), f"{dtype.__name__} {op} {count} rank {r}")
             check(np.array_equal(arrays[2], inputs[2]), "out of place leaves the input alone")
 check(comms[0].last_plan() == "rechd", "last plan")
-check(comms[0].dump_cache().startswith("rechd  spec  bucket 9 (2048 B)  count 2048 uint8 min  devices 4  calls 1\n"),
+check(comms[0].dump_cache().startswith("rechd  spec  bucket 9 (2048 B)  count 1031 uint8 min  devices 4  calls 1\n"),
       comms[0].dump_cache())
 check(comms[0].worker_threads() == 4, "workers")
 
@@ -62,14 +62,24 @@ two = artune.local_communicators(2, topology="uniform:2", spec="xring")
 mats = [np.full((3, 4), r + 1, dtype=np.float32) for r in range(2)]
 check(on_threads(two, lambda r: two[r].allreduce(mats[r])) == [None, None], "2-D")
 check(np.all(mats[0] == 3.0) and np.all(mats[1] == 3.0), "2-D values")
-# 12 floats: padded to the 64 B bucket by default; with pad_limit=0 two exact bucket runs (32 B, 16 B) instead.
-check(two[0].dump_cache().startswith("xring  spec  bucket 4 (64 B)  count 16 float sum"), two[0].dump_cache())
-exact = artune.local_communicators(2, topology="uniform:2", spec="xring", pad_limit=0)
-vals = [np.full(12, r + 1, dtype=np.float32) for r in range(2)]
-check(on_threads(exact, lambda r: exact[r].allreduce(vals[r])) == [None, None], "pad_limit=0")
-check(np.all(vals[0] == 3.0) and np.all(vals[1] == 3.0), "pad_limit=0 values")
-check([line.split("  ")[2] for line in exact[0].dump_cache().splitlines()] == ["bucket 2 (16 B)", "bucket 3 (32 B)"],
-      exact[0].dump_cache())
+# 12 floats: the 64 B bucket's plan re-targeted to 12 (one exact run, no padding).
+check(two[0].dump_cache().startswith("xring  spec  bucket 4 (64 B)  count 12 float sum"), two[0].dump_cache())
+
+# All-gather and reduce-scatter return new flat arrays (odd blocks of 5; the inputs are left alone).
+blocks = [np.arange(5, dtype=np.int32) + 10 * r for r in range(4)]
+gathered = [None] * 4
+def gather(r):
+    gathered[r] = comms[r].allgather(blocks[r])
+check(on_threads(comms, gather) == [None] * 4, "allgather")
+check(all(np.array_equal(g, np.concatenate(blocks)) for g in gathered), f"allgather values {gathered}")
+wholes = [np.arange(20, dtype=np.float64) * (r + 1) for r in range(4)]
+scattered = [None] * 4
+def scatter(r):
+    scattered[r] = comms[r].reducescatter(wholes[r], op="max")
+check(on_threads(comms, scatter) == [None] * 4, "reducescatter")
+check(all(np.array_equal(scattered[r], np.arange(20.0)[5 * r:5 * r + 5] * 4) for r in range(4)), f"{scattered}")
+check(np.array_equal(wholes[1], np.arange(20.0) * 2), "reducescatter leaves the input alone")
+check(comms[0].dump_cache().startswith("reducescatter "), comms[0].dump_cache())
 
 # Errors map to artune exceptions.
 one = artune.Communicator(backend="cpu", topology="uniform:1", spec="xring")
@@ -83,6 +93,16 @@ try:
     check(False, "strided array accepted")
 except artune.InvalidUsage as e:
     check(str(e) == "allreduce: the array must be C-contiguous", str(e))
+try:
+    two[0].reducescatter(np.zeros(3, dtype=np.float32))
+    check(False, "reducescatter of 3 over 2 ranks accepted")
+except artune.InvalidUsage as e:
+    check(str(e) == "reducescatter: the array's size 3 is not a multiple of the group's 2 ranks", str(e))
+try:
+    one.allgather(np.zeros(4, dtype=np.complex64))
+    check(False, "complex dtype accepted by allgather")
+except artune.InvalidUsage as e:
+    check(str(e).startswith("allgather: numpy dtype complex64"), str(e))
 try:
     artune.local_communicators(3, topology="uniform:2")
     check(False, "rank mismatch accepted")

@@ -56,6 +56,8 @@ artune::CommOptions to_options(const artune_options_t* o) {
   out.timeout_s = o->timeout_s;
   out.cache_capacity = o->cache_capacity;
   out.pad_limit = o->pad_limit;
+  if (o->allgather_table != nullptr) out.allgather_table = o->allgather_table;
+  if (o->reducescatter_table != nullptr) out.reducescatter_table = o->reducescatter_table;
   return out;
 }
 
@@ -89,6 +91,8 @@ void artune_options_init(artune_options_t* options) {
   options->timeout_s = d.timeout_s;
   options->cache_capacity = d.cache_capacity;
   options->pad_limit = d.pad_limit;
+  options->allgather_table = nullptr;
+  options->reducescatter_table = nullptr;
 }
 
 artune_result_t artune_comm_init_local(artune_backend_t backend, const artune_options_t* options, int nranks,
@@ -130,6 +134,25 @@ artune_result_t artune_allreduce(artune_comm_t comm, const void* send, void* rec
     const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_allreduce: unknown dtype");
     const auto reduce = checked_enum<artune::ReduceOp>(op, 4, "artune_allreduce: unknown op");
     comm->comm.allreduce(send, recv, count, type, reduce, stream);
+  });
+}
+
+artune_result_t artune_allgather(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                 artune_dtype_t dtype, void* stream) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_allgather: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_allgather: unknown dtype");
+    comm->comm.allgather(send, recv, count_per_rank, type, stream);
+  });
+}
+
+artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                     artune_dtype_t dtype, artune_op_t op, void* stream) {
+  return guarded([&] {
+    require(comm != nullptr, "artune_reducescatter: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_reducescatter: unknown dtype");
+    const auto reduce = checked_enum<artune::ReduceOp>(op, 4, "artune_reducescatter: unknown op");
+    comm->comm.reducescatter(send, recv, count_per_rank, type, reduce, stream);
   });
 }
 

@@ -4,6 +4,8 @@
 //   comm = artune.Communicator(backend="mpi")            # one per MPI rank (MPI initialised by artune)
 //   comms = artune.local_communicators(4, backend="cpu")  # one per thread of this process
 //   comm.allreduce(arr)                                   # in place; allreduce(arr, out=res) out of place
+//   comm.allgather(arr)                                   # new flat array: every rank's arr, rank order
+//   comm.reducescatter(arr, op="sum")                     # new flat array: this rank's block, reduced
 //
 // The GIL is released during a call, so the ranks of a local group can be Python threads.
 
@@ -27,7 +29,7 @@ namespace py = pybind11;
 
 namespace {
 
-artune::DataType dtype_of(const py::array& a) {
+artune::DataType dtype_of(const py::array& a, const std::string& call = "allreduce") {
   const py::dtype d = a.dtype();
   const char kind = d.kind();
   const auto size = d.itemsize();
@@ -37,26 +39,33 @@ artune::DataType dtype_of(const py::array& a) {
   if (kind == 'i' && size == 4) return artune::DataType::kInt32;
   if (kind == 'i' && size == 8) return artune::DataType::kInt64;
   if (kind == 'u' && size == 1) return artune::DataType::kUInt8;
-  throw artune::InvalidInput("allreduce: numpy dtype " +
+  throw artune::InvalidInput(call + ": numpy dtype " +
                              py::cast<std::string>(py::str(static_cast<const py::handle&>(d))) +
                              " is not one of float32, float64, float16, int32, int64, uint8");
 }
 
 artune::CommOptions options_of(const std::string& topology, const std::string& table, const std::string& spec,
-                               double timeout, std::size_t cache, std::uint64_t pad_limit) {
+                               double timeout, std::size_t cache, std::uint64_t pad_limit,
+                               const std::string& allgather_table, const std::string& reducescatter_table) {
   artune::CommOptions o;
   o.topology = topology;
   o.table = table;
   o.spec = spec;
+  o.allgather_table = allgather_table;
+  o.reducescatter_table = reducescatter_table;
   o.timeout_s = timeout;
   o.cache_capacity = cache;
   o.pad_limit = pad_limit;
   return o;
 }
 
-void check_array(const py::array& a, const char* what) {
-  if (!(a.flags() & py::array::c_style))
-    throw artune::InvalidInput(std::string("allreduce: ") + what + " must be C-contiguous");
+// A new flat numpy array of `n` elements of `like`'s dtype.
+py::array empty_like_dtype(const py::array& like, std::int64_t n) {
+  return py::module_::import("numpy").attr("empty")(n, like.attr("dtype")).cast<py::array>();
+}
+
+void check_array(const py::array& a, const char* what, const std::string& call = "allreduce") {
+  if (!(a.flags() & py::array::c_style)) throw artune::InvalidInput(call + ": " + what + " must be C-contiguous");
 }
 
 }  // namespace
@@ -88,9 +97,11 @@ PYBIND11_MODULE(artune, m) {
 
   py::class_<artune::Communicator>(m, "Communicator")
       .def(py::init([](const std::string& backend, const std::string& topology, const std::string& table,
-                       const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit) {
+                       const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit,
+                       const std::string& allgather_table, const std::string& reducescatter_table) {
              const auto kind = artune::parse_backend_kind(backend, "backend");
-             const auto options = options_of(topology, table, spec, timeout, cache, pad_limit);
+             const auto options =
+                 options_of(topology, table, spec, timeout, cache, pad_limit, allgather_table, reducescatter_table);
              if (kind == artune::BackendKind::kMpi || kind == artune::BackendKind::kNccl) {
 #if ARTUNE_HAVE_MPI
                int initialized = 0;
@@ -113,6 +124,7 @@ PYBIND11_MODULE(artune, m) {
            }),
            py::arg("backend") = "mpi", py::arg("topology") = "", py::arg("table") = "", py::arg("spec") = "",
            py::arg("timeout") = 60.0, py::arg("cache") = 64, py::arg("pad_limit") = artune::CommOptions{}.pad_limit,
+           py::arg("allgather_table") = "", py::arg("reducescatter_table") = "",
            "One rank's communicator: mpi or nccl (this process's rank of MPI_COMM_WORLD), or a one-rank cpu group")
       .def(
           "allreduce",
@@ -140,6 +152,46 @@ PYBIND11_MODULE(artune, m) {
           },
           py::arg("array"), py::arg("op") = "sum", py::arg("out") = py::none(),
           "All-reduces the array over the group (in place, or into `out`); returns the result array")
+      .def(
+          "allgather",
+          [](artune::Communicator& c, py::array arr) {
+            check_array(arr, "the array", "allgather");
+            const auto type = dtype_of(arr, "allgather");
+            const auto count = static_cast<std::int64_t>(arr.size());
+            py::array out = empty_like_dtype(arr, count * c.size());
+            const void* send = arr.data();
+            void* recv = out.mutable_data();
+            {
+              py::gil_scoped_release release;
+              c.allgather(send, recv, count, type);
+            }
+            return out;
+          },
+          py::arg("array"), "All-gathers the array: a new flat array of size x array.size, rank k's array at block k")
+      .def(
+          "reducescatter",
+          [](artune::Communicator& c, py::array arr, const std::string& op) {
+            check_array(arr, "the array", "reducescatter");
+            const auto type = dtype_of(arr, "reducescatter");
+            const auto reduce = artune::parse_reduce_op(op, "op");
+            const auto total = static_cast<std::int64_t>(arr.size());
+            if (total % c.size() != 0) {
+              throw artune::InvalidInput("reducescatter: the array's size " + std::to_string(total) +
+                                         " is not a multiple of the group's " + std::to_string(c.size()) + " ranks");
+            }
+            const std::int64_t count = total / c.size();
+            py::array out = empty_like_dtype(arr, count);
+            const void* send = arr.data();
+            void* recv = out.mutable_data();
+            {
+              py::gil_scoped_release release;
+              c.reducescatter(send, recv, count, type, reduce);
+            }
+            return out;
+          },
+          py::arg("array"), py::arg("op") = "sum",
+          "Reduce-scatters the array (size blocks, flat): a new flat array holding this rank's block reduced over "
+          "the group; the input is left alone")
       .def_property_readonly("rank", &artune::Communicator::rank)
       .def_property_readonly("size", &artune::Communicator::size)
       .def(
@@ -151,12 +203,15 @@ PYBIND11_MODULE(artune, m) {
   m.def(
       "local_communicators",
       [](int ranks, const std::string& backend, const std::string& topology, const std::string& table,
-         const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit) {
-        return artune::Communicator::create_local(artune::parse_backend_kind(backend, "backend"),
-                                                  options_of(topology, table, spec, timeout, cache, pad_limit), ranks);
+         const std::string& spec, double timeout, std::size_t cache, std::uint64_t pad_limit,
+         const std::string& allgather_table, const std::string& reducescatter_table) {
+        return artune::Communicator::create_local(
+            artune::parse_backend_kind(backend, "backend"),
+            options_of(topology, table, spec, timeout, cache, pad_limit, allgather_table, reducescatter_table), ranks);
       },
       py::arg("ranks"), py::arg("backend") = "cpu", py::arg("topology") = "", py::arg("table") = "",
       py::arg("spec") = "", py::arg("timeout") = 60.0, py::arg("cache") = 64,
-      py::arg("pad_limit") = artune::CommOptions{}.pad_limit,
+      py::arg("pad_limit") = artune::CommOptions{}.pad_limit, py::arg("allgather_table") = "",
+      py::arg("reducescatter_table") = "",
       "One communicator per rank of this process (cpu threads or cuda GPUs); each rank's thread calls its own");
 }

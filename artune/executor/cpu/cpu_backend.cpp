@@ -157,7 +157,7 @@ void CpuBackend::prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool
   for (std::size_t d = 0; d < plan.devices.size(); ++d) {
     for (std::int64_t elements : plan.buffers[d]) {
       if (user_buffers && d < ranks && buffers_[d].empty()) {
-        buffers_[d].push_back(Buffer{nullptr, elements});
+        buffers_[d].push_back(Buffer{nullptr, elements, 0});
         continue;
       }
       const std::size_t bytes = std::max<std::size_t>(static_cast<std::size_t>(elements) * elem_, 1);
@@ -170,11 +170,39 @@ void CpuBackend::prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool
       }
       std::memset(p, 0, rounded);
       storage_.emplace_back(static_cast<std::byte*>(p), &std::free);
-      buffers_[d].push_back(Buffer{static_cast<std::byte*>(p), elements});
+      buffers_[d].push_back(Buffer{static_cast<std::byte*>(p), elements, elements});
     }
   }
 
-  // Tasks: every action except sends (the receiver pulls).
+  build_tasks(schedules);
+
+  const std::size_t ops = plan.ops.size();
+  done_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
+  arrive_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
+  finish_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
+  for (std::size_t i = 0; i < ops; ++i) {
+    done_[i].store(0);
+    arrive_[i].store(0);
+    finish_[i].store(0);
+  }
+  gen_ = 0;
+  aborted_.store(false);
+
+  // Workers are idle between runs and read their task list only inside one, so every plan reuses
+  // them; a plan with more devices adds workers, and workers beyond a plan's devices idle through its runs.
+  threads_.reserve(plan.devices.size());
+  const std::uint32_t first_seen = start_gen_.load();
+  for (std::size_t d = threads_.size(); d < plan.devices.size(); ++d) {
+    threads_.emplace_back([this, d, first_seen] { worker(static_cast<int>(d), first_seen); });
+  }
+  prepared_ = true;
+}
+
+// Tasks: every action except sends (the receiver pulls), over plan_ and buffers_.
+void CpuBackend::build_tasks(const std::vector<DeviceSchedule>& schedules) {
+  const Plan& plan = plan_;
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
+  fixups_.clear();
   tasks_.assign(plan.devices.size(), {});
   for (const DeviceSchedule& s : schedules) {
     auto& list = tasks_[static_cast<std::size_t>(s.device)];
@@ -218,26 +246,23 @@ void CpuBackend::prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool
     }
   }
 
-  const std::size_t ops = plan.ops.size();
-  done_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
-  arrive_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
-  finish_ = std::make_unique<std::atomic<std::uint32_t>[]>(ops);
-  for (std::size_t i = 0; i < ops; ++i) {
-    done_[i].store(0);
-    arrive_[i].store(0);
-    finish_[i].store(0);
-  }
-  gen_ = 0;
-  aborted_.store(false);
+}
 
-  // Workers are idle between runs and read their task list only inside one, so every plan reuses
-  // them; a plan with more devices adds workers, and workers beyond a plan's devices idle through its runs.
-  threads_.reserve(plan.devices.size());
-  const std::uint32_t first_seen = start_gen_.load();
-  for (std::size_t d = threads_.size(); d < plan.devices.size(); ++d) {
-    threads_.emplace_back([this, d, first_seen] { worker(static_cast<int>(d), first_seen); });
+bool CpuBackend::retarget(const Plan& plan) {
+  if (!prepared_ || !user_buffers_ || broken_ || !same_shape(plan_, plan)) return false;
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    for (std::size_t b = d < ranks ? 1 : 0; b < plan.buffers[d].size(); ++b) {
+      if (plan.buffers[d][b] > buffers_[d][b].capacity) return false;
+    }
   }
-  prepared_ = true;
+  const auto schedules = split_by_device(plan);  // validates the plan's shape
+  plan_ = plan;
+  for (std::size_t d = 0; d < plan.devices.size(); ++d) {
+    for (std::size_t b = 0; b < plan.buffers[d].size(); ++b) buffers_[d][b].elements = plan.buffers[d][b];
+  }
+  build_tasks(schedules);
+  return true;
 }
 
 void CpuBackend::worker(int device, std::uint32_t seen) {

@@ -65,6 +65,9 @@ class CpuBackend final : public Backend {
 
   /// Like prepare(), without allocating the ranks' buffer 0: the plan runs only through run_on.
   void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) override;
+  /// Rebuilds the task lists for `plan` (same_shape as the prepared one, its scratch within the allocated
+  /// buffers) over the same buffers and workers.
+  bool retarget(const Plan& plan) override;
   /// Runs the prepared plan on caller memory: rank r's buffer 0 is user[r] (pulls read it directly).
   void run_on(std::span<void* const> user) override;
 
@@ -84,6 +87,7 @@ class CpuBackend final : public Backend {
   struct Buffer {
     std::byte* data = nullptr;
     std::int64_t elements = 0;
+    std::int64_t capacity = 0;  ///< elements allocated (a re-targeted plan may use fewer)
   };
   /// A prepared plan held outside the backend: swap_prepared() exchanges it with the backend's current one,
   /// so several plans share one set of workers (the Communicator's plan cache). Empty when default-built.
@@ -120,6 +124,7 @@ class CpuBackend final : public Backend {
 
  private:
   void prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool user_buffers);
+  void build_tasks(const std::vector<DeviceSchedule>& schedules);
 
   void stop_workers();
   void worker(int device, std::uint32_t seen);
