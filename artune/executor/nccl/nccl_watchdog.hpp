@@ -9,9 +9,9 @@
 // every watched communicator), which ends the NCCL kernels and host calls the
 // caller is blocked in. disarm() then tells the caller what happened.
 //
-// Per-section cost on the caller's path: two uncontended mutex acquisitions and,
-// when the thread is idle, one condition-variable wake-up (a futex call, ~1-3 us),
-// no sleep; a stuck peer or an asynchronous error is seen within one period.
+// Per-section cost on the caller's path: two mutex acquisitions and, when the
+// thread is idle, one condition-variable wake-up (bench/bench_watchdog.cpp), no
+// sleep; a stuck peer or an asynchronous error is seen within one period.
 //
 // Host code with no NCCL in it: the target is an interface, so tests drive it with
 // a fake clock and a counting abort (threaded = false: the test calls check()).
