@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/communicator.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/verification.hpp"
 #include "artune/topology/io.hpp"
@@ -237,5 +239,35 @@ TEST_CASE("communicator.collective_calls_refuse_bad_usage") {
     const std::string text = message_of(e);
     CHECK((text == "allgather: rank 1 called reducescatter but rank 0 allgather" ||
            text == "reducescatter: rank 1 called reducescatter but rank 0 allgather"));
+  }
+}
+
+TEST_CASE("communicator.cpu_backend_retarget_keeps_buffers_and_refuses_other_shapes") {
+  const Topology topo = load_topology("uniform:3");
+  BuildOptions b;
+  b.count = 1000;
+  CpuBackend backend(BackendOptions{});
+  backend.prepare_for_user_buffers(build_plan(topo, "pscpu", b), DataType::kInt32, ReduceOp::kSum);
+  // A smaller count of the same plan: re-targeted, then exact on caller buffers of that count.
+  b.count = 777;
+  REQUIRE(backend.retarget(build_plan(topo, "pscpu", b)));
+  std::vector<std::vector<std::int32_t>> data(3, std::vector<std::int32_t>(777));
+  for (int r = 0; r < 3; ++r) fill_input(data[r].data(), DataType::kInt32, ReduceOp::kSum, 3, r, 0, 777, 0);
+  std::vector<void*> user = {data[0].data(), data[1].data(), data[2].data()};
+  backend.run_on(user);
+  std::vector<std::int32_t> expected(777);
+  fill_expected(expected.data(), DataType::kInt32, ReduceOp::kSum, 3, 0, 777, 0);
+  for (int r = 0; r < 3; ++r) CHECK(data[r] == expected);
+  // A larger count needs more scratch than was allocated (the helper's gather buffer); another algorithm has
+  // another shape: both refused, the prepared plan unchanged.
+  b.count = 2000;
+  CHECK_FALSE(backend.retarget(build_plan(topo, "pscpu", b)));
+  b.count = 777;
+  CHECK_FALSE(backend.retarget(build_plan(topo, "xring", b)));
+  CHECK(backend.buffer_data(3, 0) != nullptr);  // the helper keeps its gather buffer
+  backend.run_on(user);
+  for (int r = 0; r < 3; ++r) {
+    for (std::int64_t i = 0; i < 777; ++i)
+      CHECK(data[r][static_cast<std::size_t>(i)] == 3 * expected[static_cast<std::size_t>(i)]);
   }
 }
