@@ -69,7 +69,7 @@ typedef struct {
   const char* spec;      /**< one plan spec for every size; NULL = from the table */
   double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
   size_t cache_capacity; /**< compiled plans kept (LRU) */
-  uint64_t pad_limit;    /**< calls up to this many bytes run padded to their size bucket (see CommOptions) */
+  uint64_t pad_limit;    /**< mpi/cuda/nccl all-reduces up to this many bytes run padded to their bucket (CommOptions) */
   const char* allgather_table;     /**< `autotune --collective allgather` table; NULL = tune in memory */
   const char* reducescatter_table; /**< `autotune --collective reducescatter` table; NULL = tune in memory */
 } artune_options_t;

@@ -1,7 +1,8 @@
 #pragma once
-// artune's production API: a Communicator all-reduces the caller's own buffers
-// with the plan a decision table (or an in-memory tuning run, or a named spec)
-// picks for the message size, on the cpu, mpi, cuda or nccl backend.
+// artune's production API: a Communicator all-reduces, all-gathers and
+// reduce-scatters the caller's own buffers with the plan a decision table (or an
+// in-memory tuning run, or a named spec) picks for the message size, on the cpu,
+// mpi, cuda or nccl backend.
 //
 // Create it once per rank and reuse it for every call, the way
 // ncclCommInitRank + ncclAllReduce or a gloo::Context are used:

@@ -20,6 +20,7 @@
 
 #include "artune/communicator.hpp"
 #include "artune/executor/api/call_split.hpp"
+#include "tests/executor/comm_threads.hpp"
 #include "artune/executor/verification.hpp"
 #include "tests/test_support.hpp"
 #include "artune/topology/io.hpp"
@@ -27,50 +28,12 @@
 #include "artune/tuner/search.hpp"
 
 using namespace artune;
+using artune_test::code_of;
+using artune_test::message_of;
+using artune_test::on_threads;
+using artune_test::require_no_errors;
 
 namespace {
-
-// Runs fn(rank) on one thread per communicator; returns each rank's exception (null when none).
-std::vector<std::exception_ptr> on_threads(std::vector<Communicator>& comms, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(static_cast<int>(r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-ErrorCode code_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error& err) {
-    return err.code();
-  }
-  return ErrorCode::kWrongResult;
-}
-
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& err) {
-    return err.what();
-  }
-  return "";
-}
-
-void require_no_errors(const std::vector<std::exception_ptr>& errors) {
-  for (std::size_t r = 0; r < errors.size(); ++r) {
-    INFO("rank " << r);
-    if (errors[r]) FAIL(message_of(errors[r]));
-  }
-}
 
 // All-reduces nccl-tests inputs of `count` elements on every rank (out of place or in place) `calls` times
 // and returns the mismatching elements over all ranks; out of place also checks the send buffers are intact.

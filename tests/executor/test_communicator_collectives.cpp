@@ -12,8 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/communicator.hpp"
+#include "artune/executor/cpu/cpu_backend.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/verification.hpp"
 #include "artune/topology/io.hpp"
@@ -21,39 +23,24 @@
 #include "artune/tuner/decision_table.hpp"
 #include "artune/tuner/search.hpp"
 #include "tests/executor/collective_calls.hpp"
+#include "tests/executor/comm_threads.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;
+using artune_test::message_of;
+using artune_test::on_threads;
+using artune_test::require_no_errors;
 
 namespace {
-
-// Runs fn(rank) on one thread per communicator; the first exception is rethrown after all joined.
-void on_threads(std::vector<Communicator>& comms, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(static_cast<int>(r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
 
 // Wrong elements over every rank of one collective call.
 std::int64_t group_wrong(std::vector<Communicator>& comms, Collective c, DataType type, ReduceOp op,
                          std::int64_t count_per_rank, bool in_place, int iteration = 0) {
   std::atomic<std::int64_t> wrong{0};
-  on_threads(comms, [&](int r) {
+  require_no_errors(on_threads(comms, [&](int r) {
     wrong += artune_test::collective_wrong(comms[static_cast<std::size_t>(r)], c, type, op, count_per_rank, in_place,
                                            iteration);
-  });
+  }));
   return wrong.load();
 }
 
@@ -86,6 +73,7 @@ TEST_CASE("communicator.cpu_allgather_and_reducescatter_every_type_and_op") {
     }
   }
   CHECK(comms[0].last_plan().collective == Collective::kReduceScatter);
+  CHECK(comms[0].retargeted_plans() > 0);  // blocks of 1, 5, 333 and 4001 from three bucket plans per type
   CHECK(comms[0].size_buckets(Collective::kAllGather) == std::vector<std::uint64_t>{64, 4096, 65536});
   // Both collectives' plans share the cache (and the all-reduce's) by (collective, bucket, type, op).
   CHECK(comms[0].dump_cache().find("reducescatter ") == 0);
@@ -127,22 +115,20 @@ TEST_CASE("communicator.cpu_collective_plans_from_a_table_per_collective") {
     }
   }
   // The all-reduce still runs the spec.
-  std::vector<float> x(4, 1.0f);
-  on_threads(comms, [&](int r) { comms[r].allreduce(x.data(), x.data(), 1, DataType::kFloat32, ReduceOp::kSum); });
+  std::vector<std::vector<float>> x(4, std::vector<float>(1, 1.0f));
+  require_no_errors(on_threads(
+      comms, [&](int r) { comms[r].allreduce(x[r].data(), x[r].data(), 1, DataType::kFloat32, ReduceOp::kSum); }));
+  CHECK(x[3][0] == 4.0f);
   CHECK(comms[0].last_plan().label == "xring");
   // A table of the other collective is refused at the first call, naming the option.
   CommOptions swapped = o;
   swapped.allgather_table = paths[1];
   auto bad = Communicator::create_local(BackendKind::kCpu, swapped, 4);
-  std::string message;
-  try {
-    on_threads(bad, [&](int r) {
-      std::vector<float> v(4, 1.0f);
-      bad[r].allgather(v.data() + r, v.data(), 1, DataType::kFloat32);
-    });
-  } catch (const InvalidInput& e) {
-    message = e.what();
-  }
+  const auto errors = on_threads(bad, [&](int r) {
+    std::vector<float> v(4, 1.0f);
+    bad[r].allgather(v.data() + r, v.data(), 1, DataType::kFloat32);
+  });
+  const std::string message = message_of(errors[0]);
   CHECK(message.find("CommOptions::allgather_table: ") == 0);
   CHECK(message.find("was tuned for reducescatter, not allgather") != std::string::npos);
 }
@@ -199,7 +185,7 @@ TEST_CASE("communicator.cpu_odd_counts_run_one_exact_plan") {
   std::vector<std::vector<float>> data(4);
   std::atomic<std::int64_t> wrong{0};
   const std::vector<std::int64_t> counts = {15, 16, 17, 1023, 1025, 16383, 16384, 16385, 40000};
-  on_threads(comms, [&](int r) {
+  require_no_errors(on_threads(comms, [&](int r) {
     for (std::int64_t n : counts) {
       auto& v = data[static_cast<std::size_t>(r)];
       v.assign(static_cast<std::size_t>(n), 0.0f);
@@ -212,7 +198,7 @@ TEST_CASE("communicator.cpu_odd_counts_run_one_exact_plan") {
       }
       if (r == 0 && n <= 16384) CHECK(comms[0].last_plan().count == n);
     }
-  });
+  }));
   CHECK(wrong.load() == 0);
   CHECK(comms[0].compiled_plans() == 3);
   // 16385 and 40000 floats: runs of the 64 KiB bucket, then the rest (1 and 7232 floats) re-targeted.
@@ -243,21 +229,45 @@ TEST_CASE("communicator.collective_calls_refuse_bad_usage") {
   CHECK(message([&] { comms[0].reducescatter(v.data(), v.data() + 1, 2, DataType::kFloat32, ReduceOp::kSum); }) ==
         "reducescatter: recv overlaps send without being this rank's block of it");
   // Ranks that call different collectives: every rank gets the error, naming both.
-  std::vector<std::string> got(2);
   std::vector<std::vector<float>> w(2, std::vector<float>(8, 1.0f));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      got[r] = message([&] {
-        auto& x = w[static_cast<std::size_t>(r)];
-        if (r == 0) comms[0].allgather(x.data(), x.data(), 2, DataType::kFloat32);
-        if (r == 1) comms[1].reducescatter(x.data(), x.data() + 2, 2, DataType::kFloat32, ReduceOp::kSum);
-      });
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const std::string& text : got) {
+  const auto errors = on_threads(comms, [&](int r) {
+    auto& x = w[static_cast<std::size_t>(r)];
+    if (r == 0) comms[0].allgather(x.data(), x.data(), 2, DataType::kFloat32);
+    if (r == 1) comms[1].reducescatter(x.data(), x.data() + 2, 2, DataType::kFloat32, ReduceOp::kSum);
+  });
+  for (const auto& e : errors) {
+    const std::string text = message_of(e);
     CHECK((text == "allgather: rank 1 called reducescatter but rank 0 allgather" ||
            text == "reducescatter: rank 1 called reducescatter but rank 0 allgather"));
+  }
+}
+
+TEST_CASE("communicator.cpu_backend_retarget_keeps_buffers_and_refuses_other_shapes") {
+  const Topology topo = load_topology("uniform:3");
+  BuildOptions b;
+  b.count = 1000;
+  CpuBackend backend(BackendOptions{});
+  backend.prepare_for_user_buffers(build_plan(topo, "pscpu", b), DataType::kInt32, ReduceOp::kSum);
+  // A smaller count of the same plan: re-targeted, then exact on caller buffers of that count.
+  b.count = 777;
+  REQUIRE(backend.retarget(build_plan(topo, "pscpu", b)));
+  std::vector<std::vector<std::int32_t>> data(3, std::vector<std::int32_t>(777));
+  for (int r = 0; r < 3; ++r) fill_input(data[r].data(), DataType::kInt32, ReduceOp::kSum, 3, r, 0, 777, 0);
+  std::vector<void*> user = {data[0].data(), data[1].data(), data[2].data()};
+  backend.run_on(user);
+  std::vector<std::int32_t> expected(777);
+  fill_expected(expected.data(), DataType::kInt32, ReduceOp::kSum, 3, 0, 777, 0);
+  for (int r = 0; r < 3; ++r) CHECK(data[r] == expected);
+  // A larger count needs more scratch than was allocated (the helper's gather buffer); another algorithm has
+  // another shape: both refused, the prepared plan unchanged.
+  b.count = 2000;
+  CHECK_FALSE(backend.retarget(build_plan(topo, "pscpu", b)));
+  b.count = 777;
+  CHECK_FALSE(backend.retarget(build_plan(topo, "xring", b)));
+  CHECK(backend.buffer_data(3, 0) != nullptr);  // the helper keeps its gather buffer
+  backend.run_on(user);
+  for (int r = 0; r < 3; ++r) {
+    for (std::int64_t i = 0; i < 777; ++i)
+      CHECK(data[r][static_cast<std::size_t>(i)] == 3 * expected[static_cast<std::size_t>(i)]);
   }
 }

@@ -97,25 +97,39 @@ Communicator::Group::~Group() {
 Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
   Tuning& t = tunings[tuning_index(c)];
   if (t.ready) return t;
-  const std::string& file = c == Collective::kAllGather ? options.allgather_table : options.reducescatter_table;
   const std::string_view what = collective_flag_name(c);
-  if (!file.empty()) {
+  std::vector<std::uint64_t> sizes = options.tune_sizes.empty() ? default_tune_sizes() : options.tune_sizes;
+  std::sort(sizes.begin(), sizes.end());
+  const std::string& file = c == Collective::kAllReduce   ? options.table
+                            : c == Collective::kAllGather ? options.allgather_table
+                                                          : options.reducescatter_table;
+  if (c == Collective::kAllReduce && !options.spec.empty()) {
+    // A fixed spec: its buckets are the tune sizes.
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    if (!sizes.empty() && sizes.front() == 0) sizes.erase(sizes.begin());
+    t.buckets = sizes;
+  } else if (!file.empty()) {
     t.table = load_decision_table(file, topo);
     if (!t.table->ranges.empty() && t.table->ranges.front().plan.collective != c) {
-      throw InvalidInput(fmt::format("CommOptions::{}_table: {} was tuned for {}, not {}", what, file,
+      const std::string option = c == Collective::kAllReduce ? "table" : std::string(what) + "_table";
+      throw InvalidInput(fmt::format("CommOptions::{}: {} was tuned for {}, not {}", option, file,
                                      collective_flag_name(t.table->ranges.front().plan.collective), what));
     }
+    t.buckets = table_buckets(*t.table);
   } else {
     SearchOptions s;
-    s.sizes = options.tune_sizes.empty() ? default_tune_sizes() : options.tune_sizes;
-    std::sort(s.sizes.begin(), s.sizes.end());
-    s.generate = [c](const Topology& topo_, const CandidateOptions& o) {
-      return generate_collective_candidates(topo_, c, o);
-    };
+    s.sizes = sizes;
+    if (c != Collective::kAllReduce) {
+      s.generate = [c](const Topology& topo_, const CandidateOptions& o) {
+        return generate_collective_candidates(topo_, c, o);
+      };
+    }
     t.table = search(topo, s).table;
+    t.buckets = table_buckets(*t.table);
   }
-  t.buckets = table_buckets(*t.table);
-  if (t.buckets.empty()) throw InvalidInput(fmt::format("communicator: no size to compile {} plans at", what));
+  if (t.buckets.empty()) {
+    throw InvalidInput(fmt::format("communicator: no size to compile {} plans at (tune_sizes or the table)", what));
+  }
   t.ready = true;
   return t;
 }
@@ -129,8 +143,7 @@ Plan Communicator::Group::build(Collective c, std::int64_t count, ReduceOp op, i
     b.verify = verify;
     return build_plan(topo, options.spec, b);
   }
-  return build_candidate(topo, t.table->lookup(t.buckets[static_cast<std::size_t>(bucket)]).plan, count, op,
-                         verify);
+  return build_candidate(topo, t.table->lookup(t.buckets[static_cast<std::size_t>(bucket)]).plan, count, op, verify);
 }
 
 Communicator::Group::Entry& Communicator::Group::lookup(const CacheKey& key, std::int64_t compile_count) {

@@ -4,9 +4,9 @@
 //
 // A cached plan serves its size bucket (a tuned size) for one collective, type and op. It is compiled at the
 // bucket's count and re-targeted to the count a call asks for: the plan is built again at that count (the
-// builders' own partition rule; the tests verify it for many counts), and, when it has the compiled plan's shape (schedule.hpp's
-// same_shape), the backend re-targets its compiled state to it (Backend::retarget: the cpu backend rebuilds
-// its task lists over the same buffers and workers). So the cpu backend runs every count <= a bucket as one
+// builders' own partition rule; the tests verify it for many counts), and, when it has the compiled plan's shape
+// (schedule.hpp's same_shape), the backend re-targets its compiled state to it (Backend::retarget: the cpu backend
+// rebuilds its task lists over the same buffers and workers). So the cpu backend runs every count <= a bucket as one
 // exact plan on the caller's buffer, with no padding copy and no tail run. Where a backend cannot re-target
 // (mpi, cuda, nccl) or the shape differs, an all-reduce pads to the bucket (call_split.hpp) and an all-gather
 // or reduce-scatter compiles the entry again at the call's count.

@@ -8,7 +8,6 @@
 
 #include "artune/executor/api/comm_group.hpp"
 #include "artune/topology/io.hpp"
-#include "artune/tuner/search.hpp"
 #include "artune_config.hpp"
 
 namespace artune {
@@ -30,25 +29,7 @@ std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOpti
   g->topo = load_topology(options.topology.empty() ? fmt::format("uniform:{}", ranks) : options.topology);
   g->backend_options.topology = &g->topo;
   // All-reduce plans are tuned (or read) now; all-gather and reduce-scatter ones on their first call.
-  Communicator::Group::Tuning& t = g->tunings[0];
-  if (options.spec.empty()) {
-    if (!options.table.empty()) {
-      t.table = load_decision_table(options.table, g->topo);
-    } else {
-      SearchOptions s;
-      s.sizes = options.tune_sizes.empty() ? default_tune_sizes() : options.tune_sizes;
-      std::sort(s.sizes.begin(), s.sizes.end());
-      t.table = search(g->topo, s).table;
-    }
-    t.buckets = table_buckets(*t.table);
-  } else {
-    t.buckets = options.tune_sizes.empty() ? default_tune_sizes() : options.tune_sizes;
-    std::sort(t.buckets.begin(), t.buckets.end());
-    t.buckets.erase(std::unique(t.buckets.begin(), t.buckets.end()), t.buckets.end());
-    if (!t.buckets.empty() && t.buckets.front() == 0) t.buckets.erase(t.buckets.begin());
-  }
-  if (t.buckets.empty()) throw InvalidInput("communicator: no size to compile plans at (tune_sizes or the table)");
-  t.ready = true;
+  (void)g->tuning(Collective::kAllReduce);
   g->pad_limit = options.pad_limit;
   return g;
 }
