@@ -187,10 +187,6 @@ void validate_gather(const Setup& s) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 void check_build_options(const BuildOptions& options) {
   if (options.count < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 (got {})", options.count));
   if (static_cast<std::uint64_t>(options.count) > kMaxMessageBytes) {
