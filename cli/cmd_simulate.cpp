@@ -157,6 +157,12 @@ void run_simulate(const SimulateFlags& f) {
   if (f.has_gpu_perm) options.gpu_perm = parse_int_list(f.gpu_perm, "--gpu-perm");
   if (f.has_gather) options.gather = parse_node_list(topo, f.gather, "--gather");
 
+  // Every size's plan within the op limit, in closed form, before the first one is built and simulated.
+  for (const std::uint64_t size : sizes) {
+    options.count = static_cast<std::int64_t>(size / es);
+    require_plan_fits(topo, spec, options);
+  }
+
   std::vector<Row> rows;
   rows.reserve(sizes.size());
   for (const std::uint64_t size : sizes) {

@@ -35,9 +35,12 @@ std::uint64_t ring_ops(std::int64_t n, std::int64_t chunks, std::int64_t count) 
   return 2 * static_cast<std::uint64_t>(n - 1) * static_cast<std::uint64_t>(std::min(chunks, count));
 }
 
-// Refuses a plan whose op count (computed in closed form before anything is emitted) is beyond
-// kMaxPlanOps: the quadratic families would otherwise spend minutes and gigabytes before the
-// emitter's own limit stops them.
+// Scales of an avg over a region cut into `chunks` pieces: one per non-empty piece (none for sum, …).
+std::uint64_t scale_ops(const Setup& s, std::int64_t chunks, std::int64_t count) {
+  return s.scale_by == kNoScale ? 0 : static_cast<std::uint64_t>(std::min(chunks, count));
+}
+
+// Refuses a plan whose op count (Family::max_ops, computed before anything is emitted) is beyond kMaxPlanOps.
 void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops) {
   if (ops <= kMaxPlanOps) return;
   throw InvalidInput(
@@ -184,9 +187,7 @@ void validate_gather(const Setup& s) {
   }
 }
 
-}  // namespace
-
-Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
+void check_build_options(const BuildOptions& options) {
   if (options.count < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 (got {})", options.count));
   if (static_cast<std::uint64_t>(options.count) > kMaxMessageBytes) {
     throw InvalidInput(fmt::format("--count: {} elements per rank is more than artune's limit of {}", options.count,
@@ -195,10 +196,38 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
   if (options.segments < 1 || options.segments > kMaxSegments) {
     throw InvalidInput(fmt::format("--segments: must be between 1 and {} (got {})", kMaxSegments, options.segments));
   }
+}
+
+// The family's closed-form bound on the ops of a flat all-reduce (Family::max_ops), 0 when it has none.
+std::uint64_t closed_form_ops(const Setup& s, const SpecRange& range) {
+  if (s.options.collective != Collective::kAllReduce || (range.inter && s.workers.size() > 1)) return 0;
+  const Family& family = family_of(range.intra);
+  return family.max_ops != nullptr ? family.max_ops(s, range.intra) : 0;
+}
+
+}  // namespace
+
+std::uint64_t estimated_plan_ops(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
+  check_build_options(options);
+  return closed_form_ops(make_setup(topo, options), spec.pick(options.count));
+}
+
+void require_plan_fits(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
+  check_build_options(options);
+  const SpecRange& range = spec.pick(options.count);
+  const Setup s = make_setup(topo, options);
+  detail::require_plan_size(s, range.intra, closed_form_ops(s, range));
+}
+
+Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options) {
+  check_build_options(options);
   const SpecRange& range = spec.pick(options.count);
   const Setup s = make_setup(topo, options);
   validate_gpu_perm(s);
   validate_gather(s);
+  // Refused in closed form before anything is emitted: the quadratic families would otherwise spend
+  // minutes and gigabytes before the emitter's own limit stops them.
+  detail::require_plan_size(s, range.intra, closed_form_ops(s, range));
 
   Plan plan;
   plan.spec = to_string(range);

@@ -242,7 +242,9 @@ inline int ranks(const Setup& s) { return static_cast<int>(s.nodes.size()); }
 std::string token_text(const AlgToken& t);
 /// Ops of a ring all-reduce over n members whose region is cut into `chunks` pieces.
 std::uint64_t ring_ops(std::int64_t n, std::int64_t chunks, std::int64_t count);
-/// Refuses a plan whose op count (computed in closed form before anything is emitted) is beyond kMaxPlanOps.
+/// Scale ops of an avg over a region cut into `chunks` pieces (0 when the setup does not scale).
+std::uint64_t scale_ops(const Setup& s, std::int64_t chunks, std::int64_t count);
+/// Refuses a plan whose op count (Family::max_ops, computed before anything is emitted) is beyond kMaxPlanOps.
 void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops);
 /// The local ring order: --gpu-perm, or identity; InvalidInput unless a permutation of 0..G−1.
 std::vector<int> local_order(const Setup& s, const AlgToken& token);

@@ -90,10 +90,13 @@ MultiRingParams multiring_params(const Setup& s, const AlgToken& token) {
 }
 
 void emit_multiring_family(Emitter& e, const Setup& s, const AlgToken& token) {
-  const MultiRingParams params = multiring_params(s, token);
-  const auto rings = static_cast<std::int64_t>(params.rings.size());
-  require_plan_size(s, token, ring_ops(ranks(s), rings * ranks(s), s.options.count));
-  emit_multiring(e, user_slots(ranks(s)), s.options.count, params, s.scale_by);
+  emit_multiring(e, user_slots(ranks(s)), s.options.count, multiring_params(s, token), s.scale_by);
+}
+
+// K plain rings, ring j over even_piece(count, K, j) cut into n chunks: at most n·K chunks in all.
+std::uint64_t multiring_max_ops(const Setup& s, const AlgToken& token) {
+  const auto rings = static_cast<std::int64_t>(multiring_params(s, token).rings.size());
+  return ring_ops(ranks(s), rings * ranks(s), s.options.count) + scale_ops(s, rings * ranks(s), s.options.count);
 }
 
 // K rings on disjoint links in lockstep: each tick moves n/(Kp) bytes per link, and every device reduces
@@ -130,6 +133,7 @@ const Family multi_ring{
     .specs = {{"mring", "multi-ring", ArgKind::kRings, "multi-ring over link-disjoint Hamiltonian cycles; #K = rings"}},
     .emit = detail::emit_multiring_family,
     .closed_form = detail::multiring_closed_form,
+    .max_ops = detail::multiring_max_ops,
     .candidates = detail::multiring_candidates,
     .tuner_position = 20,
 };

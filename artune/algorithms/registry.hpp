@@ -168,6 +168,9 @@ struct Family {
                 const detail::UpperLevel& upper) = nullptr;
   /// α-β-γ time of the flat all-reduce.
   ClosedForm (*closed_form)(const ClosedFormInput& in) = nullptr;
+  /// An upper bound on the ops `emit` writes, in closed form from the setup (nullptr: none; the families
+  /// whose plans can outgrow kMaxPlanOps have one, so that build_plan refuses before emitting).
+  std::uint64_t (*max_ops)(const detail::Setup& s, const AlgToken& token) = nullptr;
   /// The candidates the tuner tries (nullptr: none).
   void (*candidates)(CandidateContext& ctx, std::vector<CandidateSeed>& out) = nullptr;
   /// Where its candidates come in the tuner's list (ties keep generation order, so the positions of the

@@ -185,9 +185,14 @@ namespace {
 
 void emit_ring_family(Emitter& e, const Setup& s, const AlgToken& token) {
   const RingParams params = ring_params(token, s.workers, local_order(s, token));
-  const auto subchunks = static_cast<std::int64_t>(params.orders.size());
-  require_plan_size(s, token, ring_ops(ranks(s), subchunks * ranks(s), s.options.count));
   emit_ring(e, user_slots(ranks(s)), s.options.count, params, s.scale_by);
+}
+
+// n·S chunks around the ring (S subchunks, one order each), plus a scale per chunk for avg.
+std::uint64_t ring_max_ops(const Setup& s, const AlgToken& token) {
+  const auto subchunks = static_cast<std::int64_t>(ring_params(token, s.workers, local_order(s, token)).orders.size());
+  return ring_ops(ranks(s), subchunks * ranks(s), s.options.count) +
+         scale_ops(s, subchunks * ranks(s), s.options.count);
 }
 
 // TF build_nccl_then_ring / build_shuffle_then_ring: a ring over the workers with gpu_perm [0].
@@ -243,6 +248,7 @@ const Family ring{
     .emit = detail::emit_ring_family,
     .upper = detail::ring_upper,
     .closed_form = detail::ring_closed_form,
+    .max_ops = detail::ring_max_ops,
     .candidates = detail::ring_candidates,
     .tuner_position = 10,
 };

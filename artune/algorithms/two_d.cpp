@@ -64,14 +64,17 @@ namespace {
 
 void emit_two_d_family(Emitter& e, const Setup& s, const AlgToken& token) {
   TwoDParams p{s.workers, local_order(s, token)};
-  // A ring in every machine (reduce-scatter and all-gather) plus one ring across machines per local GPU.
+  emit_two_d(e, user_slots(ranks(s)), s.options.count, p, s.scale_by);
+}
+
+// A ring in every machine (reduce-scatter and all-gather) plus one ring across machines per local GPU,
+// whose chunks the avg scales.
+std::uint64_t two_d_max_ops(const Setup& s, const AlgToken& token) {
   const std::int64_t count = s.options.count;
   const auto machines = static_cast<std::int64_t>(s.workers.size());
-  const auto gpus = static_cast<std::int64_t>(p.local_order.size());
-  require_plan_size(
-      s, token,
-      static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) + ring_ops(machines, gpus * machines, count));
-  emit_two_d(e, user_slots(ranks(s)), count, p, s.scale_by);
+  const auto gpus = static_cast<std::int64_t>(local_order(s, token).size());
+  return static_cast<std::uint64_t>(machines) * ring_ops(gpus, gpus, count) +
+         ring_ops(machines, gpus * machines, count) + scale_ops(s, gpus * machines, count);
 }
 
 // One machine: the ring, exact. W machines of G GPUs: the local reduce-scatter (G−1)(α + n/G·(β + γ)),
@@ -115,6 +118,7 @@ const Family two_d{
                "2-D hierarchical: reduce-scatter in machine, all-reduce across, all-gather in machine"}},
     .emit = detail::emit_two_d_family,
     .closed_form = detail::two_d_closed_form,
+    .max_ops = detail::two_d_max_ops,
     .candidates = detail::two_d_candidates,
     .tuner_position = 70,
 };

@@ -7,6 +7,7 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/plan.hpp"
+#include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 #include "tests/test_support.hpp"
 #include "artune/core/sizes.hpp"
@@ -38,6 +39,45 @@ TEST_CASE("plan_limits.ring_ops_refused_up_front") {
   // Few elements leave most ring pieces empty: such a plan is small and builds.
   const Plan tiny = build_plan(big, "xring", with_count(3));
   CHECK(tiny.ops.size() == 2u * 1023u * 3u);
+}
+
+TEST_CASE("plan_limits.estimate_bounds_real_op_counts") {
+  // Family::max_ops against the ops build_plan really emits: never below them, on one and several machines,
+  // with and without avg's scales, in every count regime (fewer elements than pieces, a ragged split, many).
+  for (const char* topo_name : {"dgx1-v100", "uniform:3x4", "4xdgx1-v100"}) {
+    const Topology topo = load_topology(topo_name);
+    for (const char* spec : {"xring", "xring#2", "mring", "2d"}) {
+      for (const std::int64_t count : {std::int64_t{1}, std::int64_t{5}, std::int64_t{77}, std::int64_t{1} << 16}) {
+        for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+          INFO(std::string(topo_name) << " " << std::string(spec) << " count " << count << " " << to_string(op));
+          BuildOptions o = with_count(count);
+          o.reduce_op = op;
+          o.verify = false;
+          const std::uint64_t estimate = estimated_plan_ops(topo, parse_spec(spec), o);
+          const std::size_t actual = build_plan(topo, spec, o).ops.size();
+          CHECK(estimate >= actual);
+          // Exact where every piece is non-empty (a multiple of the pieces) or only the first (1 element).
+          if (op == ReduceOp::kSum && std::string(spec) == "xring" && (count == 1 || count == std::int64_t{1} << 16))
+            CHECK(estimate == actual);
+        }
+      }
+    }
+  }
+  // Families and levels with no closed-form bound say so (0): the emitter's limit applies to them.
+  const Topology two = load_topology("2xdgx1-v100");
+  CHECK(estimated_plan_ops(two, parse_spec("pscpu"), with_count(1024)) == 0);
+  CHECK(estimated_plan_ops(two, parse_spec("nccl/xring"), with_count(1024)) == 0);
+}
+
+TEST_CASE("plan_limits.refused_before_building") {
+  // The check a caller makes for every size first: the same refusal as build_plan's, with nothing built.
+  const Topology big = load_topology("128xdgx-h100");
+  const AllReduceSpec xring = parse_spec("xring");
+  const std::string e = error_of([&] { require_plan_fits(big, xring, with_count(1 << 20)); });
+  CHECK(e == error_of([&] { build_plan(big, xring, with_count(1 << 20)); }));
+  CHECK(contains(e, "--spec xring: the plan over 1024 ranks would hold 2095104 ops"));
+  CHECK(estimated_plan_ops(big, xring, with_count(1 << 20)) == 2095104u);
+  require_plan_fits(big, xring, with_count(3));  // few elements: most pieces empty, within the limit
 }
 
 TEST_CASE("plan_limits.emitter_backstop") {

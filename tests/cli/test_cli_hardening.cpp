@@ -1,7 +1,8 @@
 // Issue 11's cases end to end: outputs never replace a device, FIFO, directory or symlink; report
 // temporaries live in a private folder; hostile topology names never reach a shell or gnuplot as code and
-// are printed escaped; unwritable outputs fail before any work; SIGINT leaves the previous table and no
-// temporary file; writes to a full device fail instead of reporting success.
+// are printed escaped; unwritable outputs fail before any work; SIGINT leaves the previous table (or none)
+// and no temporary file; writes to a full device fail instead of reporting success; running out of memory
+// is a clean exit 3; a full-form topology beyond the per-machine GPU limit is refused.
 
 #include <doctest/doctest.h>
 
@@ -237,14 +238,12 @@ TEST_CASE("cli_hardening.errors_escape_control_characters") {
   CHECK(count_of(r.err, "\\x1b") >= 1);
 }
 
-TEST_CASE("cli_hardening.sigint_keeps_previous_table") {
-  ScratchDir dir("artune-harden");
-  const std::string table = dir.file("T.json");
-  REQUIRE(run_artune(quick_autotune(table)).status == 0);
-  const std::string previous = slurp(table);
-  // A measured autotune, interrupted once it is measuring (its progress line says so). Started with fork/exec
-  // rather than a shell's `&`, which would make the child ignore SIGINT.
-  const std::string err = dir.file("err");
+namespace {
+
+/// Runs a measured autotune writing `table` and interrupts it (SIGINT) once it is measuring (its progress
+/// line, in `err`, says so); returns its wait status. Started with fork/exec rather than a shell's `&`, which
+/// would make the child ignore SIGINT.
+int interrupted_measured_autotune(const std::string& table, const std::string& err) {
   const std::string bin = artune_test::artune_bin();
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -275,11 +274,32 @@ TEST_CASE("cli_hardening.sigint_keeps_previous_table") {
     ::kill(pid, SIGINT);
     REQUIRE(::waitpid(pid, &status, 0) == pid);
   }
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("cli_hardening.sigint_keeps_previous_table") {
+  ScratchDir dir("artune-harden");
+  const std::string table = dir.file("T.json");
+  REQUIRE(run_artune(quick_autotune(table)).status == 0);
+  const std::string previous = slurp(table);
+  const std::string err = dir.file("err");
+  const int status = interrupted_measured_autotune(table, err);
   INFO(slurp(err));
-  CHECK(WIFSIGNALED(status));
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
   CHECK(slurp(table) == previous);
   CHECK(names_in(dir.path()).size() == 2);  // T.json and err: no temporary left
+}
+
+TEST_CASE("cli_hardening.sigint_leaves_no_table") {
+  // Without a previous table, an interrupted autotune leaves none (and no temporary file) either.
+  ScratchDir dir("artune-harden");
+  const std::string err = dir.file("err");
+  const int status = interrupted_measured_autotune(dir.file("T.json"), err);
+  INFO(slurp(err));
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
+  CHECK(names_in(dir.path()) == std::vector<std::string>{"err"});
 }
 
 TEST_CASE("cli_hardening.measure_cpu_skips_sizes_that_do_not_fit") {
@@ -297,4 +317,39 @@ TEST_CASE("cli_hardening.measure_cpu_skips_sizes_that_do_not_fit") {
   CHECK(count_of(r.out, "not measured (predicted only): sizes 1G need more memory than the cpu backend may use") == 1);
   const std::string table = slurp(dir.path() / "t.json");
   CHECK(count_of(table, "\"measured\"") == 2);  // the 16M point only: its pick and TF's choose_the_best
+}
+
+TEST_CASE("cli_hardening.out_of_memory_is_exit_3") {
+  if (artune_test::sanitized_build()) return;  // the address-space limit below cannot apply under ASan
+  // Under a 1.4 GiB address-space limit, 4 cpu devices of 300 MiB pass the up-front memory check (90% of
+  // the limit) but the run's other allocations do not fit: one line naming the shortage, exit 3, no crash.
+  const auto r = run_shell(artune_test::memory_limit_prefix(1500000) + shell_quote(artune_test::artune_bin()) +
+                           " run --backend cpu -t uniform:4 -s xring -b 300M -e 300M -n 1 -w 0 2>&1 >/dev/null");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  CHECK(count_of(r.out, "\n") == 1);
+  CHECK(r.out.rfind("artune: ", 0) == 0);
+  CHECK(count_of(r.out, "out of memory") == 1);
+}
+
+TEST_CASE("cli_hardening.full_form_gpu_limit_in_autotune") {
+  // A full-form topology is held to the generators' per-machine GPU limit when autotune loads it: exit 2,
+  // one line, before any search.
+  ScratchDir dir("artune-harden");
+  std::string devices = "{\"id\": \"cpu0\", \"kind\": \"cpu\"}";
+  std::string links;
+  for (int g = 0; g < 1025; ++g) {
+    const std::string id = "g" + std::to_string(g);
+    devices += ", {\"id\": \"" + id + "\", \"kind\": \"gpu\"}";
+    if (g > 0) links += ", ";
+    links += "{\"a\": \"" + id + R"(", "b": "cpu0", "kind": "pcie", "bandwidth": 12})";
+  }
+  const std::string topo = dir.file("wide.json");
+  put(topo, "{\"devices\": [" + devices + "], \"links\": [" + links + "]}");
+  const auto r = run_artune({"autotune", "-t", topo, "-q", "--out", dir.file("t.json")});
+  CAPTURE(r.err);
+  CHECK(r.status == 2);
+  CHECK(count_of(r.err, "\n") == 1);
+  CHECK(count_of(r.err, "devices: machine 0 has 1025 GPUs, more than the supported 1024 per machine") == 1);
+  CHECK(!fs::exists(dir.file("t.json")));
 }

@@ -123,6 +123,18 @@ TEST_CASE("cli_simulate.backend_and_calibration") {
   for (const auto& p : {slow, cpu, bad}) std::remove(p.c_str());
 }
 
+TEST_CASE("cli_simulate.op_limit_refused_before_building") {
+  // 1024 ranks: the default sweep's smaller sizes fit the op limit, a larger one does not. Every size is checked
+  // in closed form first, so the refusal comes before any plan is built, well within 3 s of CPU time (building,
+  // verifying and simulating the smaller sizes first took about 6 s).
+  const Result r = artune_test::run_shell("ulimit -t 3 && " + artune_test::shell_quote(artune_test::artune_bin()) +
+                                          " simulate -t 128xdgx-h100 -s xring 2>&1");
+  CHECK(r.status == 2);
+  CHECK(r.out ==
+        "artune: --spec xring: the plan over 1024 ranks would hold 1047552 ops, more than artune's limit of 524288 "
+        "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)\n");
+}
+
 TEST_CASE("cli_simulate.bad_input") {
   const Result odd = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "6", "-e", "1K"});
   CHECK(odd.status == 2);

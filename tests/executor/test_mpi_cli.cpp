@@ -162,6 +162,33 @@ TEST_CASE("mpi_cli.stopped_rank_4_ranks_64M_exit_3_no_orphans") {
   CHECK(no_process_with(dir, "fault-stop-topology.json"));
 }
 
+TEST_CASE("mpi_cli.stopped_rank_0_survivors_report_exit_3_no_orphans") {
+  // The survivors' own path: rank 0 stops (SIGSTOP) at its 5th run, so mpirun keeps the job and no rank 0
+  // reports. Every other rank's watchdog gives up after --timeout, waits the 3 s that rank 0 would take to
+  // announce its report, then reports itself ("artune: rank R: ... no progress ...") and ends the job with
+  // exit 3; mpirun then kills the stopped rank, and no artune process is left behind.
+  artune_test::ScratchDir dir("artune-fault");
+  const std::string topo = dir.file("fault-stop0-topology.json");
+  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
+                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
+              .status == 0);
+  const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=stop:rank0:iter5"),
+                                 "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
+  INFO(r.out);
+  CHECK(r.status == 3);
+  // One line per survivor that got to speak before the first one's MPI_Abort ended the job (1 to 3), each
+  // the watchdog's, none from rank 0.
+  const int lines = count_of(r.out, "artune: rank ");
+  CHECK(lines >= 1);
+  CHECK(lines <= 3);
+  CHECK(count_of(r.out, ": mpi backend: no progress for 10 s (a peer stopped or died)") == lines);
+  CHECK(count_of(r.out, "(rank 0 did not report within 3 s)") == lines);
+  CHECK(count_of(r.out, "artune: rank 0:") == 0);
+  CHECK(count_of(r.out, "artune: mpi backend:") == 0);
+  CHECK(r.seconds < 60);  // a hang would reach the 120 s safety net
+  CHECK(no_process_with(dir, "fault-stop0-topology.json"));
+}
+
 TEST_CASE("mpi_cli.killed_rank_4_ranks_64M_no_orphans") {
   // Rank 2 dies (SIGKILL) mid-run. Open MPI's mpirun notices at once, names the rank and ends the others (its
   // own exit status, 137, is mpirun's: the launcher, not artune, decides it for a rank killed by a signal).

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "artune/core/error.hpp"
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/mpi/mpi_init.hpp"
+#include "artune/executor/mpi/root_notice.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/test_fault.hpp"
@@ -35,11 +37,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long a rank other than 0 that gave up waits for rank 0 to report and end the job before it reports
-// itself. Ranks of one plan stall within milliseconds of one another, but rank 0's MPI_Abort can take a few
-// seconds to reach every process on a loaded machine; the wait is only ever served in full when rank 0 is
-// the rank that stopped.
-constexpr double kRootReportGraceSeconds = 10.0;
+// How long a rank other than 0 that gave up waits for rank 0's announcement that it reports (RootNotice)
+// before it reports itself: ranks of one plan stall within milliseconds of one another, so rank 0, when
+// it is alive, gives up and announces within this time; it is served in full only when rank 0 is the rank
+// that stopped.
+constexpr double kRootNoticeSeconds = 3.0;
+// How long a rank that got rank 0's announcement waits, silent, for rank 0's MPI_Abort to end it (which
+// can take a few seconds to reach every process on a loaded machine) before it ends the job itself.
+constexpr double kRootAbortSeconds = 10.0;
 
 void mpi_check(int rc, const char* call) { check_mpi(rc, call, "mpi backend: "); }
 
@@ -95,6 +100,7 @@ class MpiBackend final : public Backend {
     tag_ub_ = flag && ub != nullptr ? *ub : 32767;
     mpi_check(MPI_Type_contiguous(2, MPI_BYTE, &type16_), "MPI_Type_contiguous");
     mpi_check(MPI_Type_commit(&type16_), "MPI_Type_commit");
+    notice_ = std::make_unique<RootNotice>(comm_);
     fault_ = read_test_fault();
     machine_index_ = declared_machine_index(options.machine_index);
   }
@@ -102,11 +108,15 @@ class MpiBackend final : public Backend {
   ~MpiBackend() override {
     if (failed_) {
       // A peer is stuck or gone: collectives would hang, so end the whole job. Rank 0 reports (its caller
-      // prints the exception); every rank stalls at about the same time, so another rank gives rank 0 a
-      // short grace to report and abort first, and only speaks when rank 0 did not (rank 0 is the one stuck).
+      // prints the exception) after announcing it; another rank waits for that announcement, then silently
+      // for rank 0's MPI_Abort, and speaks only when none came (rank 0 is the one stuck).
       if (rank_ != 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(kRootReportGraceSeconds));
-        std::fprintf(stderr, "artune: rank %d: %s\n", rank_, failure_message_.c_str());
+        if (notice_->wait(kRootNoticeSeconds)) {
+          std::this_thread::sleep_for(std::chrono::duration<double>(kRootAbortSeconds));
+        } else {
+          std::fprintf(stderr, "artune: rank %d: %s (rank 0 did not report within %g s)\n", rank_,
+                       failure_message_.c_str(), kRootNoticeSeconds);
+        }
       }
       std::fflush(stdout);
       std::fflush(stderr);
@@ -121,6 +131,7 @@ class MpiBackend final : public Backend {
     }
     for (auto& [key, op] : user_ops_) MPI_Op_free(&op);
     MPI_Type_free(&type16_);
+    notice_.reset();
     MPI_Comm_free(&comm_);
     if (own_mpi_) MPI_Finalize();
   }
@@ -249,6 +260,7 @@ class MpiBackend final : public Backend {
     failed_ = true;
     failure_code_ = e.code();
     failure_message_ = e.what();  // printed by the destructor, only if rank 0 does not end the job first
+    if (rank_ == 0) notice_->announce();
     throw e;
   }
 
@@ -340,6 +352,7 @@ class MpiBackend final : public Backend {
   bool failed_ = false;
   ErrorCode failure_code_ = ErrorCode::kBackendFailure;
   std::string failure_message_;
+  std::unique_ptr<RootNotice> notice_;  // who reports a failure (see the destructor)
 
   bool prepared_ = false;
   bool user_buffers_ = false;  // buffer 0 of this rank is the caller's (run_on)
