@@ -78,6 +78,8 @@ void ScaledSweep::search_anchor(std::size_t up_to) {
         base_ = std::move(*previous);
         current_ = base_;
         current_factor_ = 1;
+        built_ = Plan{};  // the plan at k is the anchor's scaled: one plan less held
+        built_index_.reset();
       }
     }
   }
