@@ -20,6 +20,7 @@
 #include "artune/executor/backend.hpp"
 #include "artune/executor/runner.hpp"
 #include "artune/simulator/simulator.hpp"
+#include "artune/tuner/plan_scaling.hpp"
 #include "artune/tuner/size_sampling.hpp"
 
 namespace artune {
@@ -111,14 +112,17 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   std::atomic<std::size_t> simulations{0};
   // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
   // simulation on large machines, and only the plans a size keeps need its proof, below).
-  auto simulate_at = [&](std::size_t si, std::size_t c) -> std::optional<SimResult> {
+  // Without `plans` the plan is built; with them (the candidate's SweepPlans, plan_scaling.hpp) it is built or
+  // scaled from a smaller size's.
+  auto simulate_at = [&](std::size_t si, std::size_t c, SweepPlans* plans = nullptr) -> std::optional<SimResult> {
     const std::size_t slot = si * n + c;
     simulated[slot] = 1;
     simulations.fetch_add(1, std::memory_order_relaxed);
     try {
-      const Plan plan =
-          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
-      SimResult r = simulate(plan, topo, options.model, esize);
+      SimResult r = plans != nullptr ? simulate(plans->at(si), topo, options.model, esize)
+                                     : simulate(build_candidate(topo, result.set.candidates[c],
+                                                                count_for(options.sizes[si], esize), options.op, false),
+                                                topo, options.model, esize);
       predicted[slot] = figures_of(r);
       bottleneck[slot] = link_class[static_cast<std::size_t>(r.bottleneck_link + 1)];
       return r;
@@ -136,6 +140,9 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return result.set.plan_ops[a] > result.set.plan_ops[b]; });
   }
+  std::vector<std::int64_t> counts;
+  for (const std::uint64_t bytes : options.sizes) counts.push_back(count_for(bytes, esize));
+  auto sweep_plans = [&](std::size_t c) { return SweepPlans(topo, result.set.candidates[c], counts, options.op); };
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
   // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
@@ -159,12 +166,15 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
       if (!added && result.set.plan_ops[c] < result.set.plan_ops[it->second]) it->second = c;
     }
     for (const auto& [family, c] : cheapest) seed[c] = 1;
-    std::vector<std::pair<std::size_t, std::size_t>> seeds;  // (size, candidate), costliest first
+    // One seed candidate per item, its sizes in order (its plans scale from one size to the next).
+    std::vector<std::size_t> seed_order;
     for (const std::size_t c : order) {
-      for (std::size_t si = 0; si < n_sizes && seed[c]; ++si) seeds.emplace_back(si, c);
+      if (seed[c]) seed_order.push_back(c);
     }
-    parallel_for(seeds.size(), options.jobs,
-                 [&](std::size_t i) { (void)simulate_at(seeds[i].first, seeds[i].second); });
+    parallel_for(seed_order.size(), options.jobs, [&](std::size_t i) {
+      SweepPlans plans = sweep_plans(seed_order[i]);
+      for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, seed_order[i], &plans);
+    });
     for (std::size_t si = 0; si < n_sizes; ++si) {
       std::map<std::string, double> fastest;  // family → its fastest seed here
       for (std::size_t c = 0; c < n; ++c) {
@@ -182,12 +192,10 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   std::atomic<std::size_t> pruned{0};
   // Whether candidate c can be skipped at size si: its lower bound is above prune_above (a plan that does not
   // build there is skipped too: it has no figures either way).
-  auto prunable = [&](std::size_t si, std::size_t c) {
+  auto prunable = [&](std::size_t si, SweepPlans& plans) {
     if (!std::isfinite(prune_above[si])) return false;
     try {
-      const Plan plan =
-          build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op, false);
-      return simulate_lower_bound(plan, topo, options.model, esize) > prune_above[si];
+      return simulate_lower_bound(plans.at(si), topo, options.model, esize) > prune_above[si];
     } catch (const InvalidInput&) {
     } catch (const Unsupported&) {}
     return false;
@@ -195,14 +203,15 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   SimulationProgress tracker(options.progress, n);
   parallel_for(n, options.jobs, [&](std::size_t k) {
     const std::size_t c = order[k];
+    SweepPlans plans = sweep_plans(c);
     if (options.exhaustive) {
       for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
     } else {
       // The sizes at either end where the candidate is pruned; the ones between are sampled.
       std::size_t lo = 0, hi = n_sizes;
       if (prune && !seed[c]) {
-        while (lo < hi && prunable(lo, c)) ++lo;
-        while (hi > lo && prunable(hi - 1, c)) --hi;
+        while (lo < hi && prunable(lo, plans)) ++lo;
+        while (hi > lo && prunable(hi - 1, plans)) --hi;
         pruned.fetch_add(n_sizes - (hi - lo), std::memory_order_relaxed);
       }
       if (lo == hi) {
@@ -214,7 +223,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
       auto times = sample_sizes(range, [&](std::size_t i) -> std::optional<SizeSample> {
         // Seeds were simulated at some sizes already: their figures are in their slots.
         const std::size_t slot = (lo + i) * n + c;
-        if (!simulated[slot]) (void)simulate_at(lo + i, c);
+        if (!simulated[slot]) (void)simulate_at(lo + i, c, &plans);
         if (!predicted[slot]) return std::nullopt;
         return SizeSample{predicted[slot]->time_us, bottleneck[slot]};
       });
