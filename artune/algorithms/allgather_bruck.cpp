@@ -1,7 +1,8 @@
 // Logarithmic all-gathers (issue 17): Bruck's algorithm (any rank count, ⌈lg n⌉ steps) and
 // recursive doubling (lg n steps for a power of two; otherwise the extra ranks fold onto the first
 // ones and get the result back, two more steps). Blocks go straight to their final offsets, so
-// Bruck needs neither its usual rotated scratch buffer nor the final local rotation.
+// Bruck needs neither its usual rotated scratch buffer nor the final local rotation. Their registry
+// records are at the bottom.
 
 #include <bit>
 
@@ -62,3 +63,54 @@ void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots, std::int64_t 
 }
 
 }  // namespace artune::detail
+
+namespace artune::detail {
+namespace {
+
+void emit_allgather_bruck_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_allgather_bruck(e, user_slots(ranks(s)), s.options.count);
+}
+
+void emit_allgather_rd_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_allgather_rd(e, user_slots(ranks(s)), s.options.count);
+}
+
+bool power_of_two(int p) { return p > 0 && (p & (p - 1)) == 0; }
+
+// ⌈lg p⌉α + (p−1)/p·nβ: exact for a power of two on one uniform machine (Bruck's cyclic runs split in
+// two copies otherwise); a lower bound for any all-gather of ⌈lg p⌉ rounds, so also for rd's fold.
+ClosedForm allgather_bruck_closed_form(const ClosedFormInput& in) {
+  const bool exact = in.machines == 1 && power_of_two(in.ranks);
+  return {bruck_allgather_us(in.ranks, in.bytes, in.link), exact ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+void bruck_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"bruck", {}, {}}); }
+void rd_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"rd", {}, {}}); }
+
+}  // namespace
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family allgather_bruck{
+    .collective = Collective::kAllGather,
+    .name = "bruck",
+    .readable = "bruck",
+    .specs = {{"bruck", nullptr, ArgKind::kNone,
+               "Bruck all-gather: ceil(lg n) steps for any n, blocks copied to their places"}},
+    .emit = detail::emit_allgather_bruck_family,
+    .closed_form = detail::allgather_bruck_closed_form,
+    .candidates = detail::bruck_candidates,
+    .tuner_position = 20,
+};
+const Family allgather_rd{
+    .collective = Collective::kAllGather,
+    .name = "rd",
+    .readable = "recursive-doubling",
+    .specs = {{"rd", "recursive-doubling", ArgKind::kNone,
+               "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"}},
+    .emit = detail::emit_allgather_rd_family,
+    .closed_form = detail::allgather_bruck_closed_form,
+    .candidates = detail::rd_candidates,
+    .tuner_position = 30,
+};
+}  // namespace artune::family

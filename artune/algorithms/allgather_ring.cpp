@@ -2,11 +2,29 @@
 // collectives of their own, over the plan's blocks (even pieces, block k on rank k) rather than
 // the ring all-reduce's padded chunks. Each rank sends (n−1)/n of the buffer over one link. The
 // ring follows an order of the ranks (--gpu-perm inside each machine); 2d runs the same ring over
-// sets of blocks.
+// sets of blocks. The ring families' registry records are at the bottom.
 
 #include "artune/algorithms/collective_families.hpp"
 
 namespace artune::detail {
+
+std::vector<int> collective_ring_order(const Setup& s) {
+  const std::vector<int>& perm = s.options.gpu_perm;
+  std::vector<int> order;
+  for (const auto& w : s.workers) {
+    for (std::size_t l = 0; l < w.size(); ++l) order.push_back(w[perm.empty() ? l : static_cast<std::size_t>(perm[l])]);
+  }
+  return order;
+}
+
+void collective_ring_candidates(const char* spec, CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  for (std::size_t k = 0; k < ctx.orders.size(); ++k) {
+    const bool identity = is_identity(ctx.orders[k]);
+    const bool expand = k < ctx.expanded_orders || identity;
+    out.push_back({spec, identity ? std::vector<int>{} : ctx.orders[k], {},
+                   expand ? CandidateSeed::Segments::kAll : CandidateSeed::Segments::kNone});
+  }
+}
 
 void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,
                     const std::vector<std::vector<int>>& sets, bool reduce) {
@@ -49,3 +67,57 @@ void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::in
 }
 
 }  // namespace artune::detail
+
+// ---------------------------------------------------------------------------
+// The ring all-gather and ring reduce-scatter records.
+
+namespace artune::detail {
+namespace {
+
+void emit_allgather_ring_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_allgather_ring(e, user_slots(ranks(s)), s.options.count, collective_ring_order(s));
+}
+
+void emit_reducescatter_ring_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_reducescatter_ring(e, user_slots(ranks(s)), s.options.count, collective_ring_order(s), s.scale_by);
+}
+
+// Exact on one uniform machine; across machines the in-machine link's constants make it a lower bound.
+ClosedForm allgather_ring_closed_form(const ClosedFormInput& in) {
+  return {ring_allgather_us(in.ranks, in.bytes, in.link), in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+ClosedForm reducescatter_ring_closed_form(const ClosedFormInput& in) {
+  return {ring_reducescatter_us(in.ranks, in.bytes, in.link),
+          in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+void ring_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  collective_ring_candidates("ring", ctx, out);
+}
+
+}  // namespace
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family allgather_ring{
+    .collective = Collective::kAllGather,
+    .name = "ring",
+    .readable = "ring",
+    .specs = {{"ring", "xring", ArgKind::kNone, "ring all-gather: n-1 steps, (n-1)/n of the buffer over each link"}},
+    .emit = detail::emit_allgather_ring_family,
+    .closed_form = detail::allgather_ring_closed_form,
+    .candidates = detail::ring_candidates,
+    .tuner_position = 10,
+};
+const Family reducescatter_ring{
+    .collective = Collective::kReduceScatter,
+    .name = "ring",
+    .readable = "ring",
+    .specs = {{"ring", "xring", ArgKind::kNone, "ring reduce-scatter: n-1 steps of reduce into the next rank"}},
+    .emit = detail::emit_reducescatter_ring_family,
+    .closed_form = detail::reducescatter_ring_closed_form,
+    .candidates = detail::ring_candidates,
+    .tuner_position = 10,
+};
+}  // namespace artune::family

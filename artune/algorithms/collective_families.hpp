@@ -1,7 +1,7 @@
 #pragma once
 // Internal to the algorithms module: emitters of the all-gather and reduce-scatter families
-// (issue 17) and the one dispatch from (collective, spec token) to them. Slot k is rank k and
-// owns block collective_block(count, n, k) of the region.
+// (issue 17), whose records (registry.hpp, ARTUNE_COLLECTIVE_FAMILIES) live in the same files.
+// Slot k is rank k and owns block collective_block(count, n, k) of the region.
 
 #include <cstdint>
 #include <vector>
@@ -49,12 +49,11 @@ void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::i
 /// owner's block for reduce-scatter.
 void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
 
-/// THE dispatch from (collective, spec token) to the emitters above, over the plan's user buffers
-/// (ranks 0..ranks−1). InvalidInput names the token when the collective has no such family.
-/// workers[w] = the ranks on machine w (2d); ring_order = every rank once, the order of the ring families
-/// (--gpu-perm inside each machine).
-void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
-                     const std::vector<int>& ring_order, int scale_by);
+/// The ring families' order of the ranks: --gpu-perm inside each machine, machines concatenated.
+std::vector<int> collective_ring_order(const Setup& s);
+/// Tuner candidates of a ring family of a collective: the ring orders of the tuner's context (the best
+/// few and identity with every pipeline depth, the rest unpipelined), as the all-reduce ring does.
+void collective_ring_candidates(const char* spec, CandidateContext& ctx, std::vector<CandidateSeed>& out);
 /// A ring over `members` (ranks) where member i owns the blocks sets[i]: in step s member i copies
 /// (all-gather) the set of member i−s, or reduces (reduce-scatter) that of member i−s−1, into member i+1.
 void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,

@@ -2,8 +2,9 @@
 // of Rabenseifner's all-reduce): lg n steps, in step k the pairs at distance 2^⌊lg n⌋/2^(k+1) each
 // reduce the half of their current blocks the partner keeps into the partner. A non-power-of-two
 // n first reduces the last r = n − 2^⌊lg n⌋ ranks' buffers into ranks 0..r−1; rank i then also
-// stands for block 2^⌊lg n⌋+i and hands it back at the end.
+// stands for block 2^⌊lg n⌋+i and hands it back at the end. Its registry record is at the bottom.
 
+#include <algorithm>
 #include <bit>
 
 #include "artune/algorithms/collective_families.hpp"
@@ -38,3 +39,44 @@ void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std:
 }
 
 }  // namespace artune::detail
+
+namespace artune::detail {
+namespace {
+
+void emit_reducescatter_halving_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_reducescatter_halving(e, user_slots(ranks(s)), s.options.count, s.scale_by);
+}
+
+// lg p·α + (p−1)/p·n(β + γ), exact for a power of two on one uniform machine. Otherwise a lower bound:
+// the fold's full-buffer reduce alone costs α + n(β + γ), so ⌊lg p⌋ + 1 rounds and (p−1)/p·n(β + γ).
+ClosedForm halving_closed_form(const ClosedFormInput& in) {
+  const int p = in.ranks;
+  const int core = static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(p, 1))));
+  if (core == p) {
+    return {halving_reducescatter_us(p, in.bytes, in.link),
+            in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  }
+  const AlphaBetaGamma& c = in.link;
+  const double rounds = std::bit_width(static_cast<unsigned>(core));  // ⌊lg p⌋ + 1
+  return {rounds * c.alpha_us + static_cast<double>(p - 1) / p * in.bytes * (c.beta_us_per_byte + c.gamma_us_per_byte),
+          Exactness::kLowerBound};
+}
+
+void halving_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"halving", {}, {}}); }
+
+}  // namespace
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family reducescatter_halving{
+    .collective = Collective::kReduceScatter,
+    .name = "halving",
+    .readable = "recursive-halving",
+    .specs = {{"halving", "recursive-halving", ArgKind::kNone,
+               "recursive-halving reduce-scatter: lg n steps; a non-power-of-two n folds its extra ranks first"}},
+    .emit = detail::emit_reducescatter_halving_family,
+    .closed_form = detail::halving_closed_form,
+    .candidates = detail::halving_candidates,
+    .tuner_position = 20,
+};
+}  // namespace artune::family

@@ -13,32 +13,6 @@
 
 namespace artune {
 
-CandidateSet generate_collective_candidates(const Topology& topo, Collective c, const CandidateOptions& options) {
-  CandidateSet set;
-  for (const auto& [name, what] : collective_algorithms(c)) {
-    (void)what;
-    const bool library = name == "nccl";
-    if (library && !options.include_nccl) continue;
-    if (name == "2d" && topo.machine_count() < 2) continue;  // on one machine 2d is the ring
-    const std::vector<int> depths = library ? std::vector<int>{1} : options.segments;
-    for (int segments : depths) {
-      Candidate cand;
-      cand.family = name;
-      cand.spec = name;
-      cand.segments = segments;
-      cand.collective = c;
-      try {
-        const Plan plan = build_candidate(topo, cand, options.verify_count, ReduceOp::kSum);
-        set.plan_ops.push_back(plan.ops.size());
-        set.candidates.push_back(std::move(cand));
-      } catch (const Error& e) {
-        set.rejected.push_back(fmt::format("{}: {}", cand.label(), e.what()));
-      }
-    }
-  }
-  return set;
-}
-
 double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
                           const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type) {
   BuildOptions base;
