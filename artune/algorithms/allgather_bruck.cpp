@@ -4,6 +4,7 @@
 // Bruck needs neither its usual rotated scratch buffer nor the final local rotation. Their registry
 // records are at the bottom.
 
+#include <algorithm>
 #include <bit>
 
 #include "artune/algorithms/collective_families.hpp"
@@ -77,11 +78,22 @@ void emit_allgather_rd_family(Emitter& e, const Setup& s, const AlgToken&) {
 
 bool power_of_two(int p) { return p > 0 && (p & (p - 1)) == 0; }
 
-// ⌈lg p⌉α + (p−1)/p·nβ: exact for a power of two on one uniform machine (Bruck's cyclic runs split in
-// two copies otherwise); a lower bound for any all-gather of ⌈lg p⌉ rounds, so also for rd's fold.
-ClosedForm allgather_bruck_closed_form(const ClosedFormInput& in) {
+// Recursive doubling: ⌈lg p⌉α + (p−1)/p·nβ, exact for a power of two on one uniform machine; otherwise a
+// lower bound (the fold adds two rounds, and its last copy alone carries (p−1)/p·n).
+ClosedForm allgather_rd_closed_form(const ClosedFormInput& in) {
   const bool exact = in.machines == 1 && power_of_two(in.ranks);
   return {bruck_allgather_us(in.ranks, in.bytes, in.link), exact ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+// Bruck: the same for a power of two. Otherwise some of its rounds send blocks their source already held
+// (at p = 3 both rounds run at once over different links), so only a bound: one message, and every rank's
+// (p−1)/p·n through all of its links, at least one block through one of them.
+ClosedForm allgather_bruck_closed_form(const ClosedFormInput& in) {
+  if (power_of_two(in.ranks) || in.ranks < 2) return allgather_rd_closed_form(in);
+  const double p = in.ranks;
+  const double bandwidth =
+      std::max(in.bytes / p * in.link.beta_us_per_byte, (p - 1) / p * in.bytes * in.ingress_us_per_byte);
+  return {in.link.alpha_us + bandwidth, Exactness::kLowerBound};
 }
 
 void bruck_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"bruck", {}, {}}); }
@@ -109,7 +121,7 @@ const Family allgather_rd{
     .specs = {{"rd", "recursive-doubling", ArgKind::kNone,
                "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"}},
     .emit = detail::emit_allgather_rd_family,
-    .closed_form = detail::allgather_bruck_closed_form,
+    .closed_form = detail::allgather_rd_closed_form,
     .candidates = detail::rd_candidates,
     .tuner_position = 30,
 };

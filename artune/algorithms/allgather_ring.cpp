@@ -21,7 +21,9 @@ void collective_ring_candidates(const char* spec, CandidateContext& ctx, std::ve
   for (std::size_t k = 0; k < ctx.orders.size(); ++k) {
     const bool identity = is_identity(ctx.orders[k]);
     const bool expand = k < ctx.expanded_orders || identity;
-    out.push_back({spec, identity ? std::vector<int>{} : ctx.orders[k], {},
+    out.push_back({spec,
+                   identity ? std::vector<int>{} : ctx.orders[k],
+                   {},
                    expand ? CandidateSeed::Segments::kAll : CandidateSeed::Segments::kNone});
   }
 }
@@ -84,7 +86,8 @@ void emit_reducescatter_ring_family(Emitter& e, const Setup& s, const AlgToken&)
 
 // Exact on one uniform machine; across machines the in-machine link's constants make it a lower bound.
 ClosedForm allgather_ring_closed_form(const ClosedFormInput& in) {
-  return {ring_allgather_us(in.ranks, in.bytes, in.link), in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  return {ring_allgather_us(in.ranks, in.bytes, in.link),
+          in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
 }
 
 ClosedForm reducescatter_ring_closed_form(const ClosedFormInput& in) {

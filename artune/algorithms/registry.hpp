@@ -186,8 +186,7 @@ const std::vector<const Family*>& families(Collective c = Collective::kAllReduce
 /// The all-reduce family with this short name (Family::name), or nullptr.
 const Family* family_named(std::string_view name);
 /// The family of `c` and spec name of a token or alias, or {nullptr, nullptr}.
-std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token,
-                                                         Collective c = Collective::kAllReduce);
+std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token, Collective c = Collective::kAllReduce);
 /// The family of `c` of a parsed token (InvalidInput if none: a token not made by the spec parsers).
 const Family& family_of(const AlgToken& token, Collective c = Collective::kAllReduce);
 
