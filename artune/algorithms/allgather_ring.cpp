@@ -28,18 +28,17 @@ void collective_ring_candidates(const char* spec, CandidateContext& ctx, std::ve
   }
 }
 
-void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,
+void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& members,
                     const std::vector<std::vector<int>>& sets, bool reduce) {
   const int k = static_cast<int>(members.size());
-  const int n = static_cast<int>(slots.size());
   for (int s = 0; s + 1 < k; ++s) {
     for (int i = 0; i < k; ++i) {
       const int owner = ((i - s - (reduce ? 1 : 0)) % k + k) % k;
       const Slot& from = slots[static_cast<std::size_t>(members[static_cast<std::size_t>(i)])];
       const Slot& to = slots[static_cast<std::size_t>(members[static_cast<std::size_t>((i + 1) % k)])];
       for (int b : sets[static_cast<std::size_t>(owner)]) {
-        const Location src = blocks_at(from, count, n, b, b + 1);
-        const Location dst = blocks_at(to, count, n, b, b + 1);
+        const Location src = blocks_at(e, from, b, b + 1);
+        const Location dst = blocks_at(e, to, b, b + 1);
         if (reduce) {
           e.reduce(src, dst);
         } else {
@@ -50,22 +49,18 @@ void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t cou
   }
 }
 
-void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                         const std::vector<int>& order) {
+void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order) {
   std::vector<std::vector<int>> own;
   for (int r : order) own.push_back({r});
-  ring_over_sets(e, slots, count, order, own, false);
+  ring_over_sets(e, slots, order, own, false);
 }
 
-void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                             const std::vector<int>& order, int scale_by) {
+void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order, int scale_by) {
   std::vector<std::vector<int>> own;
   for (int r : order) own.push_back({r});
   // Block b starts at the member after its owner and gathers one rank per step; after n−1 steps it reaches b.
-  ring_over_sets(e, slots, count, order, own, true);
-  if (scale_by == kNoScale) return;
-  const int n = static_cast<int>(slots.size());
-  for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
+  ring_over_sets(e, slots, order, own, true);
+  scale_owned_blocks(e, slots, scale_by);
 }
 
 }  // namespace artune::detail
@@ -77,11 +72,11 @@ namespace artune::detail {
 namespace {
 
 void emit_allgather_ring_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_allgather_ring(e, user_slots(ranks(s)), s.options.count, collective_ring_order(s));
+  emit_allgather_ring(e, user_slots(ranks(s)), collective_ring_order(s));
 }
 
 void emit_reducescatter_ring_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_reducescatter_ring(e, user_slots(ranks(s)), s.options.count, collective_ring_order(s), s.scale_by);
+  emit_reducescatter_ring(e, user_slots(ranks(s)), collective_ring_order(s), s.scale_by);
 }
 
 // Exact on one uniform machine; across machines the in-machine link's constants make it a lower bound.

@@ -207,6 +207,19 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
     plan.devices.push_back(PlanDevice{node, topo.nodes()[static_cast<std::size_t>(node)].id, true});
     plan.buffers.push_back({options.count});
   }
+  if (!options.blocks.empty()) {
+    if (options.collective == Collective::kAllReduce) throw InvalidInput("blocks: an all-reduce has no blocks");
+    if (options.blocks.size() != s.nodes.size()) {
+      throw InvalidInput(fmt::format("blocks: {} sizes for {} ranks", options.blocks.size(), s.nodes.size()));
+    }
+    std::int64_t sum = 0;
+    for (const std::int64_t b : options.blocks) {
+      if (b < 0) throw InvalidInput(fmt::format("blocks: size {} is negative", b));
+      sum += b;
+    }
+    if (sum != options.count) throw InvalidInput(fmt::format("blocks: sum to {}, not count = {}", sum, options.count));
+    plan.blocks = options.blocks;
+  }
   Emitter e(plan, topo);
   // The families of the plan's collective (all-gather and reduce-scatter ones since issue 17).
   plan.collective = options.collective;

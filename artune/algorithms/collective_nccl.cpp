@@ -3,26 +3,29 @@
 // The simulator prices both as one ring of n−1 steps; their registry records are at the bottom.
 
 #include "artune/algorithms/collective_families.hpp"
+#include "artune/core/error.hpp"
 
 namespace artune::detail {
 
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, int scale_by) {
   const int n = static_cast<int>(slots.size());
   std::vector<int> devices;
   for (const Slot& s : slots) devices.push_back(s.device);
-  if (n > 1) e.group(c, devices, slots.front().buffer, slots.front().offset, count);
-  if (c != Collective::kReduceScatter || scale_by == kNoScale) return;
-  for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
+  // NCCL's all-gather and reduce-scatter cut the buffer evenly: no all-gather-v.
+  if (!e.plan().blocks.empty())
+    throw InvalidInput("nccl: the library's collectives need even blocks (all-gather-v: a point-to-point family)");
+  if (n > 1) e.group(c, devices, slots.front().buffer, slots.front().offset, e.plan().count);
+  if (c == Collective::kReduceScatter) scale_owned_blocks(e, slots, scale_by);
 }
 
 namespace {
 
 void emit_allgather_nccl_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_collective_group(e, Collective::kAllGather, user_slots(ranks(s)), s.options.count, s.scale_by);
+  emit_collective_group(e, Collective::kAllGather, user_slots(ranks(s)), s.scale_by);
 }
 
 void emit_reducescatter_nccl_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_collective_group(e, Collective::kReduceScatter, user_slots(ranks(s)), s.options.count, s.scale_by);
+  emit_collective_group(e, Collective::kReduceScatter, user_slots(ranks(s)), s.scale_by);
 }
 
 // One ring: the launch, then p−1 steps of one block (n/p) over every edge; exact on one uniform machine.

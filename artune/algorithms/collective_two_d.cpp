@@ -34,41 +34,38 @@ std::vector<int> column(const std::vector<std::vector<int>>& workers, std::size_
 
 }  // namespace
 
-void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                          const std::vector<std::vector<int>>& workers) {
+void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers) {
   check_grid(workers, "all-gather");
   const std::size_t g = workers.front().size();
   for (std::size_t l = 0; l < g; ++l) {
     const std::vector<int> members = column(workers, l);
     std::vector<std::vector<int>> own;
     for (int r : members) own.push_back({r});
-    ring_over_sets(e, slots, count, members, own, false);
+    ring_over_sets(e, slots, members, own, false);
   }
   for (const auto& machine : workers) {
     std::vector<std::vector<int>> sets;
     for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
-    ring_over_sets(e, slots, count, machine, sets, false);
+    ring_over_sets(e, slots, machine, sets, false);
   }
 }
 
-void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                              const std::vector<std::vector<int>>& workers, int scale_by) {
+void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers,
+                              int scale_by) {
   check_grid(workers, "reduce-scatter");
   const std::size_t g = workers.front().size();
   for (const auto& machine : workers) {
     std::vector<std::vector<int>> sets;
     for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
-    ring_over_sets(e, slots, count, machine, sets, true);
+    ring_over_sets(e, slots, machine, sets, true);
   }
   for (std::size_t l = 0; l < g; ++l) {
     const std::vector<int> members = column(workers, l);
     std::vector<std::vector<int>> own;
     for (int r : members) own.push_back({r});
-    ring_over_sets(e, slots, count, members, own, true);
+    ring_over_sets(e, slots, members, own, true);
   }
-  if (scale_by == kNoScale) return;
-  const int n = static_cast<int>(slots.size());
-  for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
+  scale_owned_blocks(e, slots, scale_by);
 }
 
 }  // namespace artune::detail
@@ -77,11 +74,11 @@ namespace artune::detail {
 namespace {
 
 void emit_allgather_two_d_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_allgather_two_d(e, user_slots(ranks(s)), s.options.count, s.workers);
+  emit_allgather_two_d(e, user_slots(ranks(s)), s.workers);
 }
 
 void emit_reducescatter_two_d_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_reducescatter_two_d(e, user_slots(ranks(s)), s.options.count, s.workers, s.scale_by);
+  emit_reducescatter_two_d(e, user_slots(ranks(s)), s.workers, s.scale_by);
 }
 
 // W machines of G GPUs: W−1 steps of one block (n/p) across machines, G−1 steps of a column (n/G) inside

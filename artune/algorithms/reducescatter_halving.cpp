@@ -11,12 +11,13 @@
 
 namespace artune::detail {
 
-void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
+void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, int scale_by) {
   const int n = static_cast<int>(slots.size());
   if (n < 1) return;
   const int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extra = n - m;
   auto slot = [&](int r) -> const Slot& { return slots[static_cast<std::size_t>(r)]; };
+  const std::int64_t count = e.plan().count;
   for (int i = 0; i < extra; ++i) e.reduce(at(slot(m + i), 0, count), at(slot(i), 0, count));
   for (int dist = m / 2; dist >= 1; dist /= 2) {
     for (int i = 0; i < m; ++i) {
@@ -24,18 +25,17 @@ void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std:
       // reduces its copy of them into i.
       const int j = i ^ dist;
       const int c0 = i & ~(dist - 1);
-      e.reduce(blocks_at(slot(j), count, n, c0, c0 + dist), blocks_at(slot(i), count, n, c0, c0 + dist));
+      e.reduce(blocks_at(e, slot(j), c0, c0 + dist), blocks_at(e, slot(i), c0, c0 + dist));
       const int x_end = std::min(c0 + dist, extra);
       if (c0 < x_end) {
-        e.reduce(blocks_at(slot(j), count, n, m + c0, m + x_end), blocks_at(slot(i), count, n, m + c0, m + x_end));
+        e.reduce(blocks_at(e, slot(j), m + c0, m + x_end), blocks_at(e, slot(i), m + c0, m + x_end));
       }
     }
   }
   for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(slot(i), count, n, m + i, m + i + 1), blocks_at(slot(m + i), count, n, m + i, m + i + 1));
+    e.copy(blocks_at(e, slot(i), m + i, m + i + 1), blocks_at(e, slot(m + i), m + i, m + i + 1));
   }
-  if (scale_by == kNoScale) return;
-  for (int k = 0; k < n; ++k) e.scale(blocks_at(slot(k), count, n, k, k + 1), scale_by);
+  scale_owned_blocks(e, slots, scale_by);
 }
 
 }  // namespace artune::detail
@@ -44,7 +44,7 @@ namespace artune::detail {
 namespace {
 
 void emit_reducescatter_halving_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_reducescatter_halving(e, user_slots(ranks(s)), s.options.count, s.scale_by);
+  emit_reducescatter_halving(e, user_slots(ranks(s)), s.scale_by);
 }
 
 // lg p·α + (p−1)/p·n(β + γ), exact for a power of two on one uniform machine. Otherwise a lower bound:

@@ -17,7 +17,8 @@ namespace artune {
 
 /// Simulated time of a sparse all-reduce (algorithms/sparse_allreduce.hpp) with the all-gather family
 /// `spec`: the header, index (int64) and row (`type`) all-gathers one after another, rank k holding
-/// nnz[k] rows of `width` values (payloads padded to the largest nnz). 0 when every nnz is 0 but the header.
+/// nnz[k] rows of `width` values (all-gather-v: the real sizes; nccl pads to the largest nnz). Only the
+/// header when every nnz is 0.
 double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
                           const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type);
 

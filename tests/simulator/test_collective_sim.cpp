@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/sparse_allreduce.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/closed_form.hpp"
@@ -162,4 +163,22 @@ TEST_CASE("collective_sim.sparse_crossover_uniform_8") {
   const SparseDecision any = decide_sparse(t, model, rows, width, 0.01, DataType::kFloat32);
   CHECK(any.crossover > 0);
   CHECK(any.crossover < 1);
+}
+
+TEST_CASE("collective_sim.sparse_costs_real_sizes") {
+  // The simulator prices the sparse all-reduce by each rank's real nnz (all-gather-v). One rank with 4096
+  // rows, seven empty: Bruck's rows reach the last ranks in lg 8 = 3 dependent copies of that one block,
+  // where blocks padded to 4096 rows would move 1 + 2 + 4 = 7 blocks' worth one after another.
+  const Topology t = load_topology("uniform:8");
+  const CostModel model = CostModel::defaults();
+  const std::vector<std::int64_t> one = {4096, 0, 0, 0, 0, 0, 0, 0}, all(8, 4096);
+  const double lone = simulate_sparse_us(t, model, "bruck", one, 64, DataType::kFloat32);
+  const double full = simulate_sparse_us(t, model, "bruck", all, 64, DataType::kFloat32);
+  CHECK(lone < full / 2);
+  const AlphaBetaGamma abg = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
+  const double block_us = abg.alpha_us + 4096.0 * 64 * 4 * abg.beta_us_per_byte;
+  CHECK(simulate(sparse_payload_plan(t, "bruck", one, 64, {}), t, model, 4).time_us ==
+        doctest::Approx(3 * block_us).epsilon(0.01));
+  CHECK(simulate(sparse_payload_plan(t, "bruck", all, 64, {}), t, model, 4).time_us ==
+        doctest::Approx(bruck_allgather_us(8, 8 * 4096.0 * 64 * 4, abg)).epsilon(0.01));
 }
