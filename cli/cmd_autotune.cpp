@@ -375,9 +375,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   if (const Collective kind = parse_collective_kind(f.collective); kind != Collective::kAllReduce) {
     if (f.target == "nccl") throw InvalidInput("--collective: --target nccl tunes all-reduce only");
     if (!f.fusion.empty()) throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
-    so.generate = [kind](const Topology& t, const CandidateOptions& o) {
-      return generate_collective_candidates(t, kind, o);
-    };
+    so.candidates.collective = kind;
   }
   if (!f.sparse.empty()) {
     run_sparse(f, topo, so.model, types.front());

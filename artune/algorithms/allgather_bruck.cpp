@@ -1,8 +1,10 @@
 // Logarithmic all-gathers (issue 17): Bruck's algorithm (any rank count, ⌈lg n⌉ steps) and
 // recursive doubling (lg n steps for a power of two; otherwise the extra ranks fold onto the first
 // ones and get the result back, two more steps). Blocks go straight to their final offsets, so
-// Bruck needs neither its usual rotated scratch buffer nor the final local rotation.
+// Bruck needs neither its usual rotated scratch buffer nor the final local rotation. Their registry
+// records are at the bottom.
 
+#include <algorithm>
 #include <bit>
 
 #include "artune/algorithms/collective_families.hpp"
@@ -12,35 +14,35 @@ namespace artune::detail {
 namespace {
 
 // Copies the cyclic run of `len` blocks starting at `first` from one slot to another (≤ 2 ops).
-void copy_cyclic(Emitter& e, const Slot& from, const Slot& to, std::int64_t count, int n, int first, int len) {
+void copy_cyclic(Emitter& e, const Slot& from, const Slot& to, int n, int first, int len) {
   const int end = first + len;
   const int a_last = std::min(end, n);
-  e.copy(blocks_at(from, count, n, first, a_last), blocks_at(to, count, n, first, a_last));
-  if (end > n) e.copy(blocks_at(from, count, n, 0, end - n), blocks_at(to, count, n, 0, end - n));
+  e.copy(blocks_at(e, from, first, a_last), blocks_at(e, to, first, a_last));
+  if (end > n) e.copy(blocks_at(e, from, 0, end - n), blocks_at(e, to, 0, end - n));
 }
 
 }  // namespace
 
-void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots, std::int64_t count) {
+void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots) {
   const int n = static_cast<int>(slots.size());
   // After step k rank r holds blocks r … r + 2^(k+1) − 1 (mod n).
   for (int dist = 1; dist < n; dist *= 2) {
     const int len = std::min(dist, n - dist);
     for (int r = 0; r < n; ++r) {
       const int src = (r + dist) % n;
-      copy_cyclic(e, slots[static_cast<std::size_t>(src)], slots[static_cast<std::size_t>(r)], count, n, src, len);
+      copy_cyclic(e, slots[static_cast<std::size_t>(src)], slots[static_cast<std::size_t>(r)], n, src, len);
     }
   }
 }
 
-void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots, std::int64_t count) {
+void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots) {
   const int n = static_cast<int>(slots.size());
   if (n < 2) return;
   const int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extra = n - m;  // rank m+i folds onto rank i
   auto slot = [&](int r) -> const Slot& { return slots[static_cast<std::size_t>(r)]; };
   for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(slot(m + i), count, n, m + i, m + i + 1), blocks_at(slot(i), count, n, m + i, m + i + 1));
+    e.copy(blocks_at(e, slot(m + i), m + i, m + i + 1), blocks_at(e, slot(i), m + i, m + i + 1));
   }
   // Core rank i holds the blocks of an aligned group of `dist` cores: cores c0 … c0+dist−1 and the
   // extra blocks m+c of those below `extra`; the partner i ^ dist sends its group's.
@@ -48,17 +50,79 @@ void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots, std::int64_t 
     for (int i = 0; i < m; ++i) {
       const int j = i ^ dist;
       const int c0 = j & ~(dist - 1);
-      e.copy(blocks_at(slot(j), count, n, c0, c0 + dist), blocks_at(slot(i), count, n, c0, c0 + dist));
+      e.copy(blocks_at(e, slot(j), c0, c0 + dist), blocks_at(e, slot(i), c0, c0 + dist));
       const int x_end = std::min(c0 + dist, extra);
       if (c0 < x_end) {
-        e.copy(blocks_at(slot(j), count, n, m + c0, m + x_end), blocks_at(slot(i), count, n, m + c0, m + x_end));
+        e.copy(blocks_at(e, slot(j), m + c0, m + x_end), blocks_at(e, slot(i), m + c0, m + x_end));
       }
     }
   }
   for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(slot(i), count, n, 0, m + i), blocks_at(slot(m + i), count, n, 0, m + i));
-    e.copy(blocks_at(slot(i), count, n, m + i + 1, n), blocks_at(slot(m + i), count, n, m + i + 1, n));
+    e.copy(blocks_at(e, slot(i), 0, m + i), blocks_at(e, slot(m + i), 0, m + i));
+    e.copy(blocks_at(e, slot(i), m + i + 1, n), blocks_at(e, slot(m + i), m + i + 1, n));
   }
 }
 
 }  // namespace artune::detail
+
+namespace artune::detail {
+namespace {
+
+void emit_allgather_bruck_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_allgather_bruck(e, user_slots(ranks(s)));
+}
+
+void emit_allgather_rd_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_allgather_rd(e, user_slots(ranks(s)));
+}
+
+bool power_of_two(int p) { return p > 0 && (p & (p - 1)) == 0; }
+
+// Recursive doubling: ⌈lg p⌉α + (p−1)/p·nβ, exact for a power of two on one uniform machine; otherwise a
+// lower bound (the fold adds two rounds, and its last copy alone carries (p−1)/p·n).
+ClosedForm allgather_rd_closed_form(const ClosedFormInput& in) {
+  const bool exact = in.machines == 1 && power_of_two(in.ranks);
+  return {bruck_allgather_us(in.ranks, in.bytes, in.link), exact ? Exactness::kExact : Exactness::kLowerBound};
+}
+
+// Bruck: the same for a power of two. Otherwise some of its rounds send blocks their source already held
+// (at p = 3 both rounds run at once over different links), so only a bound: one message, and every rank's
+// (p−1)/p·n through all of its links, at least one block through one of them.
+ClosedForm allgather_bruck_closed_form(const ClosedFormInput& in) {
+  if (power_of_two(in.ranks) || in.ranks < 2) return allgather_rd_closed_form(in);
+  const double p = in.ranks;
+  const double bandwidth =
+      std::max(in.bytes / p * in.link.beta_us_per_byte, (p - 1) / p * in.bytes * in.ingress_us_per_byte);
+  return {in.link.alpha_us + bandwidth, Exactness::kLowerBound};
+}
+
+void bruck_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"bruck", {}, {}}); }
+void rd_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"rd", {}, {}}); }
+
+}  // namespace
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family allgather_bruck{
+    .collective = Collective::kAllGather,
+    .name = "bruck",
+    .readable = "bruck",
+    .specs = {{"bruck", nullptr, ArgKind::kNone,
+               "Bruck all-gather: ceil(lg n) steps for any n, blocks copied to their places"}},
+    .emit = detail::emit_allgather_bruck_family,
+    .closed_form = detail::allgather_bruck_closed_form,
+    .candidates = detail::bruck_candidates,
+    .tuner_position = 20,
+};
+const Family allgather_rd{
+    .collective = Collective::kAllGather,
+    .name = "rd",
+    .readable = "recursive-doubling",
+    .specs = {{"rd", "recursive-doubling", ArgKind::kNone,
+               "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"}},
+    .emit = detail::emit_allgather_rd_family,
+    .closed_form = detail::allgather_rd_closed_form,
+    .candidates = detail::rd_candidates,
+    .tuner_position = 30,
+};
+}  // namespace artune::family

@@ -14,7 +14,6 @@
 #include <string>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/collective_families.hpp"
 #include "artune/algorithms/families.hpp"
 #include "artune/algorithms/registry.hpp"
 #include "artune/algorithms/verifier.hpp"
@@ -237,20 +236,25 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
     plan.devices.push_back(PlanDevice{node, topo.nodes()[static_cast<std::size_t>(node)].id, true});
     plan.buffers.push_back({options.count});
   }
-  Emitter e(plan, topo);
-  if (options.collective != Collective::kAllReduce) {
-    // All-gather and reduce-scatter (issue 17): algorithms/collectives.cpp dispatches.
-    plan.collective = options.collective;
-    std::vector<int> ring_order;  // the ring families' order: --gpu-perm inside each machine
-    for (const auto& w : s.workers) {
-      for (std::size_t l = 0; l < w.size(); ++l) {
-        ring_order.push_back(w[options.gpu_perm.empty() ? l : static_cast<std::size_t>(options.gpu_perm[l])]);
-      }
+  if (!options.blocks.empty()) {
+    if (options.collective == Collective::kAllReduce) throw InvalidInput("blocks: an all-reduce has no blocks");
+    if (options.blocks.size() != s.nodes.size()) {
+      throw InvalidInput(fmt::format("blocks: {} sizes for {} ranks", options.blocks.size(), s.nodes.size()));
     }
-    detail::emit_collective(e, options.collective, range.intra, s.workers, ring_order, s.scale_by);
-  } else if (range.inter && s.workers.size() > 1) {
-    const Family& intra = family_of(range.intra);
-    const Family& inter = family_of(*range.inter);
+    std::int64_t sum = 0;
+    for (const std::int64_t b : options.blocks) {
+      if (b < 0) throw InvalidInput(fmt::format("blocks: size {} is negative", b));
+      sum += b;
+    }
+    if (sum != options.count) throw InvalidInput(fmt::format("blocks: sum to {}, not count = {}", sum, options.count));
+    plan.blocks = options.blocks;
+  }
+  Emitter e(plan, topo);
+  // The families of the plan's collective (all-gather and reduce-scatter ones since issue 17).
+  plan.collective = options.collective;
+  if (range.inter && s.workers.size() > 1) {
+    const Family& intra = family_of(range.intra, options.collective);
+    const Family& inter = family_of(*range.inter, options.collective);
     if (inter.upper == nullptr) {
       throw InvalidInput(fmt::format("{}: cannot run across machines in a hybrid", to_string(range)));
     }
@@ -261,7 +265,7 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
     intra.lower(e, s, range, inter.upper(e, s, range));
   } else {
     // One machine: a hybrid is its in-machine algorithm alone (TF's _reduce_non_singleton).
-    family_of(range.intra).emit(e, s, range.intra);
+    family_of(range.intra, options.collective).emit(e, s, range.intra);
   }
   if (options.segments > 1) plan = pipeline(plan, options.segments);
   if (options.verify) verify_or_throw(plan);

@@ -23,6 +23,9 @@ struct BuildOptions {
   bool verify =
       true;  ///< prove the plan with verify_or_throw before returning it (callers that verify anyway may skip)
   Collective collective = Collective::kAllReduce;  ///< what the plan computes (others: collectives.hpp)
+  /// All-gather-v (and reduce-scatter-v): each rank's block size, in rank order, summing to count; empty =
+  /// even blocks. The point-to-point families move the real sizes (Plan::blocks).
+  std::vector<std::int64_t> blocks;
 };
 
 /// Builds the plan for `spec` (the range that applies to options.count) on `topo`.

@@ -1,7 +1,8 @@
 #pragma once
 // Internal to the algorithms module: emitters of the all-gather and reduce-scatter families
-// (issue 17) and the one dispatch from (collective, spec token) to them. Slot k is rank k and
-// owns block collective_block(count, n, k) of the region.
+// (issue 17), whose records (registry.hpp, ARTUNE_COLLECTIVE_FAMILIES) live in the same files.
+// Slot k is rank k and owns block collective_block(plan, k) of the region (even blocks, or the
+// per-rank sizes of an all-gather-v).
 
 #include <cstdint>
 #include <vector>
@@ -11,53 +12,59 @@
 
 namespace artune::detail {
 
-/// Blocks [first, last) of a slot's region of `count` elements cut into n blocks (one contiguous run).
-inline Location blocks_at(const Slot& slot, std::int64_t count, int n, int first, int last) {
+/// Blocks [first, last) of a slot's region, the plan's blocks (collective_block: even, or the per-rank
+/// sizes of an all-gather-v), as one contiguous run.
+inline Location blocks_at(Emitter& e, const Slot& slot, int first, int last) {
   if (first >= last) return at(slot, 0, 0);
-  const std::int64_t lo = collective_block(count, n, first).first;
-  const auto [off, cnt] = collective_block(count, n, last - 1);
+  const std::int64_t lo = collective_block(e.plan(), first).first;
+  const auto [off, cnt] = collective_block(e.plan(), last - 1);
   return at(slot, lo, off + cnt - lo);
+}
+
+/// Reduce-scatter's avg: each rank scales the block it owns (nothing unless scale_by is set).
+inline void scale_owned_blocks(Emitter& e, const std::vector<Slot>& slots, int scale_by) {
+  if (scale_by == kNoScale) return;
+  for (int k = 0; k < static_cast<int>(slots.size()); ++k) {
+    e.scale(blocks_at(e, slots[static_cast<std::size_t>(k)], k, k + 1), scale_by);
+  }
 }
 
 /// Ring all-gather along `order` (every rank once): n−1 steps, in step s the member at position i copies
 /// the block of the member at i−s to the member at i+1.
-void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& order);
+void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order);
 /// Bruck all-gather, any n: in step k rank r copies the min(2^k, n−2^k) blocks it holds from
 /// rank r + 2^k (blocks r+2^k …), ⌈lg n⌉ steps, straight into their final places.
-void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots, std::int64_t count);
+void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots);
 /// Recursive-doubling all-gather: pairs at distance 1, 2, 4 … exchange everything they hold; for a
 /// non-power-of-two n the last r = n − 2^⌊lg n⌋ ranks first give their block to ranks 0..r−1 and
 /// get the whole result back at the end.
-void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots, std::int64_t count);
+void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots);
 /// Ring reduce-scatter along `order`: n−1 steps, in step s the member at position i reduces the block of
 /// the member at i−s−1 into the member at i+1; rank k ends with block k, then scaled on it for avg.
-void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                             const std::vector<int>& order, int scale_by);
+void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order, int scale_by);
 /// Recursive-halving reduce-scatter: pairs at distance 2^⌊lg n⌋/2 … 1 reduce the half of the blocks
 /// their partner keeps into it; a non-power-of-two n first reduces the last r ranks into ranks
 /// 0..r−1, which hand block 2^⌊lg n⌋+i back to rank 2^⌊lg n⌋+i at the end.
-void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, int scale_by);
 /// 2-D all-gather: a ring across machines per local position, then a ring inside each machine over
 /// those columns of blocks. workers[w] = ranks of machine w (the same number on each).
-void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                          const std::vector<std::vector<int>>& workers);
+void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers);
 /// 2-D reduce-scatter: a ring inside each machine over columns of blocks, then a ring across machines
 /// per local position; scaled on each owner for avg.
-void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
-                              const std::vector<std::vector<int>>& workers, int scale_by);
+void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers,
+                              int scale_by);
 /// One library group op of `c` over the slots (one buffer and offset), then the avg scale of each
 /// owner's block for reduce-scatter.
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, int scale_by);
 
-/// THE dispatch from (collective, spec token) to the emitters above, over the plan's user buffers
-/// (ranks 0..ranks−1). InvalidInput names the token when the collective has no such family.
-/// workers[w] = the ranks on machine w (2d); ring_order = every rank once, the order of the ring families
-/// (--gpu-perm inside each machine).
-void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std::vector<std::vector<int>>& workers,
-                     const std::vector<int>& ring_order, int scale_by);
+/// The ring families' order of the ranks: --gpu-perm inside each machine, machines concatenated.
+std::vector<int> collective_ring_order(const Setup& s);
+/// Tuner candidates of a ring family of a collective: the ring orders of the tuner's context (the best
+/// few and identity with every pipeline depth, the rest unpipelined), as the all-reduce ring does.
+void collective_ring_candidates(const char* spec, CandidateContext& ctx, std::vector<CandidateSeed>& out);
 /// A ring over `members` (ranks) where member i owns the blocks sets[i]: in step s member i copies
 /// (all-gather) the set of member i−s, or reduces (reduce-scatter) that of member i−s−1, into member i+1.
-void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const std::vector<int>& members,
+void ring_over_sets(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& members,
                     const std::vector<std::vector<int>>& sets, bool reduce);
 
 }  // namespace artune::detail

@@ -44,6 +44,14 @@ inline Location at(const Slot& slot, std::int64_t offset, std::int64_t count) {
   return Location{slot.device, slot.buffer, slot.offset + offset, count};
 }
 
+/// Whether `perm` is 0, 1, …, n−1 (the order a candidate leaves empty).
+inline bool is_identity(const std::vector<int>& perm) {
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
 /// Slots for buffer 0 of plan devices 0..n-1 (the user buffers of the ranks).
 std::vector<Slot> user_slots(int ranks);
 

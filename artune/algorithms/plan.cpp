@@ -83,8 +83,17 @@ double bus_factor(Collective c, int ranks) noexcept {
   return c == Collective::kAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
 
-std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k) {
-  return even_piece(count, ranks, k);
+std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k,
+                                                       const std::vector<std::int64_t>& blocks) {
+  if (blocks.empty()) return even_piece(count, ranks, k);
+  ARTUNE_CHECK(k >= 0 && static_cast<std::size_t>(k) < blocks.size(), "block index out of the plan's ranks");
+  std::int64_t offset = 0;
+  for (int i = 0; i < k; ++i) offset += blocks[static_cast<std::size_t>(i)];
+  return {offset, blocks[static_cast<std::size_t>(k)]};
+}
+
+std::pair<std::int64_t, std::int64_t> collective_block(const Plan& plan, int k) {
+  return collective_block(plan.count, plan.ranks(), k, plan.blocks);
 }
 
 std::vector<int> op_devices(const Op& op) {
@@ -201,6 +210,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   doc["count"] = plan.count;
   doc["op"] = std::string(to_string(plan.reduce_op));
   if (plan.collective != Collective::kAllReduce) doc["collective"] = std::string(to_string(plan.collective));
+  if (!plan.blocks.empty()) doc["blocks"] = plan.blocks;
   nlohmann::json ranks = nlohmann::json::array();
   nlohmann::json helpers = nlohmann::json::array();
   for (std::size_t i = 0; i < plan.devices.size(); ++i) {
@@ -287,6 +297,24 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     }
   }
   const int ndev = static_cast<int>(plan.devices.size());
+  if (doc.contains("blocks")) {
+    const auto& blocks = doc["blocks"];
+    r.expect_array(blocks, "blocks");
+    if (plan.collective == Collective::kAllReduce)
+      r.fail("blocks", "only all_gather and reduce_scatter plans have blocks");
+    if (blocks.size() != ranks.size()) {
+      r.fail("blocks",
+             fmt::format("must list the block of each of the {} ranks (has {})", ranks.size(), blocks.size()));
+    }
+    std::int64_t sum = 0;
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const std::int64_t n = r.integer(blocks[k], fmt::format("blocks[{}]", k));
+      if (n < 0 || n > plan.count - sum) r.fail(fmt::format("blocks[{}]", k), "blocks must be ≥ 0 and sum to count");
+      sum += n;
+      plan.blocks.push_back(n);
+    }
+    if (sum != plan.count) r.fail("blocks", fmt::format("sum to {}, not count = {}", sum, plan.count));
+  }
 
   // Buffers.
   const auto& buffers = r.field(doc, "", "buffers");
@@ -510,6 +538,7 @@ Plan pipeline(const Plan& plan, int segments) {
   out.count = plan.count;
   out.reduce_op = plan.reduce_op;
   out.collective = plan.collective;
+  out.blocks = plan.blocks;
   out.devices = plan.devices;
   out.buffers = plan.buffers;
   out.ops.reserve(plan.ops.size() * static_cast<std::size_t>(segments));

@@ -92,7 +92,8 @@ struct PlanDevice {
 /// sendbuff = recvbuff + rank·block): all-gather starts with rank k's input in its block k (the rest
 /// of its buffer undefined) and ends with every block k holding rank k's input on every rank;
 /// reduce-scatter starts with every rank's input over the whole buffer and ends with rank k's block
-/// k reduced over all ranks (the rest of its buffer unspecified).
+/// k reduced over all ranks (the rest of its buffer unspecified). `blocks` gives the blocks their own
+/// sizes instead (all-gather-v: rank k's block has blocks[k] elements, in rank order; sum = count).
 struct Plan {
   std::string spec;                                ///< the spec it was built from
   std::int64_t count = 0;                          ///< elements per participant (all-gather etc.: the whole buffer)
@@ -101,6 +102,7 @@ struct Plan {
   std::vector<PlanDevice> devices;                 ///< participants (ranks 0..R-1) then helpers
   std::vector<std::vector<std::int64_t>> buffers;  ///< per device: element count of each buffer
   std::vector<Op> ops;                             ///< in dependency order, ids = positions
+  std::vector<std::int64_t> blocks;                ///< per-rank block sizes (all-gather-v); empty = even blocks
 
   /// Number of participants (ranks).
   int ranks() const;
@@ -124,8 +126,12 @@ Collective parse_collective_kind(std::string_view text, std::string_view flag = 
 /// nccl-tests' bus-bandwidth factor busbw/algbw of a plan-level collective over `ranks` ranks:
 /// all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n (algbw counts the whole buffer); 0 for one rank.
 double bus_factor(Collective c, int ranks) noexcept;
-/// Block k of a plan-level all-gather or reduce-scatter over `count` elements: even_piece(count, ranks, k).
-std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k);
+/// Block k of a plan-level all-gather or reduce-scatter over `count` elements: even_piece(count, ranks, k),
+/// or with per-rank sizes `blocks` (non-empty): blocks[k] elements after the blocks of ranks 0..k−1.
+std::pair<std::int64_t, std::int64_t> collective_block(std::int64_t count, int ranks, int k,
+                                                       const std::vector<std::int64_t>& blocks = {});
+/// Block k of the plan (its count, ranks and blocks).
+std::pair<std::int64_t, std::int64_t> collective_block(const Plan& plan, int k);
 
 /// Devices an op touches (src and dst devices; every group member for group ops), deduplicated.
 std::vector<int> op_devices(const Op& op);

@@ -2,20 +2,22 @@
 // of Rabenseifner's all-reduce): lg n steps, in step k the pairs at distance 2^⌊lg n⌋/2^(k+1) each
 // reduce the half of their current blocks the partner keeps into the partner. A non-power-of-two
 // n first reduces the last r = n − 2^⌊lg n⌋ ranks' buffers into ranks 0..r−1; rank i then also
-// stands for block 2^⌊lg n⌋+i and hands it back at the end.
+// stands for block 2^⌊lg n⌋+i and hands it back at the end. Its registry record is at the bottom.
 
+#include <algorithm>
 #include <bit>
 
 #include "artune/algorithms/collective_families.hpp"
 
 namespace artune::detail {
 
-void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
+void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, int scale_by) {
   const int n = static_cast<int>(slots.size());
   if (n < 1) return;
   const int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extra = n - m;
   auto slot = [&](int r) -> const Slot& { return slots[static_cast<std::size_t>(r)]; };
+  const std::int64_t count = e.plan().count;
   for (int i = 0; i < extra; ++i) e.reduce(at(slot(m + i), 0, count), at(slot(i), 0, count));
   for (int dist = m / 2; dist >= 1; dist /= 2) {
     for (int i = 0; i < m; ++i) {
@@ -23,18 +25,58 @@ void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, std:
       // reduces its copy of them into i.
       const int j = i ^ dist;
       const int c0 = i & ~(dist - 1);
-      e.reduce(blocks_at(slot(j), count, n, c0, c0 + dist), blocks_at(slot(i), count, n, c0, c0 + dist));
+      e.reduce(blocks_at(e, slot(j), c0, c0 + dist), blocks_at(e, slot(i), c0, c0 + dist));
       const int x_end = std::min(c0 + dist, extra);
       if (c0 < x_end) {
-        e.reduce(blocks_at(slot(j), count, n, m + c0, m + x_end), blocks_at(slot(i), count, n, m + c0, m + x_end));
+        e.reduce(blocks_at(e, slot(j), m + c0, m + x_end), blocks_at(e, slot(i), m + c0, m + x_end));
       }
     }
   }
   for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(slot(i), count, n, m + i, m + i + 1), blocks_at(slot(m + i), count, n, m + i, m + i + 1));
+    e.copy(blocks_at(e, slot(i), m + i, m + i + 1), blocks_at(e, slot(m + i), m + i, m + i + 1));
   }
-  if (scale_by == kNoScale) return;
-  for (int k = 0; k < n; ++k) e.scale(blocks_at(slot(k), count, n, k, k + 1), scale_by);
+  scale_owned_blocks(e, slots, scale_by);
 }
 
 }  // namespace artune::detail
+
+namespace artune::detail {
+namespace {
+
+void emit_reducescatter_halving_family(Emitter& e, const Setup& s, const AlgToken&) {
+  emit_reducescatter_halving(e, user_slots(ranks(s)), s.scale_by);
+}
+
+// lg p·α + (p−1)/p·n(β + γ), exact for a power of two on one uniform machine. Otherwise a lower bound:
+// the fold's full-buffer reduce alone costs α + n(β + γ), so ⌊lg p⌋ + 1 rounds and (p−1)/p·n(β + γ).
+ClosedForm halving_closed_form(const ClosedFormInput& in) {
+  const int p = in.ranks;
+  const int core = static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(p, 1))));
+  if (core == p) {
+    return {halving_reducescatter_us(p, in.bytes, in.link),
+            in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  }
+  const AlphaBetaGamma& c = in.link;
+  const double rounds = std::bit_width(static_cast<unsigned>(core));  // ⌊lg p⌋ + 1
+  return {rounds * c.alpha_us + static_cast<double>(p - 1) / p * in.bytes * (c.beta_us_per_byte + c.gamma_us_per_byte),
+          Exactness::kLowerBound};
+}
+
+void halving_candidates(CandidateContext&, std::vector<CandidateSeed>& out) { out.push_back({"halving", {}, {}}); }
+
+}  // namespace
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family reducescatter_halving{
+    .collective = Collective::kReduceScatter,
+    .name = "halving",
+    .readable = "recursive-halving",
+    .specs = {{"halving", "recursive-halving", ArgKind::kNone,
+               "recursive-halving reduce-scatter: lg n steps; a non-power-of-two n folds its extra ranks first"}},
+    .emit = detail::emit_reducescatter_halving_family,
+    .closed_form = detail::halving_closed_form,
+    .candidates = detail::halving_candidates,
+    .tuner_position = 20,
+};
+}  // namespace artune::family

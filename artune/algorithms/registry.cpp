@@ -90,11 +90,25 @@ double allreduce_lower_bound_us(int p, double n, double bandwidth_gbps) {
   return 2.0 * (p - 1) / p * n / (bandwidth_gbps * kBytesPerUsPerGbps);
 }
 
-const std::vector<const Family*>& families() {
+const std::vector<const Family*>& families(Collective c) {
 #define ARTUNE_FAMILY_ADDRESS(f) &family::f,
-  static const std::vector<const Family*> all{ARTUNE_FAMILIES(ARTUNE_FAMILY_ADDRESS)};
+  static const std::vector<const Family*> all_reduce{ARTUNE_FAMILIES(ARTUNE_FAMILY_ADDRESS)};
+  static const std::vector<const Family*> others{ARTUNE_COLLECTIVE_FAMILIES(ARTUNE_FAMILY_ADDRESS)};
 #undef ARTUNE_FAMILY_ADDRESS
-  return all;
+  if (c == Collective::kAllReduce) return all_reduce;
+  const auto of = [](Collective kind) {
+    std::vector<const Family*> out;
+    for (const Family* f : others) {
+      if (f->collective == kind) out.push_back(f);
+    }
+    return out;
+  };
+  static const std::vector<const Family*> all_gather = of(Collective::kAllGather);
+  static const std::vector<const Family*> reduce_scatter = of(Collective::kReduceScatter);
+  static const std::vector<const Family*> none;
+  if (c == Collective::kAllGather) return all_gather;
+  if (c == Collective::kReduceScatter) return reduce_scatter;
+  return none;
 }
 
 const Family* family_named(std::string_view name) {
@@ -104,8 +118,8 @@ const Family* family_named(std::string_view name) {
   return nullptr;
 }
 
-std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token) {
-  for (const Family* f : families()) {
+std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token, Collective c) {
+  for (const Family* f : families(c)) {
     for (const SpecName& s : f->specs) {
       if (token == s.token || (s.alias != nullptr && token == s.alias)) return {f, &s};
     }
@@ -113,9 +127,12 @@ std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token)
   return {nullptr, nullptr};
 }
 
-const Family& family_of(const AlgToken& token) {
-  const Family* f = find_spec_name(token.name).first;
-  if (f == nullptr) throw InvalidInput(fmt::format("{}: unknown algorithm", token.name));
+const Family& family_of(const AlgToken& token, Collective c) {
+  const Family* f = find_spec_name(token.name, c).first;
+  if (f == nullptr) {
+    if (c == Collective::kAllReduce) throw InvalidInput(fmt::format("{}: unknown algorithm", token.name));
+    throw InvalidInput(fmt::format("{}: no {} plan of this family", token.name, collective_flag_name(c)));
+  }
   return *f;
 }
 

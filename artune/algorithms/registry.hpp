@@ -26,6 +26,10 @@
 //
 // Everything else (the grammar, `artune plan --help`, build_plan, autotune,
 // closed_form_time) picks it up from the record.
+//
+// All-gather and reduce-scatter families (issue 17) are records of the same shape with `.collective` set,
+// registered in ARTUNE_COLLECTIVE_FAMILIES; families(c), find_spec_name(token, c) and family_of(token, c)
+// look them up per collective (their specs are one token each: no `#n`, ranges or hybrids).
 
 #include <cstdint>
 #include <functional>
@@ -33,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "artune/algorithms/plan.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/topology/topology.hpp"
 
@@ -156,17 +161,18 @@ struct CandidateContext {
 
 /// One algorithm family.
 struct Family {
+  Collective collective = Collective::kAllReduce;  ///< what its plans compute
   const char* name = "";        ///< short label in candidates, decision tables and reports (pinned by tables)
   const char* readable = "";    ///< readable name for code, docs and --help
   std::vector<SpecName> specs;  ///< its spec tokens, in --help order
-  /// Builds its parameters from the setup and emits the whole all-reduce (one level).
+  /// Builds its parameters from the setup and emits the whole collective (one level).
   void (*emit)(detail::Emitter& e, const detail::Setup& s, const AlgToken& token) = nullptr;
   /// Across machines in a hybrid: the upper level over one representative per machine (nullptr: cannot).
   detail::UpperLevel (*upper)(detail::Emitter& e, const detail::Setup& s, const SpecRange& range) = nullptr;
   /// Inside machines in a hybrid, around `upper` (nullptr: cannot).
   void (*lower)(detail::Emitter& e, const detail::Setup& s, const SpecRange& range,
                 const detail::UpperLevel& upper) = nullptr;
-  /// α-β-γ time of the flat all-reduce.
+  /// α-β-γ time of the flat collective.
   ClosedForm (*closed_form)(const ClosedFormInput& in) = nullptr;
   /// An upper bound on the ops `emit` writes, in closed form from the setup (nullptr: none; the families
   /// whose plans can outgrow kMaxPlanOps have one, so that build_plan refuses before emitting).
@@ -178,14 +184,14 @@ struct Family {
   int tuner_position = 0;
 };
 
-/// Every registered family, in --help order.
-const std::vector<const Family*>& families();
-/// The family with this short name (Family::name), or nullptr.
+/// Every registered family of collective `c` (all-reduce, all-gather or reduce-scatter), in --help order.
+const std::vector<const Family*>& families(Collective c = Collective::kAllReduce);
+/// The all-reduce family with this short name (Family::name), or nullptr.
 const Family* family_named(std::string_view name);
-/// The family and spec name of a token or alias, or {nullptr, nullptr}.
-std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token);
-/// The family of a parsed token (InvalidInput if none: a token not made by parse_spec).
-const Family& family_of(const AlgToken& token);
+/// The family of `c` and spec name of a token or alias, or {nullptr, nullptr}.
+std::pair<const Family*, const SpecName*> find_spec_name(std::string_view token, Collective c = Collective::kAllReduce);
+/// The family of `c` of a parsed token (InvalidInput if none: a token not made by the spec parsers).
+const Family& family_of(const AlgToken& token, Collective c = Collective::kAllReduce);
 
 // The registration list: one line per family (its record is defined in its own file).
 #define ARTUNE_FAMILIES(X) \
@@ -198,9 +204,22 @@ const Family& family_of(const AlgToken& token);
   X(double_binary_tree)    \
   X(two_d)
 
+// All-gather and reduce-scatter families (issue 17), same shape.
+#define ARTUNE_COLLECTIVE_FAMILIES(X) \
+  X(allgather_ring)                   \
+  X(allgather_bruck)                  \
+  X(allgather_rd)                     \
+  X(allgather_nccl)                   \
+  X(allgather_two_d)                  \
+  X(reducescatter_ring)               \
+  X(reducescatter_halving)            \
+  X(reducescatter_nccl)               \
+  X(reducescatter_two_d)
+
 namespace family {
 #define ARTUNE_DECLARE_FAMILY(f) extern const Family f;
 ARTUNE_FAMILIES(ARTUNE_DECLARE_FAMILY)
+ARTUNE_COLLECTIVE_FAMILIES(ARTUNE_DECLARE_FAMILY)
 #undef ARTUNE_DECLARE_FAMILY
 }  // namespace family
 

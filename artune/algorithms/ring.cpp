@@ -215,13 +215,6 @@ ClosedForm ring_closed_form(const ClosedFormInput& in) {
   return {t, exact ? Exactness::kExact : Exactness::kLowerBound};
 }
 
-bool is_identity(const std::vector<int>& perm) {
-  for (std::size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] != static_cast<int>(i)) return false;
-  }
-  return true;
-}
-
 // Every subchunk count for the best few orders (and identity), one subchunk for the rest.
 void ring_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   for (std::size_t k = 0; k < ctx.orders.size(); ++k) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -20,20 +21,34 @@ Plan sparse_header_plan(const Topology& topo, std::string_view spec, BuildOption
   return build_collective_plan(topo, spec, base);
 }
 
-Plan sparse_payload_plan(const Topology& topo, std::string_view spec, std::int64_t per_rank, BuildOptions base) {
+Plan sparse_payload_plan(const Topology& topo, std::string_view spec, const std::vector<std::int64_t>& nnz,
+                         std::int64_t per_row, BuildOptions base) {
   base.collective = Collective::kAllGather;
   base.reduce_op = ReduceOp::kSum;
-  const int ranks =
-      base.participants.empty() ? static_cast<int>(topo.gpus().size()) : static_cast<int>(base.participants.size());
-  base.count = per_rank * std::max(ranks, 1);
+  const std::int64_t most = nnz.empty() ? 0 : *std::max_element(nnz.begin(), nnz.end());
+  const bool even = std::all_of(nnz.begin(), nnz.end(), [&](std::int64_t n) { return n == most; });
+  // NCCL's all-gather takes one count for every rank: no all-gather-v, so its blocks are the largest.
+  const bool padded = parse_collective_spec(Collective::kAllGather, spec).ranges.front().intra.name == "nccl";
+  base.count = 0;
+  base.blocks.clear();
+  for (const std::int64_t n : nnz) {
+    base.count += (padded ? most : n) * per_row;
+    if (!even && !padded) base.blocks.push_back(n * per_row);
+  }
   return build_collective_plan(topo, spec, base);
 }
 
-IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, std::int64_t max_nnz, std::int64_t width,
-                               const std::int64_t* indices, const double* values) {
+std::vector<std::int64_t> sparse_first_rows(const Plan& payload, std::int64_t per_row) {
+  std::vector<std::int64_t> out;
+  for (int k = 0; k < payload.ranks(); ++k) out.push_back(collective_block(payload, k).first / per_row);
+  return out;
+}
+
+IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, const std::vector<std::int64_t>& first_row,
+                               std::int64_t width, const std::int64_t* indices, const double* values) {
   std::map<std::int64_t, std::vector<double>> rows;
   for (std::size_t k = 0; k < nnz.size(); ++k) {
-    const auto base = static_cast<std::int64_t>(k) * max_nnz;
+    const std::int64_t base = first_row[k];
     for (std::int64_t i = 0; i < nnz[k]; ++i) {
       auto [it, fresh] = rows.try_emplace(indices[base + i], static_cast<std::size_t>(width), 0.0);
       (void)fresh;

@@ -6,8 +6,9 @@
 //
 // Three all-gather plans of one spec (collective_algorithms(kAllGather)): the header exchange (per
 // rank its nnz, its row width and whether its input is valid: 3 int64), then the indices (int64)
-// and the rows (float64), each padded to the largest nnz of any rank (an all-gather-v whose blocks
-// are the largest block: the plan IR's blocks are even pieces), then the local combine.
+// and the rows (float64) as all-gather-v plans whose blocks have each rank's real size (Plan::blocks,
+// so the traffic is the sum of the real sizes; nccl, which has no all-gather-v, pads every block to
+// the largest), then the local combine.
 
 #include <cstdint>
 #include <string>
@@ -33,13 +34,17 @@ inline constexpr std::int64_t kSparseHeader = 3;
 
 /// The header all-gather: kSparseHeader int64 per rank (base.collective and base.count are set here).
 Plan sparse_header_plan(const Topology& topo, std::string_view spec, BuildOptions base);
-/// The indices (max_nnz int64 per rank) or rows (max_nnz·width float64 per rank) all-gather.
-Plan sparse_payload_plan(const Topology& topo, std::string_view spec, std::int64_t per_rank, BuildOptions base);
+/// The indices (per_row = 1 int64) or rows (per_row = width float64) all-gather-v: rank k's block holds
+/// nnz[k]·per_row elements (the nccl spec: every block padded to the largest).
+Plan sparse_payload_plan(const Topology& topo, std::string_view spec, const std::vector<std::int64_t>& nnz,
+                         std::int64_t per_row, BuildOptions base);
+/// Where rank k's rows start in a payload plan's buffer (its block's offset / per_row).
+std::vector<std::int64_t> sparse_first_rows(const Plan& payload, std::int64_t per_row);
 
-/// Local sum of gathered slices: rank k's nnz[k] indices at indices[k·max_nnz …] and its rows at
-/// values[k·max_nnz·width …]; duplicates summed in rank order, then input order; sorted unique result.
-IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, std::int64_t max_nnz, std::int64_t width,
-                               const std::int64_t* indices, const double* values);
+/// Local sum of gathered slices: rank k's nnz[k] indices at indices[first_row[k] …] and its rows at
+/// values[first_row[k]·width …]; duplicates summed in rank order, then input order; sorted unique result.
+IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, const std::vector<std::int64_t>& first_row,
+                               std::int64_t width, const std::int64_t* indices, const double* values);
 /// One line naming what is wrong with a rank's input ("" when valid): values size ≠ nnz·width,
 /// width < 1, or a negative index.
 std::string sparse_input_problem(const IndexedSlices& input);

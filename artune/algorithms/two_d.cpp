@@ -89,13 +89,6 @@ ClosedForm two_d_closed_form(const ClosedFormInput& in) {
   return {local + ring_allreduce_us(in.machines, shard, in.network), Exactness::kLowerBound};
 }
 
-bool is_identity(const std::vector<int>& perm) {
-  for (std::size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] != static_cast<int>(i)) return false;
-  }
-  return true;
-}
-
 // Clusters: the best few ring orders (and identity) for the in-machine rings.
 void two_d_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   if (ctx.machines == 1) return;

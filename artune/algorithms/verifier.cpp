@@ -404,7 +404,7 @@ class Verifier {
       }
       if (d < r && plan_.collective == Collective::kAllGather && !list.empty()) {
         // All-gather: rank d brings only its own block; the rest of its buffer is output space.
-        const auto [off, cnt] = collective_block(plan_.count, r, d);
+        const auto [off, cnt] = collective_block(plan_, d);
         state(d, 0).init(list[0], Cell{});
         write(d, 0, off, off + cnt, {{0, cnt, Cell{values_.input(d), 0}}});
       }
@@ -666,13 +666,13 @@ class Verifier {
       case Collective::kAllGather: {
         std::vector<Expect> out;
         for (int k = 0; k < r; ++k) {
-          const auto [off, cnt] = collective_block(plan_.count, r, k);
+          const auto [off, cnt] = collective_block(plan_, k);
           if (cnt > 0) out.push_back({off, off + cnt, k});
         }
         return out;
       }
       case Collective::kReduceScatter: {
-        const auto [off, cnt] = collective_block(plan_.count, r, d);
+        const auto [off, cnt] = collective_block(plan_, d);
         if (cnt == 0) return {};
         return {{off, off + cnt, -1}};
       }

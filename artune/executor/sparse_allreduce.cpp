@@ -71,24 +71,28 @@ std::vector<IndexedSlices> sparse_allreduce(Backend& backend, const Topology& to
     for (auto& o : out) o.width = width;
     return out;
   }
-  // 2. Indices, padded to the largest nnz.
-  const Plan idx_plan = sparse_payload_plan(topo, spec, max_nnz, base);
+  // 2. Indices, each rank's block of its own nnz (all-gather-v).
+  const Plan idx_plan = sparse_payload_plan(topo, spec, nnz, 1, base);
+  const std::vector<std::int64_t> first_row = sparse_first_rows(idx_plan, 1);
   std::vector<std::vector<std::int64_t>> idx(local.size(),
                                              std::vector<std::int64_t>(static_cast<std::size_t>(idx_plan.count), -1));
   for (std::size_t i = 0; i < local.size(); ++i) {
-    std::copy(inputs[i].indices.begin(), inputs[i].indices.end(), idx[i].begin() + local[i] * max_nnz);
+    std::copy(inputs[i].indices.begin(), inputs[i].indices.end(),
+              idx[i].begin() + first_row[static_cast<std::size_t>(local[i])]);
   }
   gather(backend, idx_plan, DataType::kInt64, idx);
-  // 3. Rows, padded alike.
-  const Plan val_plan = sparse_payload_plan(topo, spec, max_nnz * width, base);
+  // 3. Rows alike (the same rank order and row offsets).
+  const Plan val_plan = sparse_payload_plan(topo, spec, nnz, width, base);
+  ARTUNE_CHECK(sparse_first_rows(val_plan, width) == first_row, "index and row all-gathers disagree on blocks");
   std::vector<std::vector<double>> val(local.size(), std::vector<double>(static_cast<std::size_t>(val_plan.count), 0));
   for (std::size_t i = 0; i < local.size(); ++i) {
-    std::copy(inputs[i].values.begin(), inputs[i].values.end(), val[i].begin() + local[i] * max_nnz * width);
+    std::copy(inputs[i].values.begin(), inputs[i].values.end(),
+              val[i].begin() + first_row[static_cast<std::size_t>(local[i])] * width);
   }
   gather(backend, val_plan, DataType::kFloat64, val);
   // 4. Each rank sums duplicate rows of what it gathered.
   for (std::size_t i = 0; i < local.size(); ++i) {
-    out[i] = combine_gathered(nnz, max_nnz, width, idx[i].data(), val[i].data());
+    out[i] = combine_gathered(nnz, first_row, width, idx[i].data(), val[i].data());
   }
   return out;
 }

@@ -120,8 +120,9 @@ ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, d
   return in;
 }
 
-ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model) {
-  const Family& f = family_of(token);
+ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model,
+                            Collective collective) {
+  const Family& f = family_of(token, collective);
   return f.closed_form(closed_form_input(topo, token, bytes, model));
 }
 

@@ -30,7 +30,9 @@ ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, d
 /// of `topo` under `model`: the family's α-β-γ formula with the best constants the topology offers, so
 /// that it is exact on a uniform machine where the family says so (Exactness::kExact) and otherwise
 /// never above the simulated time there (Exactness::kLowerBound; for pruning, see each family's note).
-/// InvalidInput when the topology has no GPU.
-ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model);
+/// InvalidInput when the topology has no GPU. `collective`: whose family the token names (all-gather and
+/// reduce-scatter families price n bytes in all, n/p per rank).
+ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model,
+                            Collective collective = Collective::kAllReduce);
 
 }  // namespace artune

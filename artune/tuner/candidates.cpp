@@ -177,14 +177,15 @@ class Generator {
     ctx.bandwidth = bw;
     ctx.exhaustive_gpus = kExhaustiveGpus;
     ctx.include_library = options_.include_nccl;
-    if (options_.include_nccl) ctx.library_algorithms = library_algorithms();
+    const bool all_reduce = options_.collective == Collective::kAllReduce;
+    if (options_.include_nccl && all_reduce) ctx.library_algorithms = library_algorithms();
     ctx.disjoint_rings = &set_.disjoint_rings;
     ctx.cliques = &set_.cliques;
     std::vector<std::pair<int, const Family*>> order;
-    for (const Family* f : families()) {
+    for (const Family* f : families(options_.collective)) {
       if (f->candidates != nullptr) order.emplace_back(f->tuner_position, f);
     }
-    order.emplace_back(kHybridPosition, nullptr);
+    if (all_reduce) order.emplace_back(kHybridPosition, nullptr);
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [position, family] : order) {
       if (family == nullptr) {
@@ -254,6 +255,7 @@ class Generator {
   }
 
   void add(Candidate c) {
+    c.collective = options_.collective;
     if (!labels_.insert(c.label()).second) return;
     pending_.push_back(std::move(c));
   }

@@ -51,6 +51,8 @@ struct CandidateOptions {
   bool include_nccl = true;               ///< library collectives (nccl, hybrids with nccl)
   std::int64_t verify_count = 1000;       ///< elements used to build and verify each candidate
   int jobs = 0;                           ///< threads building and verifying them (0 = every core; same set)
+  /// Whose families (all-reduce; all-gather or reduce-scatter for autotune --collective, issue 17).
+  Collective collective = Collective::kAllReduce;
 };
 
 /// What generation produced.
@@ -65,7 +67,8 @@ struct CandidateSet {
   std::vector<std::vector<int>> cliques;  ///< NVLink cliques of machine 0 (local GPU indices)
 };
 
-/// Generates and verifies the candidates for `topo`.
+/// Generates and verifies the candidates for `topo`: every family of options.collective (registry.hpp) through
+/// its candidates hook, TF's hybrids for all-reduce on clusters.
 CandidateSet generate_candidates(const Topology& topo, const CandidateOptions& options = {});
 
 /// TF's choice for comparison: cross_tower_ops.choose_the_best on one machine (hierarchical copy with

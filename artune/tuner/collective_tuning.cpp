@@ -13,41 +13,14 @@
 
 namespace artune {
 
-CandidateSet generate_collective_candidates(const Topology& topo, Collective c, const CandidateOptions& options) {
-  CandidateSet set;
-  for (const auto& [name, what] : collective_algorithms(c)) {
-    (void)what;
-    const bool library = name == "nccl";
-    if (library && !options.include_nccl) continue;
-    if (name == "2d" && topo.machine_count() < 2) continue;  // on one machine 2d is the ring
-    const std::vector<int> depths = library ? std::vector<int>{1} : options.segments;
-    for (int segments : depths) {
-      Candidate cand;
-      cand.family = name;
-      cand.spec = name;
-      cand.segments = segments;
-      cand.collective = c;
-      try {
-        const Plan plan = build_candidate(topo, cand, options.verify_count, ReduceOp::kSum);
-        set.plan_ops.push_back(plan.ops.size());
-        set.candidates.push_back(std::move(cand));
-      } catch (const Error& e) {
-        set.rejected.push_back(fmt::format("{}: {}", cand.label(), e.what()));
-      }
-    }
-  }
-  return set;
-}
-
 double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
                           const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type) {
   BuildOptions base;
   base.verify = false;  // the families are proved at p = 2…9 by the tests; the simulator only needs the DAG
   double total = simulate(sparse_header_plan(topo, spec, base), topo, model, 8).time_us;
-  const std::int64_t most = nnz.empty() ? 0 : *std::max_element(nnz.begin(), nnz.end());
-  if (most == 0) return total;
-  total += simulate(sparse_payload_plan(topo, spec, most, base), topo, model, 8).time_us;
-  total += simulate(sparse_payload_plan(topo, spec, most * width, base), topo, model, element_size(type)).time_us;
+  if (std::all_of(nnz.begin(), nnz.end(), [](std::int64_t n) { return n == 0; })) return total;
+  total += simulate(sparse_payload_plan(topo, spec, nnz, 1, base), topo, model, 8).time_us;
+  total += simulate(sparse_payload_plan(topo, spec, nnz, width, base), topo, model, element_size(type)).time_us;
   return total;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Tuning the other collectives (issue 17): the candidates of an all-gather or reduce-scatter
-// decision table, and the choice between a dense all-reduce and a sparse all-reduce (all-gather
-// of indices and rows) for embedding gradients.
+// Tuning the other collectives (issue 17): the choice between a dense all-reduce and a sparse all-reduce (all-gather
+// of indices and rows) for embedding gradients. (The candidates of an all-gather or reduce-scatter
+// table: generate_candidates with CandidateOptions::collective.)
 
 #include <cstdint>
 #include <string>
@@ -15,13 +15,10 @@
 
 namespace artune {
 
-/// The candidates of `c`'s decision table: every family of collective_algorithms(c), the
-/// point-to-point ones at each of options.segments, nccl when options.include_nccl; each verified.
-CandidateSet generate_collective_candidates(const Topology& topo, Collective c, const CandidateOptions& options);
-
 /// Simulated time of a sparse all-reduce (algorithms/sparse_allreduce.hpp) with the all-gather family
 /// `spec`: the header, index (int64) and row (`type`) all-gathers one after another, rank k holding
-/// nnz[k] rows of `width` values (payloads padded to the largest nnz). 0 when every nnz is 0 but the header.
+/// nnz[k] rows of `width` values (all-gather-v: the real sizes; nccl pads to the largest nnz). Only the
+/// header when every nnz is 0.
 double simulate_sparse_us(const Topology& topo, const CostModel& model, std::string_view spec,
                           const std::vector<std::int64_t>& nnz, std::int64_t width, DataType type);
 

@@ -290,3 +290,64 @@ TEST_CASE("collectives.json_round_trip") {
   bad["collective"] = "broadcast";
   CHECK_THROWS_AS(plan_from_json(bad, "test"), InvalidInput);
 }
+
+TEST_CASE("collectives.allgather_v_blocks_of_their_own_size") {
+  // All-gather-v (Plan::blocks): uneven per-rank blocks, empty ones included, proved at p = 2…9 for every
+  // point-to-point family (reduce-scatter-v too), pipelined as well; ring and Bruck move every other
+  // rank's real block to each rank once, so the traffic is (p−1)·Σ sizes.
+  for (int p = 2; p <= 9; ++p) {
+    std::vector<std::int64_t> blocks;
+    for (int k = 0; k < p; ++k) blocks.push_back(k % 3 == 1 ? 0 : 5 * k + 3);  // ranks 1, 4, 7 empty
+    std::int64_t total = 0;
+    for (const std::int64_t b : blocks) total += b;
+    for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      for (const std::string& spec : c == Collective::kAllGather ? kAllGather : kReduceScatter) {
+        if (spec == "nccl") continue;
+        for (const int segments : {1, 3}) {
+          BuildOptions o = kind_opts(c, total, c == Collective::kAllGather ? ReduceOp::kSum : ReduceOp::kAvg);
+          o.blocks = blocks;
+          o.segments = segments;
+          o.verify = false;
+          const Plan plan = build_collective_plan(topo(fmt::format("uniform:{}", p)), spec, o);
+          const VerifyResult r = verify(plan);
+          INFO("p=", p, " ", collective_flag_name(c), " ", spec, " segments=", segments, "\n", problems(r));
+          CHECK(r.ok);
+          CHECK(plan.blocks == blocks);
+          CHECK(collective_block(plan, p - 1) ==
+                std::pair<std::int64_t, std::int64_t>{total - blocks.back(), blocks.back()});
+          if (c == Collective::kAllGather && (spec == "ring" || spec == "bruck")) {
+            for (int k = 0; k < p; ++k) {
+              CHECK(received(plan)[static_cast<std::size_t>(k)] == total - blocks[static_cast<std::size_t>(k)]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("collectives.allgather_v_bad_blocks_and_json") {
+  BuildOptions o = kind_opts(Collective::kAllGather, 10);
+  o.blocks = {4, 6, 0};
+  const Plan plan = build_collective_plan(topo("uniform:3"), "bruck", o);
+  const nlohmann::json doc = plan_to_json(plan);
+  CHECK(doc.at("blocks") == nlohmann::json::array({4, 6, 0}));
+  CHECK(plan_from_json(doc, "test") == plan);
+  nlohmann::json bad = doc;
+  bad["blocks"] = {4, 6, 1};
+  CHECK_THROWS_WITH_AS(plan_from_json(bad, "p.json"), "p.json: blocks[2]: blocks must be ≥ 0 and sum to count",
+                       InvalidInput);
+  o.blocks = {4, 6};
+  CHECK_THROWS_WITH_AS(build_collective_plan(topo("uniform:3"), "ring", o), "blocks: 2 sizes for 3 ranks",
+                       InvalidInput);
+  o.blocks = {4, 7, -1};
+  CHECK_THROWS_WITH_AS(build_collective_plan(topo("uniform:3"), "ring", o), "blocks: size -1 is negative",
+                       InvalidInput);
+  o.blocks = {4, 5, 0};
+  CHECK_THROWS_WITH_AS(build_collective_plan(topo("uniform:3"), "ring", o), "blocks: sum to 9, not count = 10",
+                       InvalidInput);
+  o.blocks = {4, 6, 0};
+  CHECK_THROWS_WITH_AS(build_collective_plan(topo("uniform:3"), "nccl", o),
+                       "nccl: the library's collectives need even blocks (all-gather-v: a point-to-point family)",
+                       InvalidInput);
+}

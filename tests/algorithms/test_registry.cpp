@@ -101,3 +101,37 @@ TEST_CASE("registry.help_lists_every_token_and_hybrid") {
   CHECK(tokens == 10);
   CHECK(hybrids == 7);
 }
+
+TEST_CASE("registry.collective_families_complete") {
+  // All-gather and reduce-scatter families (issue 17): records of the same shape, looked up per collective.
+  CHECK(families(Collective::kAllGather).size() == 5);
+  CHECK(families(Collective::kReduceScatter).size() == 4);
+  for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    std::set<std::string> tokens;
+    std::set<int> positions;
+    for (const Family* f : families(c)) {
+      CAPTURE(f->name);
+      CHECK(f->collective == c);
+      CHECK(positions.insert(f->tuner_position).second);
+      CHECK((f->emit != nullptr));
+      CHECK((f->closed_form != nullptr));
+      CHECK((f->candidates != nullptr));
+      CHECK((f->upper == nullptr && f->lower == nullptr));
+      for (const SpecName& s : f->specs) {
+        CHECK(s.arg == ArgKind::kNone);
+        CHECK(tokens.insert(s.token).second);
+        if (s.alias != nullptr) CHECK(tokens.insert(s.alias).second);
+        CHECK(find_spec_name(s.token, c).first == f);
+        if (s.alias != nullptr) CHECK(find_spec_name(s.alias, c).first == f);
+      }
+    }
+  }
+  // Each collective's names are its own: "halving" is reduce-scatter only, "ring" is an all-reduce alias.
+  CHECK(find_spec_name("halving", Collective::kAllGather).first == nullptr);
+  CHECK(find_spec_name("halving", Collective::kReduceScatter).first == &family::reducescatter_halving);
+  CHECK(find_spec_name("ring").first == &family::ring);
+  CHECK(find_spec_name("ring", Collective::kAllGather).first == &family::allgather_ring);
+  CHECK(families(Collective::kBroadcast).empty());
+  CHECK_THROWS_WITH_AS(family_of(AlgToken{"bruck", -1, ""}, Collective::kReduceScatter),
+                       "bruck: no reducescatter plan of this family", InvalidInput);
+}

@@ -67,3 +67,27 @@ TEST_CASE("sparse_allreduce.bad_inputs_name_the_rank") {
   CHECK_THROWS_AS(sparse_allreduce(backend, topo, "ring", {in[0]}), InvalidInput);
   CHECK_THROWS_AS(sparse_allreduce(backend, topo, "halving", {in[0], in[0]}), InvalidInput);
 }
+
+TEST_CASE("sparse_allreduce.payload_is_an_allgather_v") {
+  // Each rank's block has its real nnz (empty ranks included): the traffic is the sum of the real sizes;
+  // nccl, without an all-gather-v, pads every block to the largest nnz.
+  const Topology t = load_topology("uniform:5");
+  const std::vector<std::int64_t> nnz = {5, 0, 3, 9, 1};
+  const std::int64_t width = 4;
+  for (const char* spec : {"ring", "bruck"}) {
+    CAPTURE(spec);
+    const Plan rows = sparse_payload_plan(t, spec, nnz, width, {});
+    CHECK(rows.count == 18 * width);
+    CHECK(rows.blocks == std::vector<std::int64_t>{20, 0, 12, 36, 4});
+    CHECK(sparse_first_rows(rows, width) == std::vector<std::int64_t>{0, 5, 5, 8, 17});
+    std::int64_t moved = 0;
+    for (const Op& op : rows.ops) moved += is_transfer(op) ? op.dst.count : 0;
+    CHECK(moved == 4 * 18 * width);  // every rank receives the other ranks' real rows once
+  }
+  const Plan padded = sparse_payload_plan(t, "nccl", nnz, width, {});
+  CHECK(padded.blocks.empty());
+  CHECK(padded.count == 5 * 9 * width);
+  CHECK(sparse_first_rows(padded, width) == std::vector<std::int64_t>{0, 9, 18, 27, 36});
+  // Equal nnz everywhere: even blocks, no per-rank sizes needed.
+  CHECK(sparse_payload_plan(t, "ring", {2, 2, 2, 2, 2}, 1, {}).blocks.empty());
+}

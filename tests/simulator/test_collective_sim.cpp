@@ -4,15 +4,18 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/sparse_allreduce.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/closed_form.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/topology/io.hpp"
+#include "artune/tuner/candidates.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 
 using namespace artune;
@@ -63,6 +66,70 @@ TEST_CASE("collective_sim.simulator_matches_bruck_and_halving") {
   check_closed(Collective::kReduceScatter, "halving", halving_reducescatter_us, {2, 4, 8});
 }
 
+TEST_CASE("collective_sim.registry_closed_forms") {
+  // Every all-gather and reduce-scatter family's closed form through the registry (closed_form_time): equal to
+  // the simulated time where the family says exact (uniform:p), never above it anywhere.
+  const CostModel model = CostModel::defaults();
+  int exact = 0, checked = 0;
+  for (const char* name : {"uniform:2", "uniform:3", "uniform:4", "uniform:5", "uniform:8", "uniform:9", "dgx1-v100",
+                           "pcie-8gpu", "uniform:2x4", "2xdgx1-v100"}) {
+    const Topology t = load_topology(name);
+    for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      for (const Family* f : families(c)) {
+        const AlgToken token{f->specs.front().token, -1, ""};
+        for (const std::uint64_t bytes : size_sweep(4096, std::uint64_t{1} << 28, 64.0)) {
+          BuildOptions options;
+          options.count = static_cast<std::int64_t>(bytes / 4);
+          options.collective = c;
+          Plan plan;
+          try {
+            plan = build_collective_plan(t, token.name, options);
+          } catch (const InvalidInput&) {
+            continue;  // 2d on machines of different sizes
+          }
+          const double simulated = simulate(plan, t, model, 4).time_us;
+          const ClosedForm cf = closed_form_time(t, token, static_cast<double>(bytes), model, c);
+          INFO(std::string(name), " ", to_string(c), " ", token.name, " bytes=", bytes, " simulated=", simulated,
+               " closed form=", cf.time_us);
+          CHECK(cf.time_us <= simulated * (1 + 1e-9));
+          if (cf.exactness == Exactness::kExact && std::string_view(name).substr(0, 8) == "uniform:") {
+            CHECK(cf.time_us == doctest::Approx(simulated).epsilon(0.01));
+            ++exact;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(exact > 90);
+  CHECK(checked > 250);
+}
+
+TEST_CASE("collective_sim.tuner_candidates_per_collective") {
+  // The tuner asks each family of the collective for candidates: ring all-gather over dgx1-v100's NVLink
+  // ring orders (--gpu-perm), as the all-reduce ring; 2d only on clusters; nccl once, unpipelined.
+  CandidateOptions o;
+  o.collective = Collective::kAllGather;
+  o.segments = {1, 2};
+  const CandidateSet set = generate_candidates(load_topology("dgx1-v100"), o);
+  CHECK(set.rejected.empty());
+  std::set<std::string> families_seen;
+  int permuted_rings = 0;
+  for (const Candidate& c : set.candidates) {
+    CHECK(c.collective == Collective::kAllGather);
+    families_seen.insert(c.family);
+    if (c.family == "ring" && !c.gpu_perm.empty()) ++permuted_rings;
+    if (c.family == "nccl") CHECK(c.segments == 1);
+  }
+  CHECK(families_seen == std::set<std::string>{"ring", "bruck", "rd", "nccl"});
+  CHECK(permuted_rings >= 2);
+  o.collective = Collective::kReduceScatter;
+  o.include_nccl = false;
+  std::set<std::string> rs;
+  for (const Candidate& c : generate_candidates(load_topology("uniform:2x4"), o).candidates) rs.insert(c.family);
+  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});
+}
+
 TEST_CASE("collective_sim.sparse_crossover_uniform_8") {
   // Ring against ring: all-gathering the touched rows sends (n−1)·ρR rows of d floats and one int64 index
   // per rank, the dense ring all-reduce 2(n−1)/n·R rows: bandwidth terms equal at ρ = 2/n · 4d/(4d + 8)
@@ -96,4 +163,22 @@ TEST_CASE("collective_sim.sparse_crossover_uniform_8") {
   const SparseDecision any = decide_sparse(t, model, rows, width, 0.01, DataType::kFloat32);
   CHECK(any.crossover > 0);
   CHECK(any.crossover < 1);
+}
+
+TEST_CASE("collective_sim.sparse_costs_real_sizes") {
+  // The simulator prices the sparse all-reduce by each rank's real nnz (all-gather-v). One rank with 4096
+  // rows, seven empty: Bruck's rows reach the last ranks in lg 8 = 3 dependent copies of that one block,
+  // where blocks padded to 4096 rows would move 1 + 2 + 4 = 7 blocks' worth one after another.
+  const Topology t = load_topology("uniform:8");
+  const CostModel model = CostModel::defaults();
+  const std::vector<std::int64_t> one = {4096, 0, 0, 0, 0, 0, 0, 0}, all(8, 4096);
+  const double lone = simulate_sparse_us(t, model, "bruck", one, 64, DataType::kFloat32);
+  const double full = simulate_sparse_us(t, model, "bruck", all, 64, DataType::kFloat32);
+  CHECK(lone < full / 2);
+  const AlphaBetaGamma abg = implied_alpha_beta_gamma(t, model, t.gpus()[0], t.gpus()[1]);
+  const double block_us = abg.alpha_us + 4096.0 * 64 * 4 * abg.beta_us_per_byte;
+  CHECK(simulate(sparse_payload_plan(t, "bruck", one, 64, {}), t, model, 4).time_us ==
+        doctest::Approx(3 * block_us).epsilon(0.01));
+  CHECK(simulate(sparse_payload_plan(t, "bruck", all, 64, {}), t, model, 4).time_us ==
+        doctest::Approx(bruck_allgather_us(8, 8 * 4096.0 * 64 * 4, abg)).epsilon(0.01));
 }
