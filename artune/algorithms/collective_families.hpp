@@ -45,9 +45,11 @@ void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64
 /// per local position; scaled on each owner for avg.
 void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count,
                               const std::vector<std::vector<int>>& workers, int scale_by);
-/// One library group op of `c` over the slots (one buffer and offset), then the avg scale of each
-/// owner's block for reduce-scatter.
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by);
+/// One library group op of `c` over the slots (one buffer and offset), forcing NCCL's `variant` (the
+/// ALGO[.PROTO][.cN] of a `nccl.VARIANT` spec, "" = NCCL's choice), then the avg scale of each owner's block
+/// for reduce-scatter.
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by,
+                           const std::string& variant);
 
 /// THE dispatch from (collective, spec token) to the emitters above, over the plan's user buffers
 /// (ranks 0..ranks−1). InvalidInput names the token when the collective has no such family.

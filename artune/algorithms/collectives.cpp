@@ -27,13 +27,17 @@ constexpr std::array<CollectiveAlg, 9> kCollectiveAlgs{{
     {Collective::kAllGather, "bruck", "Bruck all-gather: ceil(lg n) steps for any n, blocks copied to their places"},
     {Collective::kAllGather, "rd",
      "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"},
-    {Collective::kAllGather, "nccl", "one library all-gather (ncclAllGather) over all participants"},
+    {Collective::kAllGather, "nccl",
+     "one library all-gather (ncclAllGather) over all participants; nccl.ALGO[.PROTO][.cN] forces NCCL's choice "
+     "(ALGO: ring, nvls, pat)"},
     {Collective::kAllGather, "2d",
      "2-D all-gather: ring across machines per local GPU, then ring inside each machine over those columns"},
     {Collective::kReduceScatter, "ring", "ring reduce-scatter: n-1 steps of reduce into the next rank; alias xring"},
     {Collective::kReduceScatter, "halving",
      "recursive-halving reduce-scatter: lg n steps; a non-power-of-two n folds its extra ranks first"},
-    {Collective::kReduceScatter, "nccl", "one library reduce-scatter (ncclReduceScatter) over all participants"},
+    {Collective::kReduceScatter, "nccl",
+     "one library reduce-scatter (ncclReduceScatter) over all participants; nccl.ALGO[.PROTO][.cN] forces NCCL's "
+     "choice (ALGO: ring, nvls, pat)"},
     {Collective::kReduceScatter, "2d",
      "2-D reduce-scatter: ring inside each machine over columns of blocks, then ring across machines"},
 }};
@@ -66,6 +70,14 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   }
   std::string_view name = text;
   if (name == "xring") name = "ring";
+  // nccl.ALGO[.PROTO][.cN]: the library collective with NCCL's choice forced, as for all-reduce.
+  if (name.substr(0, 5) == "nccl.") {
+    AllReduceSpec spec;
+    spec.ranges.push_back(SpecRange{
+        AlgToken{"nccl", -1, to_string(parse_nccl_variant(name.substr(5), fmt::format("--spec '{}'", name)))},
+        std::nullopt, -1});
+    return spec;
+  }
   for (const CollectiveAlg& a : kCollectiveAlgs) {
     if (a.collective == c && name == a.name) {
       AllReduceSpec spec;
@@ -86,11 +98,15 @@ Plan build_collective_plan(const Topology& topo, std::string_view spec, const Bu
 
 namespace detail {
 
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by) {
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, std::int64_t count, int scale_by,
+                           const std::string& variant) {
   const int n = static_cast<int>(slots.size());
   std::vector<int> devices;
   for (const Slot& s : slots) devices.push_back(s.device);
-  if (n > 1) e.group(c, devices, slots.front().buffer, slots.front().offset, count);
+  if (n > 1) {
+    const int id = e.group(c, devices, slots.front().buffer, slots.front().offset, count);
+    if (id >= 0) e.plan().ops[static_cast<std::size_t>(id)].algo = variant;
+  }
   if (c != Collective::kReduceScatter || scale_by == kNoScale) return;
   for (int k = 0; k < n; ++k) e.scale(blocks_at(slots[static_cast<std::size_t>(k)], count, n, k, k + 1), scale_by);
 }
@@ -105,12 +121,12 @@ void emit_collective(Emitter& e, Collective c, const AlgToken& token, const std:
     if (name == "ring" || name == "xring") return emit_allgather_ring(e, slots, count, ring_order);
     if (name == "bruck") return emit_allgather_bruck(e, slots, count);
     if (name == "rd") return emit_allgather_rd(e, slots, count);
-    if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
+    if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by, token.variant);
     if (name == "2d") return emit_allgather_two_d(e, slots, count, workers);
   } else if (c == Collective::kReduceScatter) {
     if (name == "ring" || name == "xring") return emit_reducescatter_ring(e, slots, count, ring_order, scale_by);
     if (name == "halving") return emit_reducescatter_halving(e, slots, count, scale_by);
-    if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by);
+    if (name == "nccl") return emit_collective_group(e, c, slots, count, scale_by, token.variant);
     if (name == "2d") return emit_reducescatter_two_d(e, slots, count, workers, scale_by);
   }
   throw InvalidInput(
