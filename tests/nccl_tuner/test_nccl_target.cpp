@@ -174,6 +174,73 @@ TEST_CASE("nccl_target.cli_table_steers_the_plugin") {
   v5->finalize(ctx);
 }
 
+TEST_CASE("nccl_target.cli_tables_per_collective_steer_the_plugin") {
+  // One all-reduce and one all-gather table of a machine with one GPU on each of 4 machines (PAT enabled for
+  // all-gather), read together through ARTUNE_TUNER_TABLE's ':' list.
+  const artune_test::ScratchDir dir("artune-nccl-target");
+  const std::string reduce_path = dir.file("allreduce.json");
+  const std::string gather_path = dir.file("allgather.json");
+  const std::vector<std::string> common = {"-t", "uniform:4x1", "--target", "nccl", "-b", "1K", "-e", "64M", "-f", "64",
+                                           "-q"};
+  auto tune = [&](const std::string& collective, const std::string& out) {
+    std::vector<std::string> args = {"autotune", "--collective", collective, "-o", out};
+    args.insert(args.end(), common.begin(), common.end());
+    const auto r = artune_test::run_artune(args);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+  };
+  tune("allreduce", reduce_path);
+  tune("allgather", gather_path);
+  const artune::DecisionTable reduce = artune::read_decision_table(reduce_path);
+  const artune::DecisionTable gather = artune::read_decision_table(gather_path);
+  for (const auto& r : gather.ranges) {
+    CHECK(r.plan.collective == artune::Collective::kAllGather);
+    CHECK(r.plan.spec.rfind("nccl.", 0) == 0);
+  }
+
+  const std::string value = reduce_path + ":" + gather_path;
+  ::setenv("ARTUNE_TUNER_TABLE", value.c_str(), 1);
+  const artune_test::PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  artune_test::plugin_log().clear();
+  void* ctx = nullptr;
+  REQUIRE(v5->init(&ctx, 3, 4, 4, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+  ::unsetenv("ARTUNE_TUNER_TABLE");
+  CHECK(artune_test::count_level(artuneNcclLogWarn) == 0);
+  CHECK(artune_test::count_level(artuneNcclLogInfo) == 2);
+  int points = 0;
+  for (const auto& [coll, table] : {std::pair{artuneNcclFuncAllReduce, &reduce}, std::pair{artuneNcclFuncAllGather, &gather}}) {
+    for (const auto& range : table->ranges) {
+      for (const auto& point : range.points) {
+        CAPTURE(point.bytes);
+        CAPTURE(range.plan.spec);
+        ++points;
+        // Every entry NCCL could run equal (CollNet and NVLS unsupported), so only the plugin decides.
+        float costs[ARTUNE_NCCL_NUM_ALGORITHMS][ARTUNE_NCCL_NUM_PROTOCOLS];
+        for (auto& row : costs) {
+          for (float& v : row) v = 50.0f;
+        }
+        for (int a : {ARTUNE_NCCL_ALGO_COLLNET_DIRECT, ARTUNE_NCCL_ALGO_COLLNET_CHAIN, ARTUNE_NCCL_ALGO_NVLS,
+                      ARTUNE_NCCL_ALGO_NVLS_TREE}) {
+          for (float& v : costs[a]) v = ARTUNE_NCCL_ALGO_PROTO_IGNORE;
+        }
+        int channels = 0;
+        v5->getCollInfo(ctx, coll, point.bytes, 1, reinterpret_cast<float**>(costs), ARTUNE_NCCL_NUM_ALGORITHMS,
+                        ARTUNE_NCCL_NUM_PROTOCOLS, 0, &channels);
+        const std::string spec = range.plan.spec;
+        if (spec != "nccl") {
+          const std::string algo = spec.substr(5, spec.find('.', 5) - 5);
+          const int a = algo == "pat" ? ARTUNE_NCCL_ALGO_PAT : indices_of(spec).first;
+          CHECK(artune_test::nccl_choice(costs) == std::make_pair(a, indices_of(spec).second));
+        }
+        CHECK(channels == channels_of(spec));
+      }
+    }
+  }
+  CHECK(points == 2 * 3);  // 1K, 64K, 4M for each collective
+  v5->finalize(ctx);
+}
+
 TEST_CASE("nccl_target.cli_bad_input") {
   const auto bad = artune_test::run_artune({"autotune", "-t", "dgx1-v100", "--target", "gloo", "-q"});
   CHECK(bad.status == 2);
