@@ -572,8 +572,9 @@ void add_autotune_command(CLI::App& app) {
       ->capture_default_str();
   at->add_option("--op", flags->op, "reduce op(s), comma-separated (sum, prod, min, max, avg)")->capture_default_str();
   at->add_option("--target", flags->target,
-                 "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
-                 "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
+                 "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol x channels only, for "
+                 "--collective's collective: the table for the NCCL tuner plugin, libnccl-tuner-artune.so, named by "
+                 "ARTUNE_TUNER_TABLE)")
       ->capture_default_str();
   at->add_option("--sparse", flags->sparse,
                  "ROWS,WIDTH,DENSITY: an embedding gradient touching DENSITY of ROWS rows of WIDTH values per rank; "
