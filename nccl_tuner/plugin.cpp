@@ -152,7 +152,8 @@ artuneNcclResult get_coll_info(void* context, artuneNcclFunc coll, size_t bytes,
     // NCCL passes its float[numAlgo][numProto] array cast to float** (src/enqueue.cc).
     const bool applied =
         artune::nccl_tuner::apply_pick(range->pick, reinterpret_cast<float*>(costs), num_algo, num_proto);
-    // The pick's channel count, only with the pick itself (NCCL keeps its own where it leaves 0).
+    // The pick's channel count, only with the pick itself: a positive nChannels replaces NCCL's channel count for
+    // this collective, 0 leaves it (src/enqueue.cc ncclGetAlgoInfo).
     if (applied && range->pick.channels > 0 && channels != nullptr) *channels = range->pick.channels;
   }
   return artuneNcclSuccess;
