@@ -171,7 +171,9 @@ Table parse_table(std::string_view text, std::string_view source) {
       for (const auto& c : kCollectives) {
         if (c.name == name) collective = c.index;
       }
-      if (collective < 0) fail(where + ".plan.collective", "'" + name + "' is not allreduce, allgather or reducescatter");
+      if (collective < 0) {
+        fail(where + ".plan.collective", "'" + name + "' is not allreduce, allgather or reducescatter");
+      }
     }
     if (i == 0) table.collective = collective;
     if (collective != table.collective) fail(where + ".plan.collective", "differs from the first range's");

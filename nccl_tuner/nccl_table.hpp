@@ -49,7 +49,7 @@ struct Range {
 struct Table {
   std::size_t ranks = 0;      ///< GPUs the table was tuned for (= NCCL's nRanks)
   std::size_t machines = 0;   ///< machines (= NCCL's nNodes)
-  int collective = artuneNcclFuncAllReduce;  ///< artuneNcclFunc of every range's plan ("collective"; absent: all-reduce)
+  int collective = artuneNcclFuncAllReduce;  ///< artuneNcclFunc of the ranges' plans ("collective"; absent: all-reduce)
   std::vector<Range> ranges;  ///< ascending, non-overlapping, at least one
 
   /// The range for `bytes`, as artune's own lookup: the last range whose min_bytes ≤ bytes, else the first.

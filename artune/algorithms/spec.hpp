@@ -14,7 +14,7 @@ namespace artune {
 struct AlgToken {
   std::string name;     ///< canonical name: xring, rechd, pscpu, psgpu, shuffle, hiercopy, nccl, mring, tree, 2d
   int arg = -1;         ///< the `#n` value, -1 when absent
-  std::string variant;  ///< nccl only: the forced NCCL algorithm[.protocol][.cN] ("ring", "tree.ll", "ring.simple.c8"); empty = NCCL's choice
+  std::string variant;  ///< nccl only: the forced NCCL choice ALGO[.PROTO][.cN] ("ring.simple.c8"); "" = NCCL's
   friend bool operator==(const AlgToken&, const AlgToken&) = default;
 };
 

@@ -117,9 +117,10 @@ struct Choice {
   int channels = 0;         ///< channels it runs on
   double nccl_time_us = 0;  ///< NCCL's own estimate (its cost table), for reports
 };
-/// NCCL's choice for a collective `coll` (an all-reduce unless given) of `bytes` restricted by `forced`; InvalidInput naming `what` when the
-/// forced algorithm/protocol/channel count is not available on this graph. With forced channels the choice
-/// is costed on with_channels(graph, algo, channels), which is the graph the collective then runs on.
+/// NCCL's choice for a collective `coll` (an all-reduce unless given) of `bytes` restricted by `forced`;
+/// InvalidInput naming `what` when the forced algorithm/protocol/channel count is not available on this graph.
+/// With forced channels the choice is costed on with_channels(graph, algo, channels), which is the graph the
+/// collective then runs on.
 Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what,
               Collective coll = Collective::kAllReduce);
 

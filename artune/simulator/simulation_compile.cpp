@@ -274,9 +274,9 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
   }
 }
 
-// An NCCL all-reduce, all-gather or reduce-scatter: NCCL's channels over the topology (nccl::search), the algorithm × protocol NCCL picks
-// for this size (or the spec forces), NCCL's latency for it, then every channel's traffic as flows sharing
-// the links max-min fairly with each other and with concurrent ops:
+// An NCCL all-reduce, all-gather or reduce-scatter: NCCL's channels over the topology (nccl::search), the
+// algorithm × protocol NCCL picks for this size (or the spec forces), NCCL's latency for it, then every
+// channel's traffic as flows sharing the links max-min fairly with each other and with concurrent ops:
 //  - Ring: each channel moves 2(k−1)/k of its share of the buffer over every edge of its ring ((k−1)/k for
 //    all-gather and reduce-scatter); edges between machines go GPU → the channel's NIC → the next
 //    machine's NIC → GPU. PAT (all-gather/reduce-scatter, one GPU per machine) moves the same bytes.

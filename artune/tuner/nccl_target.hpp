@@ -17,9 +17,10 @@ namespace artune {
 std::vector<int> nccl_channel_counts(const nccl::Graph& graph, nccl::Algo algo);
 
 /// NCCL's algorithm × protocol pairs that NCCL enables for `collective` (all-reduce, all-gather or
-/// reduce-scatter) over every GPU of `topo` (its cost table, simulator/nccl_model.hpp), as candidates `nccl.ALGO.PROTO` (on the channels NCCL's search finds),
-/// each followed by `nccl.ALGO.PROTO.cN` for N in nccl_channel_counts, then plain `nccl` (NCCL's own pick, the
-/// baseline; last, so that a tie goes to the explicit pair the plugin can steer to). Each is built and verified
+/// reduce-scatter) over every GPU of `topo` (its cost table, simulator/nccl_model.hpp), as candidates
+/// `nccl.ALGO.PROTO` (on the channels NCCL's search finds), each followed by `nccl.ALGO.PROTO.cN` for N in
+/// nccl_channel_counts, then plain `nccl` (NCCL's own pick, the baseline; last, so that a tie goes to the
+/// explicit pair the plugin can steer to). Each is built and verified
 /// like generate_candidates' (at options.verify_count elements). Unsupported (one line) on a topology without
 /// two GPUs or whose machines hold different GPU counts (NCCL's model needs the same count on each).
 CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options,

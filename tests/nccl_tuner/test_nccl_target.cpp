@@ -62,14 +62,14 @@ TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
   const artune::CandidateSet set = artune::generate_nccl_candidates(dgx1, {});
   // V100: no NVLS (sm90+ with NVSwitch), PAT is not an all-reduce algorithm; Tree and Ring with every protocol,
   // each on the search's 6 channels and on 1, 2 and 4.
-  CHECK(labels(set) ==
-        std::vector<std::string>{"nccl.tree.ll",        "nccl.tree.ll.c1",     "nccl.tree.ll.c2",     "nccl.tree.ll.c4",
-                                 "nccl.tree.ll128",     "nccl.tree.ll128.c1",  "nccl.tree.ll128.c2",  "nccl.tree.ll128.c4",
-                                 "nccl.tree.simple",    "nccl.tree.simple.c1", "nccl.tree.simple.c2", "nccl.tree.simple.c4",
-                                 "nccl.ring.ll",        "nccl.ring.ll.c1",     "nccl.ring.ll.c2",     "nccl.ring.ll.c4",
-                                 "nccl.ring.ll128",     "nccl.ring.ll128.c1",  "nccl.ring.ll128.c2",  "nccl.ring.ll128.c4",
-                                 "nccl.ring.simple",    "nccl.ring.simple.c1", "nccl.ring.simple.c2", "nccl.ring.simple.c4",
-                                 "nccl"});
+  CHECK(labels(set) == std::vector<std::string>{
+                           "nccl.tree.ll",     "nccl.tree.ll.c1",     "nccl.tree.ll.c2",     "nccl.tree.ll.c4",
+                           "nccl.tree.ll128",  "nccl.tree.ll128.c1",  "nccl.tree.ll128.c2",  "nccl.tree.ll128.c4",
+                           "nccl.tree.simple", "nccl.tree.simple.c1", "nccl.tree.simple.c2", "nccl.tree.simple.c4",
+                           "nccl.ring.ll",     "nccl.ring.ll.c1",     "nccl.ring.ll.c2",     "nccl.ring.ll.c4",
+                           "nccl.ring.ll128",  "nccl.ring.ll128.c1",  "nccl.ring.ll128.c2",  "nccl.ring.ll128.c4",
+                           "nccl.ring.simple", "nccl.ring.simple.c1", "nccl.ring.simple.c2", "nccl.ring.simple.c4",
+                           "nccl"});
   CHECK(set.rejected.empty());
   for (const auto& c : set.candidates) CHECK(c.family == "nccl");
 
@@ -209,7 +209,8 @@ TEST_CASE("nccl_target.cli_tables_per_collective_steer_the_plugin") {
   CHECK(artune_test::count_level(artuneNcclLogWarn) == 0);
   CHECK(artune_test::count_level(artuneNcclLogInfo) == 2);
   int points = 0;
-  for (const auto& [coll, table] : {std::pair{artuneNcclFuncAllReduce, &reduce}, std::pair{artuneNcclFuncAllGather, &gather}}) {
+  for (const auto& [coll, table] :
+       {std::pair{artuneNcclFuncAllReduce, &reduce}, std::pair{artuneNcclFuncAllGather, &gather}}) {
     for (const auto& range : table->ranges) {
       for (const auto& point : range.points) {
         CAPTURE(point.bytes);

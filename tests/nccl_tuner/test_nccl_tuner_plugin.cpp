@@ -475,13 +475,12 @@ TEST_CASE("nccl_tuner.one_table_per_collective") {
   const std::string all_reduce = dir.file("allreduce.json");
   const std::string all_gather = dir.file("allgather.json");
   const std::string reduce_scatter = dir.file("reducescatter.json");
-  write_text(all_reduce, table_json(8, 1, {{8, 65536, "nccl.tree.ll"}, {1048576, 1073741824, "nccl.ring.simple"}}).dump());
+  constexpr std::uint64_t k64K = 65536, k1M = 1048576, k1G = 1073741824;
+  write_text(all_reduce, table_json(8, 1, {{8, k64K, "nccl.tree.ll"}, {k1M, k1G, "nccl.ring.simple"}}).dump());
   write_text(all_gather,
-             table_json(8, 1, {{8, 65536, "nccl.ring.ll128.c4"}, {1048576, 1073741824, "nccl.nvls.simple"}}, "allgather")
-                 .dump());
+             table_json(8, 1, {{8, k64K, "nccl.ring.ll128.c4"}, {k1M, k1G, "nccl.nvls.simple"}}, "allgather").dump());
   write_text(reduce_scatter,
-             table_json(8, 1, {{8, 65536, "nccl.ring.ll"}, {1048576, 1073741824, "nccl.ring.simple.c8"}}, "reducescatter")
-                 .dump());
+             table_json(8, 1, {{8, k64K, "nccl.ring.ll"}, {k1M, k1G, "nccl.ring.simple.c8"}}, "reducescatter").dump());
   // Colon-separated, any order; an empty entry (a trailing ':') is skipped.
   const std::string value = all_gather + ":" + all_reduce + ":" + reduce_scatter + ":";
   const TableEnv env(value.c_str());

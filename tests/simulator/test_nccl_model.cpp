@@ -348,7 +348,8 @@ TEST_CASE("nccl.forced_channels") {
     CHECK(gc.channels == c);
     CHECK(gc.rings.size() == static_cast<std::size_t>(c));
     CHECK(nccl::all_reduce_table(gc).bandwidth[ring][simple] == doctest::Approx(full * c / 6));
-    const nccl::Choice choice = nccl::choose(g, 1 << 20, nccl::parse_variant(fmt::format("ring.simple.c{}", c), "x"), "x");
+    const nccl::Forced forced = nccl::parse_variant(fmt::format("ring.simple.c{}", c), "x");
+    const nccl::Choice choice = nccl::choose(g, 1 << 20, forced, "x");
     CHECK(choice.channels == c);
   }
   CHECK_THROWS_WITH_AS(nccl::with_channels(g, nccl::Algo::kRing, 7, "spec 'x'"),
@@ -370,9 +371,10 @@ TEST_CASE("nccl.forced_channels") {
   CHECK(r1.groups[0].latency_us == doctest::Approx(latency));
   CHECK(r1.time_us - latency == doctest::Approx(2 * (r2.time_us - latency)).epsilon(1e-9));
   CHECK(r6.time_us < r2.time_us);
-  CHECK_THROWS_WITH_AS(sim(v100, "nccl.ring.simple.c8", bytes),
-                       "spec 'nccl.ring.simple.c8': NCCL ring runs on 1..6 channels here (8 GPUs on 1 machine(s)), not 8",
-                       InvalidInput);
+  CHECK_THROWS_WITH_AS(
+      sim(v100, "nccl.ring.simple.c8", bytes),
+      "spec 'nccl.ring.simple.c8': NCCL ring runs on 1..6 channels here (8 GPUs on 1 machine(s)), not 8",
+      InvalidInput);
 }
 
 TEST_CASE("nccl.all_gather_and_reduce_scatter") {
@@ -413,7 +415,8 @@ TEST_CASE("nccl.all_gather_and_reduce_scatter") {
   BuildOptions o;
   o.count = 1 << 20;
   o.collective = Collective::kAllGather;
-  const SimResult r = simulate(build_collective_plan(four, "nccl.pat", o), four, CostModel::defaults(BackendProfile::kNccl), 4);
+  const SimResult r =
+      simulate(build_collective_plan(four, "nccl.pat", o), four, CostModel::defaults(BackendProfile::kNccl), 4);
   REQUIRE(r.groups.size() == 1);
   CHECK(r.groups[0].algorithm == "pat");
   CHECK(r.groups[0].latency_us == doctest::Approx(nccl::launch_us() + 8 + 2 * 4.0 + 2.8 * 4));
