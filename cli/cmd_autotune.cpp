@@ -364,19 +364,20 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     so.calibration = f.calibration;
     notes.push_back("cost model calibrated by " + f.calibration);
   }
+  const Collective kind = parse_collective_kind(f.collective);
+  if (kind != Collective::kAllReduce && !f.fusion.empty()) {
+    throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
+  }
   if (f.target == "nccl") {
-    // NCCL's algorithm x protocol only: the table the NCCL tuner plugin reads (nccl_tuner/README.md).
+    // NCCL's algorithm x protocol (x channels) only: the tables the NCCL tuner plugin reads (nccl_tuner/README.md),
+    // one per collective.
     if (measure) check_nccl_measurement(*measure);  // real NCCL only, each candidate forced (exit 2/3 otherwise)
-    so.generate = generate_nccl_candidates;
+    so.generate = [kind](const Topology& t, const CandidateOptions& o) { return generate_nccl_candidates(t, o, kind); };
   } else if (f.target != "artune") {
     throw InvalidInput(fmt::format("--target: '{}' is not artune or nccl", f.target));
   }
   // A table per collective (issue 17): the all-gather or reduce-scatter families instead of all-reduce's.
-  if (const Collective kind = parse_collective_kind(f.collective); kind != Collective::kAllReduce) {
-    if (f.target == "nccl") throw InvalidInput("--collective: --target nccl tunes all-reduce only");
-    if (!f.fusion.empty()) throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
-    so.candidates.collective = kind;
-  }
+  if (kind != Collective::kAllReduce) so.candidates.collective = kind;
   if (!f.sparse.empty()) {
     run_sparse(f, topo, so.model, types.front());
     return;
@@ -568,8 +569,9 @@ void add_autotune_command(CLI::App& app) {
       ->capture_default_str();
   at->add_option("--op", flags->op, "reduce op(s), comma-separated (sum, prod, min, max, avg)")->capture_default_str();
   at->add_option("--target", flags->target,
-                 "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol only: the table for "
-                 "the NCCL tuner plugin, libnccl-tuner-artune.so, named by ARTUNE_TUNER_TABLE)")
+                 "candidates: artune (every plan family) or nccl (NCCL's algorithm x protocol x channels only, for "
+                 "--collective's collective: the table for the NCCL tuner plugin, libnccl-tuner-artune.so, named by "
+                 "ARTUNE_TUNER_TABLE)")
       ->capture_default_str();
   at->add_option("--sparse", flags->sparse,
                  "ROWS,WIDTH,DENSITY: an embedding gradient touching DENSITY of ROWS rows of WIDTH values per rank; "

@@ -33,6 +33,27 @@ constexpr NameIndex kAlgos[] = {{"tree", ARTUNE_NCCL_ALGO_TREE},
                                 {"pat", ARTUNE_NCCL_ALGO_PAT}};
 constexpr NameIndex kProtos[] = {
     {"ll", ARTUNE_NCCL_PROTO_LL}, {"ll128", ARTUNE_NCCL_PROTO_LL128}, {"simple", ARTUNE_NCCL_PROTO_SIMPLE}};
+// A plan's "collective" (tuner/candidates.cpp candidate_to_json; collective_flag_name) → ncclFunc_t.
+constexpr NameIndex kCollectives[] = {{"allreduce", artuneNcclFuncAllReduce},
+                                      {"allgather", artuneNcclFuncAllGather},
+                                      {"reducescatter", artuneNcclFuncReduceScatter}};
+// Readable names of the same, for log lines.
+constexpr NameIndex kCollectiveNames[] = {{"all-reduce", artuneNcclFuncAllReduce},
+                                          {"all-gather", artuneNcclFuncAllGather},
+                                          {"reduce-scatter", artuneNcclFuncReduceScatter}};
+// The most channels a `.cN` names (NCCL's MAXCHANNELS, algorithms/spec.hpp kNcclVariantMaxChannels).
+constexpr int kMaxChannels = 64;
+
+// `.cN`'s N: 1..kMaxChannels; 0 when `part` is not one.
+int channel_count(std::string_view part) {
+  if (part.size() < 2 || part.size() > 3 || part[0] != 'c') return 0;
+  int n = 0;
+  for (const char c : part.substr(1)) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n <= kMaxChannels ? n : 0;
+}
 
 [[noreturn]] void fail(std::string_view where, std::string_view reason) {
   throw TableError(std::string(where) + ": " + std::string(reason));
@@ -76,19 +97,29 @@ Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
   Pick pick;
   if (spec == "nccl") return pick;
   if (spec.substr(0, 5) != "nccl.") not_nccl();
-  const std::string_view rest = spec.substr(5);
-  const std::size_t dot = rest.find('.');
-  const std::string_view algo = rest.substr(0, dot);
+  // ALGO[.PROTO][.cN]
+  std::string_view rest = spec.substr(5);
+  auto next_part = [&rest]() {
+    const std::size_t dot = rest.find('.');
+    const std::string_view part = rest.substr(0, dot);
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+    return part;
+  };
+  const std::string_view algo = next_part();
   for (const auto& a : kAlgos) {
     if (a.name == algo) pick.algo = a.index;
   }
   if (pick.algo < 0) not_nccl();
-  if (dot == std::string_view::npos) return pick;
-  const std::string_view proto = rest.substr(dot + 1);
+  std::string_view part = next_part();
   for (const auto& p : kProtos) {
-    if (p.name == proto) pick.proto = p.index;
+    if (p.name == part) pick.proto = p.index;
   }
-  if (pick.proto < 0) not_nccl();
+  if (pick.proto >= 0) part = next_part();
+  if (!part.empty()) {
+    pick.channels = channel_count(part);
+    if (pick.channels == 0) not_nccl();
+  }
+  if (!rest.empty() || (spec.back() == '.')) not_nccl();
   return pick;
 }
 
@@ -133,6 +164,19 @@ Table parse_table(std::string_view text, std::string_view source) {
                                 ") is not one of NCCL's choices (tune with artune autotune --target nccl)");
     }
     r.pick = parse_nccl_spec(r.spec, where + ".plan.spec");
+    int collective = artuneNcclFuncAllReduce;
+    if (plan.contains("collective")) {
+      const std::string name = string_field(plan, where + ".plan", "collective");
+      collective = -1;
+      for (const auto& c : kCollectives) {
+        if (c.name == name) collective = c.index;
+      }
+      if (collective < 0) {
+        fail(where + ".plan.collective", "'" + name + "' is not allreduce, allgather or reducescatter");
+      }
+    }
+    if (i == 0) table.collective = collective;
+    if (collective != table.collective) fail(where + ".plan.collective", "differs from the first range's");
     table.ranges.push_back(std::move(r));
   }
   return table;
@@ -194,6 +238,13 @@ bool apply_pick(const Pick& pick, float* costs, int num_algo, int num_proto) {
   if (proto >= num_proto || !(row[proto] >= 0)) return false;
   row[proto] = 0.0f;
   return true;
+}
+
+const char* collective_name(int collective) {
+  for (const auto& c : kCollectiveNames) {
+    if (c.index == collective) return c.name.data();
+  }
+  return "?";
 }
 
 const char* algo_name(int algo) {

@@ -1,18 +1,23 @@
-// libnccl-tuner-artune.so: NCCL's tuner plugin steering NCCL's all-reduce
-// choice (algorithm × protocol) by a decision table written by
-// `artune autotune --target nccl` and named by ARTUNE_TUNER_TABLE.
+// libnccl-tuner-artune.so: NCCL's tuner plugin steering NCCL's choice
+// (algorithm × protocol, and channels where the table names them) for
+// all-reduce, all-gather and reduce-scatter by decision tables written by
+// `artune autotune --target nccl [--collective …]`, named by
+// ARTUNE_TUNER_TABLE (one path, or several separated by ':', one table per
+// collective).
 //
 // NCCL loads it with NCCL_TUNER_PLUGIN=artune (or a path) and looks up the
 // ncclTunerPlugin_v* symbols by name (NVIDIA/nccl src/plugin/tuner.cc). The
 // plugin lives inside someone else's training job, so it never throws across
 // the C boundary, never aborts, and always answers success: a missing,
-// corrupt or mismatched table logs one warning through NCCL's logger and
-// leaves NCCL's cost table alone (returning an error from init would fail
+// corrupt or mismatched table (or two tables for one collective) logs one
+// warning through NCCL's logger and leaves every cost table alone (returning an error from init would fail
 // the communicator's creation, NVIDIA/nccl src/init.cc).
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "nccl_tuner/nccl_table.hpp"
 #include "nccl_tuner/tuner_abi.h"
@@ -21,16 +26,19 @@ namespace {
 
 using artune::nccl_tuner::Table;
 
-/// The environment variable naming the table.
+/// The environment variable naming the tables: paths separated by ':'.
 constexpr const char* kTableEnv = "ARTUNE_TUNER_TABLE";
 constexpr const char* kName = "artune";
 /// Ranges listed in the init log line (a table of a few dozen sizes has a handful).
 constexpr std::size_t kRangesLogged = 16;
+/// Table slots, indexed by artuneNcclFunc (broadcast … all-reduce).
+constexpr int kCollectiveSlots = artuneNcclFuncAllReduce + 1;
 
 /// One communicator's state.
 struct Context {
-  bool active = false;  ///< a table that fits this communicator was read
-  Table table;
+  bool active = false;                  ///< every named table was read and fits this communicator
+  std::vector<Table> tables;            ///< the tables, at most one per collective
+  int slot[kCollectiveSlots] = {-1, -1, -1, -1, -1};  ///< per artuneNcclFunc: index into tables, -1 = none
 };
 
 void log_line(artuneNcclLogger log, artuneNcclLogLevel level, const std::string& text) {
@@ -38,7 +46,7 @@ void log_line(artuneNcclLogger log, artuneNcclLogLevel level, const std::string&
   if (log != nullptr) log(level, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "%s", text.c_str());
 }
 
-/// The one warning of a communicator whose table is not used; allocates nothing (it runs in catch handlers).
+/// The one warning of a communicator whose tables are not used; allocates nothing (it runs in catch handlers).
 void warn_kept(artuneNcclLogger log, const char* reason) noexcept {
   if (log != nullptr) {
     log(artuneNcclLogWarn, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__, "artune tuner: %s; NCCL's own choices kept",
@@ -46,7 +54,41 @@ void warn_kept(artuneNcclLogger log, const char* reason) noexcept {
   }
 }
 
-/// Reads and checks the table for a communicator; a context that passes everything through on any problem.
+/// The paths of ARTUNE_TUNER_TABLE's value, split at ':' (empty entries are skipped).
+std::vector<std::string> table_paths(const std::string& value) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    const std::size_t colon = std::min(value.find(':', start), value.size());
+    if (colon > start) out.push_back(value.substr(start, colon - start));
+    start = colon + 1;
+  }
+  return out;
+}
+
+/// One line per table with its ranges, so that NCCL's TUNING log can be checked against the table.
+std::string describe(const std::string& path, const Table& table, std::size_t ranks, std::size_t nodes) {
+  std::string line = "artune tuner: " + path + ": " + std::to_string(table.ranges.size()) + " " +
+                     artune::nccl_tuner::collective_name(table.collective) + " size range(s) for " +
+                     std::to_string(ranks) + " ranks on " + std::to_string(nodes) + " node(s):";
+  std::size_t shown = 0;
+  for (const auto& r : table.ranges) {
+    if (++shown > kRangesLogged) {
+      line += " …";
+      break;
+    }
+    // Appended piecewise: g++ 12 warns falsely (-Wrestrict, GCC bug 105329) on " " + std::string temporaries.
+    line += ' ';
+    line += std::to_string(r.min_bytes);
+    line += '-';
+    line += std::to_string(r.max_bytes);
+    line += ' ';
+    line += r.spec;
+  }
+  return line;
+}
+
+/// Reads and checks the tables for a communicator; a context that passes everything through on any problem.
 Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log) noexcept {
   Context* ctx = new (std::nothrow) Context;
   if (ctx == nullptr) {
@@ -54,34 +96,28 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
     return nullptr;
   }
   try {
-    const char* path = std::getenv(kTableEnv);
-    if (path == nullptr || *path == '\0') {
+    const char* value = std::getenv(kTableEnv);
+    const std::vector<std::string> paths = table_paths(value == nullptr ? "" : value);
+    if (paths.empty()) {
       warn_kept(log, "ARTUNE_TUNER_TABLE is not set");
       return ctx;
     }
-    Table table = artune::nccl_tuner::read_table(path);
-    artune::nccl_tuner::check_fits(table, ranks, nodes, path);
-    ctx->table = std::move(table);
-    ctx->active = true;
-    // One line with the ranges, so that NCCL's TUNING log can be checked against the table.
-    std::string line = "artune tuner: " + std::string(path) + ": " + std::to_string(ctx->table.ranges.size()) +
-                       " all-reduce size range(s) for " + std::to_string(ranks) + " ranks on " + std::to_string(nodes) +
-                       " node(s):";
-    std::size_t shown = 0;
-    for (const auto& r : ctx->table.ranges) {
-      if (++shown > kRangesLogged) {
-        line += " …";
-        break;
+    std::vector<std::string> lines;
+    for (const std::string& path : paths) {
+      Table table = artune::nccl_tuner::read_table(path);
+      artune::nccl_tuner::check_fits(table, ranks, nodes, path);
+      int& slot = ctx->slot[table.collective];
+      if (slot >= 0) {
+        throw artune::nccl_tuner::TableError(path + ": a second " +
+                                             artune::nccl_tuner::collective_name(table.collective) +
+                                             " table in ARTUNE_TUNER_TABLE (one table per collective)");
       }
-      // Appended piecewise: g++ 12 warns falsely (-Wrestrict, GCC bug 105329) on " " + std::string temporaries.
-      line += ' ';
-      line += std::to_string(r.min_bytes);
-      line += '-';
-      line += std::to_string(r.max_bytes);
-      line += ' ';
-      line += r.spec;
+      slot = static_cast<int>(ctx->tables.size());
+      lines.push_back(describe(path, table, ranks, nodes));
+      ctx->tables.push_back(std::move(table));
     }
-    log_line(log, artuneNcclLogInfo, line);
+    ctx->active = true;
+    for (const std::string& line : lines) log_line(log, artuneNcclLogInfo, line);
   } catch (const std::exception& e) {
     ctx->active = false;  // whatever failed, the warning below must hold
     warn_kept(log, e.what());
@@ -92,11 +128,11 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
   return ctx;
 }
 
-/// The all-reduce range for a size, or nullptr when this call passes through.
+/// The range of `coll`'s table for a size, or nullptr when this call passes through.
 const artune::nccl_tuner::Range* range_for(void* context, artuneNcclFunc coll, std::size_t bytes) noexcept {
   const auto* ctx = static_cast<const Context*>(context);
-  if (ctx == nullptr || !ctx->active || coll != artuneNcclFuncAllReduce) return nullptr;
-  return &ctx->table.lookup(bytes);
+  if (ctx == nullptr || !ctx->active || coll < 0 || coll >= kCollectiveSlots || ctx->slot[coll] < 0) return nullptr;
+  return &ctx->tables[static_cast<std::size_t>(ctx->slot[coll])].lookup(bytes);
 }
 
 artuneNcclResult init_v5(void** context, uint64_t /*comm_id*/, size_t ranks, size_t nodes, artuneNcclLogger log,
@@ -111,11 +147,14 @@ artuneNcclResult init_v2(size_t ranks, size_t nodes, artuneNcclLogger log, void*
 }
 
 artuneNcclResult get_coll_info(void* context, artuneNcclFunc coll, size_t bytes, int /*pipe_ops*/, float** costs,
-                               int num_algo, int num_proto, int /*reg_buff*/, int* /*channels*/) {
-  // Channels stay NCCL's: the table's candidates run on the channels NCCL's own search finds.
+                               int num_algo, int num_proto, int /*reg_buff*/, int* channels) {
   if (const auto* range = range_for(context, coll, bytes)) {
     // NCCL passes its float[numAlgo][numProto] array cast to float** (src/enqueue.cc).
-    artune::nccl_tuner::apply_pick(range->pick, reinterpret_cast<float*>(costs), num_algo, num_proto);
+    const bool applied =
+        artune::nccl_tuner::apply_pick(range->pick, reinterpret_cast<float*>(costs), num_algo, num_proto);
+    // The pick's channel count, only with the pick itself: a positive nChannels replaces NCCL's channel count for
+    // this collective, 0 leaves it (src/enqueue.cc ncclGetAlgoInfo).
+    if (applied && range->pick.channels > 0 && channels != nullptr) *channels = range->pick.channels;
   }
   return artuneNcclSuccess;
 }
@@ -127,7 +166,7 @@ artuneNcclResult get_coll_info_v3(void* context, artuneNcclFunc coll, size_t byt
 
 artuneNcclResult get_coll_info_v2(void* context, artuneNcclFunc coll, size_t bytes, int collnet_support,
                                   int nvls_support, int /*pipe_ops*/, int* algorithm, int* protocol,
-                                  int* /*channels*/) {
+                                  int* channels) {
   (void)collnet_support;
   const auto* range = range_for(context, coll, bytes);
   // v2 may set an algorithm only together with a protocol; NVLS needs NCCL's nvlsSupport.
@@ -139,6 +178,7 @@ artuneNcclResult get_coll_info_v2(void* context, artuneNcclFunc coll, size_t byt
   if (nvls && nvls_support == 0) return artuneNcclSuccess;
   *algorithm = range->pick.algo;
   *protocol = range->pick.proto;
+  if (range->pick.channels > 0 && channels != nullptr) *channels = range->pick.channels;
   return artuneNcclSuccess;
 }
 

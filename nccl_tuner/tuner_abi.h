@@ -36,7 +36,7 @@ typedef enum {
 typedef void (*artuneNcclLogger)(artuneNcclLogLevel level, unsigned long flags, const char* file, int line,
                                  const char* fmt, ...);
 
-/** ncclFunc_t values (nccl_common.h); only all-reduce is steered. */
+/** ncclFunc_t values (nccl_common.h); all-reduce, all-gather and reduce-scatter are steered. */
 typedef enum {
   artuneNcclFuncBroadcast = 0,
   artuneNcclFuncReduce = 1,

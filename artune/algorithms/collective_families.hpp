@@ -53,9 +53,11 @@ void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std:
 /// per local position; scaled on each owner for avg.
 void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers,
                               int scale_by);
-/// One library group op of `c` over the slots (one buffer and offset), then the avg scale of each
-/// owner's block for reduce-scatter.
-void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, int scale_by);
+/// One library group op of `c` over the slots (one buffer and offset), forcing NCCL's `variant` (the
+/// ALGO[.PROTO][.cN] of a `nccl.VARIANT` spec, "" = NCCL's choice), then the avg scale of each owner's block
+/// for reduce-scatter.
+void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& slots, int scale_by,
+                           const std::string& variant);
 
 /// The ring families' order of the ranks: --gpu-perm inside each machine, machines concatenated.
 std::vector<int> collective_ring_order(const Setup& s);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "artune/algorithms/registry.hpp"
+#include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 
 namespace artune {
@@ -40,12 +41,20 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   if (c != Collective::kAllGather && c != Collective::kReduceScatter) {
     throw InvalidInput(fmt::format("--collective: {} is not a plan of its own", to_string(c)));
   }
+  const std::string shown(text.substr(0, 80));
+  // nccl.ALGO[.PROTO][.cN]: the library collective with NCCL's choice forced, as for all-reduce.
+  if (text.substr(0, 5) == "nccl.") {
+    AllReduceSpec spec;
+    spec.ranges.push_back(SpecRange{
+        AlgToken{"nccl", -1, to_string(parse_nccl_variant(text.substr(5), fmt::format("'{}'", shown)))},
+        std::nullopt, -1});
+    return spec;
+  }
   if (const SpecName* name = find_spec_name(text, c).second) {
     AllReduceSpec spec;
     spec.ranges.push_back(SpecRange{AlgToken{name->token, -1, ""}, std::nullopt, -1});
     return spec;
   }
-  const std::string shown(text.substr(0, 80));
   throw InvalidInput(
       fmt::format("--spec '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
                   "'#n', ranges or hybrids)",

@@ -62,29 +62,73 @@ std::string known_hybrids() {
   return out;
 }
 
+constexpr std::string_view kNcclAlgos[] = {"ring", "tree", "nvls", "nvlstree", "pat"};
+constexpr std::string_view kNcclProtos[] = {"ll", "ll128", "simple"};
+
+template <std::size_t N>
+bool one_of(const std::string_view (&names)[N], std::string_view name) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
+// `.cN`'s N: 1..kNcclVariantMaxChannels, digits only; 0 when `part` is not a channel count at all.
+int channel_count(std::string_view part, std::string_view what) {
+  if (part.size() < 2 || part[0] != 'c' || part[1] < '0' || part[1] > '9') return 0;
+  const std::string_view digits = part.substr(1);
+  if (digits.size() > 2 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stoi(std::string(digits)) < 1 || std::stoi(std::string(digits)) > kNcclVariantMaxChannels) {
+    throw InvalidInput(fmt::format("{}: NCCL channel count '{}' is not c1..c{} (e.g. nccl.ring.simple.c8)", what,
+                                   part, kNcclVariantMaxChannels));
+  }
+  return std::stoi(std::string(digits));
+}
+
+}  // namespace
+
+NcclVariant parse_nccl_variant(std::string_view variant, std::string_view what) {
+  NcclVariant out;
+  if (variant.empty()) return out;
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = variant.find('.', start);
+    parts.push_back(variant.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (!one_of(kNcclAlgos, parts[0])) {
+    throw InvalidInput(fmt::format(
+        "{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", what, parts[0]));
+  }
+  out.algo = std::string(parts[0]);
+  std::size_t next = 1;
+  if (next < parts.size() && channel_count(parts[next], what) == 0) {
+    if (!one_of(kNcclProtos, parts[next])) {
+      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", what, parts[next]));
+    }
+    out.proto = std::string(parts[next++]);
+  }
+  if (next < parts.size()) out.channels = channel_count(parts[next++], what);
+  if (next < parts.size()) {
+    throw InvalidInput(fmt::format("{}: '{}' after the NCCL choice (expected ALGO[.PROTO][.cN], e.g. ring.ll128.c8)",
+                                   what, variant));
+  }
+  return out;
+}
+
+std::string to_string(const NcclVariant& variant) {
+  std::string out = variant.algo;
+  if (!variant.proto.empty()) out += "." + variant.proto;
+  if (variant.channels > 0) out += fmt::format(".c{}", variant.channels);
+  return out;
+}
+
+namespace {
+
 class Parser {
  public:
   explicit Parser(std::string_view text) : text_(text) {}
 
   [[noreturn]] void fail(const std::string& reason) const {
     throw InvalidInput(fmt::format("--spec '{}': {}", quoted(text_), reason));
-  }
-
-  void check_nccl_variant(std::string_view tok, std::string_view variant) const {
-    static constexpr std::string_view kAlgos[] = {"ring", "tree", "nvls", "nvlstree", "pat"};
-    static constexpr std::string_view kProtos[] = {"ll", "ll128", "simple"};
-    const std::size_t dot = variant.find('.');
-    const std::string_view algo = variant.substr(0, dot);
-    if (std::find(std::begin(kAlgos), std::end(kAlgos), algo) == std::end(kAlgos)) {
-      fail(fmt::format("'{}': unknown NCCL algorithm '{}' (nccl.ring, nccl.tree, nccl.nvls, nccl.nvlstree, nccl.pat)",
-                       quoted(tok), quoted(algo)));
-    }
-    if (dot == std::string_view::npos) return;
-    const std::string_view proto = variant.substr(dot + 1);
-    if (std::find(std::begin(kProtos), std::end(kProtos), proto) == std::end(kProtos)) {
-      fail(fmt::format("'{}': unknown NCCL protocol '{}' (ll, ll128, simple, e.g. nccl.ring.ll128)", quoted(tok),
-                       quoted(proto)));
-    }
   }
 
   AlgToken token(std::string_view tok) const {
@@ -97,7 +141,11 @@ class Parser {
     if (name.substr(0, 5) == "nccl.") {
       variant = std::string(name.substr(5));
       name = "nccl";
-      check_nccl_variant(tok, variant);
+      try {
+        variant = to_string(parse_nccl_variant(variant, fmt::format("'{}'", quoted(tok))));
+      } catch (const InvalidInput& e) {
+        fail(e.what());
+      }
     }
     const SpecName* info = find_spec_name(name).second;
     if (info == nullptr) {

@@ -14,7 +14,7 @@ namespace artune {
 struct AlgToken {
   std::string name;     ///< canonical name: xring, rechd, pscpu, psgpu, shuffle, hiercopy, nccl, mring, tree, 2d
   int arg = -1;         ///< the `#n` value, -1 when absent
-  std::string variant;  ///< nccl only: the forced NCCL algorithm[.protocol] ("ring", "tree.ll"); empty = NCCL's choice
+  std::string variant;  ///< nccl only: the forced NCCL choice ALGO[.PROTO][.cN] ("ring.simple.c8"); "" = NCCL's
   friend bool operator==(const AlgToken&, const AlgToken&) = default;
 };
 
@@ -40,6 +40,23 @@ AllReduceSpec parse_spec(std::string_view text);
 std::string to_string(const AllReduceSpec& spec);
 /// Canonical text of one range (no limit).
 std::string to_string(const SpecRange& range);
+/// What a `nccl.VARIANT` token forces, VARIANT = ALGO[.PROTO][.cN]: NCCL's algorithm (ring, tree, nvls,
+/// nvlstree, pat), protocol (ll, ll128, simple) and channel count (1..kNcclVariantMaxChannels), as
+/// NCCL_ALGO, NCCL_PROTO and ncclConfig_t's minCTAs = maxCTAs force them. The one parser of this grammar in
+/// the library (the simulator's NCCL model and the nccl backend's forcing read their names from it).
+struct NcclVariant {
+  std::string algo;   ///< "ring", "tree", "nvls", "nvlstree", "pat"; empty only for an empty variant
+  std::string proto;  ///< "ll", "ll128", "simple"; empty = NCCL's cheapest protocol of `algo`
+  int channels = 0;   ///< `.cN`; 0 = NCCL's own channel count
+  friend bool operator==(const NcclVariant&, const NcclVariant&) = default;
+};
+/// The most channels NCCL runs (MAXCHANNELS in NCCL 2.28), the largest `.cN`.
+inline constexpr int kNcclVariantMaxChannels = 64;
+/// Parses a variant ("" = nothing forced); InvalidInput "WHAT: unknown NCCL algorithm …" otherwise.
+NcclVariant parse_nccl_variant(std::string_view variant, std::string_view what);
+/// Canonical text of a variant ("ring.simple.c8"; "" when nothing is forced).
+std::string to_string(const NcclVariant& variant);
+
 /// Names accepted by the grammar, with one-line descriptions (for --help).
 std::vector<std::pair<std::string, std::string>> spec_algorithms();
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 
 namespace artune::nccl {
@@ -78,6 +79,8 @@ constexpr double kTreeFactor = 0.92;
 constexpr double kTreeLLFactor = 1.0 / 3.8;
 constexpr double kTreeLL128OneNodeFactor = 7.0 / 9.0;
 constexpr double kTreeLL128Factor = 120.0 / 128.0;
+// tuning.cc: PAT's bus bandwidth is the ring graph's ×.75.
+constexpr double kPatBusFactor = 0.75;
 // ncclTopoGetAlgoTime: multi-node Ring/Simple latency ×1.9 before sm80, ×1.4 after ("plateau effect").
 constexpr double kRingPlateauPreAmpere = 1.9;
 constexpr double kRingPlateau = 1.4;
@@ -465,32 +468,46 @@ std::string_view to_string(Proto proto) noexcept {
 }
 
 Forced parse_variant(std::string_view variant, std::string_view what) {
+  const NcclVariant v = parse_nccl_variant(variant, what);  // the grammar's one parser checks the names
   Forced out;
-  if (variant.empty()) return out;
-  const std::size_t dot = variant.find('.');
-  const std::string_view a = variant.substr(0, dot);
-  const std::string_view p = dot == std::string_view::npos ? std::string_view() : variant.substr(dot + 1);
   for (int i = 0; i < kAlgos; ++i) {
-    if (a == to_string(static_cast<Algo>(i))) out.algo = static_cast<Algo>(i);
+    if (v.algo == to_string(static_cast<Algo>(i))) out.algo = static_cast<Algo>(i);
   }
-  if (!out.algo) {
-    throw InvalidInput(fmt::format("{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", what, a));
+  for (int i = 0; i < kProtos; ++i) {
+    if (v.proto == to_string(static_cast<Proto>(i))) out.proto = static_cast<Proto>(i);
   }
-  if (dot != std::string_view::npos) {
-    for (int i = 0; i < kProtos; ++i) {
-      if (p == to_string(static_cast<Proto>(i))) out.proto = static_cast<Proto>(i);
-    }
-    if (!out.proto) {
-      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", what, p));
-    }
-  }
+  out.channels = v.channels;
   return out;
 }
 
 std::string to_string(const Forced& forced) {
-  std::string out;
-  if (forced.algo) out = std::string(to_string(*forced.algo));
-  if (forced.proto) out += fmt::format("{}{}", out.empty() ? "" : ".", to_string(*forced.proto));
+  NcclVariant v;
+  if (forced.algo) v.algo = std::string(to_string(*forced.algo));
+  if (forced.proto) v.proto = std::string(to_string(*forced.proto));
+  v.channels = forced.channels;
+  std::string out = to_string(v);
+  return out.substr(0, 1) == "." ? out.substr(1) : out;  // a protocol alone has no algorithm before it
+}
+
+int max_channels(const Graph& g, Algo algo) noexcept {
+  return (algo == Algo::kNvls || algo == Algo::kNvlsTree) ? g.nvls_channels : g.channels;
+}
+
+int min_channels(Algo algo) noexcept { return (algo == Algo::kNvls || algo == Algo::kNvlsTree) ? 2 : 1; }
+
+Graph with_channels(const Graph& g, Algo algo, int channels, std::string_view what) {
+  if (channels < min_channels(algo) || channels > max_channels(g, algo)) {
+    throw InvalidInput(fmt::format("{}: NCCL {} runs on {}..{} channels here ({} GPUs on {} machine(s)), not {}",
+                                   what, to_string(algo), min_channels(algo), max_channels(g, algo), g.ranks,
+                                   g.machines, channels));
+  }
+  Graph out = g;
+  if (algo == Algo::kNvls || algo == Algo::kNvlsTree) {
+    out.nvls_channels = channels;
+  } else {
+    out.channels = channels;
+    out.rings.resize(static_cast<std::size_t>(channels));
+  }
   return out;
 }
 
@@ -651,18 +668,20 @@ Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adj
   return l;
 }
 
-double all_reduce_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+double collective_latency_us(const Graph& g, Collective coll, Algo algo, Proto proto, const HopAdjust& adjust) {
   const Latencies l = latencies(g, algo, proto, adjust);
-  const int nsteps = 2 * (g.ranks - 1);
+  const bool all_reduce = coll == Collective::kAllReduce;
+  // tuning.cc: all-reduce takes 2(k−1) ring steps, 2(nodes−1) of them across machines; the others half.
+  const int nsteps = (all_reduce ? 2 : 1) * (g.ranks - 1);
   switch (algo) {
     case Algo::kRing: {
-      const int inter_steps = g.machines == 1 ? 0 : 2 * (g.machines - 1);
+      const int inter_steps = g.machines == 1 ? 0 : (all_reduce ? 2 : 1) * (g.machines - 1);
       return l.base_us + (nsteps - inter_steps) * l.intra_us + inter_steps * l.inter_us;
     }
     case Algo::kTree: return l.base_us + 2 * ((g.ppn - 1) * l.intra_us + log2i(g.machines) * l.inter_us);
     case Algo::kNvls: return l.intra_us + (g.machines > 1 ? l.inter_us : 0.0);
     case Algo::kNvlsTree: return l.base_us + l.intra_us + 2 * log2i(g.machines) * l.inter_us;
-    case Algo::kPat: return l.base_us;
+    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_us(g));
   }
   return l.base_us;
 }
@@ -671,8 +690,8 @@ double launch_us(int gpus_per_thread, bool cuda_graph) {
   return cuda_graph ? 0.0 : kLaunchPerGpuUs * std::max(1, gpus_per_thread);
 }
 
-double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
-  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return all_reduce_latency_us(g, algo, proto, adjust);
+double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust, Collective coll) {
+  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return collective_latency_us(g, coll, algo, proto, adjust);
   // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
   const Latencies l = latencies(g, algo, proto, adjust);
   const double round = std::max(0.0, kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, g.ppn - 2) + adjust.intra_us);
@@ -680,27 +699,36 @@ double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust
   return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
 }
 
-CostTable all_reduce_table(const Graph& g) {
+bool modelled(Collective coll) noexcept {
+  return coll == Collective::kAllReduce || coll == Collective::kAllGather || coll == Collective::kReduceScatter;
+}
+
+CostTable cost_table(const Graph& g, Collective coll) {
   CostTable t;
-  if (g.ranks <= 1) return t;
+  if (g.ranks <= 1 || !modelled(coll)) return t;
+  const bool all_reduce = coll == Collective::kAllReduce;
   const int cci = cc_index(g.compcap);
   const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
   const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
   const double ll_max = kLlMaxBw[index1][index2];
-  const double nsteps = 2.0 * (g.ranks - 1);
+  const double nsteps = (all_reduce ? 2.0 : 1.0) * (g.ranks - 1);
   for (int a = 0; a < kAlgos; ++a) {
     const Algo algo = static_cast<Algo>(a);
-    if (algo == Algo::kPat) continue;  // tuning.cc: PAT does not run all-reduce
+    // tuning.cc: PAT does not run all-reduce; all-gather and reduce-scatter run Ring, NVLS and PAT only.
+    if (all_reduce ? algo == Algo::kPat : (algo == Algo::kTree || algo == Algo::kNvlsTree)) continue;
+    if (algo == Algo::kPat && !pat_enabled(g)) continue;
     for (int p = 0; p < kProtos; ++p) {
       const Proto proto = static_cast<Proto>(p);
       const bool nvls = algo == Algo::kNvls || algo == Algo::kNvlsTree;
-      if (nvls && proto != Proto::kSimple) continue;
+      if ((nvls || algo == Algo::kPat) && proto != Proto::kSimple) continue;
       double bw = g.machines <= 2 ? g.bw_intra : g.bw_inter;
       int nch = g.channels;
       if (nvls) {
         if (g.nvls_channels < 2) continue;
         nch = g.nvls_channels;
-        double intra = g.nvls_bw * kNvlsEfficiency[cci] * (nch - 1) / nch * 2.0;
+        // All-reduce pipelines two operations; all-gather/reduce-scatter move (ppn−1)/ppn.
+        double intra = g.nvls_bw * kNvlsEfficiency[cci] * (nch - 1) / nch *
+                       (all_reduce ? 2.0 : static_cast<double>(g.ppn - 1) / g.ppn);
         // The NVLS graph's network share: the rings' NICs spread over its heads.
         // One machine: search.cc raises the NVLS graph's bwInter while it fits, up to the top speed step.
         const double net = g.machines > 1 ? g.bw_inter * g.channels / nch : g.nvls_bw_inter;
@@ -718,43 +746,50 @@ CostTable all_reduce_table(const Graph& g) {
         bus = std::min(bus * (g.machines == 1 ? kTreeLL128OneNodeFactor : kTreeLL128Factor),
                        nch * kPerChTreeLL128[cci][index2]);
       }
-      bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
+      if (algo == Algo::kPat) bus *= kPatBusFactor;
+      // Bus to algorithm bandwidth: all-gather/reduce-scatter convert Ring only (tuning.cc).
+      if (all_reduce || algo == Algo::kRing) bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
       // Enabled: LL128 where NCCL enables it; NVLSTree only across machines; NVLS only on one (no CollNet).
       bool on = true;
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
       t.bandwidth[a][p] = on ? bus : 0.0;
-      t.latency_us[a][p] = all_reduce_latency_us(g, algo, proto);
+      t.latency_us[a][p] = collective_latency_us(g, coll, algo, proto);
     }
   }
   return t;
 }
 
-double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, double bytes) {
+double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, double bytes, Collective coll) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   double bw = t.bandwidth[a][p];
   double lat = t.latency_us[a][p];
   if (bw <= 0) return -1.0;
   const auto b = static_cast<std::uint64_t>(bytes);
   const int log_size = (b >> 6) == 0 ? -1 : log2i(static_cast<int>(std::min<std::uint64_t>(b >> 6, 1u << 30)));
-  if (algo == Algo::kTree && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
-  if (algo == Algo::kRing && proto == Proto::kSimple && g.machines > 1 &&
+  const bool all_reduce = coll == Collective::kAllReduce;  // ncclTopoGetAlgoTime corrects all-reduce only
+  if (all_reduce && algo == Algo::kTree && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
+  if (all_reduce && algo == Algo::kRing && proto == Proto::kSimple && g.machines > 1 &&
       bytes / (static_cast<double>(g.channels) * g.ranks) >= 64) {
     lat *= g.compcap < 80 ? kRingPlateauPreAmpere : kRingPlateau;
   }
   return lat + bytes / (1000.0 * bw);
 }
 
-Choice choose(const Graph& g, double bytes, const Forced& forced, std::string_view what) {
-  const CostTable t = all_reduce_table(g);
+Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll) {
+  if (forced.channels > 0 && !forced.algo) {
+    throw InvalidInput(fmt::format("{}: a forced NCCL channel count needs a forced algorithm", what));
+  }
+  const Graph g = forced.channels > 0 ? with_channels(graph, *forced.algo, forced.channels, what) : graph;
+  const CostTable t = cost_table(g, coll);
   Choice best;
   double best_time = -1;
   for (int a = 0; a < kAlgos; ++a) {
     if (forced.algo && static_cast<int>(*forced.algo) != a) continue;
     for (int p = 0; p < kProtos; ++p) {
       if (forced.proto && static_cast<int>(*forced.proto) != p) continue;
-      const double time = algo_time(g, t, static_cast<Algo>(a), static_cast<Proto>(p), bytes);
+      const double time = algo_time(g, t, static_cast<Algo>(a), static_cast<Proto>(p), bytes, coll);
       if (time < 0) continue;
       if (best_time < 0 || time < best_time) {
         best_time = time;
@@ -765,10 +800,10 @@ Choice choose(const Graph& g, double bytes, const Forced& forced, std::string_vi
   }
   if (best_time < 0) {
     throw InvalidInput(fmt::format(
-        "{}: NCCL {} is not available here ({} GPUs on {} machine(s), sm{}, {} NVSwitch; NVLS needs an NVSwitch and "
-        "sm90+ on one machine, NVLSTree several such machines, LL128 NVLink and sm70+, PAT does not run "
-        "all-reduce)",
-        what, to_string(forced), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no"));
+        "{}: NCCL {} is not available for {} here ({} GPUs on {} machine(s), sm{}, {} NVSwitch; NVLS needs an "
+        "NVSwitch and sm90+ on one machine, NVLSTree several such machines, LL128 NVLink and sm70+, PAT one GPU "
+        "per machine and does not run all-reduce, Tree and NVLSTree run all-reduce only)",
+        what, to_string(forced), to_string(coll), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no"));
   }
   best.nccl_time_us = best_time;
   best.channels = (best.algo == Algo::kNvls || best.algo == Algo::kNvlsTree) ? g.nvls_channels : g.channels;

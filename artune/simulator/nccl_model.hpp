@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "artune/algorithms/plan.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::nccl {
@@ -37,13 +38,15 @@ std::string_view to_string(Algo algo) noexcept;
 /// "ll", "ll128", "simple".
 std::string_view to_string(Proto proto) noexcept;
 
-/// What a spec forces (NCCL_ALGO / NCCL_PROTO); nullopt = NCCL's own choice.
+/// What a spec forces (NCCL_ALGO / NCCL_PROTO / minCTAs = maxCTAs); nullopt, 0 = NCCL's own choice.
 struct Forced {
   std::optional<Algo> algo;    ///< forced algorithm
   std::optional<Proto> proto;  ///< forced protocol
+  int channels = 0;            ///< forced channel count (always with an algorithm); 0 = the search's
   friend bool operator==(const Forced&, const Forced&) = default;
 };
-/// Parses a variant "ring", "ring.ll128", "tree.simple", … (empty = NCCL's choice); InvalidInput naming `what`.
+/// Parses a variant "ring", "ring.ll128", "tree.simple", "ring.simple.c8", … (empty = NCCL's choice; the
+/// grammar of algorithms/spec.hpp parse_nccl_variant); InvalidInput naming `what`.
 Forced parse_variant(std::string_view variant, std::string_view what);
 /// Canonical text of a variant ("" when nothing is forced).
 std::string to_string(const Forced& forced);
@@ -75,21 +78,37 @@ struct Graph {
   std::vector<Channel> rings;  ///< one per channel
 };
 
+/// The most channels `algo` runs on `graph`: the search's ring/tree channels, NVLS's heads (0: not here).
+int max_channels(const Graph& graph, Algo algo) noexcept;
+/// The fewest channels `algo` can run on: NVLS and NVLSTree need two heads, the others one.
+int min_channels(Algo algo) noexcept;
+/// `graph` with `algo` restricted to its first `channels` channels (as NCCL runs when minCTAs = maxCTAs =
+/// channels): the cost table, the latencies and the simulator's flows of that algorithm then see only these.
+/// InvalidInput naming `what` unless min_channels(algo) ≤ channels ≤ max_channels(graph, algo).
+Graph with_channels(const Graph& graph, Algo algo, int channels, std::string_view what);
+
 /// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
 /// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.
 Graph search(const Topology& topo, const std::vector<int>& gpus);
 
-/// NCCL's cost table for all-reduce over a graph: latency (µs) and bus bandwidth (GB/s) per algorithm ×
+/// NCCL's cost table for one collective over a graph: latency (µs) and bus bandwidth (GB/s) per algorithm ×
 /// protocol, bandwidth 0 where NCCL disables the pair (tuning.cc ncclTopoTuneModel).
 struct CostTable {
   double latency_us[kAlgos][kProtos] = {};  ///< NCCL's latencies
   double bandwidth[kAlgos][kProtos] = {};   ///< NCCL's algorithm bandwidth (GB/s); 0 = disabled
 };
+/// True for the collectives NCCL's model here covers: all-reduce, all-gather, reduce-scatter.
+bool modelled(Collective coll) noexcept;
+/// The cost table of `coll` (modelled) on `graph`. All-reduce: Tree, Ring, NVLS (one machine), NVLSTree
+/// (several); all-gather and reduce-scatter: Ring, NVLS (one machine) and PAT (one GPU per machine), over
+/// k−1 steps, NVLS moving (ppn−1)/ppn of its bandwidth and PAT ×.75 of the ring graph's (tuning.cc).
+CostTable cost_table(const Graph& graph, Collective coll);
 /// The cost table of an all-reduce on `graph`.
-CostTable all_reduce_table(const Graph& graph);
-/// NCCL's predicted time (µs) of one all-reduce of `bytes` with algorithm × protocol (ncclTopoGetAlgoTime);
-/// negative when disabled.
-double algo_time(const Graph& graph, const CostTable& table, Algo algo, Proto proto, double bytes);
+inline CostTable all_reduce_table(const Graph& graph) { return cost_table(graph, Collective::kAllReduce); }
+/// NCCL's predicted time (µs) of one collective of `bytes` (NCCL's nBytes: the whole buffer) with algorithm
+/// × protocol (ncclTopoGetAlgoTime); negative when disabled.
+double algo_time(const Graph& graph, const CostTable& table, Algo algo, Proto proto, double bytes,
+                 Collective coll = Collective::kAllReduce);
 
 /// The pick for one collective.
 struct Choice {
@@ -98,9 +117,12 @@ struct Choice {
   int channels = 0;         ///< channels it runs on
   double nccl_time_us = 0;  ///< NCCL's own estimate (its cost table), for reports
 };
-/// NCCL's choice for an all-reduce of `bytes` restricted by `forced`; InvalidInput naming `what` when the
-/// forced algorithm/protocol is not available on this graph.
-Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what);
+/// NCCL's choice for a collective `coll` (an all-reduce unless given) of `bytes` restricted by `forced`;
+/// InvalidInput naming `what` when the forced algorithm/protocol/channel count is not available on this graph.
+/// With forced channels the choice is costed on with_channels(graph, algo, channels), which is the graph the
+/// collective then runs on.
+Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what,
+              Collective coll = Collective::kAllReduce);
 
 /// Per-step hardware latency (µs) inside a machine and across machines, and the base latency, for an
 /// algorithm × protocol (tuning.cc baseLatencies, hwLatencies).
@@ -116,8 +138,13 @@ struct HopAdjust {
 };
 /// The latencies NCCL charges on `graph`, shifted by a calibration's `adjust`.
 Latencies latencies(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
-/// Total latency NCCL charges for an all-reduce (its cost table's latency term), shifted by `adjust`.
-double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+/// Total latency NCCL charges for a collective (its cost table's latency term), shifted by `adjust`.
+double collective_latency_us(const Graph& graph, Collective coll, Algo algo, Proto proto,
+                             const HopAdjust& adjust = {});
+/// collective_latency_us of an all-reduce.
+inline double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {}) {
+  return collective_latency_us(graph, Collective::kAllReduce, algo, proto, adjust);
+}
 
 // ---- The time an all-reduce's latency takes (what the simulator charges), apart from NCCL's cost table ----
 //
@@ -135,8 +162,10 @@ double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, const H
 /// (nccl-tests `-g N` from one thread: N; one process per GPU: 1), none per call when the calls are replayed
 /// from a CUDA graph (nccl-tests `-G`).
 double launch_us(int gpus_per_thread = 1, bool cuda_graph = false);
-/// Device-side latency (µs) of one all-reduce with algorithm × protocol on `graph`, shifted by `adjust`.
-double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {});
+/// Device-side latency (µs) of one collective (all-reduce unless given) with algorithm × protocol on `graph`,
+/// shifted by `adjust`.
+double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {},
+                         Collective coll = Collective::kAllReduce);
 
 /// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
 double wire_factor(Proto proto) noexcept;
@@ -148,9 +177,9 @@ double nvls_efficiency(const Graph& graph) noexcept;
 
 /// PAT (NCCL 2.23+, src/graph/tuning.cc ncclPatEnable and ncclTopoTuneModel): NCCL runs it for AllGather and
 /// ReduceScatter only (never AllReduce: the cost table skips PAT for it), with the Simple protocol, when
-/// every rank is on its own machine (nNodes == nRanks), on sm60+, with host-side networking. This model's
-/// collective is AllReduce, so choose() never picks PAT and `nccl.pat` is refused; these give what NCCL
-/// would charge an AllGather/ReduceScatter.
+/// every rank is on its own machine (nNodes == nRanks), on sm60+, with host-side networking. choose() never
+/// picks PAT for an all-reduce (`nccl.pat` is refused there); these give what NCCL charges an
+/// AllGather/ReduceScatter.
 bool pat_enabled(const Graph& graph) noexcept;
 /// NCCL's PAT latency (µs) for AllGather/ReduceScatter: 8 + log2(machines) · (network Tree latency / 3.5)
 /// + 2.8 per rank; negative when PAT is not enabled on `graph`.

@@ -3,6 +3,8 @@
 
 #include "artune/simulator/simulation.hpp"
 
+#include <optional>
+
 namespace artune::sim_detail {
 
 const RouteInfo& Simulation::route_info(int a, int b) {
@@ -173,7 +175,8 @@ void Simulation::compile_group(const Op& op) {
   if (!op.algo.empty()) {
     throw InvalidInput(
         fmt::format("spec '{}': op {}: a forced NCCL algorithm ('{}') needs NCCL's model: an "
-                    "all-reduce over GPUs, the same number on every machine, under the nccl or cuda "
+                    "all-reduce, all-gather or reduce-scatter over GPUs, the same number on every machine, "
+                    "under the nccl or cuda "
                     "backend",
                     plan_.spec, op.id, op.algo));
   }
@@ -236,10 +239,11 @@ void Simulation::compile_group(const Op& op) {
   programs_.push_back(prog);
 }
 
-// GPU backends run a group all-reduce as NCCL does (nccl_model.hpp); host backends (cpu, mpi) keep the
+// GPU backends run a group all-reduce, all-gather or reduce-scatter as NCCL does (nccl_model.hpp); host
+// backends (cpu, mpi) keep the
 // one-ring model of their own collectives, and broadcast/reduce inside the hybrids stay NCCL's ring chain.
 bool Simulation::runs_nccl_model(const Op& op, const std::vector<int>& members) const {
-  if (host_ || members.size() < 2 || op.collective != Collective::kAllReduce) return false;
+  if (host_ || members.size() < 2 || !nccl::modelled(op.collective)) return false;
   if (model_.profile != BackendProfile::kNccl && model_.profile != BackendProfile::kCuda) return false;
   // NCCL's model needs GPUs, the same number on every machine of the group (else: the one-ring model).
   std::unordered_map<int, int> per_machine;
@@ -270,11 +274,12 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
   }
 }
 
-// An NCCL all-reduce: NCCL's channels over the topology (nccl::search), the algorithm × protocol NCCL picks
-// for this size (or the spec forces), NCCL's latency for it, then every channel's traffic as flows sharing
-// the links max-min fairly with each other and with concurrent ops:
-//  - Ring: each channel moves 2(k−1)/k of its share of the buffer over every edge of its ring; edges
-//    between machines go GPU → the channel's NIC → the next machine's NIC → GPU.
+// An NCCL all-reduce, all-gather or reduce-scatter: NCCL's channels over the topology (nccl::search), the
+// algorithm × protocol NCCL picks for this size (or the spec forces), NCCL's latency for it, then every
+// channel's traffic as flows sharing the links max-min fairly with each other and with concurrent ops:
+//  - Ring: each channel moves 2(k−1)/k of its share of the buffer over every edge of its ring ((k−1)/k for
+//    all-gather and reduce-scatter); edges between machines go GPU → the channel's NIC → the next
+//    machine's NIC → GPU. PAT (all-gather/reduce-scatter, one GPU per machine) moves the same bytes.
 //  - Tree: inside a machine a chain along the channel's ring segment, across machines NCCL's double
 //    binary tree between the segments' heads; every tree edge carries the channel's share up (reduce)
 //    and down (broadcast).
@@ -286,18 +291,22 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
 void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& members) {
   auto git = nccl_graphs_.find(members);
   if (git == nccl_graphs_.end()) git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
-  const nccl::Graph& g = git->second;
   const std::string what = fmt::format("spec '{}'", plan_.spec.empty() ? std::string("nccl") : plan_.spec);
   const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
   const double bytes = static_cast<double>(op.dst.count) * es_;
-  const nccl::Choice choice = nccl::choose(g, bytes, forced, what);
+  const Collective coll = op.collective;
+  const nccl::Choice choice = nccl::choose(git->second, bytes, forced, what, coll);
+  // A forced channel count runs the algorithm on that many of the search's channels (choose() costed it so).
+  std::optional<nccl::Graph> restricted;
+  if (forced.channels > 0) restricted = nccl::with_channels(git->second, choice.algo, forced.channels, what);
+  const nccl::Graph& g = restricted ? *restricted : git->second;
   // A calibration overlay's per-link-kind α, beyond the profile's default, shifts NCCL's per-step latency of
   // that link class: a measured machine overrides NCCL's defaults (the efficiency already scales the links).
   const CostModel defaults = CostModel::defaults(model_.profile);
   auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
   const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
   // The time the call's latency takes (one launch, the device's steps), not NCCL's choice weights.
-  const double latency = nccl::launch_us() + nccl::device_latency_us(g, choice.algo, choice.proto, adjust);
+  const double latency = nccl::launch_us() + nccl::device_latency_us(g, choice.algo, choice.proto, adjust, coll);
   const double wire = nccl::wire_factor(choice.proto);
   const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
@@ -341,8 +350,9 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
     }
   };
   switch (choice.algo) {
+    case nccl::Algo::kPat:  // one GPU per machine: PAT's exchanges move what a ring's edges do, over the NICs
     case nccl::Algo::kRing: {
-      const double per_edge = 2.0 * (k - 1) / k * bytes / nch * wire;
+      const double per_edge = (coll == Collective::kAllReduce ? 2.0 : 1.0) * (k - 1) / k * bytes / nch * wire;
       for (int c = 0; c < nch; ++c) {
         const nccl::Channel& ch = g.rings[static_cast<std::size_t>(c)];
         for (int i = 0; i < k; ++i) {
@@ -363,17 +373,23 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
           if (topo_.nodes()[topo_.links()[l].dst].kind == NodeKind::kNvSwitch) sw = topo_.links()[l].dst;
         }
         if (sw < 0) continue;
-        const double work = bytes * (g.ppn + 1) / g.ppn;
-        for (const Route* r : {&topo_.route(gpu, sw), &topo_.route(sw, gpu)}) {
+        // All-reduce: the buffer up and the reduced shard back, (k+1)/k each way. All-gather: the GPU's block
+        // up, the whole buffer multicast down; reduce-scatter: the whole buffer up (the switch reduces each
+        // block), the GPU's reduced block down.
+        const double all = bytes * (g.ppn + 1) / g.ppn, block = bytes / g.ppn;
+        const double up = coll == Collective::kAllReduce ? all : coll == Collective::kAllGather ? block : bytes;
+        const double down = coll == Collective::kAllReduce ? all : coll == Collective::kAllGather ? bytes : block;
+        const Route* routes[] = {&topo_.route(gpu, sw), &topo_.route(sw, gpu)};
+        for (int dir = 0; dir < 2; ++dir) {
+          const Route* r = routes[dir];
           double slowest = std::numeric_limits<double>::infinity();
           for (const int l : r->links) slowest = std::min(slowest, link_capacity_[static_cast<std::size_t>(l)]);
-          add_path_flow({&r->links}, work, eff * slowest, used, pending);
+          add_path_flow({&r->links}, dir == 0 ? up : down, eff * slowest, used, pending);
         }
       }
       if (choice.algo == nccl::Algo::kNvlsTree) tree_edges(bytes / nch, false);
       break;
     }
-    case nccl::Algo::kPat: break;  // nccl::choose never picks PAT for all-reduce
   }
   {
     // Equal flows (same links, work and cap) next to each other, in a fixed order; each run becomes one flow.

@@ -4,7 +4,6 @@
 
 #include "artune_config.hpp"
 #include "artune/core/error.hpp"
-#include "artune/simulator/nccl_model.hpp"
 
 #if ARTUNE_HAVE_NCCL_BACKEND
 #include "artune/executor/cuda/cuda_backend.hpp"
@@ -32,17 +31,24 @@ void check_nccl_measurement(BackendKind backend) {
 #endif
 }
 
-CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options) {
+std::vector<int> nccl_channel_counts(const nccl::Graph& graph, nccl::Algo algo) {
+  std::vector<int> out;
+  for (int c = nccl::min_channels(algo); c < nccl::max_channels(graph, algo); c *= 2) out.push_back(c);
+  return out;
+}
+
+CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options, Collective collective) {
   if (topo.gpus().size() < 2) {
     throw Unsupported(fmt::format("--target nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", topo.name(),
                                   topo.gpus().size()));
   }
-  nccl::CostTable table;
+  nccl::Graph graph;
   try {
-    table = nccl::all_reduce_table(nccl::search(topo, topo.gpus()));
+    graph = nccl::search(topo, topo.gpus());
   } catch (const Error& e) {
     throw Unsupported(fmt::format("--target nccl: NCCL's model does not apply to '{}': {}", topo.name(), e.what()));
   }
+  const nccl::CostTable table = nccl::cost_table(graph, collective);
   CandidateSet set;
   auto add = [&](Candidate c) {
     try {
@@ -52,15 +58,20 @@ CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptio
       set.rejected.push_back(fmt::format("{}: {}", c.label(), e.what()));
     }
   };
-  // NCCL's order of rows (Tree, Ring, NVLS, NVLSTree, PAT); a pair NCCL disables here has bandwidth 0.
+  // NCCL's order of rows (Tree, Ring, NVLS, NVLSTree, PAT); a pair NCCL disables here has bandwidth 0. Each
+  // pair on the search's channels (NCCL's own count), then on fewer: the powers of two below it.
   for (const nccl::Algo a :
        {nccl::Algo::kTree, nccl::Algo::kRing, nccl::Algo::kNvls, nccl::Algo::kNvlsTree, nccl::Algo::kPat}) {
     for (const nccl::Proto p : {nccl::Proto::kLL, nccl::Proto::kLL128, nccl::Proto::kSimple}) {
       if (!(table.bandwidth[static_cast<int>(a)][static_cast<int>(p)] > 0)) continue;
-      add(Candidate{"nccl", fmt::format("nccl.{}.{}", nccl::to_string(a), nccl::to_string(p)), {}, {}, 1});
+      const std::string pair = fmt::format("nccl.{}.{}", nccl::to_string(a), nccl::to_string(p));
+      add(Candidate{"nccl", pair, {}, {}, 1, collective});
+      for (const int channels : nccl_channel_counts(graph, a)) {
+        add(Candidate{"nccl", fmt::format("{}.c{}", pair, channels), {}, {}, 1, collective});
+      }
     }
   }
-  add(Candidate{"nccl", "nccl", {}, {}, 1});
+  add(Candidate{"nccl", "nccl", {}, {}, 1, collective});
   return set;
 }
 

@@ -272,6 +272,21 @@ TEST_CASE("collectives.specs_and_flags") {
                        "spec is one name, without '#n', ranges or hybrids)",
                        InvalidInput);
   CHECK_THROWS_AS(parse_collective_spec(Collective::kReduceScatter, "ring#2"), InvalidInput);
+  // nccl.ALGO[.PROTO][.cN] forces NCCL's choice of the library collective, as for all-reduce.
+  CHECK(parse_collective_spec(Collective::kAllGather, "nccl.ring.ll128.c4").ranges.front().intra ==
+        AlgToken{"nccl", -1, "ring.ll128.c4"});
+  CHECK(parse_collective_spec(Collective::kReduceScatter, "nccl.pat").ranges.front().intra ==
+        AlgToken{"nccl", -1, "pat"});
+  // The plan's one group op carries the forced choice (the verifier proves the collective as for plain nccl).
+  for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    const Plan forced = build_kind(4, c, "nccl.ring.ll.c2", 16);
+    REQUIRE(forced.ops.size() == 1);
+    CHECK(forced.ops[0].kind == OpKind::kGroup);
+    CHECK(forced.ops[0].algo == "ring.ll.c2");
+  }
+  CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "nccl.ring.ll.c99"),
+                       "--spec 'nccl.ring.ll.c99': NCCL channel count 'c99' is not c1..c64 (e.g. nccl.ring.simple.c8)",
+                       InvalidInput);
   CHECK(collective_algorithms(Collective::kReduceScatter).size() == 4);
   CHECK(bus_factor(Collective::kAllGather, 8) == doctest::Approx(7.0 / 8));
   CHECK(bus_factor(Collective::kReduceScatter, 4) == doctest::Approx(0.75));

@@ -152,3 +152,27 @@ TEST_CASE("spec.rejections") {
   CHECK(parse_error("xring ").find("unknown algorithm 'xring '") != std::string::npos);
   CHECK_THROWS_AS(AllReduceSpec{}.pick(1), InvalidInput);
 }
+
+TEST_CASE("spec.nccl_variants_with_channels") {
+  // nccl.ALGO[.PROTO][.cN]: the variant is kept canonical on the token.
+  CHECK(parse_spec("nccl.ring.simple.c8").ranges[0].intra == AlgToken{"nccl", -1, "ring.simple.c8"});
+  CHECK(parse_spec("nccl.tree.c2").ranges[0].intra == AlgToken{"nccl", -1, "tree.c2"});
+  CHECK(to_string(parse_spec("nccl.ring.ll.c16:64K:nccl.ring.simple")) == "nccl.ring.ll.c16:64K:nccl.ring.simple");
+  CHECK(parse_nccl_variant("nvls.simple.c4", "x") == NcclVariant{"nvls", "simple", 4});
+  CHECK(parse_nccl_variant("ring.c64", "x") == NcclVariant{"ring", "", 64});
+  CHECK(parse_nccl_variant("", "x") == NcclVariant{});
+  CHECK(to_string(NcclVariant{"tree", "ll128", 3}) == "tree.ll128.c3");
+  CHECK_THROWS_WITH_AS(parse_spec("nccl.ring.simple.c0"),
+                       "--spec 'nccl.ring.simple.c0': 'nccl.ring.simple.c0': NCCL channel count 'c0' is not c1..c64 "
+                       "(e.g. nccl.ring.simple.c8)",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(parse_nccl_variant("ring.c65", "x"),
+                       "x: NCCL channel count 'c65' is not c1..c64 (e.g. nccl.ring.simple.c8)", InvalidInput);
+  CHECK_THROWS_WITH_AS(parse_nccl_variant("ring.c8.ll", "x"),
+                       "x: 'ring.c8.ll' after the NCCL choice (expected ALGO[.PROTO][.cN], e.g. ring.ll128.c8)",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(parse_nccl_variant("c8", "x"),
+                       "x: unknown NCCL algorithm 'c8' (ring, tree, nvls, nvlstree, pat)", InvalidInput);
+  CHECK_THROWS_WITH_AS(parse_nccl_variant("ring.fast", "x"), "x: unknown NCCL protocol 'fast' (ll, ll128, simple)",
+                       InvalidInput);
+}

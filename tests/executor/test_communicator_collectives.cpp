@@ -89,9 +89,7 @@ TEST_CASE("communicator.cpu_collective_plans_from_a_table_per_collective") {
   for (int i = 0; i < 2; ++i) {
     SearchOptions s;
     s.sizes = {1024, 1 << 20};
-    s.generate = [c = kinds[i]](const Topology& t, const CandidateOptions& o) {
-      return generate_collective_candidates(t, c, o);
-    };
+    s.candidates.collective = kinds[i];
     tables[i] = search(topo, s).table;
     paths[i] = (dir.path() / (std::string(collective_flag_name(kinds[i])) + ".json")).string();
     write_decision_table(paths[i], tables[i]);

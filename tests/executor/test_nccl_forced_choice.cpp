@@ -31,19 +31,23 @@ std::string env_or(const char* name, const char* fallback) {
 }  // namespace
 
 TEST_CASE("nccl_forced_choice.parse_into_nccl_names") {
-  CHECK(parse_nccl_forced_choice("", 0, "x").empty());
-  CHECK(parse_nccl_forced_choice("ring", 0, "x") == NcclForcedChoice{"Ring", "", 0});
-  CHECK(parse_nccl_forced_choice("tree.ll", 0, "x") == NcclForcedChoice{"Tree", "LL", 0});
-  CHECK(parse_nccl_forced_choice("nvlstree.simple", 8, "x") == NcclForcedChoice{"NVLSTree", "Simple", 8});
-  CHECK(parse_nccl_forced_choice("pat.ll128", 64, "x") == NcclForcedChoice{"PAT", "LL128", 64});
-  CHECK(parse_nccl_forced_choice("", 2, "x") == NcclForcedChoice{"", "", 2});
+  CHECK(parse_nccl_forced_choice("", "x").empty());
+  CHECK(parse_nccl_forced_choice("ring", "x") == NcclForcedChoice{"Ring", "", 0});
+  CHECK(parse_nccl_forced_choice("tree.ll", "x") == NcclForcedChoice{"Tree", "LL", 0});
+  CHECK(parse_nccl_forced_choice("nvlstree.simple.c8", "x") == NcclForcedChoice{"NVLSTree", "Simple", 8});
+  CHECK(parse_nccl_forced_choice("pat.ll128.c64", "x") == NcclForcedChoice{"PAT", "LL128", 64});
+  CHECK(parse_nccl_forced_choice("ring.c2", "x") == NcclForcedChoice{"Ring", "", 2});
   using artune_test::error_of;
-  CHECK(error_of([] { (void)parse_nccl_forced_choice("collnet", 0, "op 3"); }) ==
+  CHECK(error_of([] { (void)parse_nccl_forced_choice("collnet", "op 3"); }) ==
         "op 3: unknown NCCL algorithm 'collnet' (ring, tree, nvls, nvlstree, pat)");
-  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.ll64", 0, "op 3"); }) ==
+  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.ll64", "op 3"); }) ==
         "op 3: unknown NCCL protocol 'll64' (ll, ll128, simple)");
-  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring", 65, "op 3"); }) == "op 3: 65 channels is not in 0..64");
-  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring", -1, "op 3"); }) == "op 3: -1 channels is not in 0..64");
+  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.c65", "op 3"); }) ==
+        "op 3: NCCL channel count 'c65' is not c1..c64 (e.g. nccl.ring.simple.c8)");
+  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.c0", "op 3"); }) ==
+        "op 3: NCCL channel count 'c0' is not c1..c64 (e.g. nccl.ring.simple.c8)");
+  CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.simple.c8.ll", "op 3"); }) ==
+        "op 3: 'ring.simple.c8.ll' after the NCCL choice (expected ALGO[.PROTO][.cN], e.g. ring.ll128.c8)");
 }
 
 TEST_CASE("nccl_forced_choice.environment_and_channels") {
@@ -70,6 +74,10 @@ TEST_CASE("nccl_forced_choice.per_group_of_a_plan") {
   forced = nccl_forced_choices(plan_of("uniform:4", "nccl.ring"));
   REQUIRE(forced.size() == 1);
   CHECK(forced[0] == NcclForcedChoice{"Ring", "", 0});
+  // nccl.ALGO.PROTO.cN: the channel count goes with the algorithm and protocol (minCTAs = maxCTAs = N).
+  forced = nccl_forced_choices(plan_of("uniform:4", "nccl.ring.simple.c2"));
+  REQUIRE(forced.size() == 1);
+  CHECK(forced[0] == NcclForcedChoice{"Ring", "Simple", 2});
   // Plain nccl: NCCL's own choice; a plan without group ops: no communicator to force.
   forced = nccl_forced_choices(plan_of("uniform:4", "nccl"));
   REQUIRE(forced.size() == 1);

@@ -26,17 +26,24 @@
 
 namespace {
 
+/// The channel count of a spec's `.cN`, 0 without one.
+int channels_of(const std::string& spec) {
+  const std::size_t c = spec.rfind(".c");
+  return c == std::string::npos ? 0 : std::stoi(spec.substr(c + 2));
+}
+
 std::vector<std::string> labels(const artune::CandidateSet& set) {
   std::vector<std::string> out;
   for (const auto& c : set.candidates) out.push_back(c.label());
   return out;
 }
 
-/// Cost-table indices of a spec "nccl.ALGO.PROTO" (tuner_abi.h order).
+/// Cost-table indices of a spec "nccl.ALGO.PROTO[.cN]" (tuner_abi.h order).
 std::pair<int, int> indices_of(const std::string& spec) {
   const std::string rest = spec.substr(5);
   const std::string algo = rest.substr(0, rest.find('.'));
-  const std::string proto = rest.substr(rest.find('.') + 1);
+  const std::string after = rest.substr(rest.find('.') + 1);
+  const std::string proto = after.substr(0, after.find('.'));
   const int a = algo == "tree"       ? ARTUNE_NCCL_ALGO_TREE
                 : algo == "ring"     ? ARTUNE_NCCL_ALGO_RING
                 : algo == "nvls"     ? ARTUNE_NCCL_ALGO_NVLS
@@ -53,28 +60,48 @@ std::pair<int, int> indices_of(const std::string& spec) {
 TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
   const artune::Topology dgx1 = artune::load_topology("dgx1-v100");
   const artune::CandidateSet set = artune::generate_nccl_candidates(dgx1, {});
-  // V100: no NVLS (sm90+ with NVSwitch), PAT is not an all-reduce algorithm; Tree and Ring with every protocol.
-  CHECK(labels(set) == std::vector<std::string>{"nccl.tree.ll", "nccl.tree.ll128", "nccl.tree.simple", "nccl.ring.ll",
-                                                "nccl.ring.ll128", "nccl.ring.simple", "nccl"});
+  // V100: no NVLS (sm90+ with NVSwitch), PAT is not an all-reduce algorithm; Tree and Ring with every protocol,
+  // each on the search's 6 channels and on 1, 2 and 4.
+  CHECK(labels(set) == std::vector<std::string>{
+                           "nccl.tree.ll",     "nccl.tree.ll.c1",     "nccl.tree.ll.c2",     "nccl.tree.ll.c4",
+                           "nccl.tree.ll128",  "nccl.tree.ll128.c1",  "nccl.tree.ll128.c2",  "nccl.tree.ll128.c4",
+                           "nccl.tree.simple", "nccl.tree.simple.c1", "nccl.tree.simple.c2", "nccl.tree.simple.c4",
+                           "nccl.ring.ll",     "nccl.ring.ll.c1",     "nccl.ring.ll.c2",     "nccl.ring.ll.c4",
+                           "nccl.ring.ll128",  "nccl.ring.ll128.c1",  "nccl.ring.ll128.c2",  "nccl.ring.ll128.c4",
+                           "nccl.ring.simple", "nccl.ring.simple.c1", "nccl.ring.simple.c2", "nccl.ring.simple.c4",
+                           "nccl"});
   CHECK(set.rejected.empty());
   for (const auto& c : set.candidates) CHECK(c.family == "nccl");
 
-  // Exactly the pairs NCCL's cost table enables, on every built-in machine with NVSwitch or not.
+  // Exactly the pairs NCCL's cost table enables for each collective, each on the search's channels and the
+  // powers of two below, on every built-in machine with NVSwitch or not.
   for (const char* name : {"dgx-h100", "dgx-a100", "uniform:2x8", "pcie-8gpu"}) {
-    CAPTURE(name);
-    const artune::Topology topo = artune::load_topology(name);
-    const auto table = artune::nccl::all_reduce_table(artune::nccl::search(topo, topo.gpus()));
-    std::vector<std::string> want;
-    for (int a = 0; a < artune::nccl::kAlgos; ++a) {
-      for (int p = 0; p < artune::nccl::kProtos; ++p) {
-        if (table.bandwidth[a][p] > 0) {
-          want.push_back(fmt::format("nccl.{}.{}", artune::nccl::to_string(static_cast<artune::nccl::Algo>(a)),
-                                     artune::nccl::to_string(static_cast<artune::nccl::Proto>(p))));
+    for (const artune::Collective coll :
+         {artune::Collective::kAllReduce, artune::Collective::kAllGather, artune::Collective::kReduceScatter}) {
+      CAPTURE(name);
+      CAPTURE(artune::to_string(coll));
+      const artune::Topology topo = artune::load_topology(name);
+      const auto graph = artune::nccl::search(topo, topo.gpus());
+      const auto table = artune::nccl::cost_table(graph, coll);
+      std::vector<std::string> want;
+      for (int a = 0; a < artune::nccl::kAlgos; ++a) {
+        const auto algo = static_cast<artune::nccl::Algo>(a);
+        for (int p = 0; p < artune::nccl::kProtos; ++p) {
+          if (!(table.bandwidth[a][p] > 0)) continue;
+          const std::string pair = fmt::format("nccl.{}.{}", artune::nccl::to_string(algo),
+                                               artune::nccl::to_string(static_cast<artune::nccl::Proto>(p)));
+          want.push_back(pair);
+          for (int c = algo == artune::nccl::Algo::kNvls ? 2 : 1; c < artune::nccl::max_channels(graph, algo); c *= 2) {
+            want.push_back(fmt::format("{}.c{}", pair, c));
+          }
         }
       }
+      want.push_back("nccl");
+      const artune::CandidateSet got = artune::generate_nccl_candidates(topo, {}, coll);
+      CHECK(labels(got) == want);
+      CHECK(got.rejected.empty());
+      for (const auto& c : got.candidates) CHECK(c.collective == coll);
     }
-    want.push_back("nccl");
-    CHECK(labels(artune::generate_nccl_candidates(topo, {})) == want);
   }
   const auto h100 = labels(artune::generate_nccl_candidates(artune::load_topology("dgx-h100"), {}));
   CHECK(std::find(h100.begin(), h100.end(), "nccl.nvls.simple") != h100.end());
@@ -87,7 +114,9 @@ TEST_CASE("nccl_target.search_picks_explicit_pairs") {
   const artune::Topology topo = artune::load_topology("dgx-h100");
   artune::SearchOptions so;
   so.sizes = {1024, 65536, 1 << 20, 1 << 24, 1 << 28};
-  so.generate = artune::generate_nccl_candidates;
+  so.generate = [](const artune::Topology& t, const artune::CandidateOptions& o) {
+    return artune::generate_nccl_candidates(t, o);
+  };
   const artune::SearchResult result = artune::search(topo, so);
   for (std::size_t s = 0; s < result.sizes.size(); ++s) {
     CAPTURE(s);
@@ -142,6 +171,74 @@ TEST_CASE("nccl_target.cli_table_steers_the_plugin") {
     }
   }
   CHECK(points == 7);  // 1K, 8K, 64K, 512K, 4M, 32M, 256M
+  v5->finalize(ctx);
+}
+
+TEST_CASE("nccl_target.cli_tables_per_collective_steer_the_plugin") {
+  // One all-reduce and one all-gather table of a machine with one GPU on each of 4 machines (PAT enabled for
+  // all-gather), read together through ARTUNE_TUNER_TABLE's ':' list.
+  const artune_test::ScratchDir dir("artune-nccl-target");
+  const std::string reduce_path = dir.file("allreduce.json");
+  const std::string gather_path = dir.file("allgather.json");
+  const std::vector<std::string> common = {"-t", "uniform:4x1", "--target", "nccl", "-b", "1K", "-e", "64M", "-f", "64",
+                                           "-q"};
+  auto tune = [&](const std::string& collective, const std::string& out) {
+    std::vector<std::string> args = {"autotune", "--collective", collective, "-o", out};
+    args.insert(args.end(), common.begin(), common.end());
+    const auto r = artune_test::run_artune(args);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+  };
+  tune("allreduce", reduce_path);
+  tune("allgather", gather_path);
+  const artune::DecisionTable reduce = artune::read_decision_table(reduce_path);
+  const artune::DecisionTable gather = artune::read_decision_table(gather_path);
+  for (const auto& r : gather.ranges) {
+    CHECK(r.plan.collective == artune::Collective::kAllGather);
+    CHECK(r.plan.spec.rfind("nccl.", 0) == 0);
+  }
+
+  const std::string value = reduce_path + ":" + gather_path;
+  ::setenv("ARTUNE_TUNER_TABLE", value.c_str(), 1);
+  const artune_test::PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  artune_test::plugin_log().clear();
+  void* ctx = nullptr;
+  REQUIRE(v5->init(&ctx, 3, 4, 4, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+  ::unsetenv("ARTUNE_TUNER_TABLE");
+  CHECK(artune_test::count_level(artuneNcclLogWarn) == 0);
+  CHECK(artune_test::count_level(artuneNcclLogInfo) == 2);
+  int points = 0;
+  for (const auto& [coll, table] :
+       {std::pair{artuneNcclFuncAllReduce, &reduce}, std::pair{artuneNcclFuncAllGather, &gather}}) {
+    for (const auto& range : table->ranges) {
+      for (const auto& point : range.points) {
+        CAPTURE(point.bytes);
+        CAPTURE(range.plan.spec);
+        ++points;
+        // Every entry NCCL could run equal (CollNet and NVLS unsupported), so only the plugin decides.
+        float costs[ARTUNE_NCCL_NUM_ALGORITHMS][ARTUNE_NCCL_NUM_PROTOCOLS];
+        for (auto& row : costs) {
+          for (float& v : row) v = 50.0f;
+        }
+        for (int a : {ARTUNE_NCCL_ALGO_COLLNET_DIRECT, ARTUNE_NCCL_ALGO_COLLNET_CHAIN, ARTUNE_NCCL_ALGO_NVLS,
+                      ARTUNE_NCCL_ALGO_NVLS_TREE}) {
+          for (float& v : costs[a]) v = ARTUNE_NCCL_ALGO_PROTO_IGNORE;
+        }
+        int channels = 0;
+        v5->getCollInfo(ctx, coll, point.bytes, 1, reinterpret_cast<float**>(costs), ARTUNE_NCCL_NUM_ALGORITHMS,
+                        ARTUNE_NCCL_NUM_PROTOCOLS, 0, &channels);
+        const std::string spec = range.plan.spec;
+        if (spec != "nccl") {
+          const std::string algo = spec.substr(5, spec.find('.', 5) - 5);
+          const int a = algo == "pat" ? ARTUNE_NCCL_ALGO_PAT : indices_of(spec).first;
+          CHECK(artune_test::nccl_choice(costs) == std::make_pair(a, indices_of(spec).second));
+        }
+        CHECK(channels == channels_of(spec));
+      }
+    }
+  }
+  CHECK(points == 2 * 3);  // 1K, 64K, 4M for each collective
   v5->finalize(ctx);
 }
 

@@ -49,7 +49,8 @@ void fill_costs(Costs& c, std::uint64_t bytes) {
 
 /// A table as `artune autotune --target nccl` writes it (the fields the plugin reads, plus a few it ignores).
 nlohmann::json table_json(int gpus, int machines,
-                          const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>>& ranges) {
+                          const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>>& ranges,
+                          const std::string& collective = "") {
   nlohmann::json doc;
   doc["schema"] = "artune.decision_table";
   doc["schema_version"] = 1;
@@ -63,6 +64,8 @@ nlohmann::json table_json(int gpus, int machines,
                              {"max_bytes", hi},
                              {"plan", {{"family", spec.rfind("nccl", 0) == 0 ? "nccl" : "ring"}, {"spec", spec}}},
                              {"points", nlohmann::json::array()}});
+    // As candidate_to_json writes it: "collective" only for the collectives other than all-reduce.
+    if (!collective.empty()) doc["ranges"].back()["plan"]["collective"] = collective;
   }
   return doc;
 }
@@ -188,7 +191,7 @@ TEST_CASE("nccl_tuner.v5_picks_the_table_choice_at_every_size") {
     REQUIRE(v5->getCollInfo(ctx, artuneNcclFuncAllReduce, bytes, 1, reinterpret_cast<float**>(c),
                             ARTUNE_NCCL_NUM_ALGORITHMS, ARTUNE_NCCL_NUM_PROTOCOLS, 0, &channels) == artuneNcclSuccess);
     CHECK(nccl_choice(c) == expected(bytes));
-    CHECK(channels == 0);  // channels stay NCCL's
+    CHECK(channels == 0);  // no `.cN` in this table: channels stay NCCL's
     int changed = 0;
     for (int a = 0; a < ARTUNE_NCCL_NUM_ALGORITHMS; ++a) {
       for (int p = 0; p < ARTUNE_NCCL_NUM_PROTOCOLS; ++p) {
@@ -203,7 +206,7 @@ TEST_CASE("nccl_tuner.v5_picks_the_table_choice_at_every_size") {
     }
     // NCCL's own choice (16M..64M ranges and the gap below the next) changes nothing.
     CHECK(changed == (bytes >= 16777216 && bytes < 268435456 ? 0 : 1));
-    // Other collectives pass through unchanged (the table tunes all-reduce).
+    // Other collectives pass through unchanged (the table tunes all-reduce only).
     Costs other, other_before;
     fill_costs(other, bytes);
     fill_costs(other_before, bytes);
@@ -387,4 +390,201 @@ TEST_CASE("nccl_tuner.unset_directory_and_fifo") {
   CHECK(v5->getCollInfo(nullptr, artuneNcclFuncAllReduce, 8, 1, nullptr, 7, 3, 0, nullptr) == artuneNcclSuccess);
   CHECK(v5->finalize(ctx) == artuneNcclSuccess);
   CHECK(v5->finalize(nullptr) == artuneNcclSuccess);
+}
+
+namespace {
+
+/// One getCollInfo through v5: the (algorithm, protocol) NCCL then picks and the nChannels it is left with.
+struct Steered {
+  std::pair<int, int> pick;
+  int channels = 0;
+  bool untouched = false;  ///< the cost table came back exactly as filled
+};
+Steered steer(const artuneNcclTunerV5* v5, void* ctx, artuneNcclFunc coll, std::uint64_t bytes) {
+  Costs c, before;
+  fill_costs(c, bytes);
+  fill_costs(before, bytes);
+  Steered out;
+  v5->getCollInfo(ctx, coll, bytes, 1, reinterpret_cast<float**>(c), ARTUNE_NCCL_NUM_ALGORITHMS,
+                  ARTUNE_NCCL_NUM_PROTOCOLS, 0, &out.channels);
+  out.pick = nccl_choice(c);
+  out.untouched = std::memcmp(c, before, sizeof c) == 0;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("nccl_tuner.channels_from_the_table_at_each_size") {
+  const artune_test::ScratchDir dir("artune-nccl-tuner");
+  const std::string path = dir.file("table.json");
+  write_text(path, table_json(8, 1,
+                              {{8, 4096, "nccl.ring.ll.c2"},
+                               {16384, 262144, "nccl.tree.c4"},  // algorithm and channels, NCCL's protocol
+                               {1048576, 4194304, "nccl.ring.simple"},
+                               {16777216, 1073741824, "nccl.nvls.simple.c16"}})
+                       .dump());
+  const TableEnv env(path.c_str());
+  const PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  const auto* v2 = lib.symbol<artuneNcclTunerV2>("ncclTunerPlugin_v2");
+  plugin_log().clear();
+  void* ctx = nullptr;
+  void* ctx2 = nullptr;
+  REQUIRE(v5->init(&ctx, 1, 8, 1, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+  REQUIRE(v2->init(8, 1, artune_test::record_log, &ctx2) == artuneNcclSuccess);
+  CHECK(count_level(artuneNcclLogWarn) == 0);
+  struct Want {
+    std::uint64_t bytes;
+    std::pair<int, int> pick;
+    int channels;  // 0: left as NCCL had it
+  };
+  for (const Want& w : std::vector<Want>{{8, {kRing, kLL}, 2},
+                                         {4096, {kRing, kLL}, 2},
+                                         {8192, {kRing, kLL}, 2},  // the gap: the range below's pick
+                                         {16384, {kTree, kLL}, 4},
+                                         {262144, {kTree, kLL128}, 4},
+                                         {1048576, {kRing, kSimple}, 0},
+                                         {16777216, {kNvls, kSimple}, 16},
+                                         {1u << 30, {kNvls, kSimple}, 16}}) {
+    CAPTURE(w.bytes);
+    const Steered got = steer(v5, ctx, artuneNcclFuncAllReduce, w.bytes);
+    CHECK(got.pick == w.pick);
+    CHECK(got.channels == w.channels);
+    // v2 sets algorithm, protocol and channels where the table names the protocol.
+    int algo = -1, proto = -1, channels = 0;
+    v2->getCollInfo(ctx2, artuneNcclFuncAllReduce, w.bytes, 0, 1, 1, &algo, &proto, &channels);
+    const bool named = w.bytes < 16384 || w.bytes >= 1048576;
+    CHECK(std::make_pair(algo, proto) == (named ? w.pick : std::make_pair(-1, -1)));
+    CHECK(channels == (named ? w.channels : 0));
+  }
+  // An unsupported pick sets no channel count either: NCCL's choice stands whole.
+  Costs c;
+  fill_costs(c, 1u << 30);
+  c[kNvls][kSimple] = ARTUNE_NCCL_ALGO_PROTO_IGNORE;
+  int channels = 0;
+  v5->getCollInfo(ctx, artuneNcclFuncAllReduce, 1u << 30, 1, reinterpret_cast<float**>(c), ARTUNE_NCCL_NUM_ALGORITHMS,
+                  ARTUNE_NCCL_NUM_PROTOCOLS, 0, &channels);
+  CHECK(channels == 0);
+  CHECK(c[kNvls][kSimple] == ARTUNE_NCCL_ALGO_PROTO_IGNORE);
+  v5->finalize(ctx);
+  v2->destroy(ctx2);
+}
+
+TEST_CASE("nccl_tuner.one_table_per_collective") {
+  const artune_test::ScratchDir dir("artune-nccl-tuner");
+  const std::string all_reduce = dir.file("allreduce.json");
+  const std::string all_gather = dir.file("allgather.json");
+  const std::string reduce_scatter = dir.file("reducescatter.json");
+  constexpr std::uint64_t k64K = 65536, k1M = 1048576, k1G = 1073741824;
+  write_text(all_reduce, table_json(8, 1, {{8, k64K, "nccl.tree.ll"}, {k1M, k1G, "nccl.ring.simple"}}).dump());
+  write_text(all_gather,
+             table_json(8, 1, {{8, k64K, "nccl.ring.ll128.c4"}, {k1M, k1G, "nccl.nvls.simple"}}, "allgather").dump());
+  write_text(reduce_scatter,
+             table_json(8, 1, {{8, k64K, "nccl.ring.ll"}, {k1M, k1G, "nccl.ring.simple.c8"}}, "reducescatter").dump());
+  // Colon-separated, any order; an empty entry (a trailing ':') is skipped.
+  const std::string value = all_gather + ":" + all_reduce + ":" + reduce_scatter + ":";
+  const TableEnv env(value.c_str());
+  const PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  plugin_log().clear();
+  void* ctx = nullptr;
+  REQUIRE(v5->init(&ctx, 1, 8, 1, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+  CHECK(count_level(artuneNcclLogWarn) == 0);
+  REQUIRE(count_level(artuneNcclLogInfo) == 3);  // one line per table, in the variable's order
+  CHECK(plugin_log()[0].text.find(all_gather + ": 2 all-gather size range(s) for 8 ranks on 1 node(s): 8-65536 "
+                                               "nccl.ring.ll128.c4 1048576-1073741824 nccl.nvls.simple") !=
+        std::string::npos);
+  CHECK(plugin_log()[1].text.find(all_reduce + ": 2 all-reduce size range(s)") != std::string::npos);
+  CHECK(plugin_log()[2].text.find(reduce_scatter + ": 2 reduce-scatter size range(s)") != std::string::npos);
+  struct Want {
+    artuneNcclFunc coll;
+    std::uint64_t bytes;
+    std::pair<int, int> pick;
+    int channels;
+  };
+  for (const Want& w : std::vector<Want>{{artuneNcclFuncAllReduce, 1024, {kTree, kLL}, 0},
+                                         {artuneNcclFuncAllReduce, 1u << 26, {kRing, kSimple}, 0},
+                                         {artuneNcclFuncAllGather, 1024, {kRing, kLL128}, 4},
+                                         {artuneNcclFuncAllGather, 1u << 26, {kNvls, kSimple}, 0},
+                                         {artuneNcclFuncReduceScatter, 1024, {kRing, kLL}, 0},
+                                         {artuneNcclFuncReduceScatter, 1u << 26, {kRing, kSimple}, 8}}) {
+    CAPTURE(w.coll);
+    CAPTURE(w.bytes);
+    const Steered got = steer(v5, ctx, w.coll, w.bytes);
+    CHECK(got.pick == w.pick);
+    CHECK(got.channels == w.channels);
+  }
+  // Broadcast and reduce have no table: untouched at every size.
+  for (const std::uint64_t bytes : kSizes) {
+    for (const artuneNcclFunc coll : {artuneNcclFuncBroadcast, artuneNcclFuncReduce}) {
+      const Steered got = steer(v5, ctx, coll, bytes);
+      CHECK(got.untouched);
+      CHECK(got.channels == 0);
+    }
+  }
+  // Only an all-gather table: all-reduce and reduce-scatter pass through.
+  v5->finalize(ctx);
+  {
+    const TableEnv only(all_gather.c_str());
+    plugin_log().clear();
+    REQUIRE(v5->init(&ctx, 1, 8, 1, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+    CHECK(count_level(artuneNcclLogWarn) == 0);
+    CHECK(steer(v5, ctx, artuneNcclFuncAllGather, 1024).pick == std::make_pair(kRing, kLL128));
+    CHECK(steer(v5, ctx, artuneNcclFuncAllReduce, 1024).untouched);
+    CHECK(steer(v5, ctx, artuneNcclFuncReduceScatter, 1024).untouched);
+    v5->finalize(ctx);
+  }
+}
+
+TEST_CASE("nccl_tuner.bad_table_lists_log_once_and_change_nothing") {
+  const artune_test::ScratchDir dir("artune-nccl-tuner");
+  const std::string good = dir.file("allreduce.json");
+  write_text(good, table_json(8, 1, kRanges).dump());
+  const std::string gather = dir.file("allgather.json");
+  write_text(gather, table_json(8, 1, {{8, 4096, "nccl.ring.ll"}}, "allgather").dump());
+  const std::string second = dir.file("allreduce2.json");
+  write_text(second, table_json(8, 1, {{8, 4096, "nccl.ring.ll"}}).dump());
+  const std::string mixed = dir.file("mixed.json");
+  auto doc = table_json(8, 1, {{8, 4096, "nccl.ring.ll"}, {8192, 65536, "nccl.ring.simple"}}, "allgather");
+  doc["ranges"][1]["plan"]["collective"] = "reducescatter";
+  write_text(mixed, doc.dump());
+  const std::string broadcast = dir.file("broadcast.json");
+  write_text(broadcast, table_json(8, 1, {{8, 4096, "nccl.ring.ll"}}, "broadcast").dump());
+  const std::string channels = dir.file("channels.json");
+  write_text(channels, table_json(8, 1, {{8, 4096, "nccl.ring.ll.c65"}}).dump());
+  const std::string ranks = dir.file("ranks.json");
+  write_text(ranks, table_json(16, 2, {{8, 4096, "nccl.ring.ll"}}, "allgather").dump());
+  struct Case {
+    std::string value;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {good + ":" + second, second + ": a second all-reduce table in ARTUNE_TUNER_TABLE (one table per collective)"},
+      {gather + ":" + mixed, mixed + ".ranges[1].plan.collective: differs from the first range's"},
+      {good + ":" + broadcast,
+       broadcast + ".ranges[0].plan.collective: 'broadcast' is not allreduce, allgather or reducescatter"},
+      {channels, "plan 'nccl.ring.ll.c65' is not one of NCCL's algorithm x protocol choices"},
+      {good + ":" + ranks, ranks + ": tuned for 16 GPUs on 2 machine(s)"},
+      {good + ":" + dir.file("missing.json"), "missing.json: cannot open"},
+      {":", "ARTUNE_TUNER_TABLE is not set"},
+  };
+  const PluginLib lib;
+  const auto* v5 = lib.symbol<artuneNcclTunerV5>("ncclTunerPlugin_v5");
+  for (const Case& k : cases) {
+    CAPTURE(k.value);
+    const TableEnv env(k.value.c_str());
+    plugin_log().clear();
+    void* ctx = nullptr;
+    REQUIRE(v5->init(&ctx, 7, 8, 1, artune_test::record_log, nullptr, nullptr) == artuneNcclSuccess);
+    // Nothing is steered, not even by the good tables of the list.
+    check_untouched([&](artuneNcclFunc coll, std::uint64_t bytes, Costs& c, int* out_channels) {
+      v5->getCollInfo(ctx, coll, bytes, 1, reinterpret_cast<float**>(c), ARTUNE_NCCL_NUM_ALGORITHMS,
+                      ARTUNE_NCCL_NUM_PROTOCOLS, 0, out_channels);
+    });
+    REQUIRE(plugin_log().size() == 1);
+    CHECK(plugin_log().front().level == artuneNcclLogWarn);
+    CHECK(plugin_log().front().text.find(k.reason) != std::string::npos);
+    CHECK(plugin_log().front().text.find("NCCL's own choices kept") != std::string::npos);
+    v5->finalize(ctx);
+  }
 }

@@ -2,6 +2,7 @@
 // the simulator running group all-reduces as NCCL does.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 #include "artune/simulator/cost_model.hpp"
@@ -326,4 +328,96 @@ TEST_CASE("nccl.where_the_model_does_not_apply") {
   CHECK(g.channels >= 1);
   CHECK(g.bw_intra > 1.0);  // not search.cc's 0.1 GB/s fallback
   CHECK_FALSE(g.ll128_ok);  // NCCL keeps LL128 to NICs within PXB
+}
+
+TEST_CASE("nccl.forced_channels") {
+  const Topology v100 = load_topology("dgx1-v100");
+  const nccl::Graph g = nccl::search(v100, v100.gpus());
+  REQUIRE(g.channels == 6);
+  CHECK(nccl::max_channels(g, nccl::Algo::kRing) == 6);
+  CHECK(nccl::min_channels(nccl::Algo::kRing) == 1);
+  CHECK(nccl::min_channels(nccl::Algo::kNvls) == 2);
+  CHECK(nccl::parse_variant("ring.simple.c2", "x") == nccl::Forced{nccl::Algo::kRing, nccl::Proto::kSimple, 2});
+  CHECK(nccl::to_string(nccl::Forced{nccl::Algo::kTree, std::nullopt, 4}) == "tree.c4");
+  // NCCL's cost table on c of the search's channels: Ring/Simple's bus bandwidth is c × the per-channel speed.
+  const auto ring = static_cast<int>(nccl::Algo::kRing), simple = static_cast<int>(nccl::Proto::kSimple);
+  const double full = nccl::all_reduce_table(g).bandwidth[ring][simple];
+  for (const int c : {1, 2, 4}) {
+    CAPTURE(c);
+    const nccl::Graph gc = nccl::with_channels(g, nccl::Algo::kRing, c, "x");
+    CHECK(gc.channels == c);
+    CHECK(gc.rings.size() == static_cast<std::size_t>(c));
+    CHECK(nccl::all_reduce_table(gc).bandwidth[ring][simple] == doctest::Approx(full * c / 6));
+    const nccl::Forced forced = nccl::parse_variant(fmt::format("ring.simple.c{}", c), "x");
+    const nccl::Choice choice = nccl::choose(g, 1 << 20, forced, "x");
+    CHECK(choice.channels == c);
+  }
+  CHECK_THROWS_WITH_AS(nccl::with_channels(g, nccl::Algo::kRing, 7, "spec 'x'"),
+                       "spec 'x': NCCL ring runs on 1..6 channels here (8 GPUs on 1 machine(s)), not 7", InvalidInput);
+  CHECK_THROWS_AS(nccl::choose(g, 8, nccl::Forced{std::nullopt, std::nullopt, 2}, "x"), InvalidInput);
+
+  // The simulator runs the collective on those channels: the latency does not depend on them, the bytes do.
+  // On the DGX-1 one channel's ring gets each of its NVLinks alone, two channels split the buffer over two
+  // rings on other links: (t1 − L) = 2 (t2 − L) with L the launch and NCCL's Ring/Simple latency.
+  const std::uint64_t bytes = std::uint64_t{1} << 30;
+  const SimResult r1 = sim(v100, "nccl.ring.simple.c1", bytes);
+  const SimResult r2 = sim(v100, "nccl.ring.simple.c2", bytes);
+  const SimResult r6 = sim(v100, "nccl.ring.simple", bytes);
+  REQUIRE(r1.groups.size() == 1);
+  CHECK(r1.groups[0].channels == 1);
+  CHECK(r2.groups[0].channels == 2);
+  CHECK(r6.groups[0].channels == 6);
+  const double latency = nccl::launch_us() + nccl::device_latency_us(g, nccl::Algo::kRing, nccl::Proto::kSimple);
+  CHECK(r1.groups[0].latency_us == doctest::Approx(latency));
+  CHECK(r1.time_us - latency == doctest::Approx(2 * (r2.time_us - latency)).epsilon(1e-9));
+  CHECK(r6.time_us < r2.time_us);
+  CHECK_THROWS_WITH_AS(
+      sim(v100, "nccl.ring.simple.c8", bytes),
+      "spec 'nccl.ring.simple.c8': NCCL ring runs on 1..6 channels here (8 GPUs on 1 machine(s)), not 8",
+      InvalidInput);
+}
+
+TEST_CASE("nccl.all_gather_and_reduce_scatter") {
+  // One GPU on each of 4 machines: Ring with every protocol and PAT Simple; never Tree, NVLS or NVLSTree.
+  const Topology four = load_topology("uniform:4x1");
+  const nccl::Graph g = nccl::search(four, four.gpus());
+  REQUIRE(g.ppn == 1);
+  const auto a = [](nccl::Algo x) { return static_cast<int>(x); };
+  const auto p = [](nccl::Proto x) { return static_cast<int>(x); };
+  for (const Collective coll : {Collective::kAllGather, Collective::kReduceScatter}) {
+    CAPTURE(to_string(coll));
+    const nccl::CostTable t = nccl::cost_table(g, coll);
+    const nccl::CostTable ar = nccl::all_reduce_table(g);
+    for (int q = 0; q < nccl::kProtos; ++q) {
+      CHECK(t.bandwidth[a(nccl::Algo::kTree)][q] == 0.0);
+      CHECK(t.bandwidth[a(nccl::Algo::kNvls)][q] == 0.0);
+      // Ring: k−1 steps instead of 2(k−1): the bus-to-algorithm ratio k/(k−1) is twice all-reduce's.
+      CHECK(t.bandwidth[a(nccl::Algo::kRing)][q] == doctest::Approx(2 * ar.bandwidth[a(nccl::Algo::kRing)][q]));
+    }
+    // PAT Simple: the ring graph's bus bandwidth × .75, not converted; latency 8 + log2(4)·14/3.5 + 2.8·4.
+    CHECK(t.bandwidth[a(nccl::Algo::kPat)][p(nccl::Proto::kLL)] == 0.0);
+    CHECK(t.bandwidth[a(nccl::Algo::kPat)][p(nccl::Proto::kSimple)] == doctest::Approx(g.channels * g.bw_inter * 0.75));
+    CHECK(t.latency_us[a(nccl::Algo::kPat)][p(nccl::Proto::kSimple)] == doctest::Approx(8 + 2 * 4.0 + 2.8 * 4));
+    // Ring latency: base + (k−1) steps, all of them across machines here (ppn 1: the network Tree latency).
+    const nccl::Latencies l = nccl::latencies(g, nccl::Algo::kRing, nccl::Proto::kLL);
+    CHECK(t.latency_us[a(nccl::Algo::kRing)][p(nccl::Proto::kLL)] == doctest::Approx(l.base_us + 3 * l.inter_us));
+    CHECK(nccl::choose(g, 1 << 22, nccl::parse_variant("pat", "x"), "x", coll).algo == nccl::Algo::kPat);
+    CHECK_THROWS_AS(nccl::choose(g, 8, nccl::parse_variant("tree", "x"), "x", coll), InvalidInput);
+  }
+  // NVLS all-gather on one NVSwitch machine: (ppn−1)/ppn of the heads' NVLink speed where all-reduce has ×2,
+  // and no bus-to-algorithm conversion where all-reduce has k/(2(k−1)) = 8/14.
+  const nccl::Graph h = graph_of("dgx-h100");
+  const int nvls = a(nccl::Algo::kNvls), simple = p(nccl::Proto::kSimple);
+  CHECK(nccl::cost_table(h, Collective::kAllGather).bandwidth[nvls][simple] ==
+        doctest::Approx(nccl::all_reduce_table(h).bandwidth[nvls][simple] * (7.0 / 8) / 2 / (8.0 / 14)));
+
+  // The simulator runs a library all-gather as NCCL would: NCCL's pick, on its channels.
+  BuildOptions o;
+  o.count = 1 << 20;
+  o.collective = Collective::kAllGather;
+  const SimResult r =
+      simulate(build_collective_plan(four, "nccl.pat", o), four, CostModel::defaults(BackendProfile::kNccl), 4);
+  REQUIRE(r.groups.size() == 1);
+  CHECK(r.groups[0].algorithm == "pat");
+  CHECK(r.groups[0].latency_us == doctest::Approx(nccl::launch_us() + 8 + 2 * 4.0 + 2.8 * 4));
 }

@@ -119,11 +119,7 @@ Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
   } else {
     SearchOptions s;
     s.sizes = sizes;
-    if (c != Collective::kAllReduce) {
-      s.generate = [c](const Topology& topo_, const CandidateOptions& o) {
-        return generate_collective_candidates(topo_, c, o);
-      };
-    }
+    s.candidates.collective = c;
     t.table = search(topo, s).table;
     t.buckets = table_buckets(*t.table);
   }

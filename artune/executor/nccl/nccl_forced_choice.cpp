@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 #include "artune/executor/schedule.hpp"
 
@@ -29,27 +30,10 @@ std::string_view find_name(const Name (&names)[N], std::string_view ours) {
 
 }  // namespace
 
-NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, int channels, std::string_view where) {
-  NcclForcedChoice out;
-  if (channels < 0 || channels > kNcclMaxChannels) {
-    throw InvalidInput(fmt::format("{}: {} channels is not in 0..{}", where, channels, kNcclMaxChannels));
-  }
-  out.channels = channels;
-  if (algo.empty()) return out;
-  const std::size_t dot = algo.find('.');
-  const std::string_view a = algo.substr(0, dot);
-  out.algo = std::string(find_name(kAlgos, a));
-  if (out.algo.empty()) {
-    throw InvalidInput(fmt::format("{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", where, a));
-  }
-  if (dot != std::string_view::npos) {
-    const std::string_view p = algo.substr(dot + 1);
-    out.proto = std::string(find_name(kProtos, p));
-    if (out.proto.empty()) {
-      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", where, p));
-    }
-  }
-  return out;
+NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, std::string_view where) {
+  const NcclVariant variant = parse_nccl_variant(algo, where);  // names checked there
+  return NcclForcedChoice{std::string(find_name(kAlgos, variant.algo)), std::string(find_name(kProtos, variant.proto)),
+                          variant.channels};
 }
 
 std::vector<NcclForcedChoice> nccl_forced_choices(const Plan& plan) {
@@ -60,7 +44,7 @@ std::vector<NcclForcedChoice> nccl_forced_choices(const Plan& plan) {
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     if (index[i] < 0) continue;
     const auto g = static_cast<std::size_t>(index[i]);
-    const NcclForcedChoice c = parse_nccl_forced_choice(plan.ops[i].algo, 0, fmt::format("plan op {}", i));
+    const NcclForcedChoice c = parse_nccl_forced_choice(plan.ops[i].algo, fmt::format("plan op {}", i));
     if (first[g] < 0) {
       first[g] = static_cast<int>(i);
       out[g] = c;

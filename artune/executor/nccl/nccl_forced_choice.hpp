@@ -24,18 +24,15 @@ namespace artune {
 struct NcclForcedChoice {
   std::string algo;   ///< NCCL_ALGO value ("Ring", "Tree", "NVLS", "NVLSTree", "PAT"); "" = NCCL's choice
   std::string proto;  ///< NCCL_PROTO value ("LL", "LL128", "Simple"); "" = NCCL's choice
-  int channels = 0;   ///< channels (CTAs) per collective, 1..64; 0 = NCCL's choice
+  int channels = 0;   ///< channels (CTAs) per collective, 1..64 (`.cN`); 0 = NCCL's choice
   bool empty() const noexcept { return algo.empty() && proto.empty() && channels == 0; }
   friend bool operator==(const NcclForcedChoice&, const NcclForcedChoice&) = default;
 };
 
-/// The most channels NCCL runs (MAXCHANNELS in NCCL 2.28).
-inline constexpr int kNcclMaxChannels = 64;
-
-/// Parses a group op's `algo` field ("ring", "tree.ll", "nvlstree.simple"; "" = none) with `channels`
-/// (0 = NCCL's) into NCCL's spelling. InvalidInput naming `where` for an unknown algorithm or protocol
-/// or channels outside 0..kNcclMaxChannels.
-NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, int channels, std::string_view where);
+/// Parses a group op's `algo` field ("ring", "tree.ll", "nvlstree.simple", "ring.simple.c8"; "" = none; the
+/// grammar of algorithms/spec.hpp parse_nccl_variant) into NCCL's spelling and channel count. InvalidInput
+/// naming `where` for an unknown algorithm or protocol or a channel count outside 1..64.
+NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, std::string_view where);
 
 /// The choice for each of distinct_groups(plan), from the algo fields of its group ops (empty when they
 /// force nothing). InvalidInput when two ops of one group force different choices: one NCCL communicator
