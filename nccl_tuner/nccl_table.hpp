@@ -3,10 +3,12 @@
 // `artune autotune --target nccl`: the rank and machine counts it was tuned
 // for and, per size range, NCCL's algorithm × protocol to run.
 //
-// This reader is the plugin's own (nlohmann-json and the standard library
-// only): the plugin is loaded into programs that never link artune, so it
-// must not pull in the tuner, the simulator or the executor (and with them
-// CUDA, MPI and NCCL itself). It reads the fields of the table schema that
+// This reader is the plugin's own: the plugin is loaded into programs that
+// never link artune, so it must not pull in the tuner, the simulator or the
+// executor (and with them CUDA, MPI and NCCL itself). It compiles in only
+// core's JSON reading (json_input, json_reader), so its messages read as
+// artune's loaders' do ("SOURCE: PATH: must be X, not Y"), and it turns
+// their InvalidInput into TableError (nothing else leaves it). It reads the fields of the table schema that
 // tuner/decision_table.cpp writes ("schema", "schema_version", "topology",
 // "ranges[].min_bytes/max_bytes/plan.family/plan.spec") and ignores the rest.
 
@@ -56,7 +58,7 @@ inline constexpr std::size_t kMaxTableBytes = std::size_t{64} << 20;
 /// Parses a spec of an NCCL candidate: "nccl" (NCCL's choice), "nccl.ALGO" or "nccl.ALGO.PROTO" with
 /// ALGO ∈ ring, tree, nvls, nvlstree, pat and PROTO ∈ ll, ll128, simple. TableError naming `where` otherwise.
 Pick parse_nccl_spec(std::string_view spec, std::string_view where);
-/// Parses a table's JSON text; TableError "SOURCE: field: reason" on anything malformed, or when a range's
+/// Parses a table's JSON text; TableError "SOURCE: PATH: reason" on anything malformed, or when a range's
 /// plan is not one of NCCL's own choices (a table tuned over artune's plans).
 Table parse_table(std::string_view text, std::string_view source);
 /// Reads a regular file of at most kMaxTableBytes and parses it; TableError on any failure.
