@@ -11,6 +11,7 @@
 
 #include "artune/algorithms/collective_families.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -62,7 +63,7 @@ std::vector<std::pair<std::string, std::string>> collective_algorithms(Collectiv
 AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   if (c == Collective::kAllReduce) return parse_spec(text);
   if (c != Collective::kAllGather && c != Collective::kReduceScatter) {
-    throw InvalidInput(fmt::format("--collective: {} is not a plan of its own", to_string(c)));
+    throw InvalidInput(fmt::format("{}: {} is not a plan of its own", parameter("collective"), to_string(c)));
   }
   std::string_view name = text;
   if (name == "xring") name = "ring";
@@ -75,9 +76,9 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   }
   const std::string shown(text.substr(0, 80));
   throw InvalidInput(
-      fmt::format("--spec '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
+      fmt::format("{} '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
                   "'#n', ranges or hybrids)",
-                  shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
+                  parameter("spec"), shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
 }
 
 Plan build_collective_plan(const Topology& topo, std::string_view spec, const BuildOptions& options) {

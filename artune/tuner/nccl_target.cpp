@@ -4,6 +4,7 @@
 
 #include "artune_config.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/simulator/nccl_model.hpp"
 
 #if ARTUNE_HAVE_NCCL_BACKEND
@@ -15,33 +16,34 @@ namespace artune {
 void check_nccl_measurement(BackendKind backend) {
   if (backend != BackendKind::kNccl) {
     throw InvalidInput(
-        fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
-                    "(--measure nccl, under mpirun with one GPU per rank)",
-                    to_string(backend)));
+        fmt::format("{} {}: {} nccl measures NCCL's own choices with real NCCL only "
+                    "({} nccl, under mpirun with one GPU per rank)",
+                    parameter("measure"), to_string(backend), parameter("target"), parameter("measure")));
   }
 #if ARTUNE_HAVE_NCCL_BACKEND
   if (cuda_device_count() <= 0) {
     throw Unsupported(
-        "--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
-        "(predicted), or run it on a GPU machine under mpirun");
+        fmt::format("{} nccl: no CUDA device available here; {} nccl alone tunes with NCCL's model "
+                    "(predicted), or run it on a GPU machine under mpirun",
+                    parameter("measure"), parameter("target")));
   }
 #else
-  throw Unsupported(
-      "--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
-      "configure time)");
+  throw Unsupported(parameter("measure") +
+                    " nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at configure time)");
 #endif
 }
 
 CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options) {
   if (topo.gpus().size() < 2) {
-    throw Unsupported(fmt::format("--target nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", topo.name(),
-                                  topo.gpus().size()));
+    throw Unsupported(fmt::format("{} nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", parameter("target"),
+                                  topo.name(), topo.gpus().size()));
   }
   nccl::CostTable table;
   try {
     table = nccl::all_reduce_table(nccl::search(topo, topo.gpus()));
   } catch (const Error& e) {
-    throw Unsupported(fmt::format("--target nccl: NCCL's model does not apply to '{}': {}", topo.name(), e.what()));
+    throw Unsupported(
+        fmt::format("{} nccl: NCCL's model does not apply to '{}': {}", parameter("target"), topo.name(), e.what()));
   }
   CandidateSet set;
   auto add = [&](Candidate c) {
