@@ -9,14 +9,15 @@
 namespace artune::cli {
 namespace {
 
-// One row per name of kParameterNames (tests/cli/test_flag_names.cpp checks that every name has one).
+// One row per name of kParameterNames (tests/cli/test_flag_names.cpp checks that every name has one). The parts
+// of --sparse ROWS,WIDTH,DENSITY read as the flag's own messages do ("--sparse: DENSITY 2 is not in (0, 1]").
 constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNames.size()> kFlagOfParameter = {{
     {"backend", "--backend"},
     {"check", "-c/--check"},
     {"collective", "--collective"},
     {"count", "--count"},
     {"datatype", "-d/--datatype"},
-    {"density", "--sparse DENSITY"},
+    {"density", "--sparse: DENSITY"},
     {"gather", "--gather"},
     {"gpu_perm", "--gpu-perm"},
     {"gpus", "--gpus"},
@@ -30,7 +31,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNa
     {"op", "-o/--op"},
     {"participants", "--participants"},
     {"report_dir", "--report"},
-    {"rows", "--sparse ROWS"},
+    {"rows", "--sparse: ROWS"},
     {"segments", "--segments"},
     {"spec", "--spec"},
     {"step_factor", "-f/--stepfactor"},
@@ -38,7 +39,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNa
     {"timeout_s", "--timeout"},
     {"topology", "-t/--topology"},
     {"warmup", "-w/--warmup_iters"},
-    {"width", "--sparse WIDTH"},
+    {"width", "--sparse: WIDTH"},
 }};
 
 bool name_char(char c) { return std::islower(static_cast<unsigned char>(c)) || c == '_'; }

@@ -85,10 +85,10 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
   const auto& dense_list = dense_specs.empty() ? sparse_dense_specs() : dense_specs;
   const auto& gather_list = gather_specs.empty() ? sparse_gather_specs() : gather_specs;
   if (rows < 1 || width < 1)
-    if (rows < 1) throw InvalidInput(fmt::format("{}: must be ≥ 1 (got {})", parameter("rows"), rows));
-  if (width < 1) throw InvalidInput(fmt::format("{}: must be ≥ 1 (got {})", parameter("width"), width));
+    if (rows < 1) throw InvalidInput(fmt::format("{} {} is not ≥ 1", parameter("rows"), rows));
+  if (width < 1) throw InvalidInput(fmt::format("{} {} is not ≥ 1", parameter("width"), width));
   if (!(density > 0) || density > 1)
-    throw InvalidInput(fmt::format("{}: {} is not in (0, 1]", parameter("density"), density));
+    throw InvalidInput(fmt::format("{} {} is not in (0, 1]", parameter("density"), density));
   SparseDecision d;
   d.rows = rows;
   d.width = width;

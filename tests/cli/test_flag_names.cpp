@@ -76,6 +76,7 @@ TEST_CASE("flag_names.replaces_the_phrase_only") {
         "mpi backend: machine 1 (--machine-index / ARTUNE_MACHINE_INDEX)");
   CHECK(with_flag_names("parameter gpus: must be ≥ 1; parameter gpu_perm 1,0") ==
         "--gpus: must be ≥ 1; --gpu-perm 1,0");
+  CHECK(with_flag_names("parameter density 2 is not in (0, 1]") == "--sparse: DENSITY 2 is not in (0, 1]");
   // Unknown names, a phrase inside a word, and no name at all stay as they are.
   CHECK(with_flag_names("parameter counts: x") == "parameter counts: x");
   CHECK(with_flag_names("the_parameter count") == "the_parameter count");
