@@ -81,7 +81,7 @@ void run_command(const RunFlags& f) {
     // Under mpirun rank 0 reports and the others stay quiet. The message goes out before
     // the backend shuts down (finalising MPI, or aborting the job when a peer is stuck):
     // once any rank exits non-zero, mpirun may kill the rest.
-    if (backend ? backend->is_root() : launcher_rank().value_or(-1) <= 0) fmt::print(stderr, "artune: {}\n", e.what());
+    if (backend ? backend->is_root() : launcher_rank().value_or(-1) <= 0) print_error(e.what());
     std::fflush(stdout);
     std::fflush(stderr);
     backend.reset();

@@ -13,6 +13,7 @@
 #include "artune/core/input.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/sizes.hpp"
+#include "cli/flag_names.hpp"
 
 namespace artune::cli {
 
@@ -129,10 +130,11 @@ constexpr std::size_t kMaxErrorChars = 1000;
 
 }  // namespace
 
-// The error as exactly one line on stderr, whatever the message holds: control characters (a newline
-// inside a quoted argument, a tab) are written as escapes, and overlong text is cut.
+// The error as exactly one line on stderr, whatever the message holds: the CLI's flags where the library
+// names a parameter (flag_names.hpp), control characters (a newline inside a quoted argument, a tab) written
+// as escapes, and overlong text cut.
 void print_error(std::string_view message) {
-  std::string line = escape_control(message);
+  std::string line = escape_control(with_flag_names(message));
   if (line.size() > kMaxErrorChars) {
     std::size_t cut = kMaxErrorChars;
     while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character

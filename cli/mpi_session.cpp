@@ -18,58 +18,20 @@ namespace artune::cli {
 namespace {
 
 #if ARTUNE_HAVE_MPI
-// Wire format between ranks: the exact nodes and links, nothing derived.
+// Between ranks: the host's facts and its topology in the model form the loaders read.
 nlohmann::json to_wire(const DiscoveryResult& r) {
-  nlohmann::json nodes = nlohmann::json::array(), links = nlohmann::json::array();
-  for (const Node& n : r.topology.nodes())
-    nodes.push_back({{"id", n.id},
-                     {"kind", std::string(to_string(n.kind))},
-                     {"local_index", n.local_index},
-                     {"arch", n.arch},
-                     {"bus_id", n.bus_id}});
-  for (const Link& l : r.topology.links())
-    links.push_back({{"src", l.src},
-                     {"dst", l.dst},
-                     {"kind", std::string(to_string(l.kind))},
-                     {"bandwidth", l.bandwidth_gbps},
-                     {"latency", l.latency_us},
-                     {"lanes", l.lanes}});
   return {{"hostname", r.hostname},
           {"gpu_count", r.gpu_count},
           {"notes", r.notes},
-          {"name", r.topology.name()},
-          {"description", r.topology.description()},
-          {"nodes", nodes},
-          {"links", links}};
+          {"topology", topology_model_to_json(r.topology)}};
 }
 
-DiscoveryResult from_wire(const nlohmann::json& j) {
+DiscoveryResult from_wire(const nlohmann::json& j, std::string_view source) {
   DiscoveryResult r;
   r.hostname = j.at("hostname").get<std::string>();
   r.gpu_count = j.at("gpu_count").get<int>();
   r.notes = j.at("notes").get<std::vector<std::string>>();
-  r.topology.set_name(j.at("name").get<std::string>());
-  r.topology.set_description(j.at("description").get<std::string>());
-  for (const auto& n : j.at("nodes")) {
-    Node node;
-    node.id = n.at("id").get<std::string>();
-    node.kind = parse_node_kind(n.at("kind").get<std::string>()).value();
-    node.local_index = n.at("local_index").get<int>();
-    node.arch = n.at("arch").get<std::string>();
-    node.bus_id = n.at("bus_id").get<std::string>();
-    r.topology.add_node(node);
-  }
-  for (const auto& l : j.at("links")) {
-    Link link;
-    link.src = l.at("src").get<int>();
-    link.dst = l.at("dst").get<int>();
-    link.kind = parse_link_kind(l.at("kind").get<std::string>()).value();
-    link.bandwidth_gbps = l.at("bandwidth").get<double>();
-    link.latency_us = l.at("latency").get<double>();
-    link.lanes = l.at("lanes").get<int>();
-    r.topology.add_link(link);
-  }
-  r.topology.finalize();
+  r.topology = topology_from_json(j.at("topology"), source);
   return r;
 }
 #endif
@@ -148,7 +110,7 @@ std::vector<ClusterMachine> gather_machines(const MpiSession& mpi, const std::fu
     if (doc.contains("error")) throw InvalidInput(fmt::format("rank {}: {}", k, doc["error"].get<std::string>()));
     const std::string host = doc.at("hostname").get<std::string>();
     auto [it, fresh] = machine_of.emplace(host, machines.size());
-    if (fresh) machines.push_back({from_wire(doc), {}});
+    if (fresh) machines.push_back({from_wire(doc, fmt::format("rank {}", k)), {}});
     machines[it->second].ranks.push_back(static_cast<int>(k));
   }
   return machines;

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artune/core/error.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/core/json_reader.hpp"
 #include "nccl_tuner/tuner_abi.h"
 
 namespace artune::nccl_tuner {
@@ -59,26 +62,6 @@ int channel_count(std::string_view part) {
   throw TableError(std::string(where) + ": " + std::string(reason));
 }
 
-const nlohmann::json& field(const nlohmann::json& obj, const std::string& where, const char* key) {
-  if (!obj.is_object()) fail(where, "expected an object");
-  const auto it = obj.find(key);
-  if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
-  return *it;
-}
-
-std::uint64_t unsigned_field(const nlohmann::json& obj, const std::string& where, const char* key) {
-  const nlohmann::json& v = field(obj, where, key);
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  fail(where + "." + key, "expected an integer ≥ 0");
-}
-
-std::string string_field(const nlohmann::json& obj, const std::string& where, const char* key) {
-  const nlohmann::json& v = field(obj, where, key);
-  if (!v.is_string()) fail(where + "." + key, "expected a string");
-  return v.get<std::string>();
-}
-
 }  // namespace
 
 const Range& Table::lookup(std::uint64_t bytes) const {
@@ -91,8 +74,8 @@ const Range& Table::lookup(std::uint64_t bytes) const {
 
 Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
   auto not_nccl = [&]() {
-    fail(where, "plan '" + std::string(spec) +
-                    "' is not one of NCCL's algorithm x protocol choices (tune with artune autotune --target nccl)");
+    fail(where, "must be one of NCCL's choices (nccl or nccl.ALGO[.PROTO][.cN]), not '" +
+                    std::string(spec) + "' (tune with artune autotune --target nccl)");
   };
   Pick pick;
   if (spec == "nccl") return pick;
@@ -123,63 +106,85 @@ Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
   return pick;
 }
 
-Table parse_table(std::string_view text, std::string_view source) {
-  const std::string src(source);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    fail(src, std::string("not JSON (") + e.what() + ")");
+namespace {
+
+// An integer field that must be at least `least`: "must be ≥ 1, not 0".
+std::uint64_t at_least(const JsonField& field, std::uint64_t least) {
+  const std::uint64_t value = field.unsigned_integer();
+  if (value < least) field.fail("must be ≥ " + std::to_string(least) + ", not " + std::to_string(value));
+  return value;
+}
+
+// The table as core/json_reader reads every artune document; its InvalidInput becomes TableError in
+// parse_table, so that nothing but TableError leaves the reader.
+Table read_table_json(std::string_view text, std::string_view source) {
+  const nlohmann::json doc = parse_json_input(text, source);
+  const JsonField root(doc, source);
+  root.expect_object();
+  const std::string schema = root.at("schema").str();
+  if (schema != kSchema) {
+    root.at("schema").fail("must be \"" + std::string(kSchema) + "\", not \"" + schema + "\" (not a decision table)");
   }
-  if (!doc.is_object()) fail(src, "not a decision table (expected a JSON object)");
-  const auto schema = doc.find("schema");
-  if (schema == doc.end() || !schema->is_string() || schema->get<std::string>() != kSchema) {
-    fail(src, "not a decision table (\"schema\" is not \"artune.decision_table\")");
-  }
-  if (unsigned_field(doc, src, "schema_version") != static_cast<std::uint64_t>(kSchemaVersion)) {
-    fail(src + ".schema_version", "not version 1 (this plugin reads version 1)");
+  const std::uint64_t version = root.at("schema_version").unsigned_integer();
+  if (version != static_cast<std::uint64_t>(kSchemaVersion)) {
+    root.at("schema_version")
+        .fail("must be " + std::to_string(kSchemaVersion) + ", not " + std::to_string(version) +
+              " (this plugin reads version " + std::to_string(kSchemaVersion) + ")");
   }
   Table table;
-  const nlohmann::json& topo = field(doc, src, "topology");
-  const std::string topo_where = src + ".topology";
-  table.ranks = static_cast<std::size_t>(unsigned_field(topo, topo_where, "gpus"));
-  table.machines = static_cast<std::size_t>(unsigned_field(topo, topo_where, "machines"));
-  if (table.ranks < 1 || table.machines < 1) fail(topo_where, "gpus and machines must be ≥ 1");
-  const nlohmann::json& ranges = field(doc, src, "ranges");
-  if (!ranges.is_array() || ranges.empty()) fail(src + ".ranges", "must be an array of at least one size range");
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    const std::string where = src + ".ranges[" + std::to_string(i) + "]";
+  const JsonField topo = root.at("topology");
+  table.ranks = static_cast<std::size_t>(at_least(topo.at("gpus"), 1));
+  table.machines = static_cast<std::size_t>(at_least(topo.at("machines"), 1));
+  const JsonField ranges = root.at("ranges");
+  const std::size_t count = ranges.array_size();
+  if (count == 0) ranges.fail("must hold at least one size range, not an empty array");
+  for (std::size_t i = 0; i < count; ++i) {
+    const JsonField range = ranges[i];
     Range r;
-    r.min_bytes = unsigned_field(ranges[i], where, "min_bytes");
-    r.max_bytes = unsigned_field(ranges[i], where, "max_bytes");
-    if (r.max_bytes < r.min_bytes) fail(where, "max_bytes < min_bytes");
+    r.min_bytes = range.at("min_bytes").unsigned_integer();
+    r.max_bytes = range.at("max_bytes").unsigned_integer();
+    if (r.max_bytes < r.min_bytes) {
+      range.at("max_bytes")
+          .fail("must be ≥ min_bytes " + std::to_string(r.min_bytes) + ", not " + std::to_string(r.max_bytes));
+    }
     if (!table.ranges.empty() && r.min_bytes <= table.ranges.back().max_bytes) {
-      fail(where, "ranges must ascend without overlapping");
+      range.at("min_bytes")
+          .fail("must be above the previous range's max_bytes " + std::to_string(table.ranges.back().max_bytes) +
+                ", not " + std::to_string(r.min_bytes) + " (ranges ascend without overlapping)");
     }
-    const nlohmann::json& plan = field(ranges[i], where, "plan");
-    const std::string family = string_field(plan, where + ".plan", "family");
-    r.spec = string_field(plan, where + ".plan", "spec");
+    const JsonField plan = range.at("plan");
+    const std::string family = plan.at("family").str();
+    r.spec = plan.at("spec").str();
     if (family != "nccl") {
-      fail(where + ".plan", "plan '" + r.spec + "' (family " + family +
-                                ") is not one of NCCL's choices (tune with artune autotune --target nccl)");
+      plan.at("family").fail("must be \"nccl\", not \"" + family + "\" (plan '" + r.spec +
+                             "' is not one of NCCL's choices; tune with artune autotune --target nccl)");
     }
-    r.pick = parse_nccl_spec(r.spec, where + ".plan.spec");
+    r.pick = parse_nccl_spec(r.spec, plan.at("spec").where());
     int collective = artuneNcclFuncAllReduce;
-    if (plan.contains("collective")) {
-      const std::string name = string_field(plan, where + ".plan", "collective");
+    if (plan.has("collective")) {
+      const JsonField field = plan.at("collective");
+      const std::string name = field.str();
       collective = -1;
       for (const auto& c : kCollectives) {
         if (c.name == name) collective = c.index;
       }
-      if (collective < 0) {
-        fail(where + ".plan.collective", "'" + name + "' is not allreduce, allgather or reducescatter");
-      }
+      if (collective < 0) field.fail("must be allreduce, allgather or reducescatter, not '" + name + "'");
     }
     if (i == 0) table.collective = collective;
-    if (collective != table.collective) fail(where + ".plan.collective", "differs from the first range's");
+    if (collective != table.collective) plan.at("collective").fail("must be the first range's collective");
     table.ranges.push_back(std::move(r));
   }
   return table;
+}
+
+}  // namespace
+
+Table parse_table(std::string_view text, std::string_view source) {
+  try {
+    return read_table_json(text, source);
+  } catch (const InvalidInput& e) {
+    throw TableError(e.what());
+  }
 }
 
 Table read_table(const std::string& path) {

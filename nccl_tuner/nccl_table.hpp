@@ -4,10 +4,12 @@
 // for, its collective and, per size range, NCCL's algorithm × protocol (and
 // channel count) to run.
 //
-// This reader is the plugin's own (nlohmann-json and the standard library
-// only): the plugin is loaded into programs that never link artune, so it
-// must not pull in the tuner, the simulator or the executor (and with them
-// CUDA, MPI and NCCL itself). It reads the fields of the table schema that
+// This reader is the plugin's own: the plugin is loaded into programs that
+// never link artune, so it must not pull in the tuner, the simulator or the
+// executor (and with them CUDA, MPI and NCCL itself). It compiles in only
+// core's JSON reading (json_input, json_reader), so its messages read as
+// artune's loaders' do ("SOURCE: PATH: must be X, not Y"), and it turns
+// their InvalidInput into TableError (nothing else leaves it). It reads the fields of the table schema that
 // tuner/decision_table.cpp writes ("schema", "schema_version", "topology",
 // "ranges[].min_bytes/max_bytes/plan.family/plan.spec/plan.collective") and
 // ignores the rest.
@@ -63,7 +65,7 @@ inline constexpr std::size_t kMaxTableBytes = std::size_t{64} << 20;
 /// ALGO ∈ ring, tree, nvls, nvlstree, pat, PROTO ∈ ll, ll128, simple and N ∈ 1..64 channels (the grammar of
 /// algorithms/spec.hpp parse_nccl_variant). TableError naming `where` otherwise.
 Pick parse_nccl_spec(std::string_view spec, std::string_view where);
-/// Parses a table's JSON text; TableError "SOURCE: field: reason" on anything malformed, when a range's
+/// Parses a table's JSON text; TableError "SOURCE: PATH: reason" on anything malformed, when a range's
 /// plan is not one of NCCL's own choices (a table tuned over artune's plans), or when its ranges tune
 /// different collectives.
 Table parse_table(std::string_view text, std::string_view source);

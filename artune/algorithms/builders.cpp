@@ -18,6 +18,7 @@
 #include "artune/algorithms/registry.hpp"
 #include "artune/algorithms/verifier.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"
 
 namespace artune {
@@ -43,9 +44,9 @@ std::uint64_t scale_ops(const Setup& s, std::int64_t chunks, std::int64_t count)
 void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops) {
   if (ops <= kMaxPlanOps) return;
   throw InvalidInput(
-      fmt::format("--spec {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
+      fmt::format("{} {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
                   "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)",
-                  token_text(token), ranks(s), ops, kMaxPlanOps));
+                  parameter("spec"), token_text(token), ranks(s), ops, kMaxPlanOps));
 }
 
 // The local ring order: --gpu-perm, or identity; must be a permutation of 0..G−1.
@@ -70,8 +71,8 @@ std::vector<int> local_order(const Setup& s, const AlgToken& token) {
   if (check != id) {
     std::string text;
     for (int x : perm) text += (text.empty() ? "" : ",") + std::to_string(x);
-    throw InvalidInput(
-        fmt::format("--gpu-perm {}: must be a permutation of 0..{} (the participants of each machine)", text, g - 1));
+    throw InvalidInput(fmt::format("{} {}: must be a permutation of 0..{} (the participants of each machine)",
+                                   parameter("gpu_perm"), text, g - 1));
   }
   return perm;
 }
@@ -110,8 +111,8 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
     if (s.nodes.empty()) throw InvalidInput(fmt::format("topology '{}' has no GPUs to take part", topo.name()));
   } else {
     if (options.participants.size() > kMaxPlanRanks) {
-      throw InvalidInput(fmt::format("--participants: {} ranks is more than artune's limit of {} ranks per plan",
-                                     options.participants.size(), kMaxPlanRanks));
+      throw InvalidInput(fmt::format("{}: {} ranks is more than artune's limit of {} ranks per plan",
+                                     parameter("participants"), options.participants.size(), kMaxPlanRanks));
     }
     for (std::size_t i = 0; i < options.participants.size(); ++i) {
       const int node = options.participants[i];
@@ -133,8 +134,8 @@ Setup make_setup(const Topology& topo, const BuildOptions& options) {
   if (s.nodes.size() > kMaxPlanRanks) {
     throw InvalidInput(
         fmt::format("topology '{}': a plan over its {} GPUs would have more than artune's limit of {} "
-                    "ranks per plan (give --participants, or a smaller topology)",
-                    topo.name(), s.nodes.size(), kMaxPlanRanks));
+                    "ranks per plan (give {}, or a smaller topology)",
+                    topo.name(), s.nodes.size(), kMaxPlanRanks, parameter("participants")));
   }
   std::map<int, int> worker_of_machine;
   std::vector<int> machines;
@@ -164,8 +165,8 @@ void validate_gpu_perm(const Setup& s) {
   if (s.options.gpu_perm.empty()) return;
   if (s.per_worker < 0) {
     throw InvalidInput(
-        "--gpu-perm: the machines hold different numbers of participants, so no one local order "
-        "applies to all of them");
+        parameter("gpu_perm") +
+        ": the machines hold different numbers of participants, so no one local order applies to all of them");
   }
   detail::local_order(s, AlgToken{"gpu-perm", -1, ""});
 }
@@ -176,24 +177,25 @@ void validate_gather(const Setup& s) {
   for (std::size_t i = 0; i < s.options.gather.size(); ++i) {
     const int node = s.options.gather[i];
     if (node < 0 || node >= static_cast<int>(nodes.size())) {
-      throw InvalidInput(fmt::format("--gather: topology '{}' has no node {}", s.topo.name(), node));
+      throw InvalidInput(fmt::format("{}: topology '{}' has no node {}", parameter("gather"), s.topo.name(), node));
     }
     const Node& n = nodes[static_cast<std::size_t>(node)];
     if (n.kind != NodeKind::kGpu && n.kind != NodeKind::kCpu) {
-      throw InvalidInput(fmt::format("--gather: {} is a {}, not a GPU or CPU (gather shards hold and reduce data)",
-                                     n.id, to_string(n.kind)));
+      throw InvalidInput(fmt::format("{}: {} is a {}, not a GPU or CPU (gather shards hold and reduce data)",
+                                     parameter("gather"), n.id, to_string(n.kind)));
     }
   }
 }
 
 void check_build_options(const BuildOptions& options) {
-  if (options.count < 1) throw InvalidInput(fmt::format("--count: must be ≥ 1 (got {})", options.count));
+  if (options.count < 1) throw InvalidInput(fmt::format("{}: must be ≥ 1 (got {})", parameter("count"), options.count));
   if (static_cast<std::uint64_t>(options.count) > kMaxMessageBytes) {
-    throw InvalidInput(fmt::format("--count: {} elements per rank is more than artune's limit of {}", options.count,
-                                   kMaxMessageBytes));
+    throw InvalidInput(fmt::format("{}: {} elements per rank is more than artune's limit of {}", parameter("count"),
+                                   options.count, kMaxMessageBytes));
   }
   if (options.segments < 1 || options.segments > kMaxSegments) {
-    throw InvalidInput(fmt::format("--segments: must be between 1 and {} (got {})", kMaxSegments, options.segments));
+    throw InvalidInput(
+        fmt::format("{}: must be between 1 and {} (got {})", parameter("segments"), kMaxSegments, options.segments));
   }
 }
 

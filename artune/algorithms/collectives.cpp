@@ -9,6 +9,7 @@
 #include "artune/algorithms/registry.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -39,7 +40,7 @@ std::vector<std::pair<std::string, std::string>> collective_algorithms(Collectiv
 AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   if (c == Collective::kAllReduce) return parse_spec(text);
   if (c != Collective::kAllGather && c != Collective::kReduceScatter) {
-    throw InvalidInput(fmt::format("--collective: {} is not a plan of its own", to_string(c)));
+    throw InvalidInput(fmt::format("{}: {} is not a plan of its own", parameter("collective"), to_string(c)));
   }
   const std::string shown(text.substr(0, 80));
   // nccl.ALGO[.PROTO][.cN]: the library collective with NCCL's choice forced, as for all-reduce.
@@ -56,9 +57,9 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
     return spec;
   }
   throw InvalidInput(
-      fmt::format("--spec '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
+      fmt::format("{} '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
                   "'#n', ranges or hybrids)",
-                  shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
+                  parameter("spec"), shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
 }
 
 Plan build_collective_plan(const Topology& topo, std::string_view spec, const BuildOptions& options) {

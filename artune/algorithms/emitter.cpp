@@ -7,6 +7,7 @@
 
 #include "artune/algorithms/families.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune::detail {
 
@@ -63,9 +64,9 @@ int Emitter::finish(Op op, std::vector<int> deps) {
   if (plan_.ops.size() >= kMaxPlanOps) {
     // The backstop for families without an up-front estimate (see builders.cpp).
     throw InvalidInput(
-        fmt::format("--spec {}: the plan needs more than {} ops, artune's limit per plan (use fewer "
+        fmt::format("{} {}: the plan needs more than {} ops, artune's limit per plan (use fewer "
                     "participants, subchunks, shards or packs)",
-                    plan_.spec, kMaxPlanOps));
+                    parameter("spec"), plan_.spec, kMaxPlanOps));
   }
   const int id = static_cast<int>(plan_.ops.size());
   std::sort(deps.begin(), deps.end());

@@ -9,6 +9,7 @@
 
 #include "artune/core/error.hpp"
 #include "artune/core/json_reader.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -528,9 +529,9 @@ Plan pipeline(const Plan& plan, int segments) {
   }
   if (total_ops > kMaxPlanOps) {
     throw InvalidInput(
-        fmt::format("--segments {}: plan {} would grow from {} to {} ops, more than artune's limit of "
+        fmt::format("{} {}: plan {} would grow from {} to {} ops, more than artune's limit of "
                     "{} ops per plan (use fewer segments)",
-                    segments, plan.spec, plan.ops.size(), total_ops, kMaxPlanOps));
+                    parameter("segments"), segments, plan.spec, plan.ops.size(), total_ops, kMaxPlanOps));
   }
 
   Plan out;

@@ -122,7 +122,7 @@ std::string_view to_string(Collective c) noexcept;
 std::string_view collective_flag_name(Collective c) noexcept;
 /// Parses --collective (allreduce, allgather, reducescatter; also all_gather, reduce_scatter, all_reduce);
 /// InvalidInput naming `flag` for anything else (broadcast and reduce are not plan kinds).
-Collective parse_collective_kind(std::string_view text, std::string_view flag = "--collective");
+Collective parse_collective_kind(std::string_view text, std::string_view flag = "parameter collective");
 /// nccl-tests' bus-bandwidth factor busbw/algbw of a plan-level collective over `ranks` ranks:
 /// all-reduce 2(n−1)/n, all-gather and reduce-scatter (n−1)/n (algbw counts the whole buffer); 0 for one rank.
 double bus_factor(Collective c, int ranks) noexcept;

@@ -11,6 +11,7 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/families.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -27,7 +28,8 @@ RingPermutations ring_permutations(int workers, int subchunks, const std::vector
   }
   for (int i : gpu_perm) {
     if (i < 0 || i >= gpus) {
-      throw InvalidInput(fmt::format("--gpu-perm: entry {} is not a local GPU index in 0..{}", i, gpus - 1));
+      throw InvalidInput(
+          fmt::format("{}: entry {} is not a local GPU index in 0..{}", parameter("gpu_perm"), i, gpus - 1));
     }
   }
   // TF: max(1, int(num_gpus / num_subchunks)), integer division of positives.

@@ -11,6 +11,7 @@
 
 #include "artune/algorithms/families.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune::detail {
 
@@ -108,7 +109,7 @@ std::vector<int> gather_nodes_or(const Setup& s, std::vector<int> fallback) {
   for (std::size_t i = 0; i < s.options.gather.size(); ++i) {
     const int node = s.options.gather[i];
     if (node < 0 || node >= static_cast<int>(nodes.size())) {
-      throw InvalidInput(fmt::format("--gather: topology '{}' has no node {}", s.topo.name(), node));
+      throw InvalidInput(fmt::format("{}: topology '{}' has no node {}", parameter("gather"), s.topo.name(), node));
     }
   }
   return s.options.gather;
@@ -126,8 +127,8 @@ std::vector<int> cpu_sockets(const Setup& s, const AlgToken& token) {
     return nodes[static_cast<std::size_t>(a)].local_index < nodes[static_cast<std::size_t>(b)].local_index;
   });
   if (cpus.empty()) {
-    throw InvalidInput(fmt::format("{}: topology '{}' has no CPU socket to gather on (give --gather)",
-                                   token_text(token), s.topo.name()));
+    throw InvalidInput(fmt::format("{}: topology '{}' has no CPU socket to gather on (give {})", token_text(token),
+                                   s.topo.name(), parameter("gather")));
   }
   return cpus;
 }
@@ -220,8 +221,8 @@ void shuffle_lower(Emitter& e, const Setup& s, const SpecRange& range, const Upp
   std::vector<int> gather;
   if (!s.options.gather.empty() && range.inter->name != "pscpu" && range.inter->name != "shuffle") {
     if (s.options.gather.size() != s.workers.size()) {
-      throw InvalidInput(fmt::format("--gather: {} needs one gather device per machine ({}), got {}", to_string(range),
-                                     s.workers.size(), s.options.gather.size()));
+      throw InvalidInput(fmt::format("{}: {} needs one gather device per machine ({}), got {}", parameter("gather"),
+                                     to_string(range), s.workers.size(), s.options.gather.size()));
     }
     gather = to_plan_devices(e, gather_nodes_or(s, {}));
   } else {
@@ -273,7 +274,7 @@ const Family shuffle{
                "shuffle reduce gathered on CPU sockets; #N = gather shards",
                {"xring", "pscpu", "rechd"}},
               {"psgpu", "shuffle-gpu", ArgKind::kShards, "shuffle reduce gathered on GPUs; #N = gather shards"},
-              {"shuffle", nullptr, ArgKind::kShards, "shuffle reduce on the --gather devices; #N = gather shards"}},
+              {"shuffle", nullptr, ArgKind::kShards, "shuffle reduce on the gather devices; #N = gather shards"}},
     .emit = detail::emit_shuffle_family,
     .upper = detail::shuffle_upper,
     .lower = detail::shuffle_lower,

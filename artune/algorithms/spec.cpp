@@ -10,6 +10,7 @@
 
 #include "artune/algorithms/registry.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -128,7 +129,7 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   [[noreturn]] void fail(const std::string& reason) const {
-    throw InvalidInput(fmt::format("--spec '{}': {}", quoted(text_), reason));
+    throw InvalidInput(fmt::format("{} '{}': {}", parameter("spec"), quoted(text_), reason));
   }
 
   AlgToken token(std::string_view tok) const {
@@ -272,7 +273,7 @@ std::string limit_text(std::int64_t n) {
 }  // namespace
 
 const SpecRange& AllReduceSpec::pick(std::int64_t count) const {
-  if (ranges.empty()) throw InvalidInput("--spec: empty spec");
+  if (ranges.empty()) throw InvalidInput(parameter("spec") + ": empty spec");
   for (const SpecRange& r : ranges) {
     if (r.limit < 0 || count <= r.limit) return r;
   }

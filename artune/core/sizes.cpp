@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -46,27 +47,28 @@ std::string format_size(std::uint64_t bytes) {
   return fmt::format("{}{}", bytes, kSuffix[i]);
 }
 
-std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double factor) {
-  if (min_bytes == 0) throw InvalidInput("-b/--minbytes: must be > 0");
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double step_factor) {
+  if (min_bytes == 0) throw InvalidInput(parameter("min_bytes") + ": must be > 0");
   if (min_bytes > kMaxMessageBytes) {
-    throw InvalidInput(
-        fmt::format("-b/--minbytes: {} is above artune's limit of {} bytes (1P)", min_bytes, kMaxMessageBytes));
+    throw InvalidInput(fmt::format("{}: {} is above artune's limit of {} bytes (1P)", parameter("min_bytes"), min_bytes,
+                                   kMaxMessageBytes));
   }
   if (max_bytes > kMaxMessageBytes) {
-    throw InvalidInput(
-        fmt::format("-e/--maxbytes: {} is above artune's limit of {} bytes (1P)", max_bytes, kMaxMessageBytes));
+    throw InvalidInput(fmt::format("{}: {} is above artune's limit of {} bytes (1P)", parameter("max_bytes"), max_bytes,
+                                   kMaxMessageBytes));
   }
   if (max_bytes < min_bytes) {
-    throw InvalidInput(fmt::format("-e/--maxbytes: {} is below -b/--minbytes {}", max_bytes, min_bytes));
+    throw InvalidInput(
+        fmt::format("{}: {} is below {} {}", parameter("max_bytes"), max_bytes, parameter("min_bytes"), min_bytes));
   }
-  if (!std::isfinite(factor)) {
-    throw InvalidInput(fmt::format("-f/--stepfactor: must be a finite number > 1 (got {})", factor));
+  if (!std::isfinite(step_factor)) {
+    throw InvalidInput(fmt::format("{}: must be a finite number > 1 (got {})", parameter("step_factor"), step_factor));
   }
-  if (!(factor > 1.0) && min_bytes != max_bytes) throw InvalidInput("-f/--stepfactor: must be > 1");
+  if (!(step_factor > 1.0) && min_bytes != max_bytes) throw InvalidInput(parameter("step_factor") + ": must be > 1");
   std::vector<std::uint64_t> sizes;
-  for (double s = static_cast<double>(min_bytes); s <= static_cast<double>(max_bytes) * (1 + 1e-12); s *= factor) {
+  for (double s = static_cast<double>(min_bytes); s <= static_cast<double>(max_bytes) * (1 + 1e-12); s *= step_factor) {
     sizes.push_back(static_cast<std::uint64_t>(s + 0.5));
-    if (sizes.size() > 4096) throw InvalidInput("-f/--stepfactor: the sweep has more than 4096 sizes");
+    if (sizes.size() > 4096) throw InvalidInput(parameter("step_factor") + ": the sweep has more than 4096 sizes");
     if (min_bytes == max_bytes) break;
   }
   return sizes;

@@ -18,8 +18,8 @@ inline constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 50;
 std::uint64_t parse_size(std::string_view text, std::string_view what);
 /// Formats a byte count compactly ("1K", "64M", "1000").
 std::string format_size(std::uint64_t bytes);
-/// The geometric size sweep min, min·factor, … ≤ max (nccl-tests -b/-e/-f); validates the range
-/// (min ≥ 1, max ≤ kMaxMessageBytes, a finite factor > 1 unless min = max, at most 4096 sizes).
-std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double factor);
+/// The geometric size sweep min, min·step_factor, … ≤ max (nccl-tests -b/-e/-f); validates the range
+/// (min ≥ 1, max ≤ kMaxMessageBytes, a finite step_factor > 1 unless min = max, at most 4096 sizes).
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes, double step_factor);
 
 }  // namespace artune

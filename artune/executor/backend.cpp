@@ -12,6 +12,7 @@
 #include <string>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -27,7 +28,8 @@ void Backend::run_on_streams(std::span<void* const> user, std::span<void* const>
 }
 
 double effective_timeout_s(double seconds) {
-  if (!(seconds > 0)) throw InvalidInput(fmt::format("--timeout: {} must be a number of seconds > 0", seconds));
+  if (!(seconds > 0))
+    throw InvalidInput(fmt::format("{}: {} must be a number of seconds > 0", parameter("timeout_s"), seconds));
   return std::min(seconds, kMaxTimeoutSeconds);
 }
 
@@ -85,10 +87,11 @@ void check_host_memory(double needed, std::int64_t count, DataType type, std::st
   const double available = static_cast<double>(available_host_memory());
   if (needed <= 0.9 * available) return;
   const double message = static_cast<double>(count) * static_cast<double>(element_size(type));
-  throw InvalidInput(fmt::format(
-      "-e/--maxbytes: a {}-byte message ({} {}) needs {} of host buffers ({}), more than the {} this machine "
-      "has available (90% usable); use a smaller size",
-      static_cast<std::uint64_t>(message), count, to_string(type), gib(needed), who, gib(available)));
+  throw InvalidInput(
+      fmt::format("{}: a {}-byte message ({} {}) needs {} of host buffers ({}), more than the {} this machine "
+                  "has available (90% usable); use a smaller size",
+                  parameter("max_bytes"), static_cast<std::uint64_t>(message), count, to_string(type), gib(needed), who,
+                  gib(available)));
 }
 
 BackendKind parse_backend_kind(std::string_view text, std::string_view what) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/cuda/cuda_program.hpp"
 #include "artune/executor/nccl/nccl_program.hpp"
 #include "artune/executor/nccl/nccl_registry.hpp"
@@ -64,7 +65,7 @@ struct CudaLowered {
 CudaLowered lower_cuda(const Plan& plan, const Topology& topo, const LowerOptions& o) {
   CudaLowered out;
   int gpus = o.gpus;
-  if (gpus < 0) throw InvalidInput(fmt::format("--gpus: must be ≥ 1 (got {})", gpus));
+  if (gpus < 0) throw InvalidInput(fmt::format("{}: must be ≥ 1 (got {})", parameter("gpus"), gpus));
   if (gpus == 0) {
     // One GPU per GPU plan device: the highest local GPU index + 1.
     const auto placement = cuda::place_devices(plan, 1 << 20, &topo);

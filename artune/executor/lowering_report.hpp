@@ -18,7 +18,7 @@ class Topology;
 /// The backend whose lowering is shown.
 enum class LowerTarget { kCuda, kNccl };
 /// Parses "cuda" or "nccl"; InvalidInput naming `what` otherwise.
-LowerTarget parse_lower_target(std::string_view text, std::string_view what = "--lower");
+LowerTarget parse_lower_target(std::string_view text, std::string_view what = "parameter lower_target");
 
 /// How to lower.
 struct LowerOptions {

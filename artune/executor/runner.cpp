@@ -12,6 +12,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/verifier.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/verification.hpp"
 
 namespace artune {
@@ -36,13 +37,16 @@ RunRow run_plan(Backend& backend, const Plan& plan, const SweepConfig& config) {
     throw InvalidInput("run: iterations, warm-up and check counts must be ≥ 0");
   }
   if (config.iterations > kMaxIterations) {
-    throw InvalidInput(fmt::format("-n/--iters: {} exceeds the maximum of {}", config.iterations, kMaxIterations));
+    throw InvalidInput(
+        fmt::format("{}: {} exceeds the maximum of {}", parameter("iterations"), config.iterations, kMaxIterations));
   }
   if (config.warmup > kMaxIterations) {
-    throw InvalidInput(fmt::format("-w/--warmup_iters: {} exceeds the maximum of {}", config.warmup, kMaxIterations));
+    throw InvalidInput(
+        fmt::format("{}: {} exceeds the maximum of {}", parameter("warmup"), config.warmup, kMaxIterations));
   }
   if (config.check > kMaxIterations) {
-    throw InvalidInput(fmt::format("-c/--check: {} exceeds the maximum of {}", config.check, kMaxIterations));
+    throw InvalidInput(
+        fmt::format("{}: {} exceeds the maximum of {}", parameter("check"), config.check, kMaxIterations));
   }
   if (config.check > 0) require_verifiable(config.type, config.op, plan.ranks());
   RunRow row;

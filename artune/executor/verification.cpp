@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -200,9 +201,10 @@ void require_verifiable(DataType type, ReduceOp op, int ranks) {
   const int most = max_verifiable_ranks(type, op);
   if (ranks <= most) return;
   throw InvalidInput(fmt::format(
-      "-d/--datatype {} with -o/--op {}: results over {} ranks cannot be checked exactly (at most {} ranks: "
-      "the reduction's partial sums are not exact in {}); use a wider type, or -c 0 to time without checking",
-      to_string(type), to_string(op), ranks, most, to_string(type)));
+      "{} {} with {} {}: results over {} ranks cannot be checked exactly (at most {} ranks: "
+      "the reduction's partial sums are not exact in {}); use a wider type, or {} 0 to time without checking",
+      parameter("datatype"), to_string(type), parameter("op"), to_string(op), ranks, most, to_string(type),
+      parameter("check")));
 }
 
 int avg_tolerance_ulps(DataType type, ReduceOp op) noexcept {

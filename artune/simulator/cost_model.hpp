@@ -116,7 +116,7 @@ struct CostModel {
 };
 
 /// Parses "cuda", "nccl", "cpu", "mpi"; InvalidInput naming `what`.
-BackendProfile parse_backend_profile(std::string_view text, std::string_view what = "--backend");
+BackendProfile parse_backend_profile(std::string_view text, std::string_view what = "parameter backend");
 /// Name of a profile.
 std::string_view to_string(BackendProfile profile) noexcept;
 

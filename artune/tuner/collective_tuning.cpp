@@ -9,6 +9,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/sparse_allreduce.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/simulator/simulator.hpp"
 
 namespace artune {
@@ -56,8 +57,11 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
                              const std::vector<std::string>& gather_specs) {
   const auto& dense_list = dense_specs.empty() ? sparse_dense_specs() : dense_specs;
   const auto& gather_list = gather_specs.empty() ? sparse_gather_specs() : gather_specs;
-  if (rows < 1 || width < 1) throw InvalidInput("--sparse: ROWS and WIDTH must be ≥ 1");
-  if (!(density > 0) || density > 1) throw InvalidInput(fmt::format("--sparse: DENSITY {} is not in (0, 1]", density));
+  if (rows < 1 || width < 1)
+    if (rows < 1) throw InvalidInput(fmt::format("{} {} is not ≥ 1", parameter("rows"), rows));
+  if (width < 1) throw InvalidInput(fmt::format("{} {} is not ≥ 1", parameter("width"), width));
+  if (!(density > 0) || density > 1)
+    throw InvalidInput(fmt::format("{} {} is not in (0, 1]", parameter("density"), density));
   SparseDecision d;
   d.rows = rows;
   d.width = width;
@@ -70,7 +74,8 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
     o.verify = false;
     return simulate(build_plan(topo, spec, o), topo, model, element_size(type)).time_us;
   });
-  if (dense.first.empty()) throw InvalidInput(fmt::format("--sparse: no dense all-reduce builds on {}", topo.name()));
+  if (dense.first.empty())
+    throw InvalidInput(fmt::format("{}: no dense all-reduce builds on {}", parameter("topology"), topo.name()));
   d.dense_spec = dense.first;
   d.dense_us = dense.second;
   auto sparse_at = [&](std::int64_t nnz) {

@@ -21,6 +21,7 @@
 #include "artune/core/output_file.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/tuner/json_fields.hpp"
 
 namespace artune {
@@ -320,9 +321,9 @@ const DecisionTable& select_table(const std::vector<DecisionTable>& tables, Data
     if (t.type == type && t.op == op) return t;
     held.push_back(type_op_text(t));
   }
-  throw InvalidInput(fmt::format("{}: no table for {} {} (it holds {}); re-run artune autotune with -d {} --op {}",
-                                 source, to_string(type), to_string(op), fmt::join(held, ", "), to_string(type),
-                                 to_string(op)));
+  throw InvalidInput(fmt::format("{}: no table for {} {} (it holds {}); tune again with {} {} {} {}", source,
+                                 to_string(type), to_string(op), fmt::join(held, ", "), parameter("datatype"),
+                                 to_string(type), parameter("op"), to_string(op)));
 }
 
 DecisionTable load_decision_table(const std::string& path, const Topology& topo, DataType type, ReduceOp op) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune {
 
@@ -63,8 +64,9 @@ AlphaBetaFit fit_alpha_beta(const std::vector<TimingSample>& samples) {
   // The samples come from timing a backend: flat times are a measurement failure, not bad input.
   if (!(beta > 0)) {
     throw BackendFailure(
-        "fit: the measured time does not grow with the message size, so no bandwidth can be fitted (timer too "
-        "coarse or the backend too noisy; try larger sizes with -b/-e or more --iters)");
+        fmt::format("fit: the measured time does not grow with the message size, so no bandwidth can be fitted "
+                    "(timer too coarse or the backend too noisy; try larger sizes with {}/{} or more {})",
+                    parameter("min_bytes"), parameter("max_bytes"), parameter("iterations")));
   }
   fit.alpha_us = alpha;
   fit.gbps = 1.0 / (beta * 1e3);

@@ -15,6 +15,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/tuner/json_fields.hpp"
 
@@ -147,7 +148,7 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
 }
 
 GradientList load_gradient_list(const std::string& path) {
-  const nlohmann::json doc = parse_json_input(read_input_file(path, "--fusion"), path);
+  const nlohmann::json doc = parse_json_input(read_input_file(path, parameter("gradient_list")), path);
   return gradient_list_from_json(doc, path);
 }
 

@@ -4,6 +4,7 @@
 
 #include "artune_config.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 #if ARTUNE_HAVE_NCCL_BACKEND
 #include "artune/executor/cuda/cuda_backend.hpp"
@@ -14,20 +15,20 @@ namespace artune {
 void check_nccl_measurement(BackendKind backend) {
   if (backend != BackendKind::kNccl) {
     throw InvalidInput(
-        fmt::format("--measure {}: --target nccl measures NCCL's own choices with real NCCL only "
-                    "(--measure nccl, under mpirun with one GPU per rank)",
-                    to_string(backend)));
+        fmt::format("{} {}: {} nccl measures NCCL's own choices with real NCCL only "
+                    "({} nccl, under mpirun with one GPU per rank)",
+                    parameter("measure"), to_string(backend), parameter("target"), parameter("measure")));
   }
 #if ARTUNE_HAVE_NCCL_BACKEND
   if (cuda_device_count() <= 0) {
     throw Unsupported(
-        "--measure nccl: no CUDA device available here; --target nccl alone tunes with NCCL's model "
-        "(predicted), or run it on a GPU machine under mpirun");
+        fmt::format("{} nccl: no CUDA device available here; {} nccl alone tunes with NCCL's model "
+                    "(predicted), or run it on a GPU machine under mpirun",
+                    parameter("measure"), parameter("target")));
   }
 #else
-  throw Unsupported(
-      "--measure nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at "
-      "configure time)");
+  throw Unsupported(parameter("measure") +
+                    " nccl: this build has no nccl backend (NCCL, CUDA and MPI were not all found at configure time)");
 #endif
 }
 
@@ -39,14 +40,15 @@ std::vector<int> nccl_channel_counts(const nccl::Graph& graph, nccl::Algo algo) 
 
 CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptions& options, Collective collective) {
   if (topo.gpus().size() < 2) {
-    throw Unsupported(fmt::format("--target nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", topo.name(),
-                                  topo.gpus().size()));
+    throw Unsupported(fmt::format("{} nccl: '{}' has {} GPU(s); NCCL's choices need at least 2", parameter("target"),
+                                  topo.name(), topo.gpus().size()));
   }
   nccl::Graph graph;
   try {
     graph = nccl::search(topo, topo.gpus());
   } catch (const Error& e) {
-    throw Unsupported(fmt::format("--target nccl: NCCL's model does not apply to '{}': {}", topo.name(), e.what()));
+    throw Unsupported(
+        fmt::format("{} nccl: NCCL's model does not apply to '{}': {}", parameter("target"), topo.name(), e.what()));
   }
   const nccl::CostTable table = nccl::cost_table(graph, collective);
   CandidateSet set;

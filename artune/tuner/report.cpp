@@ -21,6 +21,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/output_file.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/topology/io.hpp"
 
@@ -75,7 +76,7 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::string& cwd,
 }
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
-  write_output_file(path.string(), text, "--report");
+  write_output_file(path.string(), text, parameter("report_dir"));
 }
 
 }  // namespace
@@ -347,7 +348,7 @@ std::string gnuplot_png_terminal() {
 
 void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input) {
   namespace fs = std::filesystem;
-  make_output_folder(dir, "--report");
+  make_output_folder(dir, parameter("report_dir"));
   const fs::path root(dir);
   const DecisionTable& table = result.table;
   const bool measured = !table.measured_backend.empty();

@@ -264,13 +264,14 @@ TEST_CASE("collectives.specs_and_flags") {
   CHECK(parse_collective_kind("reduce_scatter") == Collective::kReduceScatter);
   CHECK(parse_collective_kind("allreduce") == Collective::kAllReduce);
   CHECK_THROWS_WITH_AS(parse_collective_kind("broadcast"),
-                       "--collective: unknown collective 'broadcast' (allreduce, allgather, reducescatter)",
+                       "parameter collective: unknown collective 'broadcast' (allreduce, allgather, reducescatter)",
                        InvalidInput);
   CHECK(parse_collective_spec(Collective::kAllGather, "xring").ranges.front().intra.name == "ring");
-  CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "halving"),
-                       "--spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d; a allgather "
-                       "spec is one name, without '#n', ranges or hybrids)",
-                       InvalidInput);
+  CHECK_THROWS_WITH_AS(
+      parse_collective_spec(Collective::kAllGather, "halving"),
+      "parameter spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d; a allgather "
+      "spec is one name, without '#n', ranges or hybrids)",
+      InvalidInput);
   CHECK_THROWS_AS(parse_collective_spec(Collective::kReduceScatter, "ring#2"), InvalidInput);
   // nccl.ALGO[.PROTO][.cN] forces NCCL's choice of the library collective, as for all-reduce.
   CHECK(parse_collective_spec(Collective::kAllGather, "nccl.ring.ll128.c4").ranges.front().intra ==

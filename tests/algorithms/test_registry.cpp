@@ -69,7 +69,8 @@ TEST_CASE("registry.readable_aliases") {
   CHECK(parse_spec("nccl.ring/ring").ranges[0].inter->name == "xring");
   // An alias takes the token's argument rules.
   CHECK_THROWS_WITH_AS(parse_spec("halving-doubling#2"),
-                       "--spec 'halving-doubling#2': 'halving-doubling#2': rechd takes no #n argument", InvalidInput);
+                       "parameter spec 'halving-doubling#2': 'halving-doubling#2': rechd takes no #n argument",
+                       InvalidInput);
 }
 
 TEST_CASE("registry.aliases_build_the_same_plans") {

@@ -55,7 +55,7 @@ TEST_CASE("ring.tf_permutations") {
   }
   CHECK(ring_permutations(0, 1, {0, 1}).order_by_s.empty());
   CHECK(throws_mentioning([] { ring_permutations(1, 5, {0, 1, 2, 3}); }, {"5 subchunks", "4 GPUs"}));
-  CHECK(throws_mentioning([] { ring_permutations(1, 1, {0, 4}); }, {"--gpu-perm", "4"}));
+  CHECK(throws_mentioning([] { ring_permutations(1, 1, {0, 4}); }, {"parameter gpu_perm", "4"}));
 }
 
 TEST_CASE("ring.chunk_geometry") {
@@ -226,13 +226,13 @@ TEST_CASE("ring.rejections") {
       [] {
         build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2}));
       },
-      {"--gpu-perm", "0..7"}));
+      {"parameter gpu_perm", "0..7"}));
   CHECK(throws_mentioning(
       [] {
         build_plan(topo("dgx1-v100"), "xring", opts(100, ReduceOp::kSum, {0, 1, 2, 3, 4, 5, 6, 6}));
       },
-      {"--gpu-perm"}));
-  CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring", opts(0)); }, {"--count"}));
+      {"parameter gpu_perm"}));
+  CHECK(throws_mentioning([] { build_plan(topo("dgx1-v100"), "xring", opts(0)); }, {"parameter count"}));
 }
 
 TEST_CASE("ring.ops_record_reduce_op") {

@@ -123,5 +123,5 @@ TEST_CASE("shuffle.needs_a_cpu_for_pscpu") {
   CHECK(verify(build_plan(t, "psgpu", opts(10))).ok);
   BuildOptions o = opts(10);
   o.gather = {42};
-  CHECK(throws_mentioning([&] { build_plan(t, "shuffle", o); }, {"--gather", "42"}));
+  CHECK(throws_mentioning([&] { build_plan(t, "shuffle", o); }, {"parameter gather", "42"}));
 }

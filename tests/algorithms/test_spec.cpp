@@ -106,48 +106,48 @@ TEST_CASE("spec.round_trip") {
 
 TEST_CASE("spec.rejections") {
   CHECK(parse_error("nccl/xrng") ==
-        "--spec 'nccl/xrng': unknown algorithm 'xrng' (known: xring, ring, rechd, halving-doubling, pscpu, "
+        "parameter spec 'nccl/xrng': unknown algorithm 'xrng' (known: xring, ring, rechd, halving-doubling, pscpu, "
         "shuffle-cpu, psgpu, shuffle-gpu, shuffle, hiercopy, hierarchical-copy, nccl, mring, multi-ring, tree, "
         "double-binary-tree, 2d, 2d-hierarchical)");
-  CHECK(parse_error("foo#2").find("--spec 'foo#2': unknown algorithm 'foo' (known: ") == 0);
+  CHECK(parse_error("foo#2").find("parameter spec 'foo#2': unknown algorithm 'foo' (known: ") == 0);
   CHECK(parse_error("Xring").find("unknown algorithm 'Xring'") != std::string::npos);
-  CHECK(parse_error("xring#0") == "--spec 'xring#0': 'xring#0': #n must be ≥ 1");
-  CHECK(parse_error("xring#x") == "--spec 'xring#x': 'xring#x': #n must be a positive whole number");
-  CHECK(parse_error("xring#") == "--spec 'xring#': 'xring#': #n must be a positive whole number");
-  CHECK(parse_error("xring#-1") == "--spec 'xring#-1': 'xring#-1': #n must be a positive whole number");
-  CHECK(parse_error("xring#2#3") == "--spec 'xring#2#3': 'xring#2#3': #n must be a positive whole number");
-  CHECK(parse_error("xring#99999999") == "--spec 'xring#99999999': 'xring#99999999': #n must be ≤ 65536");
-  CHECK(parse_error("rechd#2") == "--spec 'rechd#2': 'rechd#2': rechd takes no #n argument");
-  CHECK(parse_error("nccl#2") == "--spec 'nccl#2': 'nccl#2': nccl takes no #n argument");
+  CHECK(parse_error("xring#0") == "parameter spec 'xring#0': 'xring#0': #n must be ≥ 1");
+  CHECK(parse_error("xring#x") == "parameter spec 'xring#x': 'xring#x': #n must be a positive whole number");
+  CHECK(parse_error("xring#") == "parameter spec 'xring#': 'xring#': #n must be a positive whole number");
+  CHECK(parse_error("xring#-1") == "parameter spec 'xring#-1': 'xring#-1': #n must be a positive whole number");
+  CHECK(parse_error("xring#2#3") == "parameter spec 'xring#2#3': 'xring#2#3': #n must be a positive whole number");
+  CHECK(parse_error("xring#99999999") == "parameter spec 'xring#99999999': 'xring#99999999': #n must be ≤ 65536");
+  CHECK(parse_error("rechd#2") == "parameter spec 'rechd#2': 'rechd#2': rechd takes no #n argument");
+  CHECK(parse_error("nccl#2") == "parameter spec 'nccl#2': 'nccl#2': nccl takes no #n argument");
   CHECK(parse_error("tree#2").find("tree takes no #n argument") != std::string::npos);
   CHECK(parse_error("2d#4").find("2d takes no #n argument") != std::string::npos);
-  CHECK(parse_error("#2") == "--spec '#2': '#2': missing algorithm name before '#'");
-  CHECK(parse_error("") == "--spec '': empty spec (e.g. xring, nccl, nccl/xring, pscpu:64K:xring)");
-  CHECK(parse_error(":") == "--spec ':': empty range (expected alg[#n] or alg[#n]/alg[#n])");
+  CHECK(parse_error("#2") == "parameter spec '#2': '#2': missing algorithm name before '#'");
+  CHECK(parse_error("") == "parameter spec '': empty spec (e.g. xring, nccl, nccl/xring, pscpu:64K:xring)");
+  CHECK(parse_error(":") == "parameter spec ':': empty range (expected alg[#n] or alg[#n]/alg[#n])");
   CHECK(parse_error("xring::nccl") ==
-        "--spec 'xring::nccl': empty limit between ':' (expected alg:limit:alg, e.g. xring:64K:nccl)");
-  CHECK(parse_error("xring:64K:") == "--spec 'xring:64K:': empty range (expected alg[#n] or alg[#n]/alg[#n])");
-  CHECK(parse_error(":64K:xring") == "--spec ':64K:xring': empty range (expected alg[#n] or alg[#n]/alg[#n])");
+        "parameter spec 'xring::nccl': empty limit between ':' (expected alg:limit:alg, e.g. xring:64K:nccl)");
+  CHECK(parse_error("xring:64K:") == "parameter spec 'xring:64K:': empty range (expected alg[#n] or alg[#n]/alg[#n])");
+  CHECK(parse_error(":64K:xring") == "parameter spec ':64K:xring': empty range (expected alg[#n] or alg[#n]/alg[#n])");
   CHECK(parse_error("xring:64K") ==
-        "--spec 'xring:64K': limit '64K' has no range after it (the last range must be unlimited)");
+        "parameter spec 'xring:64K': limit '64K' has no range after it (the last range must be unlimited)");
   CHECK(parse_error("nccl:64K:xring:32K:pscpu") ==
-        "--spec 'nccl:64K:xring:32K:pscpu': limit '32K' (32768 elements) must exceed the previous limit (65536 "
+        "parameter spec 'nccl:64K:xring:32K:pscpu': limit '32K' (32768 elements) must exceed the previous limit (65536 "
         "elements)");
   CHECK(parse_error("nccl:64K:xring:64K:pscpu").find("must exceed the previous limit") != std::string::npos);
   CHECK(parse_error("nccl:64X:xring") ==
-        "--spec 'nccl:64X:xring': limit '64X' is not a whole number of elements with optional K/M/G/T suffix");
+        "parameter spec 'nccl:64X:xring': limit '64X' is not a whole number of elements with optional K/M/G/T suffix");
   CHECK(parse_error("nccl:K:xring").find("limit 'K' is not a whole number") != std::string::npos);
   CHECK(parse_error("nccl:-5:xring").find("limit '-5' is not a whole number") != std::string::npos);
-  CHECK(parse_error("nccl:0:xring") == "--spec 'nccl:0:xring': limit '0' must be ≥ 1");
+  CHECK(parse_error("nccl:0:xring") == "parameter spec 'nccl:0:xring': limit '0' must be ≥ 1");
   CHECK(parse_error("nccl:99999999999999T:xring").find("is too large") != std::string::npos);
   CHECK(parse_error("xring/nccl") ==
-        "--spec 'xring/nccl': 'xring/nccl': xring/nccl is not a supported hierarchy (supported: pscpu/xring, "
+        "parameter spec 'xring/nccl': 'xring/nccl': xring/nccl is not a supported hierarchy (supported: pscpu/xring, "
         "pscpu/pscpu, pscpu/rechd, nccl/xring, nccl/rechd, nccl/pscpu, nccl/shuffle)");
   CHECK(parse_error("nccl/nccl").find("nccl/nccl is not a supported hierarchy") != std::string::npos);
   CHECK(parse_error("nccl/xring/pscpu") ==
-        "--spec 'nccl/xring/pscpu': 'nccl/xring/pscpu': at most two levels (intra/inter machine)");
-  CHECK(parse_error("nccl/") == "--spec 'nccl/': 'nccl/': empty level around '/'");
-  CHECK(parse_error("/xring") == "--spec '/xring': '/xring': empty level around '/'");
+        "parameter spec 'nccl/xring/pscpu': 'nccl/xring/pscpu': at most two levels (intra/inter machine)");
+  CHECK(parse_error("nccl/") == "parameter spec 'nccl/': 'nccl/': empty level around '/'");
+  CHECK(parse_error("/xring") == "parameter spec '/xring': '/xring': empty level around '/'");
   CHECK(parse_error("nccl/xrnig#2").find("unknown algorithm 'xrnig'") != std::string::npos);
   CHECK(parse_error("xring ").find("unknown algorithm 'xring '") != std::string::npos);
   CHECK_THROWS_AS(AllReduceSpec{}.pick(1), InvalidInput);

@@ -52,12 +52,13 @@ TEST_CASE("core.size_sweep") {
   CHECK_THROWS_AS(size_sweep(0, 8, 2), InvalidInput);
   CHECK_THROWS_AS(size_sweep(16, 8, 2), InvalidInput);
   CHECK_THROWS_AS(size_sweep(8, 16, 1.0), InvalidInput);
-  // Non-finite factors and sizes beyond the documented limit name their flag.
-  CHECK_THROWS_WITH(size_sweep(8, 16, INFINITY), doctest::Contains("-f/--stepfactor"));
-  CHECK_THROWS_WITH(size_sweep(8, 16, NAN), doctest::Contains("-f/--stepfactor"));
+  // Non-finite factors and sizes beyond the documented limit name their parameter.
+  CHECK_THROWS_WITH(size_sweep(8, 16, INFINITY), doctest::Contains("parameter step_factor"));
+  CHECK_THROWS_WITH(size_sweep(8, 16, NAN), doctest::Contains("parameter step_factor"));
   CHECK(size_sweep(kMaxMessageBytes, kMaxMessageBytes, 2).size() == 1);
-  CHECK_THROWS_WITH(size_sweep(8, kMaxMessageBytes + 1, 2), doctest::Contains("-e/--maxbytes"));
-  CHECK_THROWS_WITH(size_sweep(kMaxMessageBytes * 2, kMaxMessageBytes * 2, 2), doctest::Contains("-b/--minbytes"));
+  CHECK_THROWS_WITH(size_sweep(8, kMaxMessageBytes + 1, 2), doctest::Contains("parameter max_bytes"));
+  CHECK_THROWS_WITH(size_sweep(kMaxMessageBytes * 2, kMaxMessageBytes * 2, 2),
+                    doctest::Contains("parameter min_bytes"));
 }
 
 TEST_CASE("core.read_input_file") {

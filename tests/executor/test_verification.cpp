@@ -268,7 +268,7 @@ TEST_CASE("verification.verifiable_rank_limits") {
       CHECK(wrong_at_limit == 0);
       CHECK(wrong_above > 0);
       CHECK_NOTHROW(require_verifiable(type, op, most));
-      const std::string flags = "-d/--datatype " + std::string(to_string(type));
+      const std::string flags = "parameter datatype " + std::string(to_string(type));
       CHECK_THROWS_WITH_AS(require_verifiable(type, op, most + 1), doctest::Contains(flags.c_str()), InvalidInput);
     }
   }

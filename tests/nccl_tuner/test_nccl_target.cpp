@@ -107,7 +107,7 @@ TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
   CHECK(std::find(h100.begin(), h100.end(), "nccl.nvls.simple") != h100.end());
 
   CHECK_THROWS_WITH_AS(artune::generate_nccl_candidates(artune::load_topology("uniform:1"), {}),
-                       doctest::Contains("--target nccl: 'uniform:1' has 1 GPU(s)"), artune::Unsupported);
+                       doctest::Contains("parameter target nccl: 'uniform:1' has 1 GPU(s)"), artune::Unsupported);
 }
 
 TEST_CASE("nccl_target.search_picks_explicit_pairs") {

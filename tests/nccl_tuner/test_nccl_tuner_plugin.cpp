@@ -298,37 +298,63 @@ TEST_CASE("nccl_tuner.bad_tables_log_once_and_change_nothing") {
   };
   const std::vector<Case> cases = {
       {"missing.json", "", "cannot open"},
-      {"truncated.json", good.substr(0, good.size() / 2), "not JSON"},
-      {"garbage.json", "\x01\x02 not json %s %n", "not JSON"},
-      {"array.json", "[1,2,3]", "not a decision table"},
-      {"schema.json", R"({"schema":"artune.plan","ranges":[]})", "not a decision table"},
+      {"truncated.json", good.substr(0, good.size() / 2), "malformed JSON"},
+      {"garbage.json", "\x01\x02 not json %s %n", ": line 1, column 1: malformed JSON"},
+      {"array.json", "[1,2,3]", ": must be an object, not an array"},
+      {"schema.json", R"({"schema":"artune.plan","ranges":[]})",
+       ": schema: must be \"artune.decision_table\", not \"artune.plan\" (not a decision table)"},
       {"version.json",
        [] {
          auto d = table_json(8, 1, kRanges);
          d["schema_version"] = 2;
          return d.dump();
        }(),
-       "schema_version: not version 1"},
+       ": schema_version: must be 1, not 2 (this plugin reads version 1)"},
+      {"no_gpus.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["topology"].erase("gpus");
+         return d.dump();
+       }(),
+       ": topology.gpus: missing"},
+      {"zero_machines.json", table_json(8, 0, kRanges).dump(), ": topology.machines: must be ≥ 1, not 0"},
       {"no_ranges.json",
        [] {
          auto d = table_json(8, 1, kRanges);
          d["ranges"] = nlohmann::json::array();
          return d.dump();
        }(),
-       "ranges: must be an array"},
+       ": ranges: must hold at least one size range, not an empty array"},
+      {"ranges_object.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["ranges"] = nlohmann::json::object();
+         return d.dump();
+       }(),
+       ": ranges: must be an array, not an object"},
       {"overlap.json", table_json(8, 1, {{8, 4096, "nccl.ring"}, {4096, 8192, "nccl.tree"}}).dump(),
-       "ranges must ascend"},
+       ": ranges[1].min_bytes: must be above the previous range's max_bytes 4096, not 4096"},
+      {"reversed.json", table_json(8, 1, {{4096, 8, "nccl.ring"}}).dump(),
+       ": ranges[0].max_bytes: must be ≥ min_bytes 4096, not 8"},
       {"bad_bytes.json",
        [] {
          auto d = table_json(8, 1, kRanges);
          d["ranges"][1]["min_bytes"] = -5;
          return d.dump();
        }(),
-       "ranges[1].min_bytes: expected an integer"},
+       ": ranges[1].min_bytes: must be a non-negative integer, not -5"},
+      {"string_bytes.json",
+       [] {
+         auto d = table_json(8, 1, kRanges);
+         d["ranges"][0]["max_bytes"] = "4K";
+         return d.dump();
+       }(),
+       ": ranges[0].max_bytes: must be a non-negative integer, not a string"},
       {"artune_plans.json", table_json(8, 1, {{8, 4096, "xring#2"}, {8192, 65536, "nccl.ring"}}).dump(),
-       "is not one of NCCL's choices"},
+       ": ranges[0].plan.family: must be \"nccl\", not \"ring\" (plan 'xring#2' is not one of NCCL's choices"},
       {"bad_algo.json", table_json(8, 1, {{8, 4096, "nccl.collnet.simple"}}).dump(),
-       "is not one of NCCL's algorithm x protocol choices"},
+       ": ranges[0].plan.spec: must be one of NCCL's choices (nccl or nccl.ALGO[.PROTO][.cN]), not "
+       "'nccl.collnet.simple'"},
       {"ranks.json", table_json(16, 2, kRanges).dump(),
        "tuned for 16 GPUs on 2 machine(s), this communicator has 8 ranks on 1 node(s)"},
       {"nodes.json", table_json(8, 2, kRanges).dump(), "tuned for 8 GPUs on 2 machine(s)"},
@@ -560,10 +586,10 @@ TEST_CASE("nccl_tuner.bad_table_lists_log_once_and_change_nothing") {
   };
   const std::vector<Case> cases = {
       {good + ":" + second, second + ": a second all-reduce table in ARTUNE_TUNER_TABLE (one table per collective)"},
-      {gather + ":" + mixed, mixed + ".ranges[1].plan.collective: differs from the first range's"},
+      {gather + ":" + mixed, mixed + ": ranges[1].plan.collective: must be the first range's collective"},
       {good + ":" + broadcast,
-       broadcast + ".ranges[0].plan.collective: 'broadcast' is not allreduce, allgather or reducescatter"},
-      {channels, "plan 'nccl.ring.ll.c65' is not one of NCCL's algorithm x protocol choices"},
+       broadcast + ": ranges[0].plan.collective: must be allreduce, allgather or reducescatter, not 'broadcast'"},
+      {channels, "must be one of NCCL's choices (nccl or nccl.ALGO[.PROTO][.cN]), not 'nccl.ring.ll.c65'"},
       {good + ":" + ranks, ranks + ": tuned for 16 GPUs on 2 machine(s)"},
       {good + ":" + dir.file("missing.json"), "missing.json: cannot open"},
       {":", "ARTUNE_TUNER_TABLE is not set"},

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/test_fault.hpp"
 #include "artune/executor/verification.hpp"
@@ -114,9 +115,9 @@ void* CpuBackend::buffer_data(int device, int buffer) {
 void CpuBackend::check_plan(const Plan& plan, DataType type) const {
   if (plan.devices.size() > static_cast<std::size_t>(kMaxCpuDevices)) {
     throw InvalidInput(
-        fmt::format("-t/--topology: the plan has {} devices; the cpu backend runs one thread per device "
+        fmt::format("{}: the plan has {} devices; the cpu backend runs one thread per device "
                     "and takes at most {} (use a smaller topology or the mpi backend)",
-                    plan.devices.size(), kMaxCpuDevices));
+                    parameter("topology"), plan.devices.size(), kMaxCpuDevices));
   }
   // Refuse before allocating anything: every device's buffers live in this process.
   {

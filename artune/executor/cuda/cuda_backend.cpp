@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
 #include "artune/executor/cuda/cuda_program.hpp"
 #include "artune/executor/cuda/device_io.hpp"
@@ -41,10 +42,10 @@ void cuda::require_free_gpu_memory(int gpu, std::uint64_t needed, std::int64_t c
   if (static_cast<double>(needed) <= 0.95 * static_cast<double>(free)) return;
   const auto gib = [](double b) { return fmt::format("{:.2f} GiB", b / (1024.0 * 1024.0 * 1024.0)); };
   throw InvalidInput(fmt::format(
-      "-e/--maxbytes: a {}-byte message ({} {}) needs {} {}, more than the {} free of {}; "
+      "{}: a {}-byte message ({} {}) needs {} {}, more than the {} free of {}; "
       "use a smaller size",
-      static_cast<std::uint64_t>(count) * element_size(type), count, to_string(type), gib(static_cast<double>(needed)),
-      where, gib(static_cast<double>(free)), gib(static_cast<double>(total))));
+      parameter("max_bytes"), static_cast<std::uint64_t>(count) * element_size(type), count, to_string(type),
+      gib(static_cast<double>(needed)), where, gib(static_cast<double>(free)), gib(static_cast<double>(total))));
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/mpi/mpi_init.hpp"
 #include "artune/executor/mpi/root_notice.hpp"
@@ -386,10 +387,11 @@ void MpiBackend::prepare_local(const Plan& plan, DataType type, ReduceOp op, boo
   if (options_.topology != nullptr) machines = device_machines(plan, *options_.topology);
   if (machine_index_ >= 0 && options_.topology != nullptr &&
       machines[static_cast<std::size_t>(rank_)] != machine_index_) {
-    throw InvalidInput(fmt::format(
-        "mpi backend: this rank declares machine {} (--machine-index / ARTUNE_MACHINE_INDEX) but the topology puts "
-        "its device {} on machine {}",
-        machine_index_, plan.devices[static_cast<std::size_t>(rank_)].name, machines[static_cast<std::size_t>(rank_)]));
+    throw InvalidInput(
+        fmt::format("mpi backend: this rank declares machine {} ({} / ARTUNE_MACHINE_INDEX) but the topology puts "
+                    "its device {} on machine {}",
+                    machine_index_, parameter("machine_index"), plan.devices[static_cast<std::size_t>(rank_)].name,
+                    machines[static_cast<std::size_t>(rank_)]));
   }
   if (static_cast<long long>(plan.ops.size()) > tag_ub_) {
     throw Unsupported(fmt::format("mpi backend: {} ops exceed this MPI's largest tag {}", plan.ops.size(), tag_ub_));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
 #include "artune/executor/cuda/cuda_program.hpp"
 #include "artune/executor/cuda/device_io.hpp"
@@ -189,9 +190,9 @@ class NcclBackend final : public Backend {
       const int declared = declared_machine();
       if (declared >= 0 && options_.topology != nullptr && machines.at(rank_) != declared) {
         throw InvalidInput(
-            fmt::format("nccl backend: this rank declares machine {} (--machine-index / "
+            fmt::format("nccl backend: this rank declares machine {} ({} / "
                         "ARTUNE_MACHINE_INDEX) but the topology puts its device {} on machine {}",
-                        declared, plan.devices[rank_].name, machines[rank_]));
+                        declared, parameter("machine_index"), plan.devices[rank_].name, machines[rank_]));
       }
       host_of = host_processes(plan, machines);
       forced = nccl_forced_choices(plan);
