@@ -40,7 +40,7 @@ Plan build_plan(const Topology& topo, std::string_view spec, const BuildOptions&
 /// the family (Family::max_ops), the ranks and the count, without building anything; 0 when the family has
 /// no such bound (hybrids, other collectives: the emitter's own limit applies while building).
 std::uint64_t estimated_plan_ops(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options);
-/// InvalidInput ("--spec T: the plan over N ranks would hold K ops, more than artune's limit …") when
+/// InvalidInput ("parameter spec T: the plan over N ranks would hold K ops, more than artune's limit …") when
 /// estimated_plan_ops is beyond kMaxPlanOps. build_plan checks it before emitting; a caller that builds a
 /// plan per size checks every size first, so that it refuses before building any.
 void require_plan_fits(const Topology& topo, const AllReduceSpec& spec, const BuildOptions& options);

@@ -33,12 +33,18 @@ void emit_reducescatter_nccl_family(Emitter& e, const Setup& s, const AlgToken& 
   emit_collective_group(e, Collective::kReduceScatter, user_slots(ranks(s)), s.scale_by, token.variant);
 }
 
-// One ring: the launch, then p−1 steps of one block (n/p) over every edge; exact on one uniform machine.
+// Run as one ring (host profiles): the launch, then p−1 steps of one block (n/p) over every edge, exact on
+// one uniform machine. Run as NCCL's model (GPU profiles): the least latency NCCL charges this collective
+// here, then every rank must take in (p−1)/p·n bytes over the links into it, a lower bound.
 ClosedForm nccl_ring_closed_form(const ClosedFormInput& in) {
   if (in.ranks < 2) return {in.group_launch_us, Exactness::kExact};
   const int p = in.ranks;
-  const double t = in.group_launch_us + (p - 1) * (in.group_step_us + in.bytes / p * in.link.beta_us_per_byte);
-  return {t, in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  if (in.library_as_ring && in.token.variant.empty()) {
+    const double t = in.group_launch_us + (p - 1) * (in.group_step_us + in.bytes / p * in.link.beta_us_per_byte);
+    return {t, in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
+  }
+  return {in.library_latency_us + static_cast<double>(p - 1) / p * in.bytes * in.ingress_us_per_byte,
+          Exactness::kLowerBound};
 }
 
 void nccl_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {

@@ -47,7 +47,7 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
   if (text.substr(0, 5) == "nccl.") {
     AllReduceSpec spec;
     spec.ranges.push_back(SpecRange{
-        AlgToken{"nccl", -1, to_string(parse_nccl_variant(text.substr(5), fmt::format("'{}'", shown)))},
+        AlgToken{"nccl", -1, to_string(parse_nccl_variant(text.substr(5), fmt::format("{} '{}'", parameter("spec"), shown)))},
         std::nullopt, -1});
     return spec;
   }

@@ -15,17 +15,17 @@ namespace {
 
 constexpr double kBytesPerUsPerGbps = 1e3;
 
-// The least latency NCCL's model charges an all-reduce over every GPU of `topo` (of the algorithm ×
+// The least latency NCCL's model charges collective `coll` over every GPU of `topo` (of the algorithm ×
 // protocol pairs it offers there, or the ones the token forces), shifted as the simulator shifts it by a
 // calibration's link-kind α; 0 where the model does not apply (machines of different GPU counts).
-double library_latency_us(const Topology& topo, const AlgToken& token, const CostModel& model) {
+double library_latency_us(const Topology& topo, const AlgToken& token, const CostModel& model, Collective coll) {
   nccl::Graph g;
   try {
     g = nccl::search(topo, topo.gpus());
   } catch (const Error&) {
     return 0.0;
   }
-  const nccl::CostTable table = nccl::all_reduce_table(g);
+  const nccl::CostTable table = nccl::cost_table(g, coll);
   const nccl::Forced forced = nccl::parse_variant(token.variant, "closed form");
   const CostModel defaults = CostModel::defaults(model.profile);
   auto shift = [&](LinkKind kind) { return model.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
@@ -37,7 +37,7 @@ double library_latency_us(const Topology& topo, const AlgToken& token, const Cos
       if (forced.algo && static_cast<int>(*forced.algo) != a) continue;
       if (forced.proto && static_cast<int>(*forced.proto) != p) continue;
       const auto algo = static_cast<nccl::Algo>(a);
-      best = std::min(best, nccl::all_reduce_latency_us(g, algo, static_cast<nccl::Proto>(p), adjust));
+      best = std::min(best, nccl::collective_latency_us(g, coll, algo, static_cast<nccl::Proto>(p), adjust));
     }
   }
   return std::isfinite(best) ? std::max(best, 0.0) : 0.0;
@@ -67,7 +67,8 @@ AlphaBetaGamma implied_alpha_beta_gamma(const Topology& topo, const CostModel& m
   return c;
 }
 
-ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model) {
+ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model,
+                                  Collective collective) {
   const std::vector<int> gpus = topo.gpus();
   if (gpus.empty()) throw InvalidInput(fmt::format("closed form: topology '{}' has no GPUs", topo.name()));
   ClosedFormInput in{.topo = topo, .token = token};
@@ -111,7 +112,7 @@ ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, d
   }
   in.group_step_us = model.group_hop_latency_us + step_latency;
   in.library_as_ring = model.profile != BackendProfile::kNccl && model.profile != BackendProfile::kCuda;
-  if (!in.library_as_ring && in.ranks > 1) in.library_latency_us = library_latency_us(topo, token, model);
+  if (!in.library_as_ring && in.ranks > 1) in.library_latency_us = library_latency_us(topo, token, model, collective);
   double ingress = 0;
   for (const Link& l : topo.links()) {
     if (l.dst == gpus.front()) ingress += l.bandwidth_gbps * model.link_for(l.kind).efficiency;
@@ -123,7 +124,7 @@ ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, d
 ClosedForm closed_form_time(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model,
                             Collective collective) {
   const Family& f = family_of(token, collective);
-  return f.closed_form(closed_form_input(topo, token, bytes, model));
+  return f.closed_form(closed_form_input(topo, token, bytes, model, collective));
 }
 
 }  // namespace artune

@@ -24,7 +24,8 @@ AlphaBetaGamma implied_alpha_beta_gamma(const Topology& topo, const CostModel& m
 /// What the family's closed form is given for an all-reduce over every GPU of `topo`: the implied
 /// constants of the fastest GPU pair inside a machine (`link`), across machines (`network`), to a CPU
 /// socket (`host`), the library's ring latencies and the bandwidth into GPU 0.
-ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model);
+ClosedFormInput closed_form_input(const Topology& topo, const AlgToken& token, double bytes, const CostModel& model,
+                                  Collective collective = Collective::kAllReduce);
 
 /// The closed-form time of one spec range (no hybrid: its in-machine token) for `bytes` over every GPU
 /// of `topo` under `model`: the family's α-β-γ formula with the best constants the topology offers, so

@@ -286,7 +286,7 @@ TEST_CASE("collectives.specs_and_flags") {
     CHECK(forced.ops[0].algo == "ring.ll.c2");
   }
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "nccl.ring.ll.c99"),
-                       "--spec 'nccl.ring.ll.c99': NCCL channel count 'c99' is not c1..c64 (e.g. nccl.ring.simple.c8)",
+                       "parameter spec 'nccl.ring.ll.c99': NCCL channel count 'c99' is not c1..c64 (e.g. nccl.ring.simple.c8)",
                        InvalidInput);
   CHECK(collective_algorithms(Collective::kReduceScatter).size() == 4);
   CHECK(bus_factor(Collective::kAllGather, 8) == doctest::Approx(7.0 / 8));

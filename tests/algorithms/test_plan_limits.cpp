@@ -75,7 +75,7 @@ TEST_CASE("plan_limits.refused_before_building") {
   const AllReduceSpec xring = parse_spec("xring");
   const std::string e = error_of([&] { require_plan_fits(big, xring, with_count(1 << 20)); });
   CHECK(e == error_of([&] { build_plan(big, xring, with_count(1 << 20)); }));
-  CHECK(contains(e, "--spec xring: the plan over 1024 ranks would hold 2095104 ops"));
+  CHECK(contains(e, "parameter spec xring: the plan over 1024 ranks would hold 2095104 ops"));
   CHECK(estimated_plan_ops(big, xring, with_count(1 << 20)) == 2095104u);
   require_plan_fits(big, xring, with_count(3));  // few elements: most pieces empty, within the limit
 }

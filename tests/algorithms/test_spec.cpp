@@ -163,7 +163,7 @@ TEST_CASE("spec.nccl_variants_with_channels") {
   CHECK(parse_nccl_variant("", "x") == NcclVariant{});
   CHECK(to_string(NcclVariant{"tree", "ll128", 3}) == "tree.ll128.c3");
   CHECK_THROWS_WITH_AS(parse_spec("nccl.ring.simple.c0"),
-                       "--spec 'nccl.ring.simple.c0': 'nccl.ring.simple.c0': NCCL channel count 'c0' is not c1..c64 "
+                       "parameter spec 'nccl.ring.simple.c0': 'nccl.ring.simple.c0': NCCL channel count 'c0' is not c1..c64 "
                        "(e.g. nccl.ring.simple.c8)",
                        InvalidInput);
   CHECK_THROWS_WITH_AS(parse_nccl_variant("ring.c65", "x"),

@@ -101,7 +101,9 @@ TEST_CASE("collective_sim.registry_closed_forms") {
       }
     }
   }
-  CHECK(exact > 90);
+  // Exact: ring, bruck, rd, halving and one-machine 2d on uniform:p. The nccl families are lower bounds under
+  // the default (GPU) profile, where the simulator runs them through NCCL's model.
+  CHECK(exact > 60);
   CHECK(checked > 250);
 }
 
