@@ -96,15 +96,32 @@ double cpu_per_call(std::vector<Communicator>& comms, std::int64_t count, int ca
   return seconds_since(t0) / calls;
 }
 
-int overhead(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+// The MPI modes' common start: MPI_Init, this rank and the world size, CALLS (argv[2], default 1000) and
+// the elements per rank of BYTES of floats (argv[3], default 4 KiB).
+struct MpiRun {
   int rank = 0;
   int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int calls = argc > 2 ? std::atoi(argv[2]) : 1000;
+  int calls = 1000;
+  std::int64_t count = 1024;
+};
+
+MpiRun start_mpi_run(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MpiRun run;
+  MPI_Comm_rank(MPI_COMM_WORLD, &run.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &run.size);
+  if (argc > 2) run.calls = std::atoi(argv[2]);
   const std::int64_t bytes = argc > 3 ? static_cast<std::int64_t>(parse_size(argv[3], "BYTES")) : 4096;
-  const std::int64_t count = bytes / 4;
+  run.count = bytes / 4;
+  return run;
+}
+
+int overhead(int argc, char** argv) {
+  const MpiRun run = start_mpi_run(argc, argv);
+  const int rank = run.rank;
+  const int size = run.size;
+  const int calls = run.calls;
+  const std::int64_t count = run.count;
   CommOptions o;
   o.topology = fmt::format("uniform:{}", size);
   if (argc > 4) o.spec = argv[4];  // default: tuned in memory
@@ -177,7 +194,7 @@ int overhead(int argc, char** argv) {
     const double m = median(mpi);
     const double c = median(ours);
     std::printf("overhead: %d ranks, %d calls of %lld B float sum (median of 3 rounds, per call)\n", size, calls,
-                static_cast<long long>(bytes));
+                static_cast<long long>(count * 4));
     std::printf("  MPI_Allreduce              %8.2f us\n", m * 1e6);
     std::printf("  MPI_Iallreduce + MPI_Test  %8.2f us  (%.2fx MPI)\n", median(impi) * 1e6, median(impi) / m);
     std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
@@ -191,14 +208,11 @@ int overhead(int argc, char** argv) {
 }
 
 int allgather(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0;
-  int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int calls = argc > 2 ? std::atoi(argv[2]) : 1000;
-  const std::int64_t bytes = argc > 3 ? static_cast<std::int64_t>(parse_size(argv[3], "BYTES")) : 4096;
-  const std::int64_t count = bytes / 4;
+  const MpiRun run = start_mpi_run(argc, argv);
+  const int rank = run.rank;
+  const int size = run.size;
+  const int calls = run.calls;
+  const std::int64_t count = run.count;
   CommOptions o;
   o.topology = fmt::format("uniform:{}", size);
   std::optional<Communicator> holder(Communicator::create_mpi(o));
@@ -237,7 +251,7 @@ int allgather(int argc, char** argv) {
     const double m = median(mpi);
     const double c = median(ours);
     std::printf("allgather: %d ranks, %d calls of %lld B float per rank (median of 3 rounds, per call)%s\n", size,
-                calls, static_cast<long long>(bytes), right ? "" : "  WRONG RESULT");
+                calls, static_cast<long long>(count * 4), right ? "" : "  WRONG RESULT");
     std::printf("  MPI_Allgather              %8.2f us\n", m * 1e6);
     std::printf("  communicator, mpi backend  %8.2f us  (%.2fx MPI)  plan %s\n", c * 1e6, c / m,
                 comm.last_plan().label.c_str());
