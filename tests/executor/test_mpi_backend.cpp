@@ -169,6 +169,26 @@ TEST_CASE("mpi_backend.allgather_reducescatter_families") {
   }
 }
 
+TEST_CASE("mpi_backend.uneven_blocks") {
+  // Per-rank blocks (Plan::blocks; rank 1's is empty): each rank fills and checks its real block.
+  const int ranks = static_cast<int>(topology().gpus().size());
+  BuildOptions options;
+  for (int k = 0; k < ranks; ++k) options.blocks.push_back(k == 1 ? 0 : 2 * k + 1);
+  for (const std::int64_t b : options.blocks) options.count += b;
+  const std::pair<Collective, const char*> cases[] = {{Collective::kAllGather, "ring"},
+                                                      {Collective::kAllGather, "bruck"},
+                                                      {Collective::kAllGather, "rd"},
+                                                      {Collective::kReduceScatter, "ring"},
+                                                      {Collective::kReduceScatter, "halving"}};
+  for (const auto& [c, spec] : cases) {
+    options.collective = c;
+    const Plan plan = build_collective_plan(topology(), spec, options);
+    INFO(topology_name() << " " << collective_flag_name(c) << " " << spec);
+    REQUIRE(plan.blocks == options.blocks);
+    REQUIRE(wrong_after_runs(plan, DataType::kFloat32, ReduceOp::kSum) == 0);
+  }
+}
+
 TEST_CASE("mpi_backend.sparse_allreduce") {
   // Issue 17: IndexedSlices (every float type) all-gathered (every family) and summed, against a dense
   // reference of all ranks.
