@@ -109,7 +109,8 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
 std::vector<SparseDecision> decide_sparse_tensors(const GradientList& list, const Topology& topo,
                                                   const CostModel& model) {
   std::vector<SparseDecision> out;
-  for (const SparseMark& m : list.sparse) out.push_back(decide_sparse(topo, model, m.rows, m.width, m.density, list.type));
+  for (const SparseMark& m : list.sparse)
+    out.push_back(decide_sparse(topo, model, m.rows, m.width, m.density, list.type));
   return out;
 }
 

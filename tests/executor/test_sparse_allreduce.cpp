@@ -39,8 +39,8 @@ TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
           const auto got = sparse_allreduce(backend, topo, spec, inputs);
           REQUIRE(got.size() == static_cast<std::size_t>(p));
           for (int r = 0; r < p; ++r) {
-            INFO("p=" << p << " " << spec << " pattern " << pattern << " width " << width << " "
-                      << to_string(type) << " rank " << r);
+            INFO("p=" << p << " " << spec << " pattern " << pattern << " width " << width << " " << to_string(type)
+                      << " rank " << r);
             CHECK(got[static_cast<std::size_t>(r)] == want);
           }
           if (pattern == 2) CHECK(want.indices == std::vector<std::int64_t>{7});
@@ -54,8 +54,8 @@ TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
 TEST_CASE("sparse_allreduce.duplicates_are_summed") {
   CpuBackend backend(BackendOptions{});
   const Topology topo = load_topology("uniform:3");
-  for (const DataType type : {DataType::kFloat64, DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
-                              DataType::kInt32}) {
+  for (const DataType type :
+       {DataType::kFloat64, DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32}) {
     CAPTURE(to_string(type));
     std::vector<IndexedSlices> in(3);
     in[0] = slices(2, {5, 1, 5}, {1, 2, 10, 20, 100, 200}, type);

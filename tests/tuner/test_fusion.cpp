@@ -199,8 +199,9 @@ TEST_CASE("fusion.bad_sparse_marks_name_the_field") {
     }
     return std::string("no error");
   };
-  CHECK(error_of("3") == "g.json: tensors[0].sparse: must be an object with \"rows\", \"width\" and \"density\" "
-                         "or \"nnz\", not a number");
+  CHECK(error_of("3") ==
+        "g.json: tensors[0].sparse: must be an object with \"rows\", \"width\" and \"density\" "
+        "or \"nnz\", not a number");
   CHECK(error_of(R"({"rows": 0, "width": 6, "nnz": 1})") == "g.json: tensors[0].sparse.rows: must be ≥ 1");
   CHECK(error_of(R"({"rows": 10, "width": 0, "nnz": 1})") == "g.json: tensors[0].sparse.width: must be ≥ 1");
   CHECK(error_of(R"({"rows": 10, "width": 5, "nnz": 1})") ==

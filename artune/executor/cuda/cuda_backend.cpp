@@ -585,7 +585,7 @@ class CudaBackend final : public Backend {
   int ranks_ = 0;
   std::int64_t count_ = 0;
   Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
-  std::vector<std::int64_t> blocks_;                 // the plan's per-rank block sizes (empty: even)
+  std::vector<std::int64_t> blocks_;                // the plan's per-rank block sizes (empty: even)
   std::size_t esize_ = 4;
   std::vector<Placement> placement_;
   Program program_;
