@@ -539,12 +539,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
           best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us, pack_size_text(flat.bytes_per_pack),
           flat.pack_bytes.size(), flat.total_us);
       for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
-        const SparseDecision& d = fr.sparse[i];
-        fmt::print(
-            "# sparse tensor {} ({} rows x {}, density {:g}): {} (dense all-reduce {} {:.2f} us, sparse "
-            "all-gather {} {:.2f} us; sparse wins up to density {:.4g})\n",
-            fr.list.names[fr.list.sparse[i].tensor], d.rows, d.width, d.density, d.sparse ? "sparse" : "dense",
-            d.dense_spec, d.dense_us, d.sparse_spec, d.sparse_us, d.crossover);
+        fmt::print("{}\n", sparse_choice_line(fr.list.names[fr.list.sparse[i].tensor], fr.sparse[i]));
       }
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);

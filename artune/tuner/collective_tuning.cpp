@@ -128,4 +128,12 @@ nlohmann::json sparse_decision_to_json(const SparseDecision& d, DataType type) {
                         {"crossover_density", d.crossover}};
 }
 
+std::string sparse_choice_line(std::string_view name, const SparseDecision& d) {
+  return fmt::format(
+      "# sparse tensor {} ({} rows x {}, density {:g}): {} (dense all-reduce {} {:.2f} us, sparse all-gather {} "
+      "{:.2f} us; sparse wins up to density {:.4g})",
+      name, d.rows, d.width, d.density, d.sparse ? "sparse" : "dense", d.dense_spec, d.dense_us, d.sparse_spec,
+      d.sparse_us, d.crossover);
+}
+
 }  // namespace artune

@@ -59,5 +59,8 @@ std::vector<SparseDecision> decide_sparse_tensors(const GradientList& list, cons
 /// A decision as JSON (rows, width, bytes of the dense table in `type`, density, nnz_per_rank, the two
 /// specs and times, pick "dense"/"sparse", crossover_density).
 nlohmann::json sparse_decision_to_json(const SparseDecision& d, DataType type);
+/// How autotune --fusion prints a marked tensor's choice: "# sparse tensor NAME (ROWS rows x WIDTH, density
+/// D): PICK (dense all-reduce SPEC T us, sparse all-gather SPEC T us; sparse wins up to density C)".
+std::string sparse_choice_line(std::string_view name, const SparseDecision& d);
 
 }  // namespace artune
