@@ -282,19 +282,7 @@ void run_sparse(const AutotuneFlags& f, const Topology& topo, const CostModel& m
     const auto table_rows = static_cast<std::int64_t>(bytes / (es * static_cast<std::uint64_t>(width)));
     if (table_rows >= 1) per_size.push_back(decide_sparse(topo, model, table_rows, width, 1.0 / table_rows, type));
   }
-  auto to_json = [&](const SparseDecision& x) {
-    return nlohmann::json{{"rows", x.rows},
-                          {"width", x.width},
-                          {"bytes", static_cast<std::uint64_t>(x.rows * x.width) * es},
-                          {"density", x.density},
-                          {"nnz_per_rank", x.nnz},
-                          {"dense_spec", x.dense_spec},
-                          {"dense_us", x.dense_us},
-                          {"sparse_spec", x.sparse_spec},
-                          {"sparse_us", x.sparse_us},
-                          {"pick", x.sparse ? "sparse" : "dense"},
-                          {"crossover_density", x.crossover}};
-  };
+  auto to_json = [&](const SparseDecision& x) { return sparse_decision_to_json(x, type); };
   if (f.json) {
     nlohmann::json doc{{"topology", topo.name()}, {"type", to_string(type)}, {"tensor", to_json(d)}};
     doc["crossover"] = nlohmann::json::array();
@@ -466,6 +454,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     const double memory_gbps = so.model.memory_for(NodeKind::kGpu);
     fr.result = tune_fusion(list.bytes(), default_pack_sizes(list.total_elements() * esize), time, memory_gbps,
                             list.backward_times(memory_gbps));
+    fr.sparse = decide_sparse_tensors(list, topo, so.model);
     fr.list = std::move(list);
     fusion.push_back(std::move(fr));
   }
@@ -515,7 +504,15 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     nlohmann::json doc = tables_to_json(tables);
     if (!fusion.empty()) {
       doc["fusion"] = nlohmann::json::array();
-      for (const auto& fr : fusion) doc["fusion"].push_back(fusion_to_json(fr.result, fr.list));
+      for (const auto& fr : fusion) {
+        nlohmann::json one = fusion_to_json(fr.result, fr.list);
+        one["sparse"] = nlohmann::json::array();
+        for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
+          one["sparse"].push_back(sparse_decision_to_json(fr.sparse[i], fr.list.type));
+          one["sparse"].back()["name"] = fr.list.names[fr.list.sparse[i].tensor];
+        }
+        doc["fusion"].push_back(std::move(one));
+      }
     }
     print_json(doc);
   } else {
@@ -541,6 +538,9 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
           fr.list.model, fr.result.tensors, fr.result.total_bytes, pack_size_text(best.bytes_per_pack),
           best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us, pack_size_text(flat.bytes_per_pack),
           flat.pack_bytes.size(), flat.total_us);
+      for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
+        fmt::print("{}\n", sparse_choice_line(fr.list.names[fr.list.sparse[i].tensor], fr.sparse[i]));
+      }
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
     if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include "artune/algorithms/collectives.hpp"
@@ -44,34 +43,19 @@ std::vector<std::int64_t> sparse_first_rows(const Plan& payload, std::int64_t pe
   return out;
 }
 
-IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, const std::vector<std::int64_t>& first_row,
-                               std::int64_t width, const std::int64_t* indices, const double* values) {
-  std::map<std::int64_t, std::vector<double>> rows;
-  for (std::size_t k = 0; k < nnz.size(); ++k) {
-    const std::int64_t base = first_row[k];
-    for (std::int64_t i = 0; i < nnz[k]; ++i) {
-      auto [it, fresh] = rows.try_emplace(indices[base + i], static_cast<std::size_t>(width), 0.0);
-      (void)fresh;
-      const double* row = values + (base + i) * width;
-      for (std::int64_t j = 0; j < width; ++j) it->second[static_cast<std::size_t>(j)] += row[j];
-    }
-  }
-  IndexedSlices out;
-  out.width = width;
-  out.indices.reserve(rows.size());
-  out.values.reserve(rows.size() * static_cast<std::size_t>(width));
-  for (const auto& [index, row] : rows) {
-    out.indices.push_back(index);
-    out.values.insert(out.values.end(), row.begin(), row.end());
-  }
-  return out;
+std::int64_t sparse_type_code(DataType type) {
+  const auto& all = all_data_types();
+  return std::find(all.begin(), all.end(), type) - all.begin();
 }
 
 std::string sparse_input_problem(const IndexedSlices& input) {
   if (input.width < 1) return fmt::format("width {} must be ≥ 1", input.width);
-  if (input.values.size() != input.indices.size() * static_cast<std::size_t>(input.width)) {
-    return fmt::format("{} values for {} indices of width {} (expected {})", input.values.size(), input.indices.size(),
-                       input.width, input.indices.size() * static_cast<std::size_t>(input.width));
+  const std::size_t bytes = element_size(input.type);
+  const std::size_t expected = input.indices.size() * static_cast<std::size_t>(input.width);
+  if (input.values.size() != expected * bytes) {
+    return fmt::format("{} bytes of {} values for {} indices of width {} (expected {} values, {} bytes)",
+                       input.values.size(), to_string(input.type), input.indices.size(), input.width, expected,
+                       expected * bytes);
   }
   for (std::size_t i = 0; i < input.indices.size(); ++i) {
     if (input.indices[i] < 0) return fmt::format("indices[{}] = {} is negative", i, input.indices[i]);

@@ -5,11 +5,12 @@
 // unique indices, summed rows).
 //
 // Three all-gather plans of one spec (collective_algorithms(kAllGather)): the header exchange (per
-// rank its nnz, its row width and whether its input is valid: 3 int64), then the indices (int64)
-// and the rows (float64) as all-gather-v plans whose blocks have each rank's real size (Plan::blocks,
-// so the traffic is the sum of the real sizes; nccl, which has no all-gather-v, pads every block to
-// the largest), then the local combine.
+// rank its nnz, its row width and its value type, or -1 when its input is invalid: 3 int64), then the
+// indices (int64) and the rows (of the value type) as all-gather-v plans whose blocks have each rank's
+// real size (Plan::blocks, so the traffic is the sum of the real sizes; nccl, which has no
+// all-gather-v, pads every block to the largest), then the local combine.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,20 +18,24 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/plan.hpp"
+#include "artune/core/types.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune {
 
-/// A sparse gradient: rows `indices` of a table of rows of `width` values (TF IndexedSlices).
+/// A sparse gradient: rows `indices` of a table of rows of `width` values of `type` (TF IndexedSlices).
 struct IndexedSlices {
   std::int64_t width = 1;             ///< values per row (d)
   std::vector<std::int64_t> indices;  ///< nnz row indices, any order, duplicates allowed
-  std::vector<double> values;         ///< nnz × width, row-major (row i is values[i·width …])
+  DataType type = DataType::kFloat64;  ///< element type of the values (float16/bfloat16: their 16-bit storage)
+  std::vector<std::byte> values;       ///< nnz × width elements of `type`, row-major (row i from element i·width)
   friend bool operator==(const IndexedSlices&, const IndexedSlices&) = default;
 };
 
-/// int64 elements of each rank's header block: nnz, width, valid (1/0).
+/// int64 elements of each rank's header block: nnz, width, value type (sparse_type_code; -1: invalid input).
 inline constexpr std::int64_t kSparseHeader = 3;
+/// A value type's code in the header (its place in all_data_types()).
+std::int64_t sparse_type_code(DataType type);
 
 /// The header all-gather: kSparseHeader int64 per rank (base.collective and base.count are set here).
 Plan sparse_header_plan(const Topology& topo, std::string_view spec, BuildOptions base);
@@ -41,12 +46,8 @@ Plan sparse_payload_plan(const Topology& topo, std::string_view spec, const std:
 /// Where rank k's rows start in a payload plan's buffer (its block's offset / per_row).
 std::vector<std::int64_t> sparse_first_rows(const Plan& payload, std::int64_t per_row);
 
-/// Local sum of gathered slices: rank k's nnz[k] indices at indices[first_row[k] …] and its rows at
-/// values[first_row[k]·width …]; duplicates summed in rank order, then input order; sorted unique result.
-IndexedSlices combine_gathered(const std::vector<std::int64_t>& nnz, const std::vector<std::int64_t>& first_row,
-                               std::int64_t width, const std::int64_t* indices, const double* values);
-/// One line naming what is wrong with a rank's input ("" when valid): values size ≠ nnz·width,
-/// width < 1, or a negative index.
+/// One line naming what is wrong with a rank's input ("" when valid): values size ≠ nnz·width elements
+/// of its type, width < 1, or a negative index.
 std::string sparse_input_problem(const IndexedSlices& input);
 
 }  // namespace artune

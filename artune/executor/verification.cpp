@@ -272,20 +272,20 @@ std::int64_t count_mismatches(const void* data, const void* expected, DataType t
 }
 
 void fill_collective_input(void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
-                           std::int64_t count, int iteration) {
+                           std::int64_t count, int iteration, const std::vector<std::int64_t>& blocks) {
   if (c != Collective::kAllGather) {
     fill_input(data, type, op, ranks, rank, 0, count, iteration);
     return;
   }
   const std::size_t es = element_size(type);
   std::memset(data, 0, static_cast<std::size_t>(count) * es);
-  const auto [off, n] = collective_block(count, ranks, rank);
+  const auto [off, n] = collective_block(count, ranks, rank, blocks);
   fill_input(static_cast<std::byte*>(data) + static_cast<std::size_t>(off) * es, type, op, ranks, rank, off, n,
              iteration);
 }
 
 std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
-                                    std::int64_t count, int iteration) {
+                                    std::int64_t count, int iteration, const std::vector<std::int64_t>& blocks) {
   const std::size_t es = element_size(type);
   const auto* bytes = static_cast<const std::byte*>(data);
   switch (c) {
@@ -293,7 +293,7 @@ std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op
       std::int64_t wrong = 0;
       std::vector<std::byte> want;
       for (int k = 0; k < ranks; ++k) {
-        const auto [off, n] = collective_block(count, ranks, k);
+        const auto [off, n] = collective_block(count, ranks, k, blocks);
         want.resize(static_cast<std::size_t>(n) * es);
         fill_input(want.data(), type, op, ranks, k, off, n, iteration);
         // Exact: an all-gather moves inputs and rounds nothing (sum has no avg tolerance).
@@ -302,7 +302,7 @@ std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op
       return wrong;
     }
     case Collective::kReduceScatter: {
-      const auto [off, n] = collective_block(count, ranks, rank);
+      const auto [off, n] = collective_block(count, ranks, rank, blocks);
       return count_wrong(bytes + static_cast<std::size_t>(off) * es, type, op, ranks, off, n, iteration);
     }
     default: return count_wrong(data, type, op, ranks, 0, count, iteration);

@@ -28,6 +28,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "artune/algorithms/plan.hpp"
 #include "artune/core/types.hpp"
@@ -119,18 +120,19 @@ void require_verifiable(DataType type, ReduceOp op, int ranks);
 
 // ---------------------------------------------------------------------------
 // Plan-level collectives (issue 17). Buffer 0 of every rank holds `count` elements cut into
-// blocks collective_block(count, ranks, k) (see Plan).
+// blocks collective_block(count, ranks, k, blocks) (see Plan: even blocks, or the plan's per-rank
+// sizes `blocks` when it has them).
 
 /// Writes rank `rank`'s buffer 0 before collective `c`: all-reduce and reduce-scatter, the inputs
 /// above over every element; all-gather, the inputs of its own block and 0 elsewhere (no input is
 /// 0, so a block that never arrives is caught).
 void fill_collective_input(void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
-                           std::int64_t count, int iteration);
+                           std::int64_t count, int iteration, const std::vector<std::int64_t>& blocks = {});
 /// Wrong elements of rank `rank`'s buffer 0 after collective `c`: all-reduce, every element against
 /// the reduced result; reduce-scatter, block `rank` only; all-gather, every block k against rank k's
 /// input (exact, no avg tolerance: nothing is reduced).
 std::int64_t count_collective_wrong(const void* data, DataType type, ReduceOp op, Collective c, int ranks, int rank,
-                                    std::int64_t count, int iteration);
+                                    std::int64_t count, int iteration, const std::vector<std::int64_t>& blocks = {});
 
 /// Reads element `index` of a buffer of `type` as a double (tests and diagnostics).
 double load_as_double(const void* data, DataType type, std::int64_t index) noexcept;

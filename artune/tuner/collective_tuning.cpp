@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/sparse_allreduce.hpp"
 #include "artune/core/error.hpp"
@@ -102,6 +104,36 @@ SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::
     d.crossover = static_cast<double>(lo) / static_cast<double>(rows);
   }
   return d;
+}
+
+std::vector<SparseDecision> decide_sparse_tensors(const GradientList& list, const Topology& topo,
+                                                  const CostModel& model) {
+  std::vector<SparseDecision> out;
+  for (const SparseMark& m : list.sparse)
+    out.push_back(decide_sparse(topo, model, m.rows, m.width, m.density, list.type));
+  return out;
+}
+
+nlohmann::json sparse_decision_to_json(const SparseDecision& d, DataType type) {
+  return nlohmann::json{{"rows", d.rows},
+                        {"width", d.width},
+                        {"bytes", static_cast<std::uint64_t>(d.rows * d.width) * element_size(type)},
+                        {"density", d.density},
+                        {"nnz_per_rank", d.nnz},
+                        {"dense_spec", d.dense_spec},
+                        {"dense_us", d.dense_us},
+                        {"sparse_spec", d.sparse_spec},
+                        {"sparse_us", d.sparse_us},
+                        {"pick", d.sparse ? "sparse" : "dense"},
+                        {"crossover_density", d.crossover}};
+}
+
+std::string sparse_choice_line(std::string_view name, const SparseDecision& d) {
+  return fmt::format(
+      "# sparse tensor {} ({} rows x {}, density {:g}): {} (dense all-reduce {} {:.2f} us, sparse all-gather {} "
+      "{:.2f} us; sparse wins up to density {:.4g})",
+      name, d.rows, d.width, d.density, d.sparse ? "sparse" : "dense", d.dense_spec, d.dense_us, d.sparse_spec,
+      d.sparse_us, d.crossover);
 }
 
 }  // namespace artune

@@ -8,10 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "artune/algorithms/plan.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/topology/topology.hpp"
 #include "artune/tuner/candidates.hpp"
+#include "artune/tuner/fusion.hpp"
 
 namespace artune {
 
@@ -48,5 +51,16 @@ const std::vector<std::string>& sparse_gather_specs();
 SparseDecision decide_sparse(const Topology& topo, const CostModel& model, std::int64_t rows, std::int64_t width,
                              double density, DataType type, const std::vector<std::string>& dense_specs = {},
                              const std::vector<std::string>& gather_specs = {});
+
+/// The choice of every tensor `list` marks sparse (GradientList::sparse, in list order), in the list's type.
+std::vector<SparseDecision> decide_sparse_tensors(const GradientList& list, const Topology& topo,
+                                                  const CostModel& model);
+
+/// A decision as JSON (rows, width, bytes of the dense table in `type`, density, nnz_per_rank, the two
+/// specs and times, pick "dense"/"sparse", crossover_density).
+nlohmann::json sparse_decision_to_json(const SparseDecision& d, DataType type);
+/// How autotune --fusion prints a marked tensor's choice: "# sparse tensor NAME (ROWS rows x WIDTH, density
+/// D): PICK (dense all-reduce SPEC T us, sparse all-gather SPEC T us; sparse wins up to density C)".
+std::string sparse_choice_line(std::string_view name, const SparseDecision& d);
 
 }  // namespace artune

@@ -23,6 +23,36 @@ namespace artune {
 
 using tuner_detail::Field;
 
+namespace {
+
+// A tensor's "sparse" mark: rows × width must be its `elements`; "density" in (0, 1] or "nnz" in [1, rows].
+SparseMark read_sparse_mark(const Field& s, std::size_t tensor, std::uint64_t elements) {
+  if (!s.value().is_object()) {
+    s.fail(fmt::format("must be an object with \"rows\", \"width\" and \"density\" or \"nnz\", not {}",
+                       json_reader::describe(s.value())));
+  }
+  const std::uint64_t rows = s.at("rows").unsigned_integer();
+  if (rows == 0) s.at("rows").fail("must be ≥ 1");
+  const std::uint64_t width = s.at("width").unsigned_integer();
+  if (width == 0) s.at("width").fail("must be ≥ 1");
+  if (rows > elements || width != elements / rows || elements % rows != 0) {
+    s.fail(fmt::format("{} rows of {} values are not the tensor's {} elements", rows, width, elements));
+  }
+  SparseMark mark{tensor, static_cast<std::int64_t>(rows), static_cast<std::int64_t>(width), 0.0};
+  if (s.has("density") == s.has("nnz")) s.fail("give one of \"density\" and \"nnz\"");
+  if (s.has("density")) {
+    mark.density = s.at("density").num();
+    if (!(mark.density > 0) || mark.density > 1) s.at("density").fail("must be in (0, 1]");
+  } else {
+    const std::uint64_t nnz = s.at("nnz").unsigned_integer();
+    if (nnz == 0 || nnz > rows) s.at("nnz").fail(fmt::format("must be between 1 and rows ({})", rows));
+    mark.density = static_cast<double>(nnz) / static_cast<double>(rows);
+  }
+  return mark;
+}
+
+}  // namespace
+
 std::vector<std::vector<std::size_t>> group_by_size(const std::vector<std::uint64_t>& tensor_bytes,
                                                     std::uint64_t bytes_per_pack) {
   std::vector<std::vector<std::size_t>> packs;
@@ -126,6 +156,7 @@ GradientList gradient_list_from_json(const nlohmann::json& doc, const std::strin
       t.fail(fmt::format("the tensors up to here add up to more than the {} bytes (1 PiB) artune all-reduces",
                          kMaxMessageBytes));
     }
+    if (!t.value().is_number() && t.has("sparse")) list.sparse.push_back(read_sparse_mark(t.at("sparse"), i, elements));
     list.names.push_back(std::move(name));
     list.elements.push_back(elements);
     if (!t.value().is_number() && t.has("backward_us")) {

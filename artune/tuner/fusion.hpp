@@ -20,6 +20,16 @@ namespace artune {
 std::vector<std::vector<std::size_t>> group_by_size(const std::vector<std::uint64_t>& tensor_bytes,
                                                     std::uint64_t bytes_per_pack);
 
+/// A tensor the list marks sparse (an embedding gradient, "sparse": {"rows", "width", "density" | "nnz"}):
+/// a table of `rows` rows of `width` values (rows · width = the tensor's elements) of which every rank
+/// touches round(density · rows) rows.
+struct SparseMark {
+  std::size_t tensor = 0;  ///< index in the list
+  std::int64_t rows = 0;
+  std::int64_t width = 0;
+  double density = 0;  ///< in (0, 1]; "nnz" N reads as N / rows
+};
+
 /// A model's gradient tensors, in variable order.
 struct GradientList {
   std::string model;   ///< e.g. "resnet50"
@@ -30,6 +40,7 @@ struct GradientList {
   /// Backward compute time per tensor in µs, from the list ("backward_us" on every tensor, or a top-level
   /// "backward_us" total split in proportion to the elements); empty when the list gives none.
   std::vector<double> backward_us;
+  std::vector<SparseMark> sparse;  ///< the tensors marked sparse, in list order
 
   /// Backward time of each tensor's layer (µs): the list's own times, else a bandwidth model in which the
   /// backward step of a layer reads its weights and writes and reads its gradient once (3 · bytes at
@@ -42,7 +53,7 @@ struct GradientList {
 };
 
 /// Reads a gradient list: {"model","type","unit":"elements"|"bytes","tensors":[{"name","shape"}|{"name","elements"}|N,
-/// …]}.
+/// …]}; a tensor object may carry "backward_us" and "sparse" (SparseMark).
 GradientList load_gradient_list(const std::string& path);
 /// Parses a gradient list from JSON; `source` prefixes errors.
 GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source);

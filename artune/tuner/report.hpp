@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/topology/topology.hpp"
+#include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 #include "artune/tuner/search.hpp"
 
@@ -18,6 +19,7 @@ namespace artune {
 struct FusionReport {
   GradientList list;
   FusionResult result;
+  std::vector<SparseDecision> sparse;  ///< the choice of each tensor list.sparse marks, in its order
 };
 
 /// Everything a report shows.

@@ -1,10 +1,11 @@
 // `--collective` and `--sparse` through the built binary (issue 17): plan, simulate, run (the
 // all_gather_perf / reduce_scatter_perf tables with #wrong), autotune tables per collective that
-// run --table runs, and the sparse crossover report.
+// run --table runs, the sparse crossover report and sparse tensors in --fusion lists.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -119,4 +120,33 @@ TEST_CASE("cli_collectives.sparse") {
   r = run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,2"});
   CHECK(r.status == 2);
   CHECK(has(r.err, "--sparse: DENSITY 2 is not in (0, 1]"));
+}
+
+TEST_CASE("cli_collectives.fusion_sparse_tensors") {
+  ScratchFile list;
+  std::ofstream(list.path) << R"({"model": "toy", "type": "float32", "tensors": [
+      {"name": "emb", "shape": [100000, 64], "sparse": {"rows": 100000, "width": 64, "density": 0.001}},
+      {"name": "small_emb", "shape": [1000, 64], "sparse": {"rows": 1000, "width": 64, "nnz": 900}},
+      {"name": "fc", "elements": 4096}]})";
+  CliResult r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K"});
+  REQUIRE(r.status == 0);
+  CHECK(has(r.out, "# sparse tensor emb (100000 rows x 64, density 0.001): sparse (dense all-reduce "));
+  CHECK(has(r.out, "# sparse tensor small_emb (1000 rows x 64, density 0.9): dense (dense all-reduce "));
+  CHECK_FALSE(has(r.out, "sparse tensor fc"));
+  r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--json"});
+  REQUIRE(r.status == 0);
+  const json picks = json::parse(r.out).at("fusion").at(0).at("sparse");
+  REQUIRE(picks.size() == 2);
+  CHECK(picks.at(0).at("name") == "emb");
+  CHECK(picks.at(0).at("pick") == "sparse");
+  CHECK(picks.at(0).at("nnz_per_rank") == 100);
+  CHECK(picks.at(1).at("name") == "small_emb");
+  CHECK(picks.at(1).at("pick") == "dense");
+  // A bad field: one line naming the file and the field, exit 2.
+  std::ofstream(list.path) << R"({"tensors": [{"name": "e", "elements": 60, "sparse": {"rows": 10, "width": 6,
+      "density": 2}}]})";
+  r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, list.path + ": tensors[0].sparse.density: must be in (0, 1]"));
+  CHECK(r.err.find('\n') == r.err.size() - 1);
 }

@@ -1,6 +1,6 @@
 // All-gather and reduce-scatter plans (issue 17) executed on the cpu backend: every family, every
-// element type and reduce op, odd counts, pipelines, with #wrong = 0; planted faults are caught;
-// the runner's row carries nccl-tests' (n−1)/n bus factor.
+// element type and reduce op, odd counts, pipelines, uneven per-rank blocks, with #wrong = 0; planted
+// faults are caught; the runner's row carries nccl-tests' (n−1)/n bus factor.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -150,6 +150,57 @@ TEST_CASE("collectives_exec.check_is_per_block") {
                                count, 0) == 0);
   CHECK(count_collective_wrong(rs.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kReduceScatter, ranks, 0,
                                count, 0) == 4);
+}
+
+TEST_CASE("collectives_exec.uneven_blocks_run_and_are_checked") {
+  // Per-rank blocks (Plan::blocks, empty ones included): inputs are written into, and results checked
+  // against, each rank's real block; a dropped transfer is still caught.
+  CpuBackend backend(BackendOptions{});
+  const Topology topo = load_topology("uniform:5");
+  const std::vector<std::int64_t> blocks = {5, 0, 3, 9, 1};
+  for (const Case& k : kCases) {
+    if (std::string(k.spec) == "nccl") continue;  // NCCL has no all-gather-v / reduce-scatter-v
+    BuildOptions o;
+    o.count = 18;
+    o.collective = k.collective;
+    o.blocks = blocks;
+    const Plan plan = build_collective_plan(topo, k.spec, o);
+    REQUIRE(plan.blocks == blocks);
+    INFO(collective_flag_name(k.collective) << " " << k.spec);
+    for (DataType type : {DataType::kFloat32, DataType::kInt64, DataType::kBFloat16}) {
+      CHECK(wrong_after_runs(backend, plan, type, ReduceOp::kSum) == 0);
+    }
+    Plan broken = plan;
+    for (Op& op : broken.ops) {
+      if (is_transfer(op) && op.dst.count > 0) {
+        op.dst.count = op.src.count = 0;
+        break;
+      }
+    }
+    CHECK(wrong_after_runs(backend, broken, DataType::kInt32, ReduceOp::kSum) > 0);
+  }
+  // Rank 2's all-gather input fills its block [5, 8) alone; the same buffer after a full gather of the
+  // even layout is wrong outside the blocks they share.
+  std::vector<float> buf(18, -1.0f);
+  fill_collective_input(buf.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kAllGather, 5, 2, 18, 0, blocks);
+  for (std::int64_t i = 0; i < 18; ++i) {
+    CAPTURE(i);
+    const float want = i >= 5 && i < 8 ? static_cast<float>(input_value(ReduceOp::kSum, 5, 2, i, 0)) : 0.0f;
+    CHECK(buf[static_cast<std::size_t>(i)] == want);
+  }
+  CHECK(count_collective_wrong(buf.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kAllGather, 5, 2, 18, 0,
+                               blocks) == 15);
+  // Reduce-scatter: rank 3 is judged on its block [8, 17) alone.
+  std::vector<float> rs(18, -1.0f);
+  for (std::int64_t i = 8; i < 17; ++i) {
+    rs[static_cast<std::size_t>(i)] = static_cast<float>(expected_value(ReduceOp::kSum, 5, i, 0));
+  }
+  CHECK(count_collective_wrong(rs.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kReduceScatter, 5, 3, 18, 0,
+                               blocks) == 0);
+  CHECK(count_collective_wrong(rs.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kReduceScatter, 5, 1, 18, 0,
+                               blocks) == 0);  // rank 1's block is empty
+  CHECK(count_collective_wrong(rs.data(), DataType::kFloat32, ReduceOp::kSum, Collective::kReduceScatter, 5, 0, 18, 0,
+                               blocks) == 5);
 }
 
 TEST_CASE("collectives_exec.runner_row_bus_factor") {

@@ -169,19 +169,42 @@ TEST_CASE("mpi_backend.allgather_reducescatter_families") {
   }
 }
 
+TEST_CASE("mpi_backend.uneven_blocks") {
+  // Per-rank blocks (Plan::blocks; rank 1's is empty): each rank fills and checks its real block.
+  const int ranks = static_cast<int>(topology().gpus().size());
+  BuildOptions options;
+  for (int k = 0; k < ranks; ++k) options.blocks.push_back(k == 1 ? 0 : 2 * k + 1);
+  for (const std::int64_t b : options.blocks) options.count += b;
+  const std::pair<Collective, const char*> cases[] = {{Collective::kAllGather, "ring"},
+                                                      {Collective::kAllGather, "bruck"},
+                                                      {Collective::kAllGather, "rd"},
+                                                      {Collective::kReduceScatter, "ring"},
+                                                      {Collective::kReduceScatter, "halving"}};
+  for (const auto& [c, spec] : cases) {
+    options.collective = c;
+    const Plan plan = build_collective_plan(topology(), spec, options);
+    INFO(topology_name() << " " << collective_flag_name(c) << " " << spec);
+    REQUIRE(plan.blocks == options.blocks);
+    REQUIRE(wrong_after_runs(plan, DataType::kFloat32, ReduceOp::kSum) == 0);
+  }
+}
+
 TEST_CASE("mpi_backend.sparse_allreduce") {
-  // Issue 17: IndexedSlices all-gathered (every family) and summed, against a dense reference of all ranks.
+  // Issue 17: IndexedSlices (every float type) all-gathered (every family) and summed, against a dense
+  // reference of all ranks.
   const int ranks = static_cast<int>(topology().gpus().size());
   const int me = mpi().local_ranks().empty() ? 0 : mpi().local_ranks().front();
   for (const char* spec : {"ring", "bruck", "rd", "nccl"}) {
     for (int pattern = 0; pattern < 4; ++pattern) {
-      std::vector<IndexedSlices> all;
-      for (int r = 0; r < ranks; ++r) all.push_back(sparse_input(pattern, r, 40, 3));
-      const auto got = sparse_allreduce(mpi(), topology(), spec, {all[static_cast<std::size_t>(me)]});
-      INFO(topology_name() << " " << spec << " pattern " << pattern << " rank " << me);
-      REQUIRE(got.size() == 1);
-      const bool same = got.front() == dense_reference(all, 40, 3);
-      REQUIRE(mpi().all_sum(same ? 0 : 1) == 0);
+      for (const DataType type : {DataType::kFloat64, DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+        std::vector<IndexedSlices> all;
+        for (int r = 0; r < ranks; ++r) all.push_back(sparse_input(pattern, r, 40, 3, type));
+        const auto got = sparse_allreduce(mpi(), topology(), spec, {all[static_cast<std::size_t>(me)]});
+        INFO(topology_name() << " " << spec << " pattern " << pattern << " " << to_string(type) << " rank " << me);
+        REQUIRE(got.size() == 1);
+        const bool same = got.front() == dense_reference(all, 40, 3);
+        REQUIRE(mpi().all_sum(same ? 0 : 1) == 0);
+      }
     }
   }
 }

@@ -1,6 +1,7 @@
 // Sparse all-reduce of IndexedSlices on the cpu backend (issue 17): every all-gather family, rank
-// counts 2…8, against a dense reference; duplicates within and across ranks, empty ranks, every
-// rank on one row, all empty; bad inputs refused naming the rank.
+// counts 2…8, values in float64, float32, float16 and bfloat16, against a dense reference; duplicates
+// within and across ranks, empty ranks, every rank on one row, all empty; float16 sums rounded in
+// float16; bad inputs (and mixed widths or value types) refused naming the rank.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -14,6 +15,15 @@
 using namespace artune;
 using namespace artune::test;
 
+namespace {
+// Row widths × value types of the reference test (every float type at width 3, float64 at 1 too).
+const std::vector<std::pair<std::int64_t, DataType>> kWidthsAndTypes = {{1, DataType::kFloat64},
+                                                                        {3, DataType::kFloat64},
+                                                                        {3, DataType::kFloat32},
+                                                                        {3, DataType::kFloat16},
+                                                                        {3, DataType::kBFloat16}};
+}  // namespace
+
 TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
   CpuBackend backend(BackendOptions{});
   const std::int64_t rows = 40;
@@ -21,14 +31,16 @@ TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
     const Topology topo = load_topology(fmt::format("uniform:{}", p));
     for (const char* spec : {"ring", "bruck", "rd", "nccl"}) {
       for (int pattern = 0; pattern < 4; ++pattern) {
-        for (std::int64_t width : {1, 3}) {
+        for (const auto& [width, type] : kWidthsAndTypes) {
           std::vector<IndexedSlices> inputs;
-          for (int r = 0; r < p; ++r) inputs.push_back(sparse_input(pattern, r, rows, width));
+          for (int r = 0; r < p; ++r) inputs.push_back(sparse_input(pattern, r, rows, width, type));
           const IndexedSlices want = dense_reference(inputs, rows, width);
+          CHECK(want.type == type);
           const auto got = sparse_allreduce(backend, topo, spec, inputs);
           REQUIRE(got.size() == static_cast<std::size_t>(p));
           for (int r = 0; r < p; ++r) {
-            INFO("p=" << p << " " << spec << " pattern " << pattern << " width " << width << " rank " << r);
+            INFO("p=" << p << " " << spec << " pattern " << pattern << " width " << width << " " << to_string(type)
+                      << " rank " << r);
             CHECK(got[static_cast<std::size_t>(r)] == want);
           }
           if (pattern == 2) CHECK(want.indices == std::vector<std::int64_t>{7});
@@ -42,28 +54,54 @@ TEST_CASE("sparse_allreduce.cpu_matches_dense_reference") {
 TEST_CASE("sparse_allreduce.duplicates_are_summed") {
   CpuBackend backend(BackendOptions{});
   const Topology topo = load_topology("uniform:3");
-  std::vector<IndexedSlices> in(3);
-  in[0] = {2, {5, 1, 5}, {1, 2, 10, 20, 100, 200}};
-  in[1] = {2, {}, {}};
-  in[2] = {2, {1, 9}, {3, 4, 5, 6}};
-  const IndexedSlices want{2, {1, 5, 9}, {13, 24, 101, 202, 5, 6}};
-  for (const auto& got : sparse_allreduce(backend, topo, "bruck", in)) CHECK(got == want);
+  for (const DataType type :
+       {DataType::kFloat64, DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16, DataType::kInt32}) {
+    CAPTURE(to_string(type));
+    std::vector<IndexedSlices> in(3);
+    in[0] = slices(2, {5, 1, 5}, {1, 2, 10, 20, 100, 200}, type);
+    in[1] = slices(2, {}, {}, type);
+    in[2] = slices(2, {1, 9}, {3, 4, 5, 6}, type);
+    const IndexedSlices want = slices(2, {1, 5, 9}, {13, 24, 101, 202, 5, 6}, type);
+    CHECK(want.values.size() == 6 * element_size(type));
+    for (const auto& got : sparse_allreduce(backend, topo, "bruck", in)) CHECK(got == want);
+  }
+}
+
+TEST_CASE("sparse_allreduce.sums_round_in_the_value_type") {
+  // 1 + 2^-11 is not a float16 (11 significand bits): each float16 addition rounds, in rank order.
+  CpuBackend backend(BackendOptions{});
+  const Topology topo = load_topology("uniform:2");
+  const double tiny = 1.0 / 2048;
+  const std::vector<IndexedSlices> in = {slices(1, {0}, {1.0}, DataType::kFloat16),
+                                         slices(1, {0}, {tiny}, DataType::kFloat16)};
+  const IndexedSlices want = slices(1, {0}, {1.0}, DataType::kFloat16);  // ties to even: 1 + 2^-11 → 1
+  for (const auto& got : sparse_allreduce(backend, topo, "ring", in)) CHECK(got == want);
+  const std::vector<IndexedSlices> wide = {slices(1, {0}, {1.0}, DataType::kFloat32),
+                                           slices(1, {0}, {tiny}, DataType::kFloat32)};
+  for (const auto& got : sparse_allreduce(backend, topo, "ring", wide)) {
+    CHECK(got == slices(1, {0}, {1.0 + tiny}, DataType::kFloat32));
+  }
 }
 
 TEST_CASE("sparse_allreduce.bad_inputs_name_the_rank") {
   CpuBackend backend(BackendOptions{});
   const Topology topo = load_topology("uniform:2");
   std::vector<IndexedSlices> in(2);
-  in[0] = {1, {0}, {1}};
-  in[1] = {1, {-3}, {1}};
+  in[0] = slices(1, {0}, {1});
+  in[1] = slices(1, {-3}, {1});
   CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
                        "sparse all-reduce: rank 1: indices[0] = -3 is negative", InvalidInput);
-  in[1] = {2, {3}, {1, 2}};
+  in[1] = slices(2, {3}, {1, 2});
   CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
                        "sparse all-reduce: rank 1 has rows of width 2 but rank 0 of width 1", InvalidInput);
-  in[1] = {1, {3}, {1, 2}};
+  in[1] = slices(1, {3}, {1, 2});
+  CHECK_THROWS_WITH_AS(
+      sparse_allreduce(backend, topo, "ring", in),
+      "sparse all-reduce: rank 1: 16 bytes of double values for 1 indices of width 1 (expected 1 values, 8 bytes)",
+      InvalidInput);
+  in[1] = slices(1, {3}, {2}, DataType::kFloat32);
   CHECK_THROWS_WITH_AS(sparse_allreduce(backend, topo, "ring", in),
-                       "sparse all-reduce: rank 1: 2 values for 1 indices of width 1 (expected 1)", InvalidInput);
+                       "sparse all-reduce: rank 1 has float values but rank 0 double", InvalidInput);
   CHECK_THROWS_AS(sparse_allreduce(backend, topo, "ring", {in[0]}), InvalidInput);
   CHECK_THROWS_AS(sparse_allreduce(backend, topo, "halving", {in[0], in[0]}), InvalidInput);
 }

@@ -1,5 +1,5 @@
 // Tensor fusion: TF group_by_size semantics, pack-size choice with a known
-// optimum, and the shipped gradient lists.
+// optimum, the shipped gradient lists, and sparse tensor marks with their dense/sparse choice.
 
 #include <doctest/doctest.h>
 
@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/core/error.hpp"
+#include "artune/simulator/cost_model.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 
 using namespace artune;
@@ -148,4 +151,72 @@ TEST_CASE("fusion.backward_times_from_the_list") {
   const nlohmann::json negative = {{"backward_us", -1.0}, {"tensors", {10}}};
   CHECK_THROWS_WITH_AS(gradient_list_from_json(negative, "x.json"), doctest::Contains("x.json: backward_us"),
                        InvalidInput);
+}
+
+TEST_CASE("fusion.sparse_marks_and_their_choice") {
+  const nlohmann::json doc = nlohmann::json::parse(R"({"type": "float32", "tensors": [
+      {"name": "emb", "shape": [100000, 64], "sparse": {"rows": 100000, "width": 64, "density": 0.001}},
+      {"name": "fc", "elements": 4096},
+      {"name": "small_emb", "elements": 64000, "sparse": {"rows": 1000, "width": 64, "nnz": 900}}]})");
+  const GradientList list = gradient_list_from_json(doc, "g.json");
+  REQUIRE(list.sparse.size() == 2);
+  CHECK(list.sparse[0].tensor == 0);
+  CHECK(list.sparse[0].rows == 100000);
+  CHECK(list.sparse[0].width == 64);
+  CHECK(list.sparse[0].density == 0.001);
+  CHECK(list.sparse[1].tensor == 2);
+  CHECK(list.sparse[1].density == 0.9);
+  // One decision per mark, each the --sparse decision of its table; a table touched at 0.1 % of its rows
+  // goes sparse, one touched at 90 % stays dense.
+  const Topology topo = load_topology("uniform:8");
+  const CostModel model = CostModel::defaults();
+  const std::vector<SparseDecision> picks = decide_sparse_tensors(list, topo, model);
+  REQUIRE(picks.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const SparseMark& m = list.sparse[i];
+    const SparseDecision want = decide_sparse(topo, model, m.rows, m.width, m.density, DataType::kFloat32);
+    CHECK(picks[i].nnz == want.nnz);
+    CHECK(picks[i].dense_us == want.dense_us);
+    CHECK(picks[i].sparse_us == want.sparse_us);
+    CHECK(picks[i].sparse == want.sparse);
+  }
+  CHECK(picks[0].nnz == 100);
+  CHECK(picks[0].sparse);
+  CHECK(picks[1].nnz == 900);
+  CHECK_FALSE(picks[1].sparse);
+  const nlohmann::json j = sparse_decision_to_json(picks[0], DataType::kFloat32);
+  CHECK(j.at("bytes") == 100000 * 64 * 4);
+  CHECK(j.at("pick") == "sparse");
+}
+
+TEST_CASE("fusion.bad_sparse_marks_name_the_field") {
+  const auto error_of = [](const std::string& sparse) {
+    const auto doc = nlohmann::json::parse(R"({"tensors": [{"name": "a", "elements": 60, "sparse": )" + sparse + "}]}");
+    try {
+      gradient_list_from_json(doc, "g.json");
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("3") ==
+        "g.json: tensors[0].sparse: must be an object with \"rows\", \"width\" and \"density\" "
+        "or \"nnz\", not a number");
+  CHECK(error_of(R"({"rows": 0, "width": 6, "nnz": 1})") == "g.json: tensors[0].sparse.rows: must be ≥ 1");
+  CHECK(error_of(R"({"rows": 10, "width": 0, "nnz": 1})") == "g.json: tensors[0].sparse.width: must be ≥ 1");
+  CHECK(error_of(R"({"rows": 10, "width": 5, "nnz": 1})") ==
+        "g.json: tensors[0].sparse: 10 rows of 5 values are not the tensor's 60 elements");
+  CHECK(error_of(R"({"rows": 7, "width": 8, "nnz": 1})") ==
+        "g.json: tensors[0].sparse: 7 rows of 8 values are not the tensor's 60 elements");
+  CHECK(error_of(R"({"rows": 10, "width": 6})") == "g.json: tensors[0].sparse: give one of \"density\" and \"nnz\"");
+  CHECK(error_of(R"({"rows": 10, "width": 6, "nnz": 1, "density": 0.1})") ==
+        "g.json: tensors[0].sparse: give one of \"density\" and \"nnz\"");
+  CHECK(error_of(R"({"rows": 10, "width": 6, "density": 0})") ==
+        "g.json: tensors[0].sparse.density: must be in (0, 1]");
+  CHECK(error_of(R"({"rows": 10, "width": 6, "density": 1.5})") ==
+        "g.json: tensors[0].sparse.density: must be in (0, 1]");
+  CHECK(error_of(R"({"rows": 10, "width": 6, "nnz": 11})") ==
+        "g.json: tensors[0].sparse.nnz: must be between 1 and rows (10)");
+  CHECK(error_of(R"({"width": 6, "nnz": 1})").find("tensors[0].sparse") != std::string::npos);
+  CHECK(error_of(R"({"rows": 10, "width": 6, "nnz": 10})") == "no error");
 }

@@ -488,7 +488,7 @@ void CpuBackend::fill_inputs(int iteration) {
   if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
     parallel_for(ranks, plan_.count * ranks, [&](int r) {
       fill_collective_input(buffers_[static_cast<std::size_t>(r)][0].data, type_, op_, plan_.collective, ranks, r,
-                            plan_.count, iteration);
+                            plan_.count, iteration, plan_.blocks);
     });
     return;
   }
@@ -512,8 +512,9 @@ std::int64_t CpuBackend::count_wrong(int iteration) {
   if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
     std::vector<std::int64_t> wrong(static_cast<std::size_t>(ranks), 0);
     parallel_for(ranks, count * ranks, [&](int r) {
-      wrong[static_cast<std::size_t>(r)] = count_collective_wrong(buffers_[static_cast<std::size_t>(r)][0].data, type_,
-                                                                  op_, plan_.collective, ranks, r, count, iteration);
+      wrong[static_cast<std::size_t>(r)] =
+          count_collective_wrong(buffers_[static_cast<std::size_t>(r)][0].data, type_, op_, plan_.collective, ranks, r,
+                                 count, iteration, plan_.blocks);
     });
     std::int64_t total = 0;
     for (std::int64_t w : wrong) total += w;

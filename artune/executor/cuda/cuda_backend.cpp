@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
     ranks_ = plan.ranks();
     count_ = plan.count;
     collective_ = plan.collective;
+    blocks_ = plan.blocks;
     esize_ = element_size(type);
     const int n = static_cast<int>(plan.devices.size());
 
@@ -522,7 +523,7 @@ class CudaBackend final : public Backend {
     return gpu_or_host(r.device);
   }
 
-  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get(), collective_}; }
+  DeviceIo io() const { return DeviceIo{type_, op_, ranks_, count_, host_io_.get(), collective_, blocks_}; }
 
   // Every local participant's buffer 0 and the GPU it is on (its stream's GPU for host memory).
   std::vector<RankBuffer> rank_buffers() const {
@@ -584,6 +585,7 @@ class CudaBackend final : public Backend {
   int ranks_ = 0;
   std::int64_t count_ = 0;
   Collective collective_ = Collective::kAllReduce;  // all-gather/reduce-scatter: per-rank fill and check
+  std::vector<std::int64_t> blocks_;                // the plan's per-rank block sizes (empty: even)
   std::size_t esize_ = 4;
   std::vector<Placement> placement_;
   Program program_;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "artune/core/types.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
@@ -30,12 +31,13 @@ struct DeviceIo {
   std::int64_t count = 0;
   void* host = nullptr;  ///< pinned staging of count elements
   Collective collective = Collective::kAllReduce;
+  std::vector<std::int64_t> blocks = {};  ///< the plan's per-rank block sizes (empty: even blocks)
 
   /// Writes the inputs of `iteration` into every buffer.
   void fill(std::span<const RankBuffer> buffers, int iteration) const {
     const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
     for (const RankBuffer& b : buffers) {
-      fill_collective_input(host, type, op, collective, ranks, b.rank, count, iteration);
+      fill_collective_input(host, type, op, collective, ranks, b.rank, count, iteration, blocks);
       copy(b.data, host, bytes, b.gpu);
     }
   }
@@ -46,7 +48,7 @@ struct DeviceIo {
     std::int64_t n = 0;
     for (const RankBuffer& b : buffers) {
       copy(host, b.data, bytes, b.gpu);
-      n += count_collective_wrong(host, type, op, collective, ranks, b.rank, count, iteration);
+      n += count_collective_wrong(host, type, op, collective, ranks, b.rank, count, iteration, blocks);
     }
     return n;
   }

@@ -179,7 +179,8 @@ class MpiBackend final : public Backend {
   void fill_inputs(int iteration) override {
     require_prepared("fill_inputs");
     if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
-      fill_collective_input(rank_buffer0(), type_, op_, plan_.collective, plan_.ranks(), rank_, plan_.count, iteration);
+      fill_collective_input(rank_buffer0(), type_, op_, plan_.collective, plan_.ranks(), rank_, plan_.count, iteration,
+                            plan_.blocks);
       return;
     }
     fill_input(rank_buffer0(), type_, op_, plan_.ranks(), rank_, 0, plan_.count, iteration);
@@ -191,7 +192,7 @@ class MpiBackend final : public Backend {
     require_prepared("count_wrong");
     if (plan_.collective != Collective::kAllReduce) {  // all-gather, reduce-scatter (issue 17)
       return count_collective_wrong(rank_buffer0(), type_, op_, plan_.collective, plan_.ranks(), rank_, plan_.count,
-                                    iteration);
+                                    iteration, plan_.blocks);
     }
     std::vector<std::byte> expected(static_cast<std::size_t>(std::max<std::int64_t>(plan_.count, 1)) * elem_);
     fill_expected(expected.data(), type_, op_, plan_.ranks(), 0, plan_.count, iteration);
