@@ -105,6 +105,13 @@ struct MpiRun {
   std::int64_t count = 1024;
 };
 
+// The slowest rank's `local` (every rank calls it).
+double slowest(double local) {
+  double worst = 0;
+  MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
 MpiRun start_mpi_run(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MpiRun run;
@@ -128,11 +135,6 @@ int overhead(int argc, char** argv) {
   std::optional<Communicator> holder(Communicator::create_mpi(o));
   Communicator& comm = *holder;
   std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
-  auto slowest = [&](double local) {
-    double worst = 0;
-    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
-  };
   auto mpi_round = [&] {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Clock::now();
@@ -219,11 +221,6 @@ int allgather(int argc, char** argv) {
   Communicator& comm = *holder;
   std::vector<float> send(static_cast<std::size_t>(count), static_cast<float>(rank));
   std::vector<float> recv(static_cast<std::size_t>(count * size));
-  auto slowest = [&](double local) {
-    double worst = 0;
-    MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
-  };
   auto mpi_round = [&] {
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = Clock::now();
