@@ -102,6 +102,60 @@ TEST_CASE("cli_collectives.autotune_table_then_run") {
   CHECK(has(r.err, "--collective: reducescatter but the table"));
 }
 
+TEST_CASE("cli_collectives.hybrids") {
+  // nccl/bruck, nccl/halving, …: the library inside machines, a point-to-point family across them.
+  CliResult r =
+      run_artune({"plan", "-t", "uniform:3x2", "--collective", "allgather", "-s", "nccl/bruck", "--count", "13"});
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "9 x all_gather over 2 devices"));
+  CHECK(has(r.out, "every rank ends with every rank's block, in rank order"));
+  r = run_artune({"run",
+                  "-t",
+                  "uniform:3x2",
+                  "--collective",
+                  "reducescatter",
+                  "-s",
+                  "nccl/halving",
+                  "--backend",
+                  "cpu",
+                  "-b",
+                  "1K",
+                  "-e",
+                  "4K",
+                  "-n",
+                  "1",
+                  "-w",
+                  "0",
+                  "-o",
+                  "avg",
+                  "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(json::parse(r.out).at("wrong") == 0);
+  r = run_artune(
+      {"simulate", "-t", "2xdgx1-v100", "--collective", "allgather", "-s", "nccl/rd", "-b", "1M", "-e", "1M"});
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "spec nccl/rd"));
+  r = run_artune({"plan", "-t", "uniform:2x2", "--collective", "reducescatter", "-s", "nccl/bruck"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--spec 'nccl/bruck': unknown reducescatter algorithm 'bruck'"));
+  r = run_artune({"plan", "-t", "uniform:2x2", "--collective", "allgather", "-s", "ring/ring"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--spec 'ring/ring': ring/ring is not a supported allgather hierarchy"));
+  // autotune on two DGX-1s tries the hybrids and picks one at 64 MiB; run --table runs it.
+  ScratchFile table;
+  r = run_artune({"autotune", "-t", "2xdgx1-v100", "--collective", "allgather", "-b", "64M", "-e", "64M", "--out",
+                  table.path, "-q"});
+  REQUIRE(r.status == 0);
+  std::ifstream in(table.path);
+  const json doc = json::parse(in);
+  const json& plan = doc.at("ranges").at(0).at("plan");
+  CHECK(plan.at("family") == "hybrid");
+  CHECK(plan.at("spec") == "nccl/ring");
+  r = run_artune({"run", "--table", table.path, "--backend", "cpu", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"});
+  REQUIRE(r.status == 0);
+  CHECK(has(r.out, "Out of bounds values : 0 OK"));
+}
+
 TEST_CASE("cli_collectives.sparse") {
   CliResult r =
       run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,0.01", "-b", "64M", "-e", "256M", "--json"});
