@@ -187,6 +187,7 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(has(r.out, "# sparse tensor emb (100000 rows x 64, density 0.001): sparse (dense all-reduce "));
   CHECK(has(r.out, "# sparse tensor small_emb (1000 rows x 64, density 0.9): dense (dense all-reduce "));
   CHECK_FALSE(has(r.out, "sparse tensor fc"));
+  CHECK(has(r.out, "# fusion toy: 1 sparse tensors outside the packs (272384 of 25872384 bytes packed): "));
   r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--json"});
   REQUIRE(r.status == 0);
   const json picks = json::parse(r.out).at("fusion").at(0).at("sparse");
@@ -196,6 +197,20 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(picks.at(0).at("nnz_per_rank") == 100);
   CHECK(picks.at(1).at("name") == "small_emb");
   CHECK(picks.at(1).at("pick") == "dense");
+  // emb, picked sparse, leaves the packs: its time is its sparse all-reduce's, in every pack size's totals.
+  const json fusion = json::parse(r.out).at("fusion").at(0);
+  CHECK(fusion.at("total_bytes") == (100000 * 64 + 1000 * 64 + 4096) * 4);
+  CHECK(fusion.at("packed_bytes") == (1000 * 64 + 4096) * 4);
+  REQUIRE(fusion.at("separate").size() == 1);
+  CHECK(fusion.at("separate").at(0).at("name") == "emb");
+  CHECK(fusion.at("separate").at(0).at("bytes") == 100000 * 64 * 4);
+  const double sparse_us = picks.at(0).at("sparse_us").get<double>();
+  CHECK(fusion.at("separate").at(0).at("us").get<double>() == sparse_us);
+  for (const json& option : fusion.at("options")) {
+    CHECK(option.at("separate_us").get<double>() == sparse_us);
+    CHECK(option.at("total_us").get<double>() ==
+          doctest::Approx(option.at("allreduce_us").get<double>() + option.at("packing_us").get<double>() + sparse_us));
+  }
   // A bad field: one line naming the file and the field, exit 2.
   std::ofstream(list.path) << R"({"tensors": [{"name": "e", "elements": 60, "sparse": {"rows": 10, "width": 6,
       "density": 2}}]})";
