@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -188,6 +190,18 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(has(r.out, "# sparse tensor small_emb (1000 rows x 64, density 0.9): dense (dense all-reduce "));
   CHECK_FALSE(has(r.out, "sparse tensor fc"));
   CHECK(has(r.out, "# fusion toy: 1 sparse tensors outside the packs (272384 of 25872384 bytes packed): "));
+  {
+    const std::string dir = list.path + "_report";
+    r = run_artune(
+        {"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--report", dir, "-q"});
+    CHECK(r.status == 0);
+    std::ifstream md(dir + "/REPORT.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    CHECK(
+        has(text, "Outside the packs, each as its own sparse all-reduce (all-gather of its indices and rows): emb ("));
+    CHECK(has(text, "the packs hold the other 272384 bytes"));
+    std::filesystem::remove_all(dir);
+  }
   r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--json"});
   REQUIRE(r.status == 0);
   const json picks = json::parse(r.out).at("fusion").at(0).at("sparse");
