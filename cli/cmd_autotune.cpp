@@ -551,10 +551,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
       }
       if (!fr.result.separate.empty()) {
         fmt::print(
-            "# fusion {}: {} sparse tensors outside the packs ({} of {} bytes packed): {:.0f} us of sparse all-reduce "
-            "+ {:.0f} us of packed all-reduce + {:.0f} us of packing = {:.0f} us without overlap\n",
-            fr.list.model, fr.result.separate.size(), fr.result.packed_bytes, fr.result.total_bytes, best.separate_us,
-            best.allreduce_us, best.packing_us, best.total_us);
+            "# fusion {}: {} sparse tensors outside the packs ({} of {} bytes packed); at pack size {}: {:.0f} us of "
+            "sparse all-reduce + {:.0f} us of packed all-reduce + {:.0f} us of packing = {:.0f} us without overlap\n",
+            fr.list.model, fr.result.separate.size(), fr.result.packed_bytes, fr.result.total_bytes,
+            pack_size_text(best.bytes_per_pack), best.separate_us, best.allreduce_us, best.packing_us, best.total_us);
       }
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);

@@ -189,7 +189,9 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(has(r.out, "# sparse tensor emb (100000 rows x 64, density 0.001): sparse (dense all-reduce "));
   CHECK(has(r.out, "# sparse tensor small_emb (1000 rows x 64, density 0.9): dense (dense all-reduce "));
   CHECK_FALSE(has(r.out, "sparse tensor fc"));
-  CHECK(has(r.out, "# fusion toy: 1 sparse tensors outside the packs (272384 of 25872384 bytes packed): "));
+  CHECK(has(
+      r.out,
+      "# fusion toy: 1 sparse tensors outside the packs (272384 of 25872384 bytes packed); at pack size per tensor: "));
   {
     const std::string dir = list.path + "_report";
     r = run_artune(
