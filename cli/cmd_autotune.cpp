@@ -592,9 +592,11 @@ void add_autotune_command(CLI::App& app) {
                  "ROWS,WIDTH,DENSITY: an embedding gradient touching DENSITY of ROWS rows of WIDTH values per rank; "
                  "pick dense all-reduce or sparse all-gather from simulated times and print the crossover density "
                  "per size of the -b/-e sweep");
-  at->add_option("--collective", flags->collective,
-                 "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d) or reducescatter (ring, "
-                 "halving, nccl, 2d); run --table then runs that collective")
+  at->add_option(
+        "--collective", flags->collective,
+        "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d; on clusters the hybrids "
+        "nccl/ring, nccl/bruck, nccl/rd) or reducescatter (ring, halving, nccl, 2d; nccl/ring, nccl/halving); run "
+        "--table then runs that collective")
       ->capture_default_str();
   at->add_option("--measure", flags->measure,
                  "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl; with --target nccl: "
