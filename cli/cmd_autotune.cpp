@@ -452,9 +452,17 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     };
     FusionReport fr;
     const double memory_gbps = so.model.memory_for(NodeKind::kGpu);
-    fr.result = tune_fusion(list.bytes(), default_pack_sizes(list.total_elements() * esize), time, memory_gbps,
-                            list.backward_times(memory_gbps));
+    // The tensors picked sparse leave the packs: each is its own sparse all-reduce (issue 17).
     fr.sparse = decide_sparse_tensors(list, topo, so.model);
+    std::vector<SeparateTensor> separate;
+    std::uint64_t packed_elements = list.total_elements();
+    for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
+      if (!fr.sparse[i].sparse) continue;
+      separate.push_back({list.sparse[i].tensor, fr.sparse[i].sparse_us});
+      packed_elements -= list.elements[list.sparse[i].tensor];
+    }
+    fr.result = tune_fusion(list.bytes(), default_pack_sizes(packed_elements * esize), time, memory_gbps,
+                            list.backward_times(memory_gbps), separate);
     fr.list = std::move(list);
     fusion.push_back(std::move(fr));
   }
@@ -541,6 +549,13 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
       for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
         fmt::print("{}\n", sparse_choice_line(fr.list.names[fr.list.sparse[i].tensor], fr.sparse[i]));
       }
+      if (!fr.result.separate.empty()) {
+        fmt::print(
+            "# fusion {}: {} sparse tensors outside the packs ({} of {} bytes packed); at pack size {}: {:.0f} us of "
+            "sparse all-reduce + {:.0f} us of packed all-reduce + {:.0f} us of packing = {:.0f} us without overlap\n",
+            fr.list.model, fr.result.separate.size(), fr.result.packed_bytes, fr.result.total_bytes,
+            pack_size_text(best.bytes_per_pack), best.separate_us, best.allreduce_us, best.packing_us, best.total_us);
+      }
     }
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
     if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);
@@ -577,9 +592,11 @@ void add_autotune_command(CLI::App& app) {
                  "ROWS,WIDTH,DENSITY: an embedding gradient touching DENSITY of ROWS rows of WIDTH values per rank; "
                  "pick dense all-reduce or sparse all-gather from simulated times and print the crossover density "
                  "per size of the -b/-e sweep");
-  at->add_option("--collective", flags->collective,
-                 "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d) or reducescatter (ring, "
-                 "halving, nccl, 2d); run --table then runs that collective")
+  at->add_option(
+        "--collective", flags->collective,
+        "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d; on clusters the hybrids "
+        "nccl/ring, nccl/bruck, nccl/rd) or reducescatter (ring, halving, nccl, 2d; nccl/ring, nccl/halving); run "
+        "--table then runs that collective")
       ->capture_default_str();
   at->add_option("--measure", flags->measure,
                  "run the top candidates per size for real on this backend (cpu, mpi, cuda, nccl; with --target nccl: "

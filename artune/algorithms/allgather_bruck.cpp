@@ -13,53 +13,50 @@ namespace artune::detail {
 
 namespace {
 
-// Copies the cyclic run of `len` blocks starting at `first` from one slot to another (≤ 2 ops).
-void copy_cyclic(Emitter& e, const Slot& from, const Slot& to, int n, int first, int len) {
+// Copies the blocks of the cyclic run of `len` members starting at `first` from one slot to another.
+void copy_cyclic(Emitter& e, const Members& m, const Slot& from, const Slot& to, int first, int len) {
+  const int n = m.size();
   const int end = first + len;
-  const int a_last = std::min(end, n);
-  e.copy(blocks_at(e, from, first, a_last), blocks_at(e, to, first, a_last));
-  if (end > n) e.copy(blocks_at(e, from, 0, end - n), blocks_at(e, to, 0, end - n));
+  move_blocks(e, m, from, to, first, std::min(end, n));
+  if (end > n) move_blocks(e, m, from, to, 0, end - n);
 }
 
 }  // namespace
 
-void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots) {
-  const int n = static_cast<int>(slots.size());
-  // After step k rank r holds blocks r … r + 2^(k+1) − 1 (mod n).
+void emit_allgather_bruck(Emitter& e, const Members& members) {
+  const int n = members.size();
+  // After step k member r holds the blocks of members r … r + 2^(k+1) − 1 (mod n).
   for (int dist = 1; dist < n; dist *= 2) {
     const int len = std::min(dist, n - dist);
     for (int r = 0; r < n; ++r) {
       const int src = (r + dist) % n;
-      copy_cyclic(e, slots[static_cast<std::size_t>(src)], slots[static_cast<std::size_t>(r)], n, src, len);
+      copy_cyclic(e, members, members.slots[static_cast<std::size_t>(src)], members.slots[static_cast<std::size_t>(r)],
+                  src, len);
     }
   }
 }
 
-void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots) {
-  const int n = static_cast<int>(slots.size());
+void emit_allgather_rd(Emitter& e, const Members& members) {
+  const int n = members.size();
   if (n < 2) return;
   const int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
-  const int extra = n - m;  // rank m+i folds onto rank i
-  auto slot = [&](int r) -> const Slot& { return slots[static_cast<std::size_t>(r)]; };
-  for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(e, slot(m + i), m + i, m + i + 1), blocks_at(e, slot(i), m + i, m + i + 1));
-  }
-  // Core rank i holds the blocks of an aligned group of `dist` cores: cores c0 … c0+dist−1 and the
+  const int extra = n - m;  // member m+i folds onto member i
+  auto slot = [&](int r) -> const Slot& { return members.slots[static_cast<std::size_t>(r)]; };
+  for (int i = 0; i < extra; ++i) move_blocks(e, members, slot(m + i), slot(i), m + i, m + i + 1);
+  // Core member i holds the blocks of an aligned group of `dist` cores: cores c0 … c0+dist−1 and the
   // extra blocks m+c of those below `extra`; the partner i ^ dist sends its group's.
   for (int dist = 1; dist < m; dist *= 2) {
     for (int i = 0; i < m; ++i) {
       const int j = i ^ dist;
       const int c0 = j & ~(dist - 1);
-      e.copy(blocks_at(e, slot(j), c0, c0 + dist), blocks_at(e, slot(i), c0, c0 + dist));
+      move_blocks(e, members, slot(j), slot(i), c0, c0 + dist);
       const int x_end = std::min(c0 + dist, extra);
-      if (c0 < x_end) {
-        e.copy(blocks_at(e, slot(j), m + c0, m + x_end), blocks_at(e, slot(i), m + c0, m + x_end));
-      }
+      if (c0 < x_end) move_blocks(e, members, slot(j), slot(i), m + c0, m + x_end);
     }
   }
   for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(e, slot(i), 0, m + i), blocks_at(e, slot(m + i), 0, m + i));
-    e.copy(blocks_at(e, slot(i), m + i + 1, n), blocks_at(e, slot(m + i), m + i + 1, n));
+    move_blocks(e, members, slot(i), slot(m + i), 0, m + i);
+    move_blocks(e, members, slot(i), slot(m + i), m + i + 1, n);
   }
 }
 
@@ -69,11 +66,11 @@ namespace artune::detail {
 namespace {
 
 void emit_allgather_bruck_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_allgather_bruck(e, user_slots(ranks(s)));
+  emit_allgather_bruck(e, all_ranks(ranks(s)));
 }
 
 void emit_allgather_rd_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_allgather_rd(e, user_slots(ranks(s)));
+  emit_allgather_rd(e, all_ranks(ranks(s)));
 }
 
 bool power_of_two(int p) { return p > 0 && (p & (p - 1)) == 0; }
@@ -110,6 +107,7 @@ const Family allgather_bruck{
     .specs = {{"bruck", nullptr, ArgKind::kNone,
                "Bruck all-gather: ceil(lg n) steps for any n, blocks copied to their places"}},
     .emit = detail::emit_allgather_bruck_family,
+    .across = detail::emit_allgather_bruck,
     .closed_form = detail::allgather_bruck_closed_form,
     .candidates = detail::bruck_candidates,
     .tuner_position = 20,
@@ -121,6 +119,7 @@ const Family allgather_rd{
     .specs = {{"rd", "recursive-doubling", ArgKind::kNone,
                "recursive-doubling all-gather: lg n exchanges; a non-power-of-two n folds its extra ranks first"}},
     .emit = detail::emit_allgather_rd_family,
+    .across = detail::emit_allgather_rd,
     .closed_form = detail::allgather_rd_closed_form,
     .candidates = detail::rd_candidates,
     .tuner_position = 30,

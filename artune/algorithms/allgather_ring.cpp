@@ -90,6 +90,20 @@ ClosedForm reducescatter_ring_closed_form(const ClosedFormInput& in) {
           in.machines == 1 ? Exactness::kExact : Exactness::kLowerBound};
 }
 
+// Across machines in a hybrid: the ring over the column's members, in machine order.
+void ring_over_members(Emitter& e, const Members& m, bool reduce) {
+  std::vector<int> order;
+  std::vector<std::vector<int>> sets;
+  for (int i = 0; i < m.size(); ++i) {
+    order.push_back(i);
+    sets.push_back({m.blocks[static_cast<std::size_t>(i)]});
+  }
+  ring_over_sets(e, m.slots, order, sets, reduce);
+}
+
+void allgather_ring_across(Emitter& e, const Members& m) { ring_over_members(e, m, false); }
+void reducescatter_ring_across(Emitter& e, const Members& m) { ring_over_members(e, m, true); }
+
 void ring_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   collective_ring_candidates("ring", ctx, out);
 }
@@ -104,6 +118,7 @@ const Family allgather_ring{
     .readable = "ring",
     .specs = {{"ring", "xring", ArgKind::kNone, "ring all-gather: n-1 steps, (n-1)/n of the buffer over each link"}},
     .emit = detail::emit_allgather_ring_family,
+    .across = detail::allgather_ring_across,
     .closed_form = detail::allgather_ring_closed_form,
     .candidates = detail::ring_candidates,
     .tuner_position = 10,
@@ -114,6 +129,7 @@ const Family reducescatter_ring{
     .readable = "ring",
     .specs = {{"ring", "xring", ArgKind::kNone, "ring reduce-scatter: n-1 steps of reduce into the next rank"}},
     .emit = detail::emit_reducescatter_ring_family,
+    .across = detail::reducescatter_ring_across,
     .closed_form = detail::reducescatter_ring_closed_form,
     .candidates = detail::ring_candidates,
     .tuner_position = 10,

@@ -257,14 +257,27 @@ Plan build_plan(const Topology& topo, const AllReduceSpec& spec, const BuildOpti
   if (range.inter && s.workers.size() > 1) {
     const Family& intra = family_of(range.intra, options.collective);
     const Family& inter = family_of(*range.inter, options.collective);
-    if (inter.upper == nullptr) {
-      throw InvalidInput(fmt::format("{}: cannot run across machines in a hybrid", to_string(range)));
+    if (options.collective != Collective::kAllReduce) {
+      // All-gather and reduce-scatter hybrids (issue 17): the in-machine level around one across-machines
+      // collective per local GPU.
+      if (inter.across == nullptr) {
+        throw InvalidInput(fmt::format("{}: cannot run across machines in a hybrid", to_string(range)));
+      }
+      if (intra.inside == nullptr) {
+        throw InvalidInput(fmt::format("{}: {} cannot be the in-machine level of a hybrid", to_string(range),
+                                       detail::token_text(range.intra)));
+      }
+      intra.inside(e, s, range, inter.across);
+    } else {
+      if (inter.upper == nullptr) {
+        throw InvalidInput(fmt::format("{}: cannot run across machines in a hybrid", to_string(range)));
+      }
+      if (intra.lower == nullptr) {
+        throw InvalidInput(fmt::format("{}: {} cannot be the in-machine level of a hybrid", to_string(range),
+                                       detail::token_text(range.intra)));
+      }
+      intra.lower(e, s, range, inter.upper(e, s, range));
     }
-    if (intra.lower == nullptr) {
-      throw InvalidInput(fmt::format("{}: {} cannot be the in-machine level of a hybrid", to_string(range),
-                                     detail::token_text(range.intra)));
-    }
-    intra.lower(e, s, range, inter.upper(e, s, range));
   } else {
     // One machine: a hybrid is its in-machine algorithm alone (TF's _reduce_non_singleton).
     family_of(range.intra, options.collective).emit(e, s, range.intra);

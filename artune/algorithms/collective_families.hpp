@@ -21,6 +21,39 @@ inline Location blocks_at(Emitter& e, const Slot& slot, int first, int last) {
   return at(slot, lo, off + cnt - lo);
 }
 
+/// The ranks a point-to-point family runs over: member i is slots[i] and owns the plan's block blocks[i]
+/// (a flat plan: rank k, block k; the across-machines level of a hybrid: GPU l of every machine, whose
+/// blocks m·g + l lie g blocks apart). Runs of members are moved as runs of adjacent plan blocks.
+struct Members {
+  std::vector<Slot> slots;
+  std::vector<int> blocks;
+  int size() const { return static_cast<int>(slots.size()); }
+};
+
+/// Every rank of a flat plan: member k is rank k's user buffer, owning block k.
+inline Members all_ranks(int ranks) {
+  Members m{user_slots(ranks), {}};
+  for (int k = 0; k < ranks; ++k) m.blocks.push_back(k);
+  return m;
+}
+
+/// Copies (reduce: reduces) the blocks of members [first, last) from slot `from` to slot `to`, one op per
+/// run of adjacent plan blocks (one op for a flat plan's run; one per block for a hybrid's column).
+inline void move_blocks(Emitter& e, const Members& m, const Slot& from, const Slot& to, int first, int last,
+                        bool reduce = false) {
+  for (int i = first; i < last;) {
+    int j = i + 1;
+    while (j < last && m.blocks[static_cast<std::size_t>(j)] == m.blocks[static_cast<std::size_t>(j - 1)] + 1) ++j;
+    const int lo = m.blocks[static_cast<std::size_t>(i)], hi = m.blocks[static_cast<std::size_t>(j - 1)] + 1;
+    if (reduce) {
+      e.reduce(blocks_at(e, from, lo, hi), blocks_at(e, to, lo, hi));
+    } else {
+      e.copy(blocks_at(e, from, lo, hi), blocks_at(e, to, lo, hi));
+    }
+    i = j;
+  }
+}
+
 /// Reduce-scatter's avg: each rank scales the block it owns (nothing unless scale_by is set).
 inline void scale_owned_blocks(Emitter& e, const std::vector<Slot>& slots, int scale_by) {
   if (scale_by == kNoScale) return;
@@ -32,20 +65,20 @@ inline void scale_owned_blocks(Emitter& e, const std::vector<Slot>& slots, int s
 /// Ring all-gather along `order` (every rank once): n−1 steps, in step s the member at position i copies
 /// the block of the member at i−s to the member at i+1.
 void emit_allgather_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order);
-/// Bruck all-gather, any n: in step k rank r copies the min(2^k, n−2^k) blocks it holds from
-/// rank r + 2^k (blocks r+2^k …), ⌈lg n⌉ steps, straight into their final places.
-void emit_allgather_bruck(Emitter& e, const std::vector<Slot>& slots);
-/// Recursive-doubling all-gather: pairs at distance 1, 2, 4 … exchange everything they hold; for a
-/// non-power-of-two n the last r = n − 2^⌊lg n⌋ ranks first give their block to ranks 0..r−1 and
-/// get the whole result back at the end.
-void emit_allgather_rd(Emitter& e, const std::vector<Slot>& slots);
+/// Bruck all-gather over the members, any n: in step k member r copies the min(2^k, n−2^k) blocks it
+/// holds from member r + 2^k (blocks of members r+2^k …), ⌈lg n⌉ steps, straight into their final places.
+void emit_allgather_bruck(Emitter& e, const Members& members);
+/// Recursive-doubling all-gather over the members: pairs at distance 1, 2, 4 … exchange everything they
+/// hold; for a non-power-of-two n the last r = n − 2^⌊lg n⌋ members first give their block to members
+/// 0..r−1 and get the whole result back at the end.
+void emit_allgather_rd(Emitter& e, const Members& members);
 /// Ring reduce-scatter along `order`: n−1 steps, in step s the member at position i reduces the block of
 /// the member at i−s−1 into the member at i+1; rank k ends with block k, then scaled on it for avg.
 void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, const std::vector<int>& order, int scale_by);
-/// Recursive-halving reduce-scatter: pairs at distance 2^⌊lg n⌋/2 … 1 reduce the half of the blocks
-/// their partner keeps into it; a non-power-of-two n first reduces the last r ranks into ranks
-/// 0..r−1, which hand block 2^⌊lg n⌋+i back to rank 2^⌊lg n⌋+i at the end.
-void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, int scale_by);
+/// Recursive-halving reduce-scatter over the members (no scale): pairs at distance 2^⌊lg n⌋/2 … 1 reduce
+/// the half of the blocks their partner keeps into it; a non-power-of-two n first reduces the last r
+/// members' blocks into members 0..r−1, which hand block 2^⌊lg n⌋+i back to member 2^⌊lg n⌋+i at the end.
+void emit_reducescatter_halving(Emitter& e, const Members& members);
 /// 2-D all-gather: a ring across machines per local position, then a ring inside each machine over
 /// those columns of blocks. workers[w] = ranks of machine w (the same number on each).
 void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers);

@@ -1,10 +1,28 @@
 // The library's all-gather and reduce-scatter (issue 17): one group op (ncclAllGather,
 // ncclReduceScatter) over every rank, then the avg scale of each owner's block for reduce-scatter.
-// nccl.ALGO[.PROTO][.cN] forces NCCL's choice (the simulator prices it with the NCCL model); their
-// registry records are at the bottom.
+// nccl.ALGO[.PROTO][.cN] forces NCCL's choice (the simulator prices it with the NCCL model).
+//
+// The hybrids `nccl/ring`, `nccl/bruck`, `nccl/rd` (all-gather) and `nccl/ring`, `nccl/halving`
+// (reduce-scatter): W machines of g GPUs each, machine m holding ranks m·g … m·g+g−1, so that the
+// blocks of machine m form one contiguous chunk m of the buffer and GPU l's block of chunk m is piece
+// l of it (even_piece of the chunk equals the plan's balanced blocks there: larger pieces first).
+//   all-gather:     (a) per local GPU l, the point-to-point family across machines over column l
+//                   (GPU l of every machine, blocks m·g + l), so that GPU l holds block m·g+l of every
+//                   chunk; (b) in every machine, per chunk m, one library all-gather of chunk m in which
+//                   GPU l contributes its piece l = block m·g + l.
+//   reduce-scatter: (a) in every machine, per chunk m, one library reduce-scatter of chunk m (GPU l
+//                   keeps piece l = block m·g + l reduced over its machine); (b) per column l, the
+//                   point-to-point reduce-scatter across machines over those blocks; then avg's scale
+//                   once on each owner.
+// Across machines every GPU moves (W−1) blocks, the (W−1)/W of the buffer per machine that any
+// all-gather must bring in; inside, the library moves (g−1)/g of every chunk. Their registry records
+// are at the bottom.
+
+#include <fmt/format.h>
 
 #include "artune/algorithms/collective_families.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 
 namespace artune::detail {
 
@@ -24,6 +42,76 @@ void emit_collective_group(Emitter& e, Collective c, const std::vector<Slot>& sl
 }
 
 namespace {
+
+// The machines of a hybrid, checked: the same g GPUs on each, machine m holding ranks m·g … m·g+g−1.
+void check_hybrid_grid(const Setup& s, const SpecRange& range) {
+  const std::string spec = fmt::format("{} {}", parameter("spec"), to_string(range));
+  const std::string kind(collective_flag_name(s.options.collective));
+  const auto& workers = s.workers;
+  for (const auto& w : workers) {
+    if (w.size() != workers.front().size()) {
+      throw InvalidInput(
+          fmt::format("{}: a hybrid {} needs the same number of participants on every machine ({} and {})", spec, kind,
+                      workers.front().size(), w.size()));
+    }
+  }
+  const int g = static_cast<int>(workers.front().size());
+  for (std::size_t m = 0; m < workers.size(); ++m) {
+    for (int l = 0; l < g; ++l) {
+      if (workers[m][static_cast<std::size_t>(l)] != static_cast<int>(m) * g + l) {
+        throw InvalidInput(
+            fmt::format("{}: a hybrid {} needs each machine's participants to be consecutive ranks, machine by "
+                        "machine (rank {} is on machine {})",
+                        spec, kind, workers[m][static_cast<std::size_t>(l)], m));
+      }
+    }
+  }
+  if (!s.options.blocks.empty())
+    throw InvalidInput(
+        fmt::format("{}: the library's collectives need even blocks (all-gather-v: a point-to-point "
+                    "family)",
+                    spec));
+}
+
+// GPU l of every machine, owning blocks m·g + l.
+Members column(const Setup& s, std::size_t l) {
+  Members out;
+  for (const auto& w : s.workers) {
+    out.slots.push_back(Slot{w[l], 0, 0});
+    out.blocks.push_back(w[l]);
+  }
+  return out;
+}
+
+// Per machine, per chunk m (the blocks of machine m): one library group op of `c` over the machine's GPUs.
+void chunk_groups(Emitter& e, const Setup& s, Collective c, const std::string& variant) {
+  const int g = static_cast<int>(s.workers.front().size());
+  if (g < 2) return;
+  for (const auto& machine : s.workers) {
+    for (std::size_t m = 0; m < s.workers.size(); ++m) {
+      const int first = s.workers[m].front();
+      const std::int64_t lo = collective_block(e.plan(), first).first;
+      const auto [off, cnt] = collective_block(e.plan(), first + g - 1);
+      const int id = e.group(c, machine, 0, lo, off + cnt - lo);
+      if (id >= 0) e.plan().ops[static_cast<std::size_t>(id)].algo = variant;
+    }
+  }
+}
+
+void allgather_inside(Emitter& e, const Setup& s, const SpecRange& range,
+                      void (*across)(Emitter& e, const Members& members)) {
+  check_hybrid_grid(s, range);
+  for (std::size_t l = 0; l < s.workers.front().size(); ++l) across(e, column(s, l));
+  chunk_groups(e, s, Collective::kAllGather, range.intra.variant);
+}
+
+void reducescatter_inside(Emitter& e, const Setup& s, const SpecRange& range,
+                          void (*across)(Emitter& e, const Members& members)) {
+  check_hybrid_grid(s, range);
+  chunk_groups(e, s, Collective::kReduceScatter, range.intra.variant);
+  for (std::size_t l = 0; l < s.workers.front().size(); ++l) across(e, column(s, l));
+  scale_owned_blocks(e, user_slots(ranks(s)), s.scale_by);
+}
 
 void emit_allgather_nccl_family(Emitter& e, const Setup& s, const AlgToken& token) {
   emit_collective_group(e, Collective::kAllGather, user_slots(ranks(s)), s.scale_by, token.variant);
@@ -59,9 +147,14 @@ const Family allgather_nccl{
     .collective = Collective::kAllGather,
     .name = "nccl",
     .readable = "nccl",
-    .specs = {{"nccl", nullptr, ArgKind::kNone, "one library all-gather (ncclAllGather) over all participants; nccl.ALGO[.PROTO][.cN] forces NCCL's "
-               "choice (ALGO: ring, nvls, pat)"}},
+    .specs = {{"nccl",
+               nullptr,
+               ArgKind::kNone,
+               "one library all-gather (ncclAllGather) over all participants; nccl.ALGO[.PROTO][.cN] forces NCCL's "
+               "choice (ALGO: ring, nvls, pat)",
+               {"ring", "bruck", "rd"}}},
     .emit = detail::emit_allgather_nccl_family,
+    .inside = detail::allgather_inside,
     .closed_form = detail::nccl_ring_closed_form,
     .candidates = detail::nccl_candidates,
     .tuner_position = 80,
@@ -70,10 +163,14 @@ const Family reducescatter_nccl{
     .collective = Collective::kReduceScatter,
     .name = "nccl",
     .readable = "nccl",
-    .specs = {{"nccl", nullptr, ArgKind::kNone,
+    .specs = {{"nccl",
+               nullptr,
+               ArgKind::kNone,
                "one library reduce-scatter (ncclReduceScatter) over all participants; nccl.ALGO[.PROTO][.cN] forces "
-               "NCCL's choice (ALGO: ring, nvls, pat)"}},
+               "NCCL's choice (ALGO: ring, nvls, pat)",
+               {"ring", "halving"}}},
     .emit = detail::emit_reducescatter_nccl_family,
+    .inside = detail::reducescatter_inside,
     .closed_form = detail::nccl_ring_closed_form,
     .candidates = detail::nccl_candidates,
     .tuner_position = 80,

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "artune/algorithms/registry.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
@@ -23,6 +25,37 @@ std::string names_of(Collective c) {
   return out;
 }
 
+// The hybrids of `c` (in-machine token, across-machines token), in --help order.
+std::vector<std::pair<std::string, std::string>> hybrids_of(Collective c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Family* f : families(c)) {
+    for (const SpecName& n : f->specs) {
+      for (const char* upper : n.hybrid_uppers) out.emplace_back(n.token, upper);
+    }
+  }
+  return out;
+}
+
+std::string hybrid_names(Collective c) {
+  std::string out;
+  for (const auto& [intra, inter] : hybrids_of(c)) out += fmt::format("{}{}/{}", out.empty() ? "" : ", ", intra, inter);
+  return out;
+}
+
+// One token of a collective spec: a family's name or alias, or nccl.ALGO[.PROTO][.cN].
+AlgToken collective_token(Collective c, std::string_view token, std::string_view text) {
+  const std::string shown(text.substr(0, 80));
+  if (token.substr(0, 5) == "nccl.") {
+    return AlgToken{"nccl", -1,
+                    to_string(parse_nccl_variant(token.substr(5), fmt::format("{} '{}'", parameter("spec"), shown)))};
+  }
+  if (const SpecName* name = find_spec_name(token, c).second) return AlgToken{name->token, -1, ""};
+  throw InvalidInput(fmt::format(
+      "{} '{}': unknown {} algorithm{} (known: {}; hybrids: {}; a {} spec has no '#n' or ranges)", parameter("spec"),
+      shown, collective_flag_name(c), token.size() == text.size() ? "" : fmt::format(" '{}'", token.substr(0, 80)),
+      names_of(c), hybrid_names(c), collective_flag_name(c)));
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> collective_algorithms(Collective c) {
@@ -34,6 +67,12 @@ std::vector<std::pair<std::string, std::string>> collective_algorithms(Collectiv
       out.emplace_back(n.token, n.description + alias);
     }
   }
+  for (const auto& [intra, inter] : hybrids_of(c)) {
+    out.emplace_back(fmt::format("{}/{}", intra, inter),
+                     fmt::format("{} inside each machine (one library call per machine's chunk of blocks), {} across "
+                                 "machines per local GPU; one machine: {} alone",
+                                 intra, inter, intra));
+  }
   return out;
 }
 
@@ -43,23 +82,23 @@ AllReduceSpec parse_collective_spec(Collective c, std::string_view text) {
     throw InvalidInput(fmt::format("{}: {} is not a plan of its own", parameter("collective"), to_string(c)));
   }
   const std::string shown(text.substr(0, 80));
-  // nccl.ALGO[.PROTO][.cN]: the library collective with NCCL's choice forced, as for all-reduce.
-  if (text.substr(0, 5) == "nccl.") {
-    AllReduceSpec spec;
-    spec.ranges.push_back(SpecRange{
-        AlgToken{"nccl", -1, to_string(parse_nccl_variant(text.substr(5), fmt::format("{} '{}'", parameter("spec"), shown)))},
-        std::nullopt, -1});
+  AllReduceSpec spec;
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos) {
+    spec.ranges.push_back(SpecRange{collective_token(c, text, text), std::nullopt, -1});
     return spec;
   }
-  if (const SpecName* name = find_spec_name(text, c).second) {
-    AllReduceSpec spec;
-    spec.ranges.push_back(SpecRange{AlgToken{name->token, -1, ""}, std::nullopt, -1});
-    return spec;
+  // A hybrid: in-machine/across-machines, as the all-reduce hybrids are spelled (nccl/ring, nccl.ring/bruck).
+  const AlgToken intra = collective_token(c, text.substr(0, slash), text);
+  const AlgToken inter = collective_token(c, text.substr(slash + 1), text);
+  const auto pairs = hybrids_of(c);
+  if (std::find(pairs.begin(), pairs.end(), std::pair<std::string, std::string>{intra.name, inter.name}) ==
+      pairs.end()) {
+    throw InvalidInput(fmt::format("{} '{}': {}/{} is not a supported {} hierarchy (supported: {})", parameter("spec"),
+                                   shown, intra.name, inter.name, collective_flag_name(c), hybrid_names(c)));
   }
-  throw InvalidInput(
-      fmt::format("{} '{}': unknown {} algorithm (known: {}; a {} spec is one name, without "
-                  "'#n', ranges or hybrids)",
-                  parameter("spec"), shown, collective_flag_name(c), names_of(c), collective_flag_name(c)));
+  spec.ranges.push_back(SpecRange{intra, inter, -1});
+  return spec;
 }
 
 Plan build_collective_plan(const Topology& topo, std::string_view spec, const BuildOptions& options) {

@@ -11,31 +11,26 @@
 
 namespace artune::detail {
 
-void emit_reducescatter_halving(Emitter& e, const std::vector<Slot>& slots, int scale_by) {
-  const int n = static_cast<int>(slots.size());
+void emit_reducescatter_halving(Emitter& e, const Members& members) {
+  const int n = members.size();
   if (n < 1) return;
   const int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   const int extra = n - m;
-  auto slot = [&](int r) -> const Slot& { return slots[static_cast<std::size_t>(r)]; };
-  const std::int64_t count = e.plan().count;
-  for (int i = 0; i < extra; ++i) e.reduce(at(slot(m + i), 0, count), at(slot(i), 0, count));
+  auto slot = [&](int r) -> const Slot& { return members.slots[static_cast<std::size_t>(r)]; };
+  // The fold: every block of the members (a flat plan: the whole buffer, one op).
+  for (int i = 0; i < extra; ++i) move_blocks(e, members, slot(m + i), slot(i), 0, n, true);
   for (int dist = m / 2; dist >= 1; dist /= 2) {
     for (int i = 0; i < m; ++i) {
-      // Rank i keeps the cores c0 … c0+dist−1 of its half (and their extra blocks); its partner
+      // Member i keeps the cores c0 … c0+dist−1 of its half (and their extra blocks); its partner
       // reduces its copy of them into i.
       const int j = i ^ dist;
       const int c0 = i & ~(dist - 1);
-      e.reduce(blocks_at(e, slot(j), c0, c0 + dist), blocks_at(e, slot(i), c0, c0 + dist));
+      move_blocks(e, members, slot(j), slot(i), c0, c0 + dist, true);
       const int x_end = std::min(c0 + dist, extra);
-      if (c0 < x_end) {
-        e.reduce(blocks_at(e, slot(j), m + c0, m + x_end), blocks_at(e, slot(i), m + c0, m + x_end));
-      }
+      if (c0 < x_end) move_blocks(e, members, slot(j), slot(i), m + c0, m + x_end, true);
     }
   }
-  for (int i = 0; i < extra; ++i) {
-    e.copy(blocks_at(e, slot(i), m + i, m + i + 1), blocks_at(e, slot(m + i), m + i, m + i + 1));
-  }
-  scale_owned_blocks(e, slots, scale_by);
+  for (int i = 0; i < extra; ++i) move_blocks(e, members, slot(i), slot(m + i), m + i, m + i + 1);
 }
 
 }  // namespace artune::detail
@@ -44,7 +39,8 @@ namespace artune::detail {
 namespace {
 
 void emit_reducescatter_halving_family(Emitter& e, const Setup& s, const AlgToken&) {
-  emit_reducescatter_halving(e, user_slots(ranks(s)), s.scale_by);
+  emit_reducescatter_halving(e, all_ranks(ranks(s)));
+  scale_owned_blocks(e, user_slots(ranks(s)), s.scale_by);
 }
 
 // lg p·α + (p−1)/p·n(β + γ), exact for a power of two on one uniform machine. Otherwise a lower bound:
@@ -75,6 +71,7 @@ const Family reducescatter_halving{
     .specs = {{"halving", "recursive-halving", ArgKind::kNone,
                "recursive-halving reduce-scatter: lg n steps; a non-power-of-two n folds its extra ranks first"}},
     .emit = detail::emit_reducescatter_halving_family,
+    .across = detail::emit_reducescatter_halving,
     .closed_form = detail::halving_closed_form,
     .candidates = detail::halving_candidates,
     .tuner_position = 20,

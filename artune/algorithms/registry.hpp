@@ -29,7 +29,8 @@
 //
 // All-gather and reduce-scatter families (issue 17) are records of the same shape with `.collective` set,
 // registered in ARTUNE_COLLECTIVE_FAMILIES; families(c), find_spec_name(token, c) and family_of(token, c)
-// look them up per collective (their specs are one token each: no `#n`, ranges or hybrids).
+// look them up per collective (their specs are one token each, or a hybrid `nccl/ring`: no `#n` or ranges;
+// a hybrid's in-machine family has `inside`, its across-machines one `across`).
 
 #include <cstdint>
 #include <functional>
@@ -47,6 +48,7 @@ namespace detail {
 class Emitter;
 struct Slot;
 struct Setup;
+struct Members;
 using UpperLevel = std::function<void(Emitter& e, const std::vector<Slot>& reps, std::int64_t count, int scale_by)>;
 }  // namespace detail
 
@@ -172,6 +174,14 @@ struct Family {
   /// Inside machines in a hybrid, around `upper` (nullptr: cannot).
   void (*lower)(detail::Emitter& e, const detail::Setup& s, const SpecRange& range,
                 const detail::UpperLevel& upper) = nullptr;
+  /// Across machines in an all-gather or reduce-scatter hybrid: the collective over one GPU per machine (a
+  /// column of the grid; member i owns the plan's block members.blocks[i]), without avg's scale (nullptr:
+  /// cannot).
+  void (*across)(detail::Emitter& e, const detail::Members& members) = nullptr;
+  /// Inside machines in an all-gather or reduce-scatter hybrid, around `across` run once per local GPU
+  /// (nullptr: cannot).
+  void (*inside)(detail::Emitter& e, const detail::Setup& s, const SpecRange& range,
+                 void (*across)(detail::Emitter& e, const detail::Members& members)) = nullptr;
   /// α-β-γ time of the flat collective.
   ClosedForm (*closed_form)(const ClosedFormInput& in) = nullptr;
   /// An upper bound on the ops `emit` writes, in closed form from the setup (nullptr: none; the families

@@ -185,7 +185,7 @@ class Generator {
     for (const Family* f : families(options_.collective)) {
       if (f->candidates != nullptr) order.emplace_back(f->tuner_position, f);
     }
-    if (all_reduce) order.emplace_back(kHybridPosition, nullptr);
+    order.emplace_back(kHybridPosition, nullptr);
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [position, family] : order) {
       if (family == nullptr) {
@@ -209,8 +209,19 @@ class Generator {
   static constexpr std::size_t kExpandedOrders = 2;
   static constexpr int kHybridPosition = 65;  ///< TF's hybrids come after the tree, before 2d
 
-  // TF's hybrids across machines (in-machine level / across machines).
+  // TF's hybrids across machines (in-machine level / across machines); for all-gather and reduce-scatter
+  // the registry's (nccl/ring, nccl/bruck, …: the library inside, a point-to-point family across).
   void add_hybrids() {
+    if (options_.collective != Collective::kAllReduce) {
+      if (!options_.include_nccl) return;
+      for (const Family* f : families(options_.collective)) {
+        for (const SpecName& n : f->specs) {
+          for (const char* upper : n.hybrid_uppers)
+            add_segmented("hybrid", fmt::format("{}/{}", n.token, upper), {}, {}, true);
+        }
+      }
+      return;
+    }
     for (const char* spec : {"nccl/xring", "nccl/rechd", "nccl/pscpu", "pscpu/xring", "pscpu/rechd", "pscpu/pscpu"}) {
       const bool library = std::string_view(spec).substr(0, 4) == "nccl";
       if (library && !options_.include_nccl) continue;

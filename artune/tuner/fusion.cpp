@@ -192,8 +192,25 @@ std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes) {
 
 FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
                          const AllReduceTimeFn& allreduce_time, double copy_gbps,
-                         const std::vector<double>& backward_us) {
+                         const std::vector<double>& backward_us, const std::vector<SeparateTensor>& separate) {
   if (tensor_bytes.empty()) throw InvalidInput("fusion: no tensors");
+  // Which tensors are packed (dense[j] = list index of the j-th packed tensor) and which go alone.
+  std::vector<bool> alone(tensor_bytes.size(), false);
+  for (const SeparateTensor& t : separate) {
+    if (t.tensor >= tensor_bytes.size()) {
+      throw InvalidInput(fmt::format("fusion: separate tensor {} of {} tensors", t.tensor, tensor_bytes.size()));
+    }
+    if (alone[t.tensor]) throw InvalidInput(fmt::format("fusion: tensor {} is separate twice", t.tensor));
+    if (!(t.us >= 0)) throw InvalidInput(fmt::format("fusion: tensor {} has no time of its own", t.tensor));
+    alone[t.tensor] = true;
+  }
+  std::vector<std::size_t> dense;
+  std::vector<std::uint64_t> dense_bytes;
+  for (std::size_t i = 0; i < tensor_bytes.size(); ++i) {
+    if (alone[i]) continue;
+    dense.push_back(i);
+    dense_bytes.push_back(tensor_bytes[i]);
+  }
   if (!backward_us.empty() && backward_us.size() != tensor_bytes.size()) {
     throw InvalidInput(
         fmt::format("fusion: {} backward times for {} tensors", backward_us.size(), tensor_bytes.size()));
@@ -210,6 +227,10 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
   FusionResult result;
   result.tensors = tensor_bytes.size();
   for (auto b : tensor_bytes) result.total_bytes += b;
+  for (auto b : dense_bytes) result.packed_bytes += b;
+  result.separate = separate;
+  std::sort(result.separate.begin(), result.separate.end(),
+            [](const SeparateTensor& a, const SeparateTensor& b) { return a.tensor < b.tensor; });
   std::map<std::uint64_t, double> memo;  // pack sizes repeat across thresholds
   auto time_of = [&](std::uint64_t bytes) {
     auto it = memo.find(bytes);
@@ -222,7 +243,13 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
   for (const std::uint64_t threshold : pack_sizes) {
     FusionOption option;
     option.bytes_per_pack = threshold;
-    const auto packs = group_by_size(tensor_bytes, threshold);
+    std::vector<std::vector<std::size_t>> packs;
+    if (!dense.empty()) {
+      for (const auto& pack : group_by_size(dense_bytes, threshold)) {
+        packs.emplace_back();
+        for (const std::size_t j : pack) packs.back().push_back(dense[j]);
+      }
+    }
     std::vector<double> pack_cost;  // all-reduce plus packing copies, per pack
     for (const auto& pack : packs) {
       std::uint64_t bytes = 0;
@@ -235,13 +262,19 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
       option.packing_us += packing;
       pack_cost.push_back(reduce + packing);
     }
-    option.total_us = option.allreduce_us + option.packing_us;
+    for (const SeparateTensor& t : result.separate) option.separate_us += t.us;
+    option.total_us = option.allreduce_us + option.packing_us + option.separate_us;
     if (result.overlap) {
-      // Packs hold consecutive indices, so the last pack is ready first: walk them backwards.
+      // What communicates, by the list index it becomes ready with (a pack: its first tensor), and its cost.
+      std::vector<std::pair<std::size_t, double>> queue;
+      for (std::size_t k = 0; k < packs.size(); ++k) queue.emplace_back(packs[k].front(), pack_cost[k]);
+      for (const SeparateTensor& t : result.separate) queue.emplace_back(t.tensor, t.us);
+      // Backward runs from the last tensor to the first: a later index is ready first.
+      std::sort(queue.begin(), queue.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
       double link_free = 0;
-      for (std::size_t k = packs.size(); k-- > 0;) {
-        const double start = std::max(ready[packs[k].front()], link_free);
-        link_free = start + pack_cost[k];
+      for (const auto& [first, cost] : queue) {
+        const double start = std::max(ready[first], link_free);
+        link_free = start + cost;
       }
       option.backward_us = backward_total;
       option.step_us = std::max(backward_total, link_free);
@@ -258,6 +291,7 @@ FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const s
       best_no_overlap = option.total_us;
       result.best_no_overlap = result.options.size();
     }
+    option.packs = std::move(packs);
     result.options.push_back(std::move(option));
   }
   return result;
@@ -276,16 +310,27 @@ nlohmann::json fusion_to_json(const FusionResult& result, const GradientList& li
                        {"packs", o.pack_bytes.size()},
                        {"allreduce_us", o.allreduce_us},
                        {"packing_us", o.packing_us},
+                       {"separate_us", o.separate_us},
                        {"total_us", o.total_us},
                        {"backward_us", o.backward_us},
                        {"step_us", o.step_us},
                        {"exposed_us", o.exposed_us}});
+  }
+  nlohmann::json separate = nlohmann::json::array();
+  for (const SeparateTensor& t : result.separate) {
+    separate.push_back(
+        {{"tensor", t.tensor},
+         {"name", t.tensor < list.names.size() ? list.names[t.tensor] : std::string()},
+         {"bytes", t.tensor < list.elements.size() ? list.elements[t.tensor] * element_size(list.type) : 0},
+         {"us", t.us}});
   }
   return {{"model", list.model},
           {"source", list.source},
           {"type", std::string(to_string(list.type))},
           {"tensors", result.tensors},
           {"total_bytes", result.total_bytes},
+          {"packed_bytes", result.packed_bytes},
+          {"separate", std::move(separate)},
           {"best_bytes_per_pack", result.options.at(result.best).bytes_per_pack},
           {"best_packs", result.options.at(result.best).pack_bytes.size()},
           {"best_total_us", result.options.at(result.best).total_us},

@@ -58,13 +58,22 @@ GradientList load_gradient_list(const std::string& path);
 /// Parses a gradient list from JSON; `source` prefixes errors.
 GradientList gradient_list_from_json(const nlohmann::json& doc, const std::string& source);
 
+/// A tensor that is not packed: it communicates on its own, in `us` (a gradient picked sparse: its sparse
+/// all-reduce, the all-gather of its indices and rows; issue 17).
+struct SeparateTensor {
+  std::size_t tensor = 0;  ///< index in the list
+  double us = 0;           ///< its own communication time
+};
+
 /// One pack size and what it costs.
 struct FusionOption {
   std::uint64_t bytes_per_pack = 0;       ///< group_by_size threshold (0 = one pack)
-  std::vector<std::uint64_t> pack_bytes;  ///< bytes of each resulting pack
+  std::vector<std::uint64_t> pack_bytes;  ///< bytes of each resulting pack (separate tensors excluded)
+  std::vector<std::vector<std::size_t>> packs;  ///< tensor indices (in the list) of each pack
   double allreduce_us = 0;                ///< Σ all-reduce time of the packs
   double packing_us = 0;                  ///< Σ concat + split copies of packs holding > 1 tensor
-  double total_us = 0;                    ///< allreduce_us + packing_us (no overlap: all-reduces after backward)
+  double separate_us = 0;                 ///< Σ time of the separate (sparse) tensors, each on its own
+  double total_us = 0;                    ///< allreduce_us + packing_us + separate_us (no overlap: all after backward)
   double backward_us = 0;                 ///< Σ backward time of the layers (0 without a backward model)
   double step_us = 0;                     ///< backward overlapped with the all-reduces of packs ready so far
   double exposed_us = 0;                  ///< step_us − backward_us: communication not hidden by compute
@@ -78,6 +87,8 @@ struct FusionResult {
   bool overlap = false;               ///< a backward model was given (else step_us = total_us)
   std::uint64_t total_bytes = 0;
   std::size_t tensors = 0;
+  std::vector<SeparateTensor> separate;  ///< the tensors kept out of the packs, in list order
+  std::uint64_t packed_bytes = 0;        ///< total_bytes less the separate tensors' bytes
 };
 
 /// Costs of one all-reduce of `bytes` bytes, in µs (e.g. the decision table's pick, simulated).
@@ -96,9 +107,13 @@ std::vector<std::uint64_t> default_pack_sizes(std::uint64_t total_bytes);
 /// ready, each starting when it is ready and the previous all-reduce (with its packing copies) has finished.
 /// step_us = max(backward, end of the last all-reduce). The best pack size minimises step_us; total_us (no
 /// overlap) is kept beside it. Without `backward_us`, step_us = total_us.
+///
+/// `separate` tensors (each index once) stay out of the packs: group_by_size packs the others, in order, and
+/// each separate tensor communicates alone in its own time, ready with its gradient, queued with the packs in
+/// the order they all become ready (a later index first).
 FusionResult tune_fusion(const std::vector<std::uint64_t>& tensor_bytes, const std::vector<std::uint64_t>& pack_sizes,
                          const AllReduceTimeFn& allreduce_time, double copy_gbps,
-                         const std::vector<double>& backward_us = {});
+                         const std::vector<double>& backward_us = {}, const std::vector<SeparateTensor>& separate = {});
 
 /// How a threshold reads in tables: "one pack" (0), "per tensor" (1, every tensor alone), else "64M".
 std::string pack_size_text(std::uint64_t bytes_per_pack);

@@ -586,6 +586,19 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
           " exposed; without overlap: {} ({} packs), {:.0f} us of all-reduce.\n\n",
           pack_size_text(best.bytes_per_pack), best.pack_bytes.size(), best.step_us, best.backward_us, best.exposed_us,
           pack_size_text(flat.bytes_per_pack), flat.pack_bytes.size(), flat.total_us);
+      if (!f.result.separate.empty()) {
+        // Tensors picked sparse (issue 17) are no pack's: each is its own sparse all-reduce.
+        std::string names;
+        for (const SeparateTensor& t : f.result.separate) {
+          names +=
+              fmt::format("{}{} ({:.0f} us)", names.empty() ? "" : ", ",
+                          t.tensor < f.list.names.size() ? f.list.names[t.tensor] : std::to_string(t.tensor), t.us);
+        }
+        md << fmt::format(
+            "Outside the packs, each as its own sparse all-reduce (all-gather of its indices and rows): {}; the"
+            " packs hold the other {} bytes, and `no overlap` and `step` include the sparse all-reduces.\n\n",
+            names, f.result.packed_bytes);
+      }
       md << "| bytes_per_pack | packs | all-reduce (us) | packing (us) | no overlap (us) | backward (us) | step (us) |"
             " exposed (us) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n";
       for (const auto& o : f.result.options) {

@@ -120,6 +120,13 @@ TEST_CASE("registry.collective_families_complete") {
       CHECK((f->upper == nullptr && f->lower == nullptr));
       for (const SpecName& s : f->specs) {
         CHECK(s.arg == ArgKind::kNone);
+        // A hybrid's in-machine family has `inside`, each of its uppers `across` (nccl/ring, nccl/bruck, …).
+        CHECK((s.hybrid_uppers.empty() || f->inside != nullptr));
+        for (const char* upper : s.hybrid_uppers) {
+          const Family* u = find_spec_name(upper, c).first;
+          REQUIRE(u != nullptr);
+          CHECK((u->across != nullptr));
+        }
         CHECK(tokens.insert(s.token).second);
         if (s.alias != nullptr) CHECK(tokens.insert(s.alias).second);
         CHECK(find_spec_name(s.token, c).first == f);

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -102,6 +104,60 @@ TEST_CASE("cli_collectives.autotune_table_then_run") {
   CHECK(has(r.err, "--collective: reducescatter but the table"));
 }
 
+TEST_CASE("cli_collectives.hybrids") {
+  // nccl/bruck, nccl/halving, …: the library inside machines, a point-to-point family across them.
+  CliResult r =
+      run_artune({"plan", "-t", "uniform:3x2", "--collective", "allgather", "-s", "nccl/bruck", "--count", "13"});
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "9 x all_gather over 2 devices"));
+  CHECK(has(r.out, "every rank ends with every rank's block, in rank order"));
+  r = run_artune({"run",
+                  "-t",
+                  "uniform:3x2",
+                  "--collective",
+                  "reducescatter",
+                  "-s",
+                  "nccl/halving",
+                  "--backend",
+                  "cpu",
+                  "-b",
+                  "1K",
+                  "-e",
+                  "4K",
+                  "-n",
+                  "1",
+                  "-w",
+                  "0",
+                  "-o",
+                  "avg",
+                  "--json"});
+  REQUIRE(r.status == 0);
+  CHECK(json::parse(r.out).at("wrong") == 0);
+  r = run_artune(
+      {"simulate", "-t", "2xdgx1-v100", "--collective", "allgather", "-s", "nccl/rd", "-b", "1M", "-e", "1M"});
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "spec nccl/rd"));
+  r = run_artune({"plan", "-t", "uniform:2x2", "--collective", "reducescatter", "-s", "nccl/bruck"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--spec 'nccl/bruck': unknown reducescatter algorithm 'bruck'"));
+  r = run_artune({"plan", "-t", "uniform:2x2", "--collective", "allgather", "-s", "ring/ring"});
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--spec 'ring/ring': ring/ring is not a supported allgather hierarchy"));
+  // autotune on two DGX-1s tries the hybrids and picks one at 64 MiB; run --table runs it.
+  ScratchFile table;
+  r = run_artune({"autotune", "-t", "2xdgx1-v100", "--collective", "allgather", "-b", "64M", "-e", "64M", "--out",
+                  table.path, "-q"});
+  REQUIRE(r.status == 0);
+  std::ifstream in(table.path);
+  const json doc = json::parse(in);
+  const json& plan = doc.at("ranges").at(0).at("plan");
+  CHECK(plan.at("family") == "hybrid");
+  CHECK(plan.at("spec") == "nccl/ring");
+  r = run_artune({"run", "--table", table.path, "--backend", "cpu", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"});
+  REQUIRE(r.status == 0);
+  CHECK(has(r.out, "Out of bounds values : 0 OK"));
+}
+
 TEST_CASE("cli_collectives.sparse") {
   CliResult r =
       run_artune({"autotune", "-t", "uniform:8", "--sparse", "1M,64,0.01", "-b", "64M", "-e", "256M", "--json"});
@@ -133,6 +189,21 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(has(r.out, "# sparse tensor emb (100000 rows x 64, density 0.001): sparse (dense all-reduce "));
   CHECK(has(r.out, "# sparse tensor small_emb (1000 rows x 64, density 0.9): dense (dense all-reduce "));
   CHECK_FALSE(has(r.out, "sparse tensor fc"));
+  CHECK(has(
+      r.out,
+      "# fusion toy: 1 sparse tensors outside the packs (272384 of 25872384 bytes packed); at pack size per tensor: "));
+  {
+    const std::string dir = list.path + "_report";
+    r = run_artune(
+        {"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--report", dir, "-q"});
+    CHECK(r.status == 0);
+    std::ifstream md(dir + "/REPORT.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    CHECK(
+        has(text, "Outside the packs, each as its own sparse all-reduce (all-gather of its indices and rows): emb ("));
+    CHECK(has(text, "the packs hold the other 272384 bytes"));
+    std::filesystem::remove_all(dir);
+  }
   r = run_artune({"autotune", "-t", "uniform:8", "--fusion", list.path, "-b", "1K", "-e", "64K", "--json"});
   REQUIRE(r.status == 0);
   const json picks = json::parse(r.out).at("fusion").at(0).at("sparse");
@@ -142,6 +213,20 @@ TEST_CASE("cli_collectives.fusion_sparse_tensors") {
   CHECK(picks.at(0).at("nnz_per_rank") == 100);
   CHECK(picks.at(1).at("name") == "small_emb");
   CHECK(picks.at(1).at("pick") == "dense");
+  // emb, picked sparse, leaves the packs: its time is its sparse all-reduce's, in every pack size's totals.
+  const json fusion = json::parse(r.out).at("fusion").at(0);
+  CHECK(fusion.at("total_bytes") == (100000 * 64 + 1000 * 64 + 4096) * 4);
+  CHECK(fusion.at("packed_bytes") == (1000 * 64 + 4096) * 4);
+  REQUIRE(fusion.at("separate").size() == 1);
+  CHECK(fusion.at("separate").at(0).at("name") == "emb");
+  CHECK(fusion.at("separate").at(0).at("bytes") == 100000 * 64 * 4);
+  const double sparse_us = picks.at(0).at("sparse_us").get<double>();
+  CHECK(fusion.at("separate").at(0).at("us").get<double>() == sparse_us);
+  for (const json& option : fusion.at("options")) {
+    CHECK(option.at("separate_us").get<double>() == sparse_us);
+    CHECK(option.at("total_us").get<double>() ==
+          doctest::Approx(option.at("allreduce_us").get<double>() + option.at("packing_us").get<double>() + sparse_us));
+  }
   // A bad field: one line naming the file and the field, exit 2.
   std::ofstream(list.path) << R"({"tensors": [{"name": "e", "elements": 60, "sparse": {"rows": 10, "width": 6,
       "density": 2}}]})";

@@ -93,6 +93,41 @@ TEST_CASE("collectives_exec.cpu_two_d_across_machines") {
   }
 }
 
+TEST_CASE("collectives_exec.cpu_hybrids_across_machines") {
+  // nccl/ring, nccl/bruck, nccl/rd and nccl/halving: the cpu backend runs each machine's group ops with the
+  // library's semantics (shard k of the chunk to member k) around the point-to-point columns.
+  CpuBackend backend(BackendOptions{});
+  const std::vector<Case> hybrids = {{Collective::kAllGather, "nccl/ring"},
+                                     {Collective::kAllGather, "nccl/bruck"},
+                                     {Collective::kAllGather, "nccl/rd"},
+                                     {Collective::kReduceScatter, "nccl/ring"},
+                                     {Collective::kReduceScatter, "nccl/halving"}};
+  for (const char* name : {"uniform:2x2", "uniform:3x2", "uniform:2x3", "uniform:4x2"}) {
+    const Topology topo = load_topology(name);
+    for (const Case& k : hybrids) {
+      for (ReduceOp op : all_reduce_ops()) {
+        const Plan plan = kind_plan(topo, k.collective, k.spec, 1031, op);
+        for (DataType type : all_data_types()) {
+          INFO(name << " " << collective_flag_name(k.collective) << " " << k.spec << " " << to_string(type) << " "
+                    << to_string(op));
+          REQUIRE(wrong_after_runs(backend, plan, type, op) == 0);
+        }
+      }
+      const int p = static_cast<int>(topo.gpus().size());
+      for (std::int64_t count : {1, 2, p - 1, p + 1, 13, 97}) {
+        INFO(name << " " << collective_flag_name(k.collective) << " " << k.spec << " count=" << count);
+        REQUIRE(wrong_after_runs(backend, kind_plan(topo, k.collective, k.spec, count, ReduceOp::kSum),
+                                 DataType::kFloat32, ReduceOp::kSum) == 0);
+        REQUIRE(wrong_after_runs(backend, kind_plan(topo, k.collective, k.spec, count, ReduceOp::kAvg),
+                                 DataType::kBFloat16, ReduceOp::kAvg) == 0);
+      }
+      INFO(name << " " << collective_flag_name(k.collective) << " " << k.spec << " segments=3");
+      REQUIRE(wrong_after_runs(backend, kind_plan(topo, k.collective, k.spec, 1031, ReduceOp::kMax, 3),
+                               DataType::kInt64, ReduceOp::kMax) == 0);
+    }
+  }
+}
+
 TEST_CASE("collectives_exec.planted_faults_are_caught") {
   const Topology topo = load_topology("uniform:4");
   CpuBackend backend(BackendOptions{});

@@ -135,13 +135,23 @@ TEST_CASE("mpi_backend.hand_plans_with_library_collectives") {
 }
 
 TEST_CASE("mpi_backend.allgather_reducescatter_families") {
-  // Issue 17: every all-gather and reduce-scatter family, every type and op, odd counts, a pipeline.
+  // Issue 17: every all-gather and reduce-scatter family and hybrid, every type and op, odd counts, a pipeline.
   const std::pair<Collective, const char*> cases[] = {
-      {Collective::kAllGather, "ring"},     {Collective::kAllGather, "bruck"},
-      {Collective::kAllGather, "rd"},       {Collective::kAllGather, "nccl"},
-      {Collective::kReduceScatter, "ring"}, {Collective::kReduceScatter, "halving"},
-      {Collective::kReduceScatter, "nccl"}, {Collective::kAllGather, "2d"},
-      {Collective::kReduceScatter, "2d"}};
+      {Collective::kAllGather, "ring"},
+      {Collective::kAllGather, "bruck"},
+      {Collective::kAllGather, "rd"},
+      {Collective::kAllGather, "nccl"},
+      {Collective::kReduceScatter, "ring"},
+      {Collective::kReduceScatter, "halving"},
+      {Collective::kReduceScatter, "nccl"},
+      {Collective::kAllGather, "2d"},
+      {Collective::kReduceScatter, "2d"},
+      // The hybrids (the library inside machines, a point-to-point family across; on uniform:8 the library alone).
+      {Collective::kAllGather, "nccl/ring"},
+      {Collective::kAllGather, "nccl/bruck"},
+      {Collective::kAllGather, "nccl/rd"},
+      {Collective::kReduceScatter, "nccl/ring"},
+      {Collective::kReduceScatter, "nccl/halving"}};
   auto plan_of = [](Collective c, const char* spec, std::int64_t count, ReduceOp op, int segments = 1) {
     BuildOptions options;
     options.count = count;

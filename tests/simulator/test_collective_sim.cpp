@@ -3,7 +3,9 @@
 // sparse all-reduce's crossover density against the dense ring all-reduce.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -107,6 +109,81 @@ TEST_CASE("collective_sim.registry_closed_forms") {
   CHECK(checked > 250);
 }
 
+namespace {
+
+// The plan's ops for which `keep` holds, renumbered; deps on dropped ops are dropped (simulation only).
+Plan only_ops(const Plan& plan, const std::function<bool(const Op&)>& keep) {
+  Plan out = plan;
+  out.ops.clear();
+  std::vector<int> id(plan.ops.size(), -1);
+  for (const Op& op : plan.ops) {
+    if (!keep(op)) continue;
+    Op copy = op;
+    copy.deps.clear();
+    for (const int d : op.deps) {
+      if (id[static_cast<std::size_t>(d)] >= 0) copy.deps.push_back(id[static_cast<std::size_t>(d)]);
+    }
+    id[static_cast<std::size_t>(op.id)] = out.add(std::move(copy));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("collective_sim.hybrids_between_their_phases") {
+  // A hybrid all-gather or reduce-scatter runs its two levels (the library's group ops in each machine, the
+  // point-to-point columns across machines) as the data allows: never faster than either level alone, never
+  // slower than one after the other.
+  const CostModel model = CostModel::defaults();
+  for (const char* name : {"uniform:2x4", "uniform:3x2", "2xdgx1-v100"}) {
+    const Topology t = load_topology(name);
+    for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      const std::vector<std::string> specs = c == Collective::kAllGather
+                                                 ? std::vector<std::string>{"nccl/ring", "nccl/bruck", "nccl/rd"}
+                                                 : std::vector<std::string>{"nccl/ring", "nccl/halving"};
+      for (const std::string& spec : specs) {
+        for (const std::uint64_t bytes : {std::uint64_t{1} << 16, std::uint64_t{1} << 26}) {
+          BuildOptions options;
+          options.count = static_cast<std::int64_t>(bytes / 4);
+          options.collective = c;
+          const Plan plan = build_collective_plan(t, spec, options);
+          const double whole = simulate(plan, t, model, 4).time_us;
+          const double groups =
+              simulate(only_ops(plan, [](const Op& op) { return op.kind == OpKind::kGroup; }), t, model, 4).time_us;
+          const double columns =
+              simulate(only_ops(plan, [](const Op& op) { return op.kind != OpKind::kGroup; }), t, model, 4).time_us;
+          INFO(name, " ", to_string(c), " ", spec, " bytes=", bytes, " whole=", whole, " groups=", groups,
+               " columns=", columns);
+          CHECK(groups > 0);
+          CHECK(columns > 0);
+          CHECK(whole >= std::max(groups, columns) * (1 - 1e-9));
+          CHECK(whole <= (groups + columns) * (1 + 1e-9));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("collective_sim.hybrids_on_two_dgx1") {
+  // 2xdgx1-v100, 64 MiB: across machines each GPU sends one block (two machines: ring, Bruck and rd are the
+  // same one step), inside NCCL's rings over NVLink; the flat ring and 2d run every in-machine step over
+  // the DGX-1's rank-order ring, which crosses the sockets, so the hybrids are several times faster.
+  const CostModel model = CostModel::defaults();
+  const Topology t = load_topology("2xdgx1-v100");
+  BuildOptions options;
+  options.count = std::int64_t{1} << 24;
+  options.collective = Collective::kAllGather;
+  auto time = [&](const char* spec) { return simulate(build_collective_plan(t, spec, options), t, model, 4).time_us; };
+  const double hybrid = time("nccl/ring");
+  CHECK(time("nccl/bruck") == doctest::Approx(hybrid).epsilon(1e-9));
+  CHECK(time("nccl/rd") == doctest::Approx(hybrid).epsilon(1e-9));
+  CHECK(hybrid * 4 < time("ring"));
+  CHECK(hybrid * 4 < time("2d"));
+  options.collective = Collective::kReduceScatter;
+  CHECK(time("nccl/halving") == doctest::Approx(time("nccl/ring")).epsilon(1e-9));
+  CHECK(time("nccl/ring") * 4 < time("ring"));
+}
+
 TEST_CASE("collective_sim.tuner_candidates_per_collective") {
   // The tuner asks each family of the collective for candidates: ring all-gather over dgx1-v100's NVLink
   // ring orders (--gpu-perm), as the all-reduce ring; 2d only on clusters; nccl once, unpipelined.
@@ -129,7 +206,20 @@ TEST_CASE("collective_sim.tuner_candidates_per_collective") {
   o.include_nccl = false;
   std::set<std::string> rs;
   for (const Candidate& c : generate_candidates(load_topology("uniform:2x4"), o).candidates) rs.insert(c.family);
-  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});
+  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});  // the hybrids need the library
+  // On a cluster the library's hybrids come in too (the library inside machines, a point-to-point family across).
+  for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    o.collective = c;
+    o.include_nccl = true;
+    const CandidateSet cluster = generate_candidates(load_topology("2xdgx1-v100"), o);
+    CHECK(cluster.rejected.empty());
+    std::set<std::string> hybrids;
+    for (const Candidate& k : cluster.candidates) {
+      if (k.family == "hybrid") hybrids.insert(k.spec);
+    }
+    CHECK(hybrids == (c == Collective::kAllGather ? std::set<std::string>{"nccl/ring", "nccl/bruck", "nccl/rd"}
+                                                  : std::set<std::string>{"nccl/ring", "nccl/halving"}));
+  }
 }
 
 TEST_CASE("collective_sim.sparse_crossover_uniform_8") {

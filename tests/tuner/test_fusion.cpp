@@ -220,3 +220,51 @@ TEST_CASE("fusion.bad_sparse_marks_name_the_field") {
   CHECK(error_of(R"({"width": 6, "nnz": 1})").find("tensors[0].sparse") != std::string::npos);
   CHECK(error_of(R"({"rows": 10, "width": 6, "nnz": 10})") == "no error");
 }
+
+TEST_CASE("fusion.sparse_tensors_leave_the_packs") {
+  // Tensor 1 is picked sparse: the packs hold 0, 2 and 3 only, and tensor 1 communicates alone in its own time.
+  const std::vector<std::uint64_t> bytes = {1000, 2000, 3000, 4000};
+  const AllReduceTimeFn time = [](std::uint64_t b) { return 10.0 + static_cast<double>(b) / 1000.0; };
+  const std::vector<SeparateTensor> separate = {{1, 50.0}};
+  // copy at 1 GB/s: packing a pack of B bytes costs 2B/1000 us.
+  const FusionResult r = tune_fusion(bytes, {0, 1}, time, 1.0, {}, separate);
+  CHECK(r.tensors == 4);
+  CHECK(r.total_bytes == 10000);
+  CHECK(r.packed_bytes == 8000);
+  REQUIRE(r.separate.size() == 1);
+  CHECK(r.separate[0].tensor == 1);
+  const FusionOption& one = r.options[0];
+  CHECK(one.packs == Packs{{0, 2, 3}});
+  CHECK(one.pack_bytes == std::vector<std::uint64_t>{8000});
+  CHECK(one.allreduce_us == doctest::Approx(18.0));
+  CHECK(one.packing_us == doctest::Approx(16.0));
+  CHECK(one.separate_us == doctest::Approx(50.0));
+  CHECK(one.total_us == doctest::Approx(18.0 + 16.0 + 50.0));
+  const FusionOption& each = r.options[1];
+  CHECK(each.packs == Packs{{0}, {2}, {3}});
+  CHECK(each.allreduce_us == doctest::Approx(11.0 + 13.0 + 14.0));
+  CHECK(each.packing_us == 0.0);
+  CHECK(each.total_us == doctest::Approx(38.0 + 50.0));
+  CHECK(r.best == 0);
+  // With backward times 1, 2, 3, 4 us the gradients are ready at 10, 9, 7, 4 us; everything queues in that order.
+  const FusionResult o = tune_fusion(bytes, {0, 1}, time, 1.0, {1, 2, 3, 4}, separate);
+  // One pack (ready at 10 with tensor 0, 34 us) after the sparse tensor (ready at 9, 50 us): 9 + 50 + 34.
+  CHECK(o.options[0].step_us == doctest::Approx(93.0));
+  // Per tensor: 3 at 4 → 18, 2 → 31, sparse 1 → 81, 0 → 92.
+  CHECK(o.options[1].step_us == doctest::Approx(92.0));
+  CHECK(o.options[1].exposed_us == doctest::Approx(92.0 - 10.0));
+  CHECK(o.best == 1);
+  // Without separate tensors nothing changes: every tensor is packed.
+  const FusionResult all = tune_fusion(bytes, {0}, time, 1.0);
+  CHECK(all.packed_bytes == 10000);
+  CHECK(all.options[0].total_us == doctest::Approx(20.0 + 20.0));
+  // Every tensor sparse: no packs at all.
+  const FusionResult none = tune_fusion({100, 200}, {0, 1}, time, 1.0, {}, {{0, 3.0}, {1, 4.0}});
+  CHECK(none.options[0].packs.empty());
+  CHECK(none.options[0].total_us == doctest::Approx(7.0));
+  // Bad separate lists.
+  CHECK_THROWS_WITH_AS(tune_fusion(bytes, {0}, time, 1.0, {}, {{4, 1.0}}), "fusion: separate tensor 4 of 4 tensors",
+                       InvalidInput);
+  CHECK_THROWS_WITH_AS(tune_fusion(bytes, {0}, time, 1.0, {}, {{1, 1.0}, {1, 2.0}}),
+                       "fusion: tensor 1 is separate twice", InvalidInput);
+}
