@@ -134,10 +134,24 @@ class Simulation {
       }
       link_capacity_[l] = capacities[l] = link.bandwidth_gbps * eff * kBytesPerUsPerGbps;
     }
-    capacity_ = capacities;
-    engine_.emplace(std::move(capacities), host_);
+    capacity_ = std::move(capacities);
+    scalable_ = !host_;  // host flows' rates and memory bandwidth depend on the sizes
   }
 
+  /// Whether compile() folds machines the plan treats alike (simulation_symmetry.cpp); call before it.
+  void use_symmetry(bool use) { use_symmetry_ = use; }
+  /// Elements of the machines' group the compiled program was folded by (1: none).
+  int symmetry_order() const { return sym_.order; }
+  /// Compiles the plan (once; run() and lower_bound() call it).
+  void compile();
+  /// Whether the compiled program is linear in the plan's counts: every flow's work is proportional to its op's
+  /// element count, nothing else depends on it (no host model, no NCCL model choosing by size, no group whose
+  /// count leaves a remainder over its members). Valid after compile().
+  bool scalable() const { return scalable_; }
+  /// Runs and bounds the plan with every count multiplied by `factor` from now on (1: as given); a factor
+  /// other than 1 needs scalable().
+  void set_factor(std::int64_t factor);
+  /// One simulation of the compiled program (each call starts from a fresh engine).
   SimResult run();
   double lower_bound();
 
@@ -150,7 +164,16 @@ class Simulation {
   }
   const RouteInfo& route_info(int a, int b);
   const RingInfo& ring_info(const std::vector<int>& members);
-  void compile();
+  void compile_ops();
+  // Symmetry (simulation_symmetry.cpp): machines the plan treats alike are simulated once.
+  struct Lift {
+    std::vector<int> node, link, op;  // images of nodes, links and ops under one renaming of the machines
+  };
+  bool lift_machine_map(const std::vector<int>& machine_map, const std::vector<std::vector<int>>& machines,
+                        const std::vector<int>& local, const std::vector<int>& device_of_node, Lift& out);
+  void find_symmetry();
+  void fold_flows_onto_orbits();
+  bool simulated(int op) const { return sym_.order == 1 || sym_.op_rep[static_cast<std::size_t>(op)] == op; }
   void compile_group(const Op& op);
   bool runs_nccl_model(const Op& op, const std::vector<int>& members) const;
   void compile_nccl_group(const Op& op, const std::vector<int>& members);
@@ -192,6 +215,20 @@ class Simulation {
   bool host_ = false;    // ops share the host resources (HostModel::shares_resources)
   int cores_res_ = -1;   // engine resource of the host's cores, -1 = none
   int memory_res_ = -1;  // engine resource of the host's memory bandwidth, -1 = none
+  struct Symmetry {
+    int order = 1;               // elements of the machines' group found (1: none, every op is simulated)
+    std::vector<int> op_rep;     // op → the op of its orbit that is simulated (the smallest id)
+    std::vector<int> res_rep;    // engine resource → its orbit's representative (the smallest index)
+    std::vector<int> res_orbit;  // engine resource → the size of its orbit
+    bool weighted = false;       // some folded flow has a weight other than 1
+  };
+  Symmetry sym_;
+  std::vector<std::uint64_t> op_keys_;  // find_symmetry's scratch
+  bool use_symmetry_ = true;
+  bool compiled_ = false;
+  bool scalable_ = true;
+  std::int64_t factor_ = 1;
+  std::vector<double> base_work_;  // every flow's work at factor 1
   std::vector<double> link_capacity_;
   std::vector<double> capacity_;  // every engine resource's capacity (links, devices, host)
   std::optional<detail::FlowEngine> engine_;

@@ -219,6 +219,7 @@ void Simulation::compile_group(const Op& op) {
     return;
   }
   const int steps = op.collective == Collective::kAllReduce ? 2 * (k - 1) : k - 1;
+  if (op.dst.count % k != 0) scalable_ = false;  // the largest piece does not scale with the count
   const double chunk = static_cast<double>(max_piece(op.dst.count, k)) * es_;
   for (int e = 0; e < k; ++e) {
     const RouteInfo& edge = ring.edges[e];
@@ -289,6 +290,7 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
 // Protocols put more bytes on the wire (LL 2×, LL128 128/120) and cap a channel's rate at NCCL's
 // per-channel limits (tuning.cc), converted to wire bytes.
 void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& members) {
+  scalable_ = false;  // NCCL's algorithm, protocol and latency depend on the size
   auto git = nccl_graphs_.find(members);
   if (git == nccl_graphs_.end()) git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
   const std::string what = fmt::format("spec '{}'", plan_.spec.empty() ? std::string("nccl") : plan_.spec);
@@ -437,9 +439,25 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
 }
 
 void Simulation::compile() {
+  if (compiled_) return;
+  compile_ops();
+  compiled_ = true;
+  base_work_.reserve(flows_.size());
+  for (const FlowSpec& f : flows_) base_work_.push_back(f.work);
+}
+
+void Simulation::set_factor(std::int64_t factor) {
+  compile();
+  ARTUNE_CHECK(factor >= 1 && (factor == 1 || scalable_), "Simulation::set_factor: the compiled plan does not scale");
+  if (factor == factor_) return;
+  factor_ = factor;
+  const double k = static_cast<double>(factor);
+  for (std::size_t i = 0; i < flows_.size(); ++i) flows_[i].work = base_work_[i] * k;
+}
+
+void Simulation::compile_ops() {
   const int n_ops = static_cast<int>(plan_.ops.size());
   programs_.reserve(n_ops);
-  std::vector<int> succ_count(n_ops + 1, 0);
   for (int i = 0; i < n_ops; ++i) {
     const Op& op = plan_.ops[i];
     if (op.id != i) throw InvalidInput(fmt::format("plan: op at position {} has id {}", i, op.id));
@@ -447,7 +465,29 @@ void Simulation::compile() {
       if (d < 0 || d >= i) {
         throw InvalidInput(fmt::format("plan: op {}: dependency {} is not an earlier op", i, d));
       }
-      ++succ_count[d];
+    }
+  }
+  if (use_symmetry_) find_symmetry();
+  // The simulated ops' dependencies: with symmetry, on their orbits' representatives (an op waits for its
+  // dependencies, which end when their representatives do).
+  std::vector<std::vector<int>> folded_deps;
+  if (sym_.order > 1) folded_deps.resize(static_cast<std::size_t>(n_ops));
+  std::vector<int> succ_count(n_ops + 1, 0);
+  for (int i = 0; i < n_ops; ++i) {
+    if (!simulated(i)) continue;
+    if (sym_.order > 1) {
+      std::vector<int>& deps = folded_deps[static_cast<std::size_t>(i)];
+      for (const int d : plan_.ops[i].deps) deps.push_back(sym_.op_rep[static_cast<std::size_t>(d)]);
+      std::sort(deps.begin(), deps.end());
+      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    }
+    for (const int d : sym_.order > 1 ? folded_deps[static_cast<std::size_t>(i)] : plan_.ops[i].deps) ++succ_count[d];
+  }
+  for (int i = 0; i < n_ops; ++i) {
+    const Op& op = plan_.ops[i];
+    if (!simulated(i)) {
+      programs_.push_back(Program{static_cast<int>(phases_.size()), 0, 1});  // never started
+      continue;
     }
     switch (op.kind) {
       case OpKind::kCopy:
@@ -519,9 +559,12 @@ void Simulation::compile() {
   deps_count_.assign(n_ops, 0);
   std::vector<int> fill(succ_begin_.begin(), succ_begin_.end() - 1);
   for (int i = 0; i < n_ops; ++i) {
-    for (const int d : plan_.ops[i].deps) succ_[fill[d]++] = i;
-    deps_count_[i] = static_cast<int>(plan_.ops[i].deps.size());
+    if (!simulated(i)) continue;
+    const std::vector<int>& deps = sym_.order > 1 ? folded_deps[static_cast<std::size_t>(i)] : plan_.ops[i].deps;
+    for (const int d : deps) succ_[fill[d]++] = i;
+    deps_count_[i] = static_cast<int>(deps.size());
   }
+  if (sym_.order > 1) fold_flows_onto_orbits();
   for (const auto& [prev, next] : serial) {
     succ_[fill[prev]++] = next;
     ++deps_count_[next];

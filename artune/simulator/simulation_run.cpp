@@ -92,13 +92,16 @@ std::vector<int> Simulation::op_links(const Op& op) {
 
 SimResult Simulation::run() {
   compile();
+  engine_.emplace(capacity_, host_ || sym_.weighted);
+  timers_ = {};
+  seq_ = 0;
   const int n_ops = static_cast<int>(plan_.ops.size());
   state_.assign(n_ops, TaskState{});
   for (int i = 0; i < n_ops; ++i) state_[i].deps_left = deps_count_[i];
   // The host backend's run starts (its threads wake) before the first op can.
   const double t0 = model_.host.run_overhead_us;
   for (int i = 0; i < n_ops; ++i) {
-    if (state_[i].deps_left == 0) start_task(i, t0);
+    if (simulated(i) && state_[i].deps_left == 0) start_task(i, t0);
   }
   detail::FlowEngine& engine = *engine_;
   for (;;) {
@@ -127,10 +130,11 @@ SimResult Simulation::run() {
   }
 
   SimResult result;
-  result.bytes = static_cast<std::uint64_t>(plan_.count) * static_cast<std::uint64_t>(es_);
+  result.bytes = static_cast<std::uint64_t>(plan_.count * factor_) * static_cast<std::uint64_t>(es_);
   result.ranks = plan_.ranks();
   int last = -1;
   for (int i = 0; i < n_ops; ++i) {
+    if (!simulated(i)) continue;  // ends when its orbit's representative does
     if (state_[i].end < 0) {
       throw InvalidInput(fmt::format("plan: op {} never ran (its dependencies never completed)", i));
     }
@@ -150,7 +154,8 @@ SimResult Simulation::run() {
     result.busbw_gbps = result.algbw_gbps * bus_factor(plan_.collective, n);  // nccl-tests' factor per collective
   }
   for (int l = 0; l < links_; ++l) {
-    const detail::ResourceStats& st = engine.stats(l);
+    // Folded by symmetry: every link of an orbit carried what its representative did.
+    const detail::ResourceStats& st = engine.stats(sym_.order > 1 ? sym_.res_rep[static_cast<std::size_t>(l)] : l);
     if (st.work <= 0) continue;
     LinkUsage u;
     u.link = l;
@@ -168,7 +173,19 @@ SimResult Simulation::run() {
     }
   }
   result.bottleneck_link = best ? best->link : -1;
-  result.groups = group_runs_;
+  if (sym_.order == 1) {
+    result.groups = group_runs_;
+  } else {
+    // Every op of a folded group's orbit ran as its representative did.
+    std::unordered_map<int, std::size_t> run_of;
+    for (std::size_t k = 0; k < group_runs_.size(); ++k) run_of.emplace(group_runs_[k].op, k);
+    for (int i = 0; i < n_ops && !run_of.empty(); ++i) {
+      const auto it = run_of.find(sym_.op_rep[static_cast<std::size_t>(i)]);
+      if (it == run_of.end()) continue;
+      result.groups.push_back(group_runs_[it->second]);
+      result.groups.back().op = i;
+    }
+  }
   for (int t = last; t >= 0; t = state_[t].crit_dep) {
     CriticalStep step;
     step.op = t;
@@ -198,6 +215,7 @@ double Simulation::lower_bound() {
   std::vector<double> start(static_cast<std::size_t>(n_ops), t0);
   double path = t0;
   for (int i = 0; i < n_ops; ++i) {
+    if (!simulated(i)) continue;
     const Program& p = programs_[static_cast<std::size_t>(i)];
     double duration = 0;
     for (int k = 0; k < p.phase_count; ++k) {

@@ -36,6 +36,29 @@ double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostMo
   return sim.lower_bound();
 }
 
+CompiledPlan::CompiledPlan(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes,
+                           Machines machines)
+    : sim_(std::make_unique<Simulation>(plan, topo, model, element_bytes)) {
+  sim_->use_symmetry(machines == Machines::kFold);
+  sim_->compile();
+}
+CompiledPlan::~CompiledPlan() = default;
+CompiledPlan::CompiledPlan(CompiledPlan&&) noexcept = default;
+CompiledPlan& CompiledPlan::operator=(CompiledPlan&&) noexcept = default;
+
+bool CompiledPlan::scalable() const { return sim_->scalable(); }
+int CompiledPlan::symmetry_order() const { return sim_->symmetry_order(); }
+
+SimResult CompiledPlan::run(std::int64_t factor) {
+  sim_->set_factor(factor);
+  return sim_->run();
+}
+
+double CompiledPlan::lower_bound(std::int64_t factor) {
+  sim_->set_factor(factor);
+  return sim_->lower_bound();
+}
+
 std::string link_name(const Topology& topo, int link) {
   if (link < 0 || link >= static_cast<int>(topo.links().size())) return "-";
   const Link& l = topo.links()[link];

@@ -11,6 +11,7 @@
 // same inputs give bit-identical results.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,41 @@ SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& mode
 /// the busiest resource's work over its capacity and the longest dependency chain of ops each at its flows'
 /// fastest possible rates (see simulator.cpp). Costs a compilation, not a simulation. InvalidInput as simulate().
 double simulate_lower_bound(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);
+
+namespace sim_detail {
+class Simulation;
+}
+
+/// A plan compiled once for the simulator, then simulated and lower-bounded as often as needed: at its own
+/// counts, or (where scalable()) at every count multiplied by a whole factor, which gives what simulate() and
+/// simulate_lower_bound() give for scale_plan(plan, factor) without building or compiling that plan (the tuner's
+/// size sweeps, tuner/plan_scaling.hpp). `plan`, `topo` and `model` must outlive it. InvalidInput as simulate().
+class CompiledPlan {
+ public:
+  /// How the compilation treats machines the plan treats alike.
+  enum class Machines {
+    kFold,   ///< simulated once per orbit of the machines' symmetry (simulator/simulation_symmetry.cpp; the default)
+    kWhole,  ///< every op simulated (the reference the folding is tested against)
+  };
+  CompiledPlan(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes,
+               Machines machines = Machines::kFold);
+  ~CompiledPlan();
+  CompiledPlan(CompiledPlan&&) noexcept;
+  CompiledPlan& operator=(CompiledPlan&&) noexcept;
+
+  /// Whether the compiled program is linear in the counts (no host model, no NCCL model choosing by size, no
+  /// group whose count leaves a remainder over its members): run(factor) and lower_bound(factor) for factor > 1.
+  bool scalable() const;
+  /// How many copies of every op the folding simulated as one (1: no symmetry found, or kWhole).
+  int symmetry_order() const;
+  /// simulate() of the plan with its counts times `factor` (1, or any ≥ 1 when scalable()).
+  SimResult run(std::int64_t factor = 1);
+  /// simulate_lower_bound() of the plan with its counts times `factor` (as run()).
+  double lower_bound(std::int64_t factor = 1);
+
+ private:
+  std::unique_ptr<sim_detail::Simulation> sim_;
+};
 
 /// A result as JSON (links by topology node ids).
 nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo);

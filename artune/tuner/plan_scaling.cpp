@@ -86,11 +86,16 @@ void ScaledSweep::search_anchor(std::size_t up_to) {
   if (next_ >= counts_.size()) searched_ = true;
 }
 
-const Plan& ScaledSweep::at(std::size_t i) {
+std::optional<std::int64_t> ScaledSweep::anchor_factor(std::size_t i) {
   ARTUNE_CHECK(i < counts_.size(), "ScaledSweep: size index out of range");
   if (!searched_ && i >= next_) search_anchor(i);
-  if (anchor_ && i >= *anchor_ && counts_[i] % counts_[*anchor_] == 0) {
-    const std::int64_t factor = counts_[i] / counts_[*anchor_];
+  if (anchor_ && i >= *anchor_ && counts_[i] % counts_[*anchor_] == 0) return counts_[i] / counts_[*anchor_];
+  return std::nullopt;
+}
+
+const Plan& ScaledSweep::at(std::size_t i) {
+  if (const std::optional<std::int64_t> scaled = anchor_factor(i)) {
+    const std::int64_t factor = *scaled;
     if (factor != current_factor_) {
       scale_into(base_, current_, factor);
       current_factor_ = factor;
@@ -103,7 +108,8 @@ const Plan& ScaledSweep::at(std::size_t i) {
 }
 
 SweepPlans::SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op)
-    : base_(counts, [&topo, &candidate, op, counts](std::size_t i) {
+    : topo_(topo),
+      base_(counts, [&topo, &candidate, op, counts](std::size_t i) {
         Candidate whole = candidate;
         whole.segments = 1;
         return build_candidate(topo, whole, counts[i], op, /*verify=*/false);
@@ -113,6 +119,37 @@ SweepPlans::SweepPlans(const Topology& topo, const Candidate& candidate, std::ve
       return pipeline(base_.at(i), segments);
     });
   }
+}
+
+}  // namespace artune
+
+namespace artune {
+
+std::optional<std::pair<CompiledPlan*, std::int64_t>> SweepPlans::compiled_at(std::size_t i, const CostModel& model,
+                                                                                 std::size_t element_bytes) {
+  if (!compiled_scales_) return std::nullopt;
+  const std::optional<std::int64_t> factor = sweep().anchor_factor(i);
+  if (!factor) return std::nullopt;
+  if (!compiled_) {
+    compiled_model_ = &model;
+    compiled_element_bytes_ = element_bytes;
+    compiled_.emplace(sweep().anchor_plan(), topo_, model, element_bytes);
+    compiled_scales_ = compiled_->scalable();
+  }
+  ARTUNE_CHECK(&model == compiled_model_ && element_bytes == compiled_element_bytes_,
+               "SweepPlans: one cost model and element size per sweep");
+  if (*factor != 1 && !compiled_scales_) return std::nullopt;
+  return std::make_pair(&*compiled_, *factor);
+}
+
+SimResult SweepPlans::simulate(std::size_t i, const CostModel& model, std::size_t element_bytes) {
+  if (const auto compiled = compiled_at(i, model, element_bytes)) return compiled->first->run(compiled->second);
+  return artune::simulate(at(i), topo_, model, element_bytes);
+}
+
+double SweepPlans::lower_bound(std::size_t i, const CostModel& model, std::size_t element_bytes) {
+  if (const auto compiled = compiled_at(i, model, element_bytes)) return compiled->first->lower_bound(compiled->second);
+  return simulate_lower_bound(at(i), topo_, model, element_bytes);
 }
 
 }  // namespace artune

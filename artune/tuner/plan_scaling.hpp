@@ -22,6 +22,7 @@
 
 #include "artune/algorithms/plan.hpp"
 #include "artune/core/types.hpp"
+#include "artune/simulator/simulator.hpp"
 #include "artune/topology/topology.hpp"
 #include "artune/tuner/candidates.hpp"
 
@@ -41,6 +42,10 @@ class ScaledSweep {
 
   /// The plan at counts[i]; rethrows make's exception there. The reference stays valid until the next call.
   const Plan& at(std::size_t i);
+  /// When the plan at counts[i] is the anchor's scaled: the factor (searching for the anchor as at() does).
+  std::optional<std::int64_t> anchor_factor(std::size_t i);
+  /// The anchor's plan (valid once anchor() is set).
+  const Plan& anchor_plan() const { return base_; }
   /// Times make() was called (the other sizes were scaled or remembered).
   std::size_t builds() const { return builds_; }
   /// The size index whose plan the larger sizes scale, once found.
@@ -69,6 +74,9 @@ class ScaledSweep {
 /// One candidate's unverified plans (equal to build_candidate(…, verify = false)) at `counts`: its unpipelined
 /// plan as one ScaledSweep, and, for segments > 1, pipeline() of it as another (pipeline's own splits only scale
 /// once every op has as many elements as segments; a plan over the op limit is refused before any work).
+/// simulate() and lower_bound() give the simulator's figures at each size: the sizes the anchor serves come
+/// from its plan compiled once (CompiledPlan, when its program scales), so neither the scaled plan nor its
+/// compilation is made there.
 class SweepPlans {
  public:
   SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op);
@@ -76,13 +84,28 @@ class SweepPlans {
   SweepPlans& operator=(const SweepPlans&) = delete;
 
   /// The plan at counts[i]; throws what build_candidate throws there.
-  const Plan& at(std::size_t i) { return pipelined_ ? pipelined_->at(i) : base_.at(i); }
+  const Plan& at(std::size_t i) { return sweep().at(i); }
+  /// simulate(at(i), …) (the same model and element size at every call of either); throws what
+  /// build_candidate and simulate throw there.
+  SimResult simulate(std::size_t i, const CostModel& model, std::size_t element_bytes);
+  /// simulate_lower_bound(at(i), …); throws as simulate().
+  double lower_bound(std::size_t i, const CostModel& model, std::size_t element_bytes);
   /// Plans the builders built (the others were scaled from them).
   std::size_t builds() const { return base_.builds(); }
 
  private:
+  ScaledSweep& sweep() { return pipelined_ ? *pipelined_ : base_; }
+  /// The anchor's compiled plan and the factor for size i, when the anchor serves i and its program scales.
+  std::optional<std::pair<CompiledPlan*, std::int64_t>> compiled_at(std::size_t i, const CostModel& model,
+                                                                     std::size_t element_bytes);
+
+  const Topology& topo_;
   ScaledSweep base_;
   std::optional<ScaledSweep> pipelined_;
+  std::optional<CompiledPlan> compiled_;  ///< the anchor's plan, compiled (once the anchor is known)
+  bool compiled_scales_ = true;           ///< false once the anchor's program turned out not to scale
+  const CostModel* compiled_model_ = nullptr;  ///< what compiled_ was compiled for (the same at every call)
+  std::size_t compiled_element_bytes_ = 0;
 };
 
 }  // namespace artune

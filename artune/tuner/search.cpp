@@ -119,7 +119,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     simulated[slot] = 1;
     simulations.fetch_add(1, std::memory_order_relaxed);
     try {
-      SimResult r = plans != nullptr ? simulate(plans->at(si), topo, options.model, esize)
+      SimResult r = plans != nullptr ? plans->simulate(si, options.model, esize)
                                      : simulate(build_candidate(topo, result.set.candidates[c],
                                                                 count_for(options.sizes[si], esize), options.op, false),
                                                 topo, options.model, esize);
@@ -195,7 +195,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   auto prunable = [&](std::size_t si, SweepPlans& plans) {
     if (!std::isfinite(prune_above[si])) return false;
     try {
-      return simulate_lower_bound(plans.at(si), topo, options.model, esize) > prune_above[si];
+      return plans.lower_bound(si, options.model, esize) > prune_above[si];
     } catch (const InvalidInput&) {
     } catch (const Unsupported&) {}
     return false;
