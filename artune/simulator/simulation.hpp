@@ -169,8 +169,8 @@ class Simulation {
   struct Lift {
     std::vector<int> node, link, op;  // images of nodes, links and ops under one renaming of the machines
   };
-  bool lift_machine_map(const std::vector<int>& machine_map, const std::vector<std::vector<int>>& machines,
-                        const std::vector<int>& local, const std::vector<int>& device_of_node, Lift& out);
+  struct SymmetryIndex;
+  bool lift_machine_map(const std::vector<int>& machine_map, const SymmetryIndex& index, Lift& out);
   void find_symmetry();
   void fold_flows_onto_orbits();
   bool simulated(int op) const { return sym_.order == 1 || sym_.op_rep[static_cast<std::size_t>(op)] == op; }

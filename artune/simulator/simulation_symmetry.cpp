@@ -17,6 +17,7 @@
 // stay inside one machine (σ maps their channels with the machine). Host models share the host's cores
 // and memory between all machines' threads, serialised per device: they are simulated whole too.
 
+#include <limits>
 #include <numeric>
 
 #include "artune/simulator/simulation.hpp"
@@ -90,12 +91,34 @@ bool same_op(const Op& from, const Op& to, const std::vector<int>& dev) {
          from.divisor == to.divisor;
 }
 
+// The key of an op and its dependencies (sorted here).
+std::uint64_t structure_key(std::uint64_t key, std::vector<int>& deps) {
+  std::sort(deps.begin(), deps.end());
+  for (const int d : deps) key = mix(key, static_cast<std::uint64_t>(d));
+  return key;
+}
+
+std::uint64_t ends(int a, int b) { return (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint32_t>(b); }
+
 }  // namespace
+
+// What every renaming looks ops and links up in, made once per plan.
+struct Simulation::SymmetryIndex {
+  std::vector<std::vector<int>> machines;  // every machine's nodes in index order
+  std::vector<int> local;                  // node → its position in its machine's list
+  std::vector<int> device_of_node;         // node → the plan device on it, -1 = none
+  std::unordered_map<std::uint64_t, std::vector<int>> links_by_ends;  // parallel links in index order
+  std::vector<int> link_rank;                                          // link → its position there
+  std::vector<std::pair<std::uint64_t, int>> structures;  // (structure key, op), sorted: ops alike in id order
+  std::vector<int> structure_rank;                        // op → its position among the ops of its structure key
+};
 
 // One renaming of the machines (machine m → machine_map[m]) lifted to nodes, links, devices and ops, or false
 // where the topology or the plan is not invariant under it (the header above lists the checks).
-bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const std::vector<std::vector<int>>& machines,
-                                  const std::vector<int>& local, const std::vector<int>& device_of_node, Lift& out) {
+bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const SymmetryIndex& index, Lift& out) {
+  const std::vector<std::vector<int>>& machines = index.machines;
+  const std::vector<int>& local = index.local;
+  const std::vector<int>& device_of_node = index.device_of_node;
   const auto& nodes = topo_.nodes();
   const auto& links = topo_.links();
   out.node.resize(nodes.size());
@@ -107,21 +130,13 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const std
     if (nodes[static_cast<std::size_t>(image)].kind != nodes[n].kind) return false;
     out.node[n] = image;
   }
-  // Links by their ends (parallel links keep their order).
-  std::unordered_map<std::uint64_t, std::vector<int>> by_ends;
-  std::vector<int> rank(links.size());
-  auto ends = [](int a, int b) { return (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint32_t>(b); };
-  for (std::size_t l = 0; l < links.size(); ++l) {
-    auto& list = by_ends[ends(links[l].src, links[l].dst)];
-    rank[l] = static_cast<int>(list.size());
-    list.push_back(static_cast<int>(l));
-  }
   out.link.resize(links.size());
   for (std::size_t l = 0; l < links.size(); ++l) {
     const Link& a = links[l];
-    const auto it = by_ends.find(ends(out.node[static_cast<std::size_t>(a.src)], out.node[static_cast<std::size_t>(a.dst)]));
-    if (it == by_ends.end() || static_cast<int>(it->second.size()) <= rank[l]) return false;
-    const int image = it->second[static_cast<std::size_t>(rank[l])];
+    const auto it = index.links_by_ends.find(
+        ends(out.node[static_cast<std::size_t>(a.src)], out.node[static_cast<std::size_t>(a.dst)]));
+    if (it == index.links_by_ends.end() || static_cast<int>(it->second.size()) <= index.link_rank[l]) return false;
+    const int image = it->second[static_cast<std::size_t>(index.link_rank[l])];
     const Link& b = links[static_cast<std::size_t>(image)];
     if (a.kind != b.kind || a.bandwidth_gbps != b.bandwidth_gbps || a.latency_us != b.latency_us || a.lanes != b.lanes) {
       return false;
@@ -137,20 +152,7 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const std
   // Ops, in id order (dependencies first): the image of op i is an op of i's key with its devices renamed whose
   // dependencies are the images of i's; ops alike in both (interchangeable) pair up in id order.
   const auto& ops = plan_.ops;
-  auto structure = [&](std::uint64_t key, std::vector<int>& deps) {
-    std::sort(deps.begin(), deps.end());
-    for (const int d : deps) key = mix(key, static_cast<std::uint64_t>(d));
-    return key;
-  };
-  std::unordered_map<std::uint64_t, std::vector<int>> by_structure;
-  std::vector<int> structure_rank(ops.size());
   std::vector<int> deps;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    deps = ops[i].deps;
-    auto& list = by_structure[structure(op_keys_[i], deps)];
-    structure_rank[i] = static_cast<int>(list.size());
-    list.push_back(static_cast<int>(i));
-  }
   out.op.resize(ops.size());
   std::vector<char> taken(ops.size(), 0);
   std::vector<int> image_deps;
@@ -159,9 +161,12 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const std
     const Op& op = ops[i];
     deps.clear();
     for (const int d : op.deps) deps.push_back(out.op[static_cast<std::size_t>(d)]);
-    const auto it = by_structure.find(structure(op_key(op, dev), deps));
-    if (it == by_structure.end() || static_cast<int>(it->second.size()) <= structure_rank[i]) return false;
-    const int image = it->second[static_cast<std::size_t>(structure_rank[i])];
+    const std::uint64_t wanted = structure_key(op_key(op, dev), deps);
+    const auto range = std::equal_range(index.structures.begin(), index.structures.end(),
+                                        std::make_pair(wanted, std::numeric_limits<int>::min()),
+                                        [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (range.second - range.first <= index.structure_rank[i]) return false;
+    const int image = (range.first + index.structure_rank[i])->second;
     image_deps = ops[static_cast<std::size_t>(image)].deps;
     std::sort(image_deps.begin(), image_deps.end());
     if (taken[static_cast<std::size_t>(image)] || !same_op(op, ops[static_cast<std::size_t>(image)], dev) ||
@@ -199,28 +204,50 @@ void Simulation::find_symmetry() {
   if (host_ || model_.host.serial_devices || n_machines < 2 || plan_.ops.size() < 2) return;
   const auto& nodes = topo_.nodes();
   // Every machine's nodes in index order; machines must list the same kinds.
-  std::vector<std::vector<int>> machines(static_cast<std::size_t>(n_machines));
-  std::vector<int> local(nodes.size(), -1);
+  SymmetryIndex index;
+  index.machines.resize(static_cast<std::size_t>(n_machines));
+  index.local.assign(nodes.size(), -1);
   for (std::size_t n = 0; n < nodes.size(); ++n) {
     const int m = nodes[n].machine;
     if (m >= n_machines) return;
     if (m < 0) continue;
-    local[n] = static_cast<int>(machines[static_cast<std::size_t>(m)].size());
-    machines[static_cast<std::size_t>(m)].push_back(static_cast<int>(n));
+    index.local[n] = static_cast<int>(index.machines[static_cast<std::size_t>(m)].size());
+    index.machines[static_cast<std::size_t>(m)].push_back(static_cast<int>(n));
   }
-  for (const auto& m : machines) {
-    if (m.size() != machines.front().size()) return;
+  for (const auto& m : index.machines) {
+    if (m.size() != index.machines.front().size()) return;
   }
-  std::vector<int> device_of_node(nodes.size(), -1);
+  index.device_of_node.assign(nodes.size(), -1);
   for (std::size_t d = 0; d < plan_.devices.size(); ++d) {
-    int& slot = device_of_node[static_cast<std::size_t>(plan_.devices[d].node)];
+    int& slot = index.device_of_node[static_cast<std::size_t>(plan_.devices[d].node)];
     if (slot >= 0) return;  // two devices on one node: σ could not say which maps where
     slot = static_cast<int>(d);
   }
-  op_keys_.resize(plan_.ops.size());
+  const auto& links = topo_.links();
+  index.link_rank.resize(links.size());
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    auto& list = index.links_by_ends[ends(links[l].src, links[l].dst)];
+    index.link_rank[l] = static_cast<int>(list.size());
+    list.push_back(static_cast<int>(l));
+  }
+  const std::size_t n_ops = plan_.ops.size();
+  op_keys_.resize(n_ops);
   std::vector<int> identity(plan_.devices.size());
   std::iota(identity.begin(), identity.end(), 0);
-  for (std::size_t i = 0; i < plan_.ops.size(); ++i) op_keys_[i] = op_key(plan_.ops[i], identity);
+  index.structures.resize(n_ops);
+  std::vector<int> deps;
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    op_keys_[i] = op_key(plan_.ops[i], identity);
+    deps = plan_.ops[i].deps;
+    index.structures[i] = {structure_key(op_keys_[i], deps), static_cast<int>(i)};
+  }
+  std::sort(index.structures.begin(), index.structures.end());
+  index.structure_rank.resize(n_ops);
+  for (std::size_t k = 0; k < n_ops; ++k) {
+    const bool same = k > 0 && index.structures[k].first == index.structures[k - 1].first;
+    index.structure_rank[static_cast<std::size_t>(index.structures[k].second)] =
+        same ? index.structure_rank[static_cast<std::size_t>(index.structures[k - 1].second)] + 1 : 0;
+  }
 
   // The group: rotation by one machine, else (a power of two of machines) every xor with a power of two.
   std::vector<Lift> lifts;
@@ -228,14 +255,14 @@ void Simulation::find_symmetry() {
     std::vector<int> rotate(static_cast<std::size_t>(n_machines));
     for (int m = 0; m < n_machines; ++m) rotate[static_cast<std::size_t>(m)] = (m + 1) % n_machines;
     Lift lift;
-    if (lift_machine_map(rotate, machines, local, device_of_node, lift)) lifts.push_back(std::move(lift));
+    if (lift_machine_map(rotate, index, lift)) lifts.push_back(std::move(lift));
   }
   if (lifts.empty() && (n_machines & (n_machines - 1)) == 0) {
     for (int bit = 1; bit < n_machines; bit <<= 1) {
       std::vector<int> flip(static_cast<std::size_t>(n_machines));
       for (int m = 0; m < n_machines; ++m) flip[static_cast<std::size_t>(m)] = m ^ bit;
       Lift lift;
-      if (!lift_machine_map(flip, machines, local, device_of_node, lift)) {
+      if (!lift_machine_map(flip, index, lift)) {
         lifts.clear();
         break;
       }
@@ -245,7 +272,6 @@ void Simulation::find_symmetry() {
   op_keys_ = {};
   if (lifts.empty()) return;
   // Both groups act on the machines simply transitively: n_machines elements. Op orbits of that size only.
-  const std::size_t n_ops = plan_.ops.size();
   UnionFind op_orbits(n_ops);
   for (const Lift& lift : lifts) {
     for (std::size_t i = 0; i < n_ops; ++i) op_orbits.unite(static_cast<int>(i), lift.op[i]);
