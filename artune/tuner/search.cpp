@@ -245,60 +245,96 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     }
     tracker.item_done();
   });
-  for (std::size_t si = 0; si < n_sizes; ++si) {
-    const std::uint64_t bytes = options.sizes[si];
-    // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
-    // when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
-    // previous pick, the runner-up of another family, NCCL's own choice and TF's.
-    auto exact = [&](std::size_t c) {
-      if (!simulated[si * n + c]) (void)simulate_at(si, c);
-    };
-    double fastest = std::numeric_limits<double>::infinity();
+  // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
+  // when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
+  // previous pick, the runner-up of another family, NCCL's own choice and TF's. All but the previous pick depend
+  // on the size alone: simulated for every size at once on options.jobs threads (each size fills its own row).
+  auto exact = [&](std::size_t si, std::size_t c) {
+    if (!simulated[si * n + c]) (void)simulate_at(si, c);
+  };
+  // Candidates with figures at size si, fastest first (ties keep generation order: simpler plans first).
+  auto ranking_at = [&](std::size_t si) {
+    std::vector<std::size_t> ranking;
     for (std::size_t c = 0; c < n; ++c) {
-      if (const auto& f = predicted[si * n + c]) fastest = std::min(fastest, f->time_us);
+      if (predicted[si * n + c]) ranking.push_back(c);
     }
-    for (std::size_t c = 0; c < n; ++c) {
-      const auto& f = predicted[si * n + c];
-      const double window =
-          (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
-      if (f && f->time_us <= fastest * window) exact(c);
-    }
-    if (!result.pick.empty()) exact(result.pick.back());
-    for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo, bytes).label()}) {
-      if (const auto it = by_label.find(label); it != by_label.end()) exact(it->second);
-    }
-    SizeScores scores;
-    scores.bytes = bytes;
-    scores.count = count_for(bytes, esize);
-    auto rank = [&] {
-      scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
-                              predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
-      scores.ranking.clear();
-      for (std::size_t c = 0; c < n; ++c) {
-        if (scores.predicted[c]) scores.ranking.push_back(c);
-      }
-      // Fastest first; ties keep generation order (simpler plans come first there).
-      std::stable_sort(scores.ranking.begin(), scores.ranking.end(), [&](std::size_t a, std::size_t b) {
-        return scores.predicted[a]->time_us < scores.predicted[b]->time_us;
-      });
-    };
-    rank();
-    // The runner-up (the fastest of another family than the fastest) simulated too; simulating it may reorder.
-    for (bool changed = true; changed && !scores.ranking.empty();) {
+    std::stable_sort(ranking.begin(), ranking.end(), [&](std::size_t a, std::size_t b) {
+      return predicted[si * n + a]->time_us < predicted[si * n + b]->time_us;
+    });
+    return ranking;
+  };
+  // The runner-up (the fastest of another family than the fastest) simulated too; simulating it may reorder.
+  auto simulate_runner_up = [&](std::size_t si) {
+    for (bool changed = true; changed;) {
       changed = false;
-      const std::string& family = result.set.candidates[scores.ranking.front()].family;
-      for (const std::size_t c : scores.ranking) {
+      const std::vector<std::size_t> ranking = ranking_at(si);
+      if (ranking.empty()) return;
+      const std::string& family = result.set.candidates[ranking.front()].family;
+      for (const std::size_t c : ranking) {
         if (result.set.candidates[c].family == family) continue;
         if (!simulated[si * n + c]) {
-          exact(c);
-          rank();
+          exact(si, c);
           changed = true;
         }
         break;
       }
     }
-    // The pick must pass the verifier at this size; a candidate that fails it leaves the ranking (as a plan
-    // that does not build here would have) and the next one is tried.
+  };
+  parallel_for(n_sizes, options.jobs, [&](std::size_t si) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (std::size_t c = 0; c < n; ++c) {
+      if (const auto& f = predicted[si * n + c]) fastest = std::min(fastest, f->time_us);
+    }
+    const double window =
+        (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
+    for (std::size_t c = 0; c < n; ++c) {
+      const auto& f = predicted[si * n + c];
+      if (f && f->time_us <= fastest * window) exact(si, c);
+    }
+    for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo, options.sizes[si]).label()}) {
+      if (const auto it = by_label.find(label); it != by_label.end()) exact(si, it->second);
+    }
+    simulate_runner_up(si);
+  });
+  // The pick must pass the verifier at its size. It is each size's fastest unless the previous pick is within
+  // keep_within of it: those are verified ahead on options.jobs threads (verified[si * n + c]: 1 passed, 2
+  // failed), the rare others when they come up.
+  std::vector<char> verified(n * n_sizes, 0);
+  auto verify_at = [&](std::size_t si, std::size_t c) {
+    char& v = verified[si * n + c];
+    if (v == 0) {
+      v = 2;
+      try {
+        (void)build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op,
+                              /*verify=*/true);
+        v = 1;
+      } catch (const InvalidInput&) {
+      } catch (const Unsupported&) {}
+    }
+    return v == 1;
+  };
+  {
+    std::vector<std::pair<std::size_t, std::size_t>> ahead;  // (size, candidate)
+    for (std::size_t si = 0; si < n_sizes; ++si) {
+      const std::vector<std::size_t> ranking = ranking_at(si);
+      if (!ranking.empty()) ahead.emplace_back(si, ranking.front());
+    }
+    parallel_for(ahead.size(), options.jobs, [&](std::size_t k) { (void)verify_at(ahead[k].first, ahead[k].second); });
+  }
+  for (std::size_t si = 0; si < n_sizes; ++si) {
+    const std::uint64_t bytes = options.sizes[si];
+    if (!result.pick.empty() && !simulated[si * n + result.pick.back()]) {
+      exact(si, result.pick.back());
+      simulate_runner_up(si);
+    }
+    SizeScores scores;
+    scores.bytes = bytes;
+    scores.count = count_for(bytes, esize);
+    scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
+                            predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
+    scores.ranking = ranking_at(si);
+    // A candidate that fails the verifier leaves the ranking (as a plan that does not build here would have) and
+    // the next one is tried.
     std::size_t pick = 0;
     for (;;) {
       if (scores.ranking.empty()) {
@@ -312,11 +348,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
           pick = previous;
         }
       }
-      try {
-        (void)build_candidate(topo, result.set.candidates[pick], scores.count, options.op, /*verify=*/true);
-        break;
-      } catch (const InvalidInput&) {
-      } catch (const Unsupported&) {}
+      if (verify_at(si, pick)) break;
       scores.predicted[pick].reset();
       scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
     }
