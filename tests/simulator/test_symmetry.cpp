@@ -73,6 +73,12 @@ TEST_CASE("symmetric plans on clusters of identical machines fold to one machine
   CHECK(check_fold(build(h100, "nccl/xring", count), h100, nccl) == 4);
   CHECK(check_fold(build(v100, "nccl/rechd", count), v100, nccl) == 4);
   CHECK(check_fold(build(v100, "pscpu/xring", count), v100, nccl) == 4);
+  CHECK(check_fold(build(h100, "pscpu/rechd", count), h100, nccl) == 4);
+  // The tuner's costliest candidates on 16 machines: 8 pipelined rings over 128 GPUs.
+  const Topology h100x16 = load_topology("16xdgx-h100");
+  CHECK(check_fold(build(h100x16, "xring#8", 1 << 22, 2), h100x16, nccl) == 16);
+  CHECK(check_fold(build(h100x16, "nccl/rechd", 1 << 22), h100x16, nccl) == 16);
+  CHECK(check_fold(build(h100x16, "2d", 1 << 22), h100x16, nccl) == 16);
   // All-gather and reduce-scatter.
   CHECK(check_fold(build(h100, "ring", count, 1, {}, Collective::kAllGather), h100, nccl) == 4);
   CHECK(check_fold(build(h100, "2d", count, 1, {}, Collective::kAllGather), h100, nccl) == 4);
