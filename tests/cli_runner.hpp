@@ -89,6 +89,11 @@ inline CliResult run_artune(const std::vector<std::string>& args) {
   REQUIRE(fd >= 0);
   ::close(fd);
   const std::string err_path = pattern;
+  // Removed on every way out, a failed check's exception included.
+  struct Remove {
+    const std::string& path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove_err{err_path};
   std::string cmd = shell_quote(artune_bin());
   for (const auto& a : args) {
     cmd += ' ';
@@ -101,7 +106,6 @@ inline CliResult run_artune(const std::vector<std::string>& args) {
   std::stringstream s;
   s << in.rdbuf();
   r.err = s.str();
-  std::remove(err_path.c_str());
   return r;
 }
 

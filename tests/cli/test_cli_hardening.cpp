@@ -339,7 +339,8 @@ TEST_CASE("cli_hardening.full_form_gpu_limit_in_autotune") {
   std::string devices = "{\"id\": \"cpu0\", \"kind\": \"cpu\"}";
   std::string links;
   for (int g = 0; g < 1025; ++g) {
-    const std::string id = "g" + std::to_string(g);
+    std::string id = "g";  // appended, not "g" + …: GCC 12's -Wrestrict misfires on that operator+
+    id += std::to_string(g);
     devices += ", {\"id\": \"" + id + "\", \"kind\": \"gpu\"}";
     if (g > 0) links += ", ";
     links += "{\"a\": \"" + id + R"(", "b": "cpu0", "kind": "pcie", "bandwidth": 12})";
