@@ -223,7 +223,6 @@ class Simulation {
     bool weighted = false;       // some folded flow has a weight other than 1
   };
   Symmetry sym_;
-  std::vector<std::uint64_t> op_keys_;  // find_symmetry's scratch
   bool use_symmetry_ = true;
   bool compiled_ = false;
   bool scalable_ = true;

@@ -19,6 +19,7 @@
 
 #include <limits>
 #include <numeric>
+#include <unordered_set>
 
 #include "artune/simulator/simulation.hpp"
 
@@ -156,7 +157,7 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const Sym
   out.op.resize(ops.size());
   std::vector<char> taken(ops.size(), 0);
   std::vector<int> image_deps;
-  std::unordered_map<std::uint64_t, bool> routes_checked;
+  std::unordered_set<std::uint64_t> routes_checked;  // (source, destination) nodes
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     deps.clear();
@@ -175,18 +176,10 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const Sym
     }
     taken[static_cast<std::size_t>(image)] = 1;
     out.op[i] = image;
-    if (op.kind == OpKind::kGroup) {
-      // Library groups inside one machine only.
-      int machine = -2;
-      for (const int g : op.group) {
-        const int m = topo_.nodes()[static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(g)].node)].machine;
-        if (machine != -2 && m != machine) return false;
-        machine = m;
-      }
-    } else if (op.kind != OpKind::kScale) {
+    if (op.kind == OpKind::kCopy || op.kind == OpKind::kReduce) {
       const int a = plan_.devices[static_cast<std::size_t>(op.src.device)].node;
       const int b = plan_.devices[static_cast<std::size_t>(op.dst.device)].node;
-      if (a != b && routes_checked.emplace(ends(a, b), true).second) {
+      if (a != b && routes_checked.insert(ends(a, b)).second) {
         const Route& r = topo_.route(a, b);
         const Route& s = topo_.route(out.node[static_cast<std::size_t>(a)], out.node[static_cast<std::size_t>(b)]);
         if (r.links.size() != s.links.size() || r.latency_us != s.latency_us) return false;
@@ -217,6 +210,16 @@ void Simulation::find_symmetry() {
   for (const auto& m : index.machines) {
     if (m.size() != index.machines.front().size()) return;
   }
+  // Library groups inside one machine only.
+  for (const Op& op : plan_.ops) {
+    if (op.kind != OpKind::kGroup) continue;
+    for (const int g : op.group) {
+      const auto machine = [&](int device) {
+        return nodes[static_cast<std::size_t>(plan_.devices[static_cast<std::size_t>(device)].node)].machine;
+      };
+      if (machine(g) != machine(op.group.front())) return;
+    }
+  }
   index.device_of_node.assign(nodes.size(), -1);
   for (std::size_t d = 0; d < plan_.devices.size(); ++d) {
     int& slot = index.device_of_node[static_cast<std::size_t>(plan_.devices[d].node)];
@@ -231,15 +234,13 @@ void Simulation::find_symmetry() {
     list.push_back(static_cast<int>(l));
   }
   const std::size_t n_ops = plan_.ops.size();
-  op_keys_.resize(n_ops);
   std::vector<int> identity(plan_.devices.size());
   std::iota(identity.begin(), identity.end(), 0);
   index.structures.resize(n_ops);
   std::vector<int> deps;
   for (std::size_t i = 0; i < n_ops; ++i) {
-    op_keys_[i] = op_key(plan_.ops[i], identity);
     deps = plan_.ops[i].deps;
-    index.structures[i] = {structure_key(op_keys_[i], deps), static_cast<int>(i)};
+    index.structures[i] = {structure_key(op_key(plan_.ops[i], identity), deps), static_cast<int>(i)};
   }
   std::sort(index.structures.begin(), index.structures.end());
   index.structure_rank.resize(n_ops);
@@ -269,7 +270,6 @@ void Simulation::find_symmetry() {
       lifts.push_back(std::move(lift));
     }
   }
-  op_keys_ = {};
   if (lifts.empty()) return;
   // Both groups act on the machines simply transitively: n_machines elements. Op orbits of that size only.
   UnionFind op_orbits(n_ops);
