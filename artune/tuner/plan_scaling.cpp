@@ -139,8 +139,11 @@ const Plan& ScaledSweep::at(std::size_t i) {
   return built_;
 }
 
-SweepPlans::SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op)
+SweepPlans::SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op,
+                       const CostModel& model, std::size_t element_bytes)
     : topo_(topo),
+      model_(model),
+      element_bytes_(element_bytes),
       base_(counts, [&topo, &candidate, op, counts](std::size_t i) {
         Candidate whole = candidate;
         whole.segments = 1;
@@ -153,35 +156,22 @@ SweepPlans::SweepPlans(const Topology& topo, const Candidate& candidate, std::ve
   }
 }
 
-}  // namespace artune
-
-namespace artune {
-
-std::optional<std::pair<CompiledPlan*, std::int64_t>> SweepPlans::compiled_at(std::size_t i, const CostModel& model,
-                                                                                 std::size_t element_bytes) {
-  if (!compiled_scales_) return std::nullopt;
+std::optional<std::pair<CompiledPlan*, std::int64_t>> SweepPlans::compiled_at(std::size_t i) {
   const std::optional<std::int64_t> factor = sweep().anchor_factor(i);
   if (!factor) return std::nullopt;
-  if (!compiled_) {
-    compiled_model_ = &model;
-    compiled_element_bytes_ = element_bytes;
-    compiled_.emplace(sweep().anchor_plan(), topo_, model, element_bytes);
-    compiled_scales_ = compiled_->scalable();
-  }
-  ARTUNE_CHECK(&model == compiled_model_ && element_bytes == compiled_element_bytes_,
-               "SweepPlans: one cost model and element size per sweep");
-  if (*factor != 1 && !compiled_scales_) return std::nullopt;
+  if (!compiled_) compiled_.emplace(sweep().anchor_plan(), topo_, model_, element_bytes_);
+  if (*factor != 1 && !compiled_->scalable()) return std::nullopt;
   return std::make_pair(&*compiled_, *factor);
 }
 
-SimResult SweepPlans::simulate(std::size_t i, const CostModel& model, std::size_t element_bytes) {
-  if (const auto compiled = compiled_at(i, model, element_bytes)) return compiled->first->run(compiled->second);
-  return artune::simulate(at(i), topo_, model, element_bytes);
+SimResult SweepPlans::simulate(std::size_t i) {
+  if (const auto compiled = compiled_at(i)) return compiled->first->run(compiled->second);
+  return artune::simulate(at(i), topo_, model_, element_bytes_);
 }
 
-double SweepPlans::lower_bound(std::size_t i, const CostModel& model, std::size_t element_bytes) {
-  if (const auto compiled = compiled_at(i, model, element_bytes)) return compiled->first->lower_bound(compiled->second);
-  return simulate_lower_bound(at(i), topo_, model, element_bytes);
+double SweepPlans::lower_bound(std::size_t i) {
+  if (const auto compiled = compiled_at(i)) return compiled->first->lower_bound(compiled->second);
+  return simulate_lower_bound(at(i), topo_, model_, element_bytes_);
 }
 
 }  // namespace artune

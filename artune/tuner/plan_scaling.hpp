@@ -74,38 +74,37 @@ class ScaledSweep {
 /// One candidate's unverified plans (equal to build_candidate(…, verify = false)) at `counts`: its unpipelined
 /// plan as one ScaledSweep, and, for segments > 1, pipeline() of it as another (pipeline's own splits only scale
 /// once every op has as many elements as segments; a plan over the op limit is refused before any work).
-/// simulate() and lower_bound() give the simulator's figures at each size: the sizes the anchor serves come
-/// from its plan compiled once (CompiledPlan, when its program scales), so neither the scaled plan nor its
-/// compilation is made there.
+/// simulate() and lower_bound() give the simulator's figures at each size under `model` with elements of
+/// `element_bytes` (topo, candidate and model must outlive it): the sizes the anchor serves come from its plan
+/// compiled once (CompiledPlan, when its program scales), so neither the scaled plan nor its compilation is made
+/// there.
 class SweepPlans {
  public:
-  SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op);
+  SweepPlans(const Topology& topo, const Candidate& candidate, std::vector<std::int64_t> counts, ReduceOp op,
+             const CostModel& model, std::size_t element_bytes);
   SweepPlans(const SweepPlans&) = delete;  // pipelined_ refers to base_
   SweepPlans& operator=(const SweepPlans&) = delete;
 
   /// The plan at counts[i]; throws what build_candidate throws there.
   const Plan& at(std::size_t i) { return sweep().at(i); }
-  /// simulate(at(i), …) (the same model and element size at every call of either); throws what
-  /// build_candidate and simulate throw there.
-  SimResult simulate(std::size_t i, const CostModel& model, std::size_t element_bytes);
+  /// simulate(at(i), …); throws what build_candidate and simulate throw there.
+  SimResult simulate(std::size_t i);
   /// simulate_lower_bound(at(i), …); throws as simulate().
-  double lower_bound(std::size_t i, const CostModel& model, std::size_t element_bytes);
+  double lower_bound(std::size_t i);
   /// Plans the builders built (the others were scaled from them).
   std::size_t builds() const { return base_.builds(); }
 
  private:
   ScaledSweep& sweep() { return pipelined_ ? *pipelined_ : base_; }
   /// The anchor's compiled plan and the factor for size i, when the anchor serves i and its program scales.
-  std::optional<std::pair<CompiledPlan*, std::int64_t>> compiled_at(std::size_t i, const CostModel& model,
-                                                                     std::size_t element_bytes);
+  std::optional<std::pair<CompiledPlan*, std::int64_t>> compiled_at(std::size_t i);
 
   const Topology& topo_;
+  const CostModel& model_;
+  std::size_t element_bytes_;
   ScaledSweep base_;
   std::optional<ScaledSweep> pipelined_;
   std::optional<CompiledPlan> compiled_;  ///< the anchor's plan, compiled (once the anchor is known)
-  bool compiled_scales_ = true;           ///< false once the anchor's program turned out not to scale
-  const CostModel* compiled_model_ = nullptr;  ///< what compiled_ was compiled for (the same at every call)
-  std::size_t compiled_element_bytes_ = 0;
 };
 
 }  // namespace artune

@@ -119,7 +119,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
     simulated[slot] = 1;
     simulations.fetch_add(1, std::memory_order_relaxed);
     try {
-      SimResult r = plans != nullptr ? plans->simulate(si, options.model, esize)
+      SimResult r = plans != nullptr ? plans->simulate(si)
                                      : simulate(build_candidate(topo, result.set.candidates[c],
                                                                 count_for(options.sizes[si], esize), options.op, false),
                                                 topo, options.model, esize);
@@ -142,7 +142,9 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   }
   std::vector<std::int64_t> counts;
   for (const std::uint64_t bytes : options.sizes) counts.push_back(count_for(bytes, esize));
-  auto sweep_plans = [&](std::size_t c) { return SweepPlans(topo, result.set.candidates[c], counts, options.op); };
+  auto sweep_plans = [&](std::size_t c) {
+    return SweepPlans(topo, result.set.candidates[c], counts, options.op, options.model, esize);
+  };
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
   // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
@@ -195,7 +197,7 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   auto prunable = [&](std::size_t si, SweepPlans& plans) {
     if (!std::isfinite(prune_above[si])) return false;
     try {
-      return plans.lower_bound(si, options.model, esize) > prune_above[si];
+      return plans.lower_bound(si) > prune_above[si];
     } catch (const InvalidInput&) {
     } catch (const Unsupported&) {}
     return false;

@@ -47,10 +47,11 @@ TEST_CASE("plan_scaling.sweep_plans_equal_the_builders_at_every_size") {
     CandidateOptions options;
     options.max_cycles = 2;
     const CandidateSet set = generate_candidates(topo, options);
+    const CostModel model = CostModel::defaults();
     std::size_t builds = 0, checked = 0;
     for (const Candidate& candidate : set.candidates) {
       INFO(candidate.label());
-      SweepPlans plans(topo, candidate, counts, ReduceOp::kSum);
+      SweepPlans plans(topo, candidate, counts, ReduceOp::kSum, model, 4);
       // The search's order of requests: the ends first, then the middle (size_sampling.hpp).
       std::vector<std::size_t> order = {0, counts.size() - 1, counts.size() / 2};
       for (std::size_t i = 0; i < counts.size(); ++i) order.push_back(i);
