@@ -60,6 +60,16 @@ bool no_process_with(const artune_test::ScratchDir& dir, const std::string& name
   return false;
 }
 
+// DIR/NAME holding the uniform:4 topology as JSON, for a fault test: the file name, unique to the test, is how
+// no_process_with() finds leftover ranks by their command line.
+std::string fault_topology(const artune_test::ScratchDir& dir, const std::string& name) {
+  const std::string topo = dir.file(name);
+  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
+                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
+              .status == 0);
+  return topo;
+}
+
 // Table rows (not comments) whose type and redop columns are `type` and `op` and whose #wrong is 0.
 int clean_rows(const std::string& text, const std::string& type, const std::string& op) {
   int n = 0;
@@ -149,10 +159,7 @@ TEST_CASE("mpi_cli.stopped_rank_4_ranks_64M_exit_3_no_orphans") {
   // ends (exit 3 from the timeout, reported once by rank 0), and no artune process is left behind. The topology
   // file name is unique to this test so that leftover processes can be found by their command line.
   artune_test::ScratchDir dir("artune-fault");
-  const std::string topo = dir.file("fault-stop-topology.json");
-  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
-              .status == 0);
+  const std::string topo = fault_topology(dir, "fault-stop-topology.json");
   const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=stop:rank2:iter5"),
                                  "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
   INFO(r.out);
@@ -168,10 +175,7 @@ TEST_CASE("mpi_cli.stopped_rank_0_survivors_report_exit_3_no_orphans") {
   // announce its report, then reports itself ("artune: rank R: ... no progress ...") and ends the job with
   // exit 3; mpirun then kills the stopped rank, and no artune process is left behind.
   artune_test::ScratchDir dir("artune-fault");
-  const std::string topo = dir.file("fault-stop0-topology.json");
-  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
-              .status == 0);
+  const std::string topo = fault_topology(dir, "fault-stop0-topology.json");
   const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=stop:rank0:iter5"),
                                  "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
   INFO(r.out);
@@ -193,10 +197,7 @@ TEST_CASE("mpi_cli.killed_rank_4_ranks_64M_no_orphans") {
   // Rank 2 dies (SIGKILL) mid-run. Open MPI's mpirun notices at once, names the rank and ends the others (its
   // own exit status, 137, is mpirun's: the launcher, not artune, decides it for a rank killed by a signal).
   artune_test::ScratchDir dir("artune-fault");
-  const std::string topo = dir.file("fault-kill-topology.json");
-  REQUIRE(artune_test::run_shell(artune_test::shell_quote(require_env("ARTUNE_BIN")) +
-                                 " topo show -t uniform:4 --json > " + artune_test::shell_quote(topo))
-              .status == 0);
+  const std::string topo = fault_topology(dir, "fault-kill-topology.json");
   const Result r = mpirun_artune(error_run("ARTUNE_TEST_FAULT=kill:rank2:iter5"),
                                  "-t " + topo + " -s xring -b 64M -e 64M -n 200 -w 1 --timeout 10", 0, 4);
   INFO(r.out);
