@@ -472,16 +472,20 @@ void Simulation::compile_ops() {
   // dependencies, which end when their representatives do).
   std::vector<std::vector<int>> folded_deps;
   if (sym_.order > 1) folded_deps.resize(static_cast<std::size_t>(n_ops));
+  for (int i = 0; i < n_ops && sym_.order > 1; ++i) {
+    if (!simulated(i)) continue;
+    std::vector<int>& deps = folded_deps[static_cast<std::size_t>(i)];
+    for (const int d : plan_.ops[i].deps) deps.push_back(sym_.op_rep[static_cast<std::size_t>(d)]);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  }
   std::vector<int> succ_count(n_ops + 1, 0);
+  auto deps_of = [&](int i) -> const std::vector<int>& {
+    return sym_.order > 1 ? folded_deps[static_cast<std::size_t>(i)] : plan_.ops[i].deps;
+  };
   for (int i = 0; i < n_ops; ++i) {
     if (!simulated(i)) continue;
-    if (sym_.order > 1) {
-      std::vector<int>& deps = folded_deps[static_cast<std::size_t>(i)];
-      for (const int d : plan_.ops[i].deps) deps.push_back(sym_.op_rep[static_cast<std::size_t>(d)]);
-      std::sort(deps.begin(), deps.end());
-      deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    }
-    for (const int d : sym_.order > 1 ? folded_deps[static_cast<std::size_t>(i)] : plan_.ops[i].deps) ++succ_count[d];
+    for (const int d : deps_of(i)) ++succ_count[d];
   }
   for (int i = 0; i < n_ops; ++i) {
     const Op& op = plan_.ops[i];
@@ -560,7 +564,7 @@ void Simulation::compile_ops() {
   std::vector<int> fill(succ_begin_.begin(), succ_begin_.end() - 1);
   for (int i = 0; i < n_ops; ++i) {
     if (!simulated(i)) continue;
-    const std::vector<int>& deps = sym_.order > 1 ? folded_deps[static_cast<std::size_t>(i)] : plan_.ops[i].deps;
+    const std::vector<int>& deps = deps_of(i);
     for (const int d : deps) succ_[fill[d]++] = i;
     deps_count_[i] = static_cast<int>(deps.size());
   }
