@@ -11,7 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev doctest-dev
   libbenchmark-dev libeigen3-dev libhwloc-dev hwloc
   libopenmpi-dev openmpi-bin
-  gnuplot-nox python3
+  gnuplot-nox python3 patchelf
   python3-dev python3-numpy python3-pybind11 pybind11-dev
 )
 

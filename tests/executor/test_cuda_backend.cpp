@@ -1,6 +1,6 @@
 // The cuda backend on a real GPU: the reduction kernels against the host
 // reference bit for bit, and every plan family × every type × every op through
-// the backend with #wrong = 0. Exits 77 (skip) on machines without a GPU.
+// the backend with #wrong = 0, with the plan's CUDA graph and without. Exits 77 (skip) on machines without a GPU.
 // With one GPU, all plan devices share it (the backend says so on stderr).
 
 #include <doctest/doctest.h>
@@ -136,17 +136,23 @@ TEST_CASE("cuda_backend.every_family_type_and_op") {
           CAPTURE(count);
           CAPTURE(to_string(op));
           CAPTURE(to_string(type));
-          BackendOptions bo;
-          bo.timeout_s = 30;
-          bo.topology = (count % 2) ? &topo : nullptr;  // both placement paths
-          auto backend = make_cuda_backend(bo);
-          backend->prepare(plan, type, op);
-          for (int iteration : {0, 1}) {
-            backend->fill_inputs(iteration);
-            backend->run();
-            CHECK(backend->count_wrong(iteration) == 0);
+          // The plan's CUDA graph (the default) and its calls issued one by one; the large count with the graph.
+          for (bool graph : {true, false}) {
+            if (large && !graph) continue;
+            CAPTURE(graph);
+            BackendOptions bo;
+            bo.timeout_s = 30;
+            bo.topology = (count % 2) ? &topo : nullptr;  // both placement paths
+            bo.cuda_graph = graph;
+            auto backend = make_cuda_backend(bo);
+            backend->prepare(plan, type, op);
+            for (int iteration : {0, 1}) {
+              backend->fill_inputs(iteration);
+              backend->run();
+              CHECK(backend->count_wrong(iteration) == 0);
+            }
+            CHECK(backend->local_ranks().size() == static_cast<std::size_t>(plan.ranks()));
           }
-          CHECK(backend->local_ranks().size() == static_cast<std::size_t>(plan.ranks()));
         }
       }
     }
