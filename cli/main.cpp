@@ -45,8 +45,13 @@ int main(int argc, char** argv) {
     artune::cli::print_error("out of memory (try smaller sizes)");
     return 3;
   } catch (const std::system_error& e) {
-    // The OS refused a resource (threads, files, memory maps): a runtime failure, not a bug.
-    artune::cli::print_error(fmt::format("system error: {}", e.what()));
+    // The OS refused a resource (threads, files, memory maps): a runtime failure, not a bug. A thread that
+    // cannot start (EAGAIN) is memory (its stack) or the process limit.
+    if (e.code() == std::errc::resource_unavailable_try_again) {
+      artune::cli::print_error(fmt::format("out of memory or threads: {} (try smaller sizes)", e.what()));
+    } else {
+      artune::cli::print_error(fmt::format("system error: {}", e.what()));
+    }
     return 3;
   } catch (const std::exception& e) {
     artune::cli::print_error(fmt::format("internal error: {}", e.what()));

@@ -6,9 +6,10 @@
   gpu_bundle.py check BUNDLE_DIR [--chroot] every ELF resolves each library it needs inside the bundle or on
                                             the allow-list; size within the cap; the bundled artune runs
                                             (--chroot: inside a root holding only glibc and the allow-list)
-  gpu_bundle.py tests BUNDLE_DIR SRC_DIR [--jobs N] [--list] [--only NAME,…] [--skip NAME,…]
+  gpu_bundle.py tests BUNDLE_DIR SRC_DIR [--jobs N] [--list] [--only NAME,…] [--skip NAME,…] [--logs DIR]
                                             run the bundled suite (meson's own test definitions, paths
-                                            rewritten), print one line per test and a closing count
+                                            rewritten) from a scratch copy, print one line per test and a
+                                            closing count; the bundle itself is never written
 
 The GPU machine is bare (no Debian packages): it has glibc, libstdc++, the NVIDIA driver (libcuda), CUDA 13 and
 NCCL from the nvidia-nccl wheel. Everything else a program needs travels in lib/. libstdc++ and libgcc_s also travel
@@ -18,9 +19,10 @@ libstdc++ turns out older than the build's (a GLIBCXX_ version missing).
 Layout of a bundle:
   bin/        artune, nccl-plugin-probe, bench_cuda_kernels      RUNPATH $ORIGIN/../lib
   lib/        libnccl-tuner-artune.so and the dependency closure  RUNPATH $ORIGIN
+  lib/hwloc/  hwloc's PCI plugin (HWLOC_PLUGINS_PATH)             RUNPATH $ORIGIN/..
   lib/fallback/  libstdc++.so.6, libgcc_s.so.1
   tests.tar.xz   the suite's test programs (tests/…, RUNPATH $ORIGIN/../lib), compressed: they share most of
-                 their code, so xz keeps the folder under the cap; `tests` unpacks it on first use
+                 their code, so xz keeps the folder under the cap; `tests` unpacks it into a scratch folder
   manifest.json  every test of the suite: how to run it from the bundle, or why it is not bundled
   BUNDLE.txt     commit, build options, sizes, the newest glibc/libstdc++ symbol versions needed
 """
@@ -56,6 +58,8 @@ PROGRAMS = {
     "bench/bench_cuda_kernels": "bin",
     "nccl_tuner/libnccl-tuner-artune.so": "lib",
 }
+# hwloc plugins that travel (lib/hwloc/): PCI discovery.
+HWLOC_PLUGINS = ("hwloc_pci.so",)
 # Sanitizer runtimes: test programs that need one are sanitizer builds of host code, left out.
 SANITIZER_LIBS = ("libasan.so", "libubsan.so", "libtsan.so", "liblsan.so")
 
@@ -135,6 +139,10 @@ def _make(build, src, out, stage):
     manifest = {"tests": [], "not_bundled": []}
     bundled_files = {os.path.join(build, rel): f"@BUNDLE@/{folder}/{os.path.basename(rel)}"
                      for rel, folder in PROGRAMS.items()}
+    # The folder of a shared library is a library path (LD_LIBRARY_PATH of the plugin's tests): lib/.
+    for rel, folder in PROGRAMS.items():
+        if folder == "lib":
+            bundled_files[os.path.join(build, os.path.dirname(rel))] = "@BUNDLE@/lib"
     test_files = {}
     for t in introspect_tests(build):
         exe = t["cmd"][0]
@@ -153,18 +161,31 @@ def _make(build, src, out, stage):
         test_files[exe] = rel
         bundled_files[exe] = f"@BUNDLE@/tests/{rel}"
 
+    # Programs a bundled test starts itself (named in its arguments or environment, e.g. the MPI program
+    # test_communicator_mpi launches) travel with it.
+    for t in introspect_tests(build):
+        if t["cmd"][0] not in test_files:
+            continue
+        for value in t["cmd"][1:] + list(t.get("env", {}).values()):
+            for path in re.findall(re.escape(build) + r"/[^\s:;]+", value):
+                if path not in bundled_files and os.path.isfile(path) and is_elf(path):
+                    rel = os.path.relpath(path, build)
+                    test_files[path] = rel
+                    bundled_files[path] = f"@BUNDLE@/tests/{rel}"
+
     def rewrite(value):
         for path in sorted(bundled_files, key=len, reverse=True):
             value = value.replace(path, bundled_files[path])
-        value = value.replace(src, "@SRC@")
-        return value
+        if build in value:
+            return None  # a build file that does not travel
+        return value.replace(src, "@SRC@")
 
     for t in introspect_tests(build):
         if t["cmd"][0] not in test_files:
             continue
         cmd = [rewrite(c) for c in t["cmd"]]
         env = {k: rewrite(v) for k, v in t.get("env", {}).items()}
-        leftover = [v for v in cmd + list(env.values()) if build in v]
+        leftover = [v for v in t["cmd"] + list(t.get("env", {}).values()) if rewrite(v) is None]
         if leftover:
             manifest["not_bundled"].append({"name": t["name"], "suite": t["suite"],
                                             "why": f"needs a build file that does not travel ({leftover[0]})"})
@@ -172,12 +193,24 @@ def _make(build, src, out, stage):
         manifest["tests"].append({"name": t["name"], "suite": t["suite"], "cmd": cmd, "env": env,
                                   "timeout": t.get("timeout", 30), "is_parallel": t.get("is_parallel", True),
                                   "workdir": rewrite(t["workdir"]) if t.get("workdir") else None})
-    used = {t["cmd"][0] for t in manifest["tests"]}
+    used = {v for t in manifest["tests"] for v in t["cmd"] + list(t["env"].values())}
     test_dst = {exe: os.path.join(stage, "tests", rel) for exe, rel in test_files.items()
-                if f"@BUNDLE@/tests/{rel}" in used}
+                if any(f"@BUNDLE@/tests/{rel}" in v for v in used)}
     for exe, dst in test_dst.items():
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         elfs.append((exe, dst))
+
+    # hwloc's discovery plugins (PCI) from the libhwloc the programs link: a bundled libhwloc must not load the
+    # GPU machine's own plugins, built for another hwloc version (gpu_check.sh sets HWLOC_PLUGINS_PATH to
+    # lib/hwloc). The libxml2 XML plugin stays behind (libxml2 and ICU are larger than the whole bundle):
+    # hwloc's built-in parser reads the XML hwloc exports.
+    os.makedirs(os.path.join(out, "lib", "hwloc"))
+    hwloc = resolved(os.path.join(build, "cli", "artune")).get("libhwloc.so.15")
+    if hwloc:
+        plugin_dir = os.path.join(os.path.dirname(os.path.realpath(hwloc)), "hwloc")
+        for plugin in HWLOC_PLUGINS:
+            if os.path.exists(os.path.join(plugin_dir, plugin)):
+                elfs.append((os.path.join(plugin_dir, plugin), os.path.join(out, "lib", "hwloc", plugin)))
 
     # Programs, then the closure of what they need.
     libs = {}
@@ -196,6 +229,8 @@ def _make(build, src, out, stage):
         folder = os.path.dirname(dst)
         if folder == os.path.join(out, "lib"):
             rpath = "$ORIGIN"
+        elif folder == os.path.join(out, "lib", "hwloc"):
+            rpath = "$ORIGIN/.."
         else:
             depth = os.path.relpath(folder, os.path.join(stage if dst.startswith(stage) else out))
             rpath = "$ORIGIN/" + "/".join([".."] * len(depth.split("/"))) + "/lib"
@@ -206,8 +241,7 @@ def _make(build, src, out, stage):
         file = resolved(os.path.join(out, "bin", "artune")).get(name) or _find_system(name)
         shutil.copyfile(file, os.path.join(out, "lib", "fallback", name))
 
-    with tarfile.open(os.path.join(out, "tests.tar.xz"), "w:xz", preset=9) as tar:
-        tar.add(os.path.join(stage, "tests"), arcname="tests")
+    _compress(os.path.join(stage, "tests"), os.path.join(out, "tests.tar.xz"))
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
@@ -215,6 +249,22 @@ def _make(build, src, out, stage):
     print(f"gpu_bundle: {out}: {len(manifest['tests'])} tests bundled, {len(manifest['not_bundled'])} not, "
           f"{len(libs)} libraries, {_size(out) / 2**20:.1f} MiB")
     return 0
+
+
+def _compress(folder, archive):
+    """folder -> archive (tar.xz), on every core where the xz program is there (the programs share most of
+    their code: 100 MiB become about 9)."""
+    xz = shutil.which("xz")
+    if xz:
+        with open(archive, "wb") as f:
+            tar = subprocess.Popen(["tar", "-C", os.path.dirname(folder), "-cf", "-", os.path.basename(folder)],
+                                   stdout=subprocess.PIPE)
+            subprocess.run([xz, "-T0", "-6", "-c"], stdin=tar.stdout, stdout=f, check=True)
+            if tar.wait() != 0:
+                raise SystemExit("gpu_bundle: tar failed")
+    else:
+        with tarfile.open(archive, "w:xz", preset=6) as t:
+            t.add(folder, arcname=os.path.basename(folder))
 
 
 def _find_system(name):
@@ -372,13 +422,7 @@ def _chroot_check(bundle, scratch, cpu_run):
 
 # ------------------------------------------------------------------------------------------------ tests
 
-def unpack_tests(bundle):
-    if not os.path.isdir(os.path.join(bundle, "tests")):
-        with tarfile.open(os.path.join(bundle, "tests.tar.xz")) as tar:
-            tar.extractall(bundle)
-
-
-def run_tests(bundle, src, jobs, list_only, only, skip):
+def run_tests(bundle, src, jobs, list_only, only, skip, logs):
     bundle = os.path.realpath(bundle)
     src = os.path.realpath(src)
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))
@@ -389,16 +433,29 @@ def run_tests(bundle, src, jobs, list_only, only, skip):
         for t in tests:
             print(f"BUNDLED {t['suite']}/{t['name']}: {' '.join(t['cmd'])}")
         return 0
-    unpack_tests(bundle)
-    logdir = os.path.join(bundle, "test-logs")
-    os.makedirs(logdir, exist_ok=True)
+    # The test programs are unpacked beside a link to the bundle's lib/ (their RUNPATH is $ORIGIN/../…/lib), in
+    # a scratch folder removed afterwards: the bundle itself is never written.
+    scratch = tempfile.mkdtemp(prefix="gpu-bundle-run-")
+    try:
+        with tarfile.open(os.path.join(bundle, "tests.tar.xz")) as tar:
+            tar.extractall(scratch)
+        os.symlink(os.path.join(bundle, "lib"), os.path.join(scratch, "lib"))
+        logdir = logs or os.path.join(scratch, "logs")
+        os.makedirs(logdir, exist_ok=True)
+        return _run_tests(bundle, scratch, src, jobs, tests, manifest, logdir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
+
+def _run_tests(bundle, scratch, src, jobs, tests, manifest, logdir):
     def sub(v):
-        return v.replace("@BUNDLE@", bundle).replace("@SRC@", src)
+        return v.replace("@BUNDLE@/tests/", scratch + "/tests/").replace("@BUNDLE@", bundle).replace("@SRC@", src)
 
     def one(t):
         env = dict(os.environ)
-        env.update({k: sub(v) for k, v in t["env"].items()})
+        for k, v in t["env"].items():
+            # A library path the test sets goes before the caller's (which names the machine's NCCL).
+            env[k] = sub(v) + (":" + os.environ[k] if k == "LD_LIBRARY_PATH" and os.environ.get(k) else "")
         env.setdefault("MESON_TEST_ITERATION", "1")
         start = time.time()
         log = os.path.join(logdir, t["name"] + ".txt")
@@ -461,13 +518,14 @@ def main():
     t.add_argument("--list", action="store_true")
     t.add_argument("--only", default="")
     t.add_argument("--skip", default="")
+    t.add_argument("--logs", default="", help="folder for each test's output (default: dropped afterwards)")
     a = p.parse_args()
     if a.cmd == "make":
         return make(a.build, a.out)
     if a.cmd == "check":
         return check(a.bundle, a.chroot)
     return run_tests(a.bundle, a.src, a.jobs, a.list, set(filter(None, a.only.split(","))),
-                     set(filter(None, a.skip.split(","))))
+                     set(filter(None, a.skip.split(","))), a.logs)
 
 
 if __name__ == "__main__":

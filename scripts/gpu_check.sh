@@ -16,7 +16,9 @@
 #      (bench_cuda_kernels), and `artune run --backend cuda` per call from 8 B to 1 GiB                 ~1 min
 #   4  NCCL with the tuner plugin: the machine's NCCL (the nvidia-nccl wheel) loads
 #      libnccl-tuner-artune.so through NCCL_TUNER_PLUGIN, every all-reduce result is checked, and the
-#      NCCL_DEBUG=INFO log shows the plugin's init and, where NCCL consults it, its picks                ~30 s
+#      NCCL_DEBUG=INFO log shows the plugin's init and, where NCCL consults it, its picks; where mpirun is
+#      there, artune's nccl backend (its test, and `artune run` alone, back to back, as a graph,
+#      unregistered)                                                                                  ~1 min
 #   5  the rest of the bundled test suite (every test meson runs here that needs no build tools),
 #      skips counted and listed                                                                 the time left
 # --deadline S (default 500) bounds the whole check: a phase gets at most its own limit and never more than
@@ -171,6 +173,9 @@ else
   stdcxx="the machine's"
 fi
 rm -f "$report/loader.txt"
+# The bundle's libhwloc loads its own plugins, never the machine's (built for another hwloc version).
+export HWLOC_PLUGINS_PATH="$bundle/lib/hwloc"
+mpirun=$(command -v mpirun || true)
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 [ -x "$sanitizer" ] || sanitizer=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -257,14 +262,14 @@ phase1() {
   phase_start 1 "correctness of the cuda backend" "1-2 min"
   local rc
   if [ $dry = 0 ]; then
-    step tests_gpu 240 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs 4 \
+    step tests_gpu 240 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs 4 --logs "$report/tests" \
       --only cuda_backend,communicator_cuda,cuda_kernels_host,cuda_dispatch,cuda_program,plan_lower,communicator
     rc=$?
     judge $rc
     if [ $rc = 0 ] && grep -q "^SKIP" "$report/tests_gpu.txt"; then cut; fi
   else
     # Host replays: the kernels' lane bodies, the lowering and its graph, bit-exact and race-free.
-    step tests_host 150 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs 2 \
+    step tests_host 150 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs 2 --logs "$report/tests" \
       --only cuda_kernels_host,cuda_dispatch,cuda_program,plan_lower
     judge $?
   fi
@@ -396,6 +401,22 @@ phase4() {
     grep -q "one rank: NCCL runs a local copy" "$log" &&
       md "- one rank only: NCCL never consults a tuner for it; the picks are shown by the replay above"
   fi
+  # artune's nccl backend, one rank per GPU under mpirun, where the machine has one.
+  if [ $dry = 0 ] && [ -n "$nccl_lib" ] && [ -n "$mpirun" ]; then
+    local np=$gpus mpi="$mpirun --allow-run-as-root --oversubscribe -x LD_LIBRARY_PATH -x HWLOC_PLUGINS_PATH"
+    step tests_nccl 120 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --logs "$report/tests" --only nccl_backend
+    judge $?
+    for mode in alone b2b b2b_graph b2b_noreg; do
+      local extra="" reg=1
+      case $mode in b2b) extra=--back-to-back ;; b2b_graph) extra="--back-to-back --graph" ;;
+        b2b_noreg) extra=--back-to-back reg=0 ;; esac
+      step "nccl_backend_${np}gpu_allreduce_$mode" 60 $mpi -x ARTUNE_NCCL_REGISTER=$reg -np "$np" "$artune" run \
+        -t "uniform:$np" -s nccl --backend nccl -b 8 -e 256M -f 4 -d float -o sum -n 20 -w 5 -c 1 $extra || bad
+    done
+  elif [ $dry = 0 ]; then
+    md "- no mpirun on this machine: artune's nccl backend (one rank per GPU under mpirun) left out"
+    cut
+  fi
   phase_end 4
 }
 
@@ -403,12 +424,13 @@ phase4() {
 phase5() {
   phase_start 5 "the rest of the bundled suite" "2-4 min"
   local skip=cuda_backend,communicator_cuda,cuda_kernels_host,cuda_dispatch,cuda_program,plan_lower,communicator
+  skip=$skip,nccl_backend
   if [ $dry = 1 ]; then
     step suite_list 30 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --list
     judge $?
     md "- dry run: the suite is listed, not run (the default suite runs it here)"
   else
-    step suite $(($(left) > 0 ? $(left) : 0)) "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs "$jobs" \
+    step suite $(($(left) > 0 ? $(left) : 0)) "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs "$jobs" --logs "$report/tests" \
       --skip "$skip"
     judge $?
     md "- $(tail -1 "$report/suite.txt")"

@@ -89,6 +89,10 @@ TEST_CASE("discovery.local_machine_never_throws") {
   CHECK(static_cast<int>(r.topology.nodes_of_kind(NodeKind::kNic).size()) == nics);
 }
 
+// data/dgx1_like_hwloc.xml: a DGX-1-like machine, 2 Broadwell packages (1 NUMA node each), per package two PLX
+// switches behind a root port, each switch with 2 NVIDIA V100 GPUs and 1 Mellanox NIC; an NVMe drive on a root
+// port of package 0. Written as hwloc exports XML (no comments): hwloc's built-in minimal parser reads it, so it
+// loads without the libxml2 plugin (libhwloc-plugins), as on the bare GPU machine.
 TEST_CASE("discovery.hwloc_xml_of_a_dgx1_like_machine") {
   DiscoveryOptions options;
   options.hwloc_xml = data_path("dgx1_like_hwloc.xml");

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parallel.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/test_fault.hpp"
@@ -20,22 +21,13 @@ namespace {
 // Written into every completion word when a run is abandoned, so sleepers wake.
 constexpr std::uint32_t kAbandoned = 0xFFFFFFFFu;
 
-// Runs fn(i) for i < n on up to hardware_concurrency threads (fills and checks).
+// Runs fn(i) for i < n (fills and checks): on every core for large work, on this thread for small work (threads
+// would cost more than they save). core's parallel_for, which also finishes on this thread when no thread can be
+// started (resource limits).
 template <typename F>
 void parallel_for(int n, std::int64_t work, F&& fn) {
-  const int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(n, 1));
-  if (workers <= 1 || n <= 1 || work < (1 << 18)) {  // small: threads would cost more than they save
-    for (int i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(workers));
-  for (int w = 0; w < workers; ++w) {
-    pool.emplace_back([&, w] {
-      for (int i = w; i < n; i += workers) fn(i);
-    });
-  }
-  for (auto& t : pool) t.join();
+  artune::parallel_for(static_cast<std::size_t>(std::max(n, 0)), work < (1 << 18) ? 1 : 0,
+                       [&](std::size_t i) { fn(static_cast<int>(i)); });
 }
 
 }  // namespace

@@ -455,7 +455,9 @@ class CudaBackend final : public Backend {
     streams_.clear();
   }
 
-  void log_placement(const Plan& plan) const {
+  // Once per placement: a sweep prepares the same placement for every size (the first GPU run printed it on
+  // every row of the table).
+  void log_placement(const Plan& plan) {
     if (!shares_gpus(placement_)) return;
     std::string map;
     for (std::size_t d = 0; d < placement_.size(); ++d) {
@@ -463,6 +465,8 @@ class CudaBackend final : public Backend {
       map += placement_[d].host ? fmt::format("{}→host", plan.devices[d].name)
                                 : fmt::format("{}→cuda:{}", plan.devices[d].name, placement_[d].cuda_device);
     }
+    if (map == logged_placement_) return;
+    logged_placement_ = map;
     fmt::print(stderr, "artune: cuda: {} plan devices share {} GPU(s) of this machine ({})\n", placement_.size(), gpus_,
                map);
   }
@@ -597,6 +601,7 @@ class CudaBackend final : public Backend {
   std::vector<Event> events_;
   std::vector<Call> calls_;
   std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> graph_exec_;  // null until built
+  std::string logged_placement_;  // the shared-GPU placement last printed (log_placement)
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;              // multiprocessors per GPU (launch geometry)

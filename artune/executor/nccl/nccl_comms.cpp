@@ -90,16 +90,22 @@ std::vector<int> Communicators::groups_for(const std::vector<CacheKey>& needed) 
 // the call or (the parent being non-blocking) in its own thread, it is bounded: the call by the watchdog, a
 // split still in progress by polling parent and child under the deadline. The new communicator is written
 // into splitting_ (a member: NCCL's thread may write it late), so an abort in between aborts it too.
+//
+// The parent is polled after every split, whatever ncclCommSplit returned: with a non-blocking parent NCCL
+// 2.28 runs the split in its group thread and still returns ncclSuccess (the group's ncclInProgress is not
+// passed on: src/init.cc ncclCommSplit returns the child setup's status), leaving *newcomm null until that
+// thread ends; the parent reads ncclInProgress meanwhile (src/group.cc). Seen on the first GPU run (H200,
+// the nvidia-nccl-cu13 2.28.9 wheel): "returned no communicator" at once.
 ncclComm_t Communicators::split(int key, const NcclForcedChoice& forced, const char* what) {
   ncclConfig_t config = split_config(forced);
   const ScopedNcclForcedChoice forcing(forced);  // NCCL reads it until the communicator is ready
-  ncclResult_t r = ncclSuccess;
   splitting_ = nullptr;
   watched(what, [&] {
-    r = ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &splitting_, &config);
+    const ncclResult_t r =
+        ncclCommSplit(world_, key >= 0 ? 0 : NCCL_SPLIT_NOCOLOR, std::max(key, 0), &splitting_, &config);
     check_nccl(r, "ncclCommSplit", world_);
   });
-  if (r == ncclInProgress) wait_ready({world_}, what);
+  wait_ready({world_}, what);  // the split's group thread has ended: splitting_ holds its result
   if ((splitting_ != nullptr) != (key >= 0)) {
     abort_all(BackendFailure(fmt::format("nccl backend: rank {}: {} returned {} communicator", rank_, what,
                                          key >= 0 ? "no" : "an unexpected")));
