@@ -112,7 +112,9 @@ step() {
   [ $rc = 0 ] || what="exit $rc"
   [ $rc = 124 ] && what="cut at ${limit} s"
   [ $rc = 77 ] && what="skipped (exit 77)"
-  md "- \`$name\` ($took s, $what): \`${*//$bundle/\$BUNDLE}\`"
+  local shown="${*//$bundle/\$BUNDLE}"
+  shown=${shown//$src\//}
+  md "- \`$name\` ($took s, $what): \`${shown//$src/.}\`"
   say "  $name: $what ($took s)"
   return $rc
 }
