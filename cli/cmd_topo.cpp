@@ -216,35 +216,29 @@ struct ImportOptions {
   bool lane_given = false;
 };
 
-/// Per-generation rates for `nvidia-smi topo -m` text, which names link classes (NV4, PIX) but not speeds:
-/// NVLink per lane and direction, and the GPU's PCIe generation at x16 as NCCL counts it (width·speed/80).
-/// Sources: configs/HARDWARE.md (NVIDIA P100/V100/A100/H100 whitepapers; B200: NVIDIA Blackwell technical
-/// brief, NVLink 5 at 1.8 TB/s over 18 links both ways = 50 GB/s per lane and direction).
-struct GpuGeneration {
-  std::string_view name;
-  double lane_gbps;
-  double pcie_gbps;
-};
-constexpr GpuGeneration kGpuGenerations[] = {
-    {"p100", 20.0, 12.0}, {"v100", 25.0, 12.0}, {"a100", 25.0, 24.0}, {"h100", 25.0, 48.0}, {"b200", 50.0, 48.0}};
-
 /// The largest NVLink lane rate accepted (GB/s per direction): far above any NVLink generation so far.
 constexpr double kMaxLaneGbps = 1000.0;
 
+/// The names --gpu takes ("p100, v100, …").
+std::string gpu_generation_names() {
+  std::vector<std::string_view> names;
+  for (const GpuGeneration& g : gpu_generations()) names.push_back(g.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+/// The rates and facts of `nvidia-smi topo -m` text, which names link classes (NV4, PIX) but not speeds: from --gpu
+/// (artune/topology/importers.hpp gpu_generations, sources in configs/HARDWARE.md) and --nvlink-lane-gbps.
 NvidiaSmiImportOptions nvidia_smi_rates(const ImportOptions& opts) {
   NvidiaSmiImportOptions rates;
   if (!opts.gpu.empty()) {
-    const GpuGeneration* found = nullptr;
-    std::vector<std::string> names;
-    for (const auto& g : kGpuGenerations) {
-      names.emplace_back(g.name);
-      if (g.name == opts.gpu) found = &g;
-    }
+    const GpuGeneration* found = find_gpu_generation(opts.gpu);
     if (found == nullptr) {
-      throw InvalidInput(fmt::format("--gpu: '{}' is not one of {}", opts.gpu, fmt::join(names, ", ")));
+      throw InvalidInput(fmt::format("--gpu: '{}' is not one of {}", opts.gpu, gpu_generation_names()));
     }
     rates.nvlink_lane_gbps = found->lane_gbps;
     rates.pcie_gbps = found->pcie_gbps;
+    rates.gpu_arch = std::string(found->arch);
+    rates.lanes_per_gpu = found->lanes_per_gpu;
   }
   if (opts.lane_given) {
     if (!(opts.lane_gbps > 0 && opts.lane_gbps <= kMaxLaneGbps)) {
@@ -253,6 +247,19 @@ NvidiaSmiImportOptions nvidia_smi_rates(const ImportOptions& opts) {
     rates.nvlink_lane_gbps = opts.lane_gbps;
   }
   return rates;
+}
+
+/// The format of a file to import when --from is not given: an NCCL topology XML starts with '<', nvidia-smi's
+/// matrix with its header row of devices (GPU0 …).
+std::string sniff_import_format(std::string_view text, const std::string& source) {
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '<') return "nccl-xml";
+  const std::size_t eol = text.find('\n', first == std::string_view::npos ? 0 : first);
+  const std::string_view line = first == std::string_view::npos ? std::string_view() : text.substr(first, eol - first);
+  if (line.find("GPU0") != std::string_view::npos) return "nvidia-smi";
+  throw InvalidInput(fmt::format("{}: neither an NCCL topology XML nor `nvidia-smi topo -m` output (its first line "
+                                 "is not a header of GPU0 …); name the format with --from nvidia-smi|nccl-xml",
+                                 source));
 }
 
 void run_show(const ShowOptions& opts) {
@@ -290,16 +297,27 @@ void run_import(const ImportOptions& opts) {
       if (c < 0x20 || c == 0x7f) throw InvalidInput("--name: must not contain control characters");
     }
   }
-  if (opts.from == "nccl-xml" && (!opts.gpu.empty() || opts.lane_given)) {
+  const NvidiaSmiImportOptions rates = nvidia_smi_rates(opts);
+  const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
+  const std::string text = read_input(opts.input);
+  const std::string from = opts.from.empty() ? sniff_import_format(text, source) : opts.from;
+  if (from == "nccl-xml" && (!opts.gpu.empty() || opts.lane_given)) {
     throw InvalidInput(
         fmt::format("{}: only for --from nvidia-smi (an NCCL topology XML names each GPU's generation "
                     "in its sm attribute)",
                     opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
   }
-  const NvidiaSmiImportOptions rates = nvidia_smi_rates(opts);
-  const std::string source = opts.input == "-" ? "<stdin>" : opts.input;
-  const std::string text = read_input(opts.input);
-  Topology topo = opts.from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
+  Topology topo = from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
+  if (from == "nvidia-smi" && opts.gpu.empty()) {
+    // nvidia-smi's text names no GPU generation: say once what was assumed.
+    const bool nvswitch = !topo.nodes_of_kind(NodeKind::kNvSwitch).empty();
+    fmt::print(stderr,
+               "artune: warning: {}: no --gpu: NV# cells priced at {:g} GB/s per lane{}, PCIe at Gen3, GPU "
+               "architecture unknown{}; name the generation with --gpu {}\n",
+               source, rates.nvlink_lane_gbps, opts.lane_given ? " (--nvlink-lane-gbps)" : " (v100)",
+               nvswitch ? " (an NVSwitch inferred: more NVLink lanes per GPU than a direct mesh allows)" : "",
+               gpu_generation_names());
+  }
   if (opts.name_given) {
     topo.set_name(opts.name);
   } else if (topo.name().empty()) {
@@ -314,7 +332,7 @@ void run_import(const ImportOptions& opts) {
     return;
   }
   write_output_file(opts.output, model.dump(2) + "\n", "--out");
-  fmt::print(stderr, "artune: imported {} ({}): {} GPUs, {} devices, {} links -> {}\n", source, opts.from,
+  fmt::print(stderr, "artune: imported {} ({}): {} GPUs, {} devices, {} links -> {}\n", source, from,
              reloaded.gpus().size(), reloaded.nodes().size(), model["links"].size(), opts.output);
 }
 
@@ -344,8 +362,8 @@ void add_topo_command(CLI::App& app) {
   auto import_opts = std::make_shared<ImportOptions>();
   CLI::App* import = topo->add_subcommand(
       "import", "Convert `nvidia-smi topo -m` output or an NCCL topology XML into artune's JSON format");
-  import->add_option("--from", import_opts->from, "input format: nvidia-smi or nccl-xml")
-      ->required()
+  import->add_option("--from", import_opts->from,
+                     "input format: nvidia-smi or nccl-xml (default: told from the file: XML starts with '<')")
       ->check(CLI::IsMember({"nvidia-smi", "nccl-xml"}));
   import->add_option("file", import_opts->input, "input file ('-' reads standard input)")->required();
   add_out_option(import, import_opts->output,
@@ -353,9 +371,11 @@ void add_topo_command(CLI::App& app) {
   auto* name =
       import->add_option("--name", import_opts->name, "name of the imported topology (default: the input file's stem)");
   import->add_option("--gpu", import_opts->gpu,
-                     "nvidia-smi: the GPUs' generation, for the rate of an NV# cell (# lanes x the lane rate) and "
-                     "of PCIe: p100 (20 GB/s per lane, PCIe Gen3), v100 (25, Gen3), a100 (25, Gen4), h100 (25, "
-                     "Gen5), b200 (50, Gen5); default v100");
+                     "nvidia-smi: the GPUs' generation: their architecture, the rate of an NV# cell (# lanes x the "
+                     "lane rate), the lanes one GPU has (more lanes between GPUs than that means an NVSwitch) and "
+                     "PCIe: p100 (sm60, 4 lanes of 20 GB/s, PCIe Gen3), v100 (sm70, 6 x 25, Gen3), a100 (sm80, 12 x "
+                     "25, Gen4), h100 and h200 (sm90, 18 x 25, Gen5), b200 (sm100, 18 x 50, Gen5); default: v100's "
+                     "rates, architecture unknown, with a warning");
   auto* lane = import->add_option("--nvlink-lane-gbps", import_opts->lane_gbps,
                                   "nvidia-smi: GB/s per NVLink lane and direction (overrides --gpu's)");
   import->callback([import_opts, name, import, lane] {

@@ -463,8 +463,12 @@ class SmiImporter {
     std::sort(gpu_cols.begin(), gpu_cols.end(), [&](int x, int y) { return columns_[x].number < columns_[y].number; });
     const std::size_t gpu_count = gpu_cols.size();
     for (int d : gpu_cols) {
-      node_of[d] =
-          detail::add_local_node(topo, NodeKind::kGpu, fmt::format("gpu{}", columns_[d].number), columns_[d].number);
+      Node gpu;
+      gpu.id = fmt::format("gpu{}", columns_[d].number);
+      gpu.kind = NodeKind::kGpu;
+      gpu.local_index = columns_[d].number;
+      gpu.arch = options_.gpu_arch;
+      node_of[d] = topo.add_node(std::move(gpu));
     }
     std::vector<int> cpu_node(socket_count_);
     for (int s = 0; s < socket_count_; ++s) {
@@ -501,11 +505,27 @@ class SmiImporter {
       int up = parent_of_device_[d] >= 0 ? switch_node[parent_of_device_[d]] : cpu_node[socket_of_[d]];
       topo.add_duplex_link(node_of[d], up, LinkKind::kPcie, pcie_bw, detail::kPcieLatencyUs);
     }
+    // NVLink: GPUs on an NVSwitch (switched_groups) get one switch per group and # lanes to it; the other NV#
+    // cells are direct links.
     int nvlinks = 0;
+    std::vector<int> group_of(n, -1);
+    const auto groups = switched_groups(gpu_cols);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const int sw = detail::add_local_node(topo, NodeKind::kNvSwitch, fmt::format("nvswitch{}", g),
+                                            static_cast<int>(g));
+      const int lanes = rows_[groups[g][0]].cells[groups[g][1]].nv;
+      for (int d : groups[g]) {
+        group_of[d] = static_cast<int>(g);
+        topo.add_duplex_link(node_of[d], sw, LinkKind::kNvLink, lanes * options_.nvlink_lane_gbps,
+                             detail::kNvLinkLatencyUs, lanes);
+        nvlinks += lanes;
+      }
+    }
     for (std::size_t x = 0; x < gpu_cols.size(); ++x)
       for (std::size_t y = x + 1; y < gpu_cols.size(); ++y) {
         const Cell& c = rows_[gpu_cols[x]].cells[gpu_cols[y]];
         if (c.cls != Cls::kNv) continue;
+        if (group_of[gpu_cols[x]] >= 0 && group_of[gpu_cols[x]] == group_of[gpu_cols[y]]) continue;
         topo.add_duplex_link(node_of[gpu_cols[x]], node_of[gpu_cols[y]], LinkKind::kNvLink,
                              c.nv * options_.nvlink_lane_gbps, detail::kNvLinkLatencyUs, c.nv);
         nvlinks += c.nv;
@@ -516,11 +536,40 @@ class SmiImporter {
 
     topo.set_name(detail::source_stem(source_, "nvidia-smi"));
     topo.set_description(
-        fmt::format("imported from nvidia-smi topo -m ({}): {} GPUs, {} NVLinks, {} NICs, {} sockets, {} PCIe switches "
-                    "(PCIe tree rebuilt from the PCIe classes)",
-                    source_, gpu_count, nvlinks, nic_count, socket_count_, switches_.size()));
+        fmt::format("imported from nvidia-smi topo -m ({}): {} GPUs{}, {} NVLinks{}, {} NICs, {} sockets, {} PCIe "
+                    "switches (PCIe tree rebuilt from the PCIe classes)",
+                    source_, gpu_count, options_.gpu_arch.empty() ? "" : " (" + options_.gpu_arch + ")", nvlinks,
+                    groups.empty() ? "" : fmt::format(" ({} on an NVSwitch, inferred)", groups.size() == 1 ? "all"
+                                                                                                  : "groups"),
+                    nic_count, socket_count_, switches_.size()));
     topo.finalize();
     return topo;
+  }
+
+  // Groups of GPU columns that sit on an NVSwitch: connected by NV# cells, three or more GPUs, the same # in every
+  // pair, and more lanes to the others ((size − 1)·#) than one GPU has — a direct mesh cannot be wired.
+  std::vector<std::vector<int>> switched_groups(const std::vector<int>& gpu_cols) const {
+    const int lanes_per_gpu = options_.lanes_per_gpu > 0 ? options_.lanes_per_gpu : max_nvlink_lanes_per_gpu();
+    const int n = static_cast<int>(columns_.size());
+    UnionFind nv(n);
+    for (int a : gpu_cols)
+      for (int b : gpu_cols)
+        if (a < b && rows_[a].cells[b].cls == Cls::kNv) nv.unite(a, b);
+    std::map<int, std::vector<int>> comps;
+    for (int d : gpu_cols) comps[nv.find(d)].push_back(d);
+    std::vector<std::vector<int>> out;
+    for (auto& [root, members] : comps) {
+      if (members.size() < 3) continue;
+      const int lanes = rows_[members[0]].cells[members[1]].nv;
+      bool uniform = true;
+      for (std::size_t x = 0; x < members.size() && uniform; ++x)
+        for (std::size_t y = x + 1; y < members.size() && uniform; ++y) {
+          const Cell& c = rows_[members[x]].cells[members[y]];
+          uniform = c.cls == Cls::kNv && c.nv == lanes;
+        }
+      if (uniform && static_cast<int>(members.size() - 1) * lanes > lanes_per_gpu) out.push_back(members);
+    }
+    return out;
   }
 
   struct Switch {

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -125,6 +126,29 @@ int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_inde
 }
 
 }  // namespace detail
+
+namespace {
+// NVLink lanes per GPU and their rate: configs/HARDWARE.md (P100 4 × 20 GB/s; V100 6 × 25; A100 12 × 25;
+// H100 and H200 18 × 25, NVLink 4; B200 18 × 50, NVLink 5). PCIe x16: Gen3 12, Gen4 24, Gen5 48 GB/s.
+constexpr GpuGeneration kGpuGenerations[] = {
+    {"p100", "sm60", 20.0, 4, 12.0},  {"v100", "sm70", 25.0, 6, 12.0},  {"a100", "sm80", 25.0, 12, 24.0},
+    {"h100", "sm90", 25.0, 18, 48.0}, {"h200", "sm90", 25.0, 18, 48.0}, {"b200", "sm100", 50.0, 18, 48.0}};
+}  // namespace
+
+std::span<const GpuGeneration> gpu_generations() { return kGpuGenerations; }
+
+const GpuGeneration* find_gpu_generation(std::string_view name) {
+  for (const GpuGeneration& g : kGpuGenerations) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+int max_nvlink_lanes_per_gpu() {
+  int lanes = 0;
+  for (const GpuGeneration& g : kGpuGenerations) lanes = std::max(lanes, g.lanes_per_gpu);
+  return lanes;
+}
 
 std::optional<double> parse_pcie_link_speed(std::string_view text) {
   auto words = detail::split_blanks(text);

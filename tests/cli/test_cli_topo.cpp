@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -193,4 +194,84 @@ TEST_CASE("cli.topo_import_bad_input_exits_2") {
   CHECK(count_lines(garbage.err) == 1);
   const Result no_file = run_artune({"topo", "import", "--from", "nvidia-smi"});
   CHECK(no_file.status == 2);
+}
+
+namespace {
+
+// busbw of `artune simulate -s nccl` per size (column 7), one per table row.
+std::vector<double> nccl_busbw(const std::string& topology) {
+  const Result r = run_artune({"simulate", "-t", topology, "-s", "nccl", "-b", "1K", "-e", "1G", "-f", "8"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  std::vector<double> out;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream cols(line);
+    std::string c[7];
+    for (auto& x : c) cols >> x;
+    out.push_back(std::stod(c[6]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cli.topo_import_nvswitch_machines_match_the_builtins") {
+  // Published `nvidia-smi topo -m` of NVSwitch machines (tests/topology/data/README.md) import as NVSwitch machines
+  // with the generation's architecture: NCCL's modelled all-reduce equals the matching built-in's at every size.
+  struct Case {
+    const char* file;
+    const char* gpu;
+    const char* builtin;
+  };
+  for (const Case c : {Case{"dgx_a100_topo_m.txt", "a100", "dgx-a100"}, Case{"h100_nv18_topo_m.txt", "h100", "dgx-h100"},
+                       Case{"h100_nv18_topo_m.txt", "h200", "dgx-h100"}}) {
+    CAPTURE(c.file);
+    CAPTURE(c.gpu);
+    const std::string out = temp_path(".json");
+    const Result r = run_artune(
+        {"topo", "import", source_path(std::string("tests/topology/data/") + c.file), "--gpu", c.gpu, "--out", out});
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(r.err.find("warning") == std::string::npos);  // --gpu given: nothing guessed
+    const json topo = json::parse(run_artune({"topo", "show", "-t", out, "--json"}).out);
+    const std::vector<double> imported = nccl_busbw(out);
+    std::remove(out.c_str());
+    int switches = 0;
+    for (const auto& d : topo["devices"]) {
+      switches += d["kind"] == "nvswitch";
+      if (d["kind"] == "gpu") CHECK(d["arch"] == (std::string(c.gpu) == "a100" ? "sm80" : "sm90"));
+    }
+    CHECK(switches == 1);
+    const std::vector<double> shipped = nccl_busbw(c.builtin);
+    REQUIRE(imported.size() == shipped.size());
+    for (std::size_t k = 0; k < shipped.size(); ++k) CHECK(imported[k] == doctest::Approx(shipped[k]).epsilon(0.01));
+  }
+  // Without --gpu: one warning line naming what was assumed and the inferred NVSwitch.
+  const Result guess = run_artune({"topo", "import", source_path("tests/topology/data/h100_nv18_topo_m.txt")});
+  REQUIRE(guess.status == 0);
+  CHECK(count_lines(guess.err) == 1);
+  CHECK(guess.err.find("warning: ") != std::string::npos);
+  CHECK(guess.err.find("NVSwitch inferred") != std::string::npos);
+  // A 4-GPU HGX H100 board (NV6 in every pair: 3 x 6 = 18 lanes, all an H100 has) is wired directly.
+  const json board = json::parse(
+      run_artune({"topo", "import", source_path("tests/topology/data/hgx_h100_4gpu_topo_m.txt"), "--gpu", "h100"}).out);
+  int board_switches = 0, nvlinks = 0;
+  for (const auto& d : board["devices"]) board_switches += d["kind"] == "nvswitch";
+  for (const auto& l : board["links"]) nvlinks += l["kind"] == "nvlink";
+  CHECK(board_switches == 0);
+  CHECK(nvlinks == 6);  // 6 GPU pairs (the file lists each duplex link once)
+}
+
+TEST_CASE("cli.topo_import_tells_the_format_without_from") {
+  const Result smi = run_artune({"topo", "import", source_path("tests/topology/data/cli_dgx1_v100_topo_m.txt")});
+  CHECK(smi.status == 0);
+  CHECK(smi.err.find("(nvidia-smi)") == std::string::npos);  // to stdout: no summary line, only the --gpu warning
+  const Result xml = run_artune({"topo", "import", source_path("tests/topology/data/dgx1_v100_nccl.xml")});
+  CHECK(xml.status == 0);
+  CHECK(xml.err.empty());
+  const Result neither = run_artune({"topo", "import", source_path("tests/topology/data/small_machine.json")});
+  CHECK(neither.status == 2);
+  CHECK(count_lines(neither.err) == 1);
+  CHECK(neither.err.find("--from nvidia-smi|nccl-xml") != std::string::npos);
 }

@@ -217,7 +217,7 @@ TEST_CASE("cli_ux.import_nvlink_lane_rate") {
   CHECK(nv2_bandwidth({"--gpu", "a100", "--nvlink-lane-gbps", "30"}) == doctest::Approx(60.0));
   const CliResult bad = run_artune({"topo", "import", "--from", "nvidia-smi", smi, "--gpu", "k80"});
   CHECK(bad.status == 2);
-  CHECK(bad.err.find("--gpu: 'k80' is not one of p100, v100, a100, h100, b200") != std::string::npos);
+  CHECK(bad.err.find("--gpu: 'k80' is not one of p100, v100, a100, h100, h200, b200") != std::string::npos);
   const CliResult zero = run_artune({"topo", "import", "--from", "nvidia-smi", smi, "--nvlink-lane-gbps", "0"});
   CHECK(zero.status == 2);
   CHECK(zero.err.find("--nvlink-lane-gbps: 0 must be > 0") != std::string::npos);

@@ -116,7 +116,7 @@ TEST_CASE("flag_names.no_cli_flag_in_library_strings") {
       // `artune run`'s header mirrors the run's settings as nccl-tests prints them.
       "# artune run: topology {}, {}spec {}, backend {}, {} {}, -n {} -w {} -c {}{}\\n",
       // nvidia-smi's own flag, and gnuplot's.
-      "imported from nvidia-smi topo -m ({}): {} GPUs, {} NVLinks, {} NICs, {} sockets, {} PCIe switches ",
+      "imported from nvidia-smi topo -m ({}): {} GPUs{}, {} NVLinks{}, {} NICs, {} sockets, {} PCIe ",
       "-e",
   };
   int files = 0;
