@@ -13,12 +13,11 @@ meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >/dev/null
 
 pc=$(find "$dest" -name artune.pc)
 [ -n "$pc" ] || { echo "FAIL: artune.pc not installed"; exit 1; }
+# As the README says: PKG_CONFIG_PATH alone. artune.pc is relocatable (its prefix is found from its own folder), so
+# the staged tree works as it lies, with no PKG_CONFIG_SYSROOT_DIR (which would also move Open MPI's paths).
 export PKG_CONFIG_PATH="$(dirname "$pc")"
-export PKG_CONFIG_SYSROOT_DIR="$dest"
-# pkgconf prefixes variables with the sysroot; pkg-config 0.29 does not.
-in_dest() { case "$1" in "$dest"*) echo "$1" ;; *) echo "$dest$1" ;; esac; }
-libdir=$(in_dest "$(pkg-config --variable=libdir artune)")
-incdir=$(in_dest "$(pkg-config --variable=includedir artune)")
+libdir=$(pkg-config --variable=libdir artune)
+incdir=$(pkg-config --variable=includedir artune)
 cxx="c++ -std=c++20 ${ARTUNE_EXAMPLE_FLAGS:-}"
 fail=0
 expect() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
@@ -30,6 +29,19 @@ expect '[ ! -e "$incdir/artune/executor/test_fault.hpp" ]' "test_fault.hpp not i
 expect '[ -z "$(find "$incdir" -name "*_backend.hpp")" ]' "backend internals not installed"
 expect 'readelf -d "$libdir/libartune.so" | grep -q "SONAME.*libartune\.so\.0\.1"' "SONAME libartune.so.0.1"
 expect '[ -f "$libdir/libartune.a" ]' "static library installed"
+expect '[ -z "$(find "$dest" -name "libartune_*.a")" ]' "no internal static library installed"
+# The NCCL tuner plugin: artune.pc names it, and what it names loads as NCCL loads it (dlopen, the v5 symbol).
+plugin=$(pkg-config --variable=nccl_tuner_plugin artune)
+expect '[ -n "$plugin" ] && [ -f "$plugin" ]' "nccl_tuner_plugin names the installed plugin (got '$plugin')"
+expect 'python3 -c "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_LOCAL); lib.ncclTunerPlugin_v5" "$plugin"' \
+  "the plugin artune.pc names loads and has ncclTunerPlugin_v5"
+# The Python module lands where its interpreter looks for the prefix's modules (meson's summary names both).
+pymod=$(find "$dest" -name "artune.cpython-*.so")
+if [ -n "$pymod" ]; then
+  prefix=$(meson introspect --buildoptions "$build" | python3 -c "import json, sys; print([o['value'] for o in json.load(sys.stdin) if o['name'] == 'prefix'][0])")
+  site=$(/usr/bin/python3 -c "import site, sys; p = sys.argv[1].rstrip('/') + '/'; print(next((d for d in site.getsitepackages() if d.startswith(p)), ''))" "$prefix")
+  expect '[ -z "$site" ] || [ "$(dirname "$pymod")" = "$dest$site" ]' "python module in $site (got $(dirname "$pymod"))"
+fi
 expect '[ "$(echo $(pkg-config --libs artune))" = "-L$libdir -lartune" ]' "a shared-library consumer needs only -lartune (got: $(pkg-config --libs artune))"
 
 # threads/cpu example against the shared library, then the static one; neither sees the source tree.
@@ -43,13 +55,12 @@ expect 'LD_LIBRARY_PATH="$libdir" ldd ./threads_cpu | grep -q "libartune.so.0.1 
 private_requires=$(pkg-config --print-requires-private artune | cut -d' ' -f1)
 private_libs=$(sed -n 's/^Libs.private: //p' "$pc")
 $cxx -o threads_cpu_static "$src/examples/threads_cpu.cpp" $(pkg-config --cflags artune) \
-  "$libdir/libartune.a" $(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs $private_requires) $private_libs
+  "$libdir/libartune.a" $(pkg-config --libs $private_requires) $private_libs
 expect './threads_cpu_static | grep -q "first 2.50"' "threads_cpu (static)"
 
-# MPI example: pkg-config for artune (installed tree) and for the system's Open MPI (outside the sysroot).
+# MPI example: pkg-config for artune (installed tree) and for the system's Open MPI, in one call as the README has it.
 if pkg-config --exists ompi-cxx && command -v mpirun >/dev/null; then
-  $cxx -o mpi_allreduce "$src/examples/mpi_allreduce.cpp" $(pkg-config --cflags --libs artune) \
-    $(PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs ompi-cxx)
+  $cxx -o mpi_allreduce "$src/examples/mpi_allreduce.cpp" $(pkg-config --cflags --libs artune ompi-cxx)
   out=$(LD_LIBRARY_PATH="$libdir" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         timeout -s KILL 120 mpirun -np 3 --oversubscribe -x LD_LIBRARY_PATH ./mpi_allreduce)
   expect 'echo "$out" | grep -q "mpi_allreduce: 3 ranks, sum 6.0 (expected 6.0), max 3.0, plan rechd"' "mpi_allreduce: $out"
