@@ -71,6 +71,8 @@ struct AutotuneFlags {
   double timeout = 60;
   bool json = false;
   bool quiet = false;
+  bool tf = false;              ///< --tf: TF's choose_the_best columns in the printed table
+  std::string min_gain = "auto";  ///< --min-gain PCT or auto (the validated model error of each size's regime)
   bool measure_given = false;  ///< --measure on the command line (even as '')
   bool output_given = false;
   bool report_given = false;
@@ -93,6 +95,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   if (f.max_cycles != CandidateOptions{}.max_cycles) cmd += fmt::format(" --max-cycles {}", f.max_cycles);
   if (f.segments != "1,2,4") cmd += " --segments " + shell_word(f.segments);
   if (f.max_subchunks != -1) cmd += fmt::format(" --max-subchunks {}", f.max_subchunks);
+  if (f.min_gain != "auto") cmd += " --min-gain " + shell_word(f.min_gain);
   for (const auto& x : f.fusion) cmd += " --fusion " + shell_word(x);
   if (!f.output.empty()) cmd += " --out " + shell_word(f.output);
   if (!f.report.empty()) cmd += " --report " + shell_word(f.report);
@@ -141,7 +144,8 @@ Resolved resolve_local(AutotuneFlags& f, Progress& progress) {
     const std::string line =
         fmt::format("no GPU found on {}; tuning the default topology {}",
                     d.hostname.empty() ? std::string("this machine") : d.hostname, kDefaultTopology);
-    progress.note(line);
+    // A warning, not progress: -q must not hide that the table is not this machine's.
+    fmt::print(stderr, "artune: warning: {}\n", line);
     r.notes.push_back(line);
     f.topo = std::string(kDefaultTopology);
     r.topo = load_topology(f.topo);
@@ -380,6 +384,14 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   so.progress = progress.fn();
   so.jobs = f.jobs;
   so.exhaustive = f.exhaustive;
+  if (f.min_gain != "auto") {
+    char* end = nullptr;
+    const double pct = std::strtod(f.min_gain.c_str(), &end);
+    if (f.min_gain.empty() || end == nullptr || *end != '\0' || !(pct >= 0 && pct <= 1000)) {
+      throw InvalidInput(fmt::format("--min-gain: '{}' is not auto or a percentage from 0 to 1000", f.min_gain));
+    }
+    so.min_gain = pct / 100.0;
+  }
   so.prune = !measure && f.report.empty();  // measuring needs the top K, a report every family's figures
   std::vector<GradientList> fusion_lists;
   for (const auto& path : f.fusion) fusion_lists.push_back(load_gradient_list(path));  // fail before the search
@@ -535,8 +547,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
                              : fmt::format("; {} pruned by their lower bound, the others interpolated where verified "
                                            "affine",
                                            pruned));
-    for (const auto& r : results) fmt::print("{}", format_decision_table(r.table));
-    fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
+    TableColumns columns;
+    columns.tf = f.tf;
+    for (const auto& r : results) fmt::print("{}", format_decision_table(r.table, columns));
+    if (f.tf) fmt::print("# TF choose_the_best: {}\n", tf_choose_the_best_reason(topo, so.sizes.back()));
     for (const auto& fr : fusion) {
       const auto& best = fr.result.options.at(fr.result.best);
       const auto& flat = fr.result.options.at(fr.result.best_no_overlap);
@@ -628,7 +642,15 @@ void add_autotune_command(CLI::App& app) {
                  "ring subchunks tried up to this (-1: GPUs per machine; powers of two beyond 4)")
       ->capture_default_str();
   at->add_flag("--json", flags->json, "print the decision table as JSON");
-  at->add_flag("-q,--quiet", flags->quiet, "no progress output");
+  at->add_flag("-q,--quiet", flags->quiet, "no progress output (warnings still print)");
+  at->add_option("--min-gain", flags->min_gain,
+                 fmt::format("percent a plan must beat NCCL's own choice by (predicted) to replace it; auto: the "
+                             "model's validated error for each size's regime ({:g}% up to 64K, {:g}% larger on one "
+                             "machine, {:g}% across machines); 0: the fastest prediction wins",
+                             kValidatedModelError.small_pct, kValidatedModelError.large_single_pct,
+                             kValidatedModelError.large_multi_pct))
+      ->capture_default_str();
+  at->add_flag("--tf", flags->tf, "also print TF's choose_the_best pick and its time per range");
   at->callback([flags, at] {
     flags->measure_given = at->count("--measure") > 0;
     warn_deprecated_output(at);

@@ -308,8 +308,10 @@ void run_import(const ImportOptions& opts) {
                     opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
   }
   Topology topo = from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
-  if (from == "nvidia-smi" && opts.gpu.empty()) {
-    // nvidia-smi's text names no GPU generation: say once what was assumed.
+  // nvidia-smi's text names no GPU generation: say once what was assumed (after the import has succeeded, so that
+  // a failure stays one line).
+  auto warn_guess = [&] {
+    if (from != "nvidia-smi" || !opts.gpu.empty()) return;
     const bool nvswitch = !topo.nodes_of_kind(NodeKind::kNvSwitch).empty();
     fmt::print(stderr,
                "artune: warning: {}: no --gpu: NV# cells priced at {:g} GB/s per lane{}, PCIe at Gen3, GPU "
@@ -317,7 +319,7 @@ void run_import(const ImportOptions& opts) {
                source, rates.nvlink_lane_gbps, opts.lane_given ? " (--nvlink-lane-gbps)" : " (v100)",
                nvswitch ? " (an NVSwitch inferred: more NVLink lanes per GPU than a direct mesh allows)" : "",
                gpu_generation_names());
-  }
+  };
   if (opts.name_given) {
     topo.set_name(opts.name);
   } else if (topo.name().empty()) {
@@ -329,9 +331,11 @@ void run_import(const ImportOptions& opts) {
   const Topology reloaded = topology_from_json(model, opts.output.empty() ? "<output>" : opts.output);
   if (opts.output.empty() || opts.output == "-") {
     print_json(model);
+    warn_guess();
     return;
   }
   write_output_file(opts.output, model.dump(2) + "\n", "--out");
+  warn_guess();
   fmt::print(stderr, "artune: imported {} ({}): {} GPUs, {} devices, {} links -> {}\n", source, from,
              reloaded.gpus().size(), reloaded.nodes().size(), model["links"].size(), opts.output);
 }

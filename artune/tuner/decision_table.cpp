@@ -127,7 +127,9 @@ SizePoint point_from(const Field& f) {
   if (f.has("kept")) {  // optional: only picks that are not the fastest carry it
     const Field kept = f.at("kept");
     p.kept = kept.at("reason").str();
-    if (p.kept != "hysteresis" && p.kept != "spread") kept.at("reason").fail("must be \"hysteresis\" or \"spread\"");
+    if (p.kept != "hysteresis" && p.kept != "spread" && p.kept != "min-gain") {
+      kept.at("reason").fail("must be \"hysteresis\", \"spread\" or \"min-gain\"");
+    }
     p.fastest = kept.at("fastest").str();
     p.behind_fastest_pct = kept.at("behind_fastest_pct").num();
   }

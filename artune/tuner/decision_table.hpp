@@ -59,8 +59,9 @@ struct SizePoint {
   Figures tf_predicted;                    ///< TF's pick, simulated (time 0 when it cannot build here)
   std::optional<Measurement> tf_measured;  ///< TF's pick, run for real (when it was among the measured)
   /// Why the pick is not the fastest at this size: "" (it is the fastest), "hysteresis" (the previous size's pick,
-  /// kept while within SearchOptions::keep_within of the fastest prediction) or "spread" (measured candidates closer
-  /// than their run-to-run spread: the previous or simpler one is kept).
+  /// kept while within SearchOptions::keep_within of the fastest prediction), "min-gain" (NCCL's own choice, kept
+  /// because the fastest prediction beats it by less than SearchOptions::min_gain) or "spread" (measured candidates
+  /// closer than their run-to-run spread: the previous or simpler one is kept).
   std::string kept;
   std::string fastest;            ///< label of the fastest candidate when kept != ""
   double behind_fastest_pct = 0;  ///< pick time / fastest time − 1, in % (same basis as the margin)

@@ -286,7 +286,13 @@ std::string topology_summary_markdown(const Topology& topo) {
   return out.str();
 }
 
-std::string format_decision_table(const DecisionTable& table) {
+std::string vs_nccl_text(const SizePoint& p) {
+  if (p.nccl_predicted.time_us <= 0 || p.predicted.time_us <= 0) return "-";
+  const double ratio = p.nccl_predicted.time_us / p.predicted.time_us;
+  return std::abs(ratio - 1.0) < 1e-9 ? "=" : fmt::format("{:.2f}x", ratio);
+}
+
+std::string format_decision_table(const DecisionTable& table, const TableColumns& columns) {
   const bool measured = !table.measured_backend.empty();
   std::size_t plan_w = 4, size_w = 4, tf_w = 18;
   for (const auto& r : table.ranges) {
@@ -299,12 +305,21 @@ std::string format_decision_table(const DecisionTable& table) {
                      table.gpus, table.machines, table.machines == 1 ? "" : "s", to_string(table.type),
                      to_string(table.op),
                      measured ? fmt::format(", measured on {}", table.measured_backend) : std::string());
-  out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick\n";
-  std::string header =
-      fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, "time(us)", "algbw", "busbw");
+  out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick; vs NCCL = NCCL's "
+         "own choice's time / the pick's (=: the pick is NCCL's choice)\n";
+  if (measured) {
+    out << "# pred: simulated, meas: measured; margin (m) measured against measured, (p) simulated against simulated; "
+           "nccl and vs NCCL simulated\n";
+  }
+  const char* t_head = measured ? "pred(us)" : "time(us)";
+  std::string header = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, t_head,
+                                   measured ? "p.algbw" : "algbw", measured ? "p.busbw" : "busbw");
   if (measured) header += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "meas(us)", "m.busbw", "#wrong", "spread");
-  header += fmt::format(" {:>8}  {:<{}} {:>10}", "margin", "TF choose_the_best", tf_w, "TF(us)");
+  header += fmt::format(" {:>11} {:>10} {:>8}", "margin", measured ? "nccl.pred" : "nccl(us)", "vs NCCL");
+  if (columns.tf) header += fmt::format("  {:<{}} {:>10}", "TF choose_the_best", tf_w, measured ? "TF.pred" : "TF(us)");
   out << header << "\n";
+  int differ = 0, baseline = 0;
+  std::vector<std::string> differing;
   for (const auto& r : table.ranges) {
     const SizePoint& p = r.points.back();
     std::string line =
@@ -319,17 +334,46 @@ std::string format_decision_table(const DecisionTable& table) {
         line += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "-", "-", "-", "-");
       }
     }
-    line += fmt::format(" {:>8}  {:<{}} {:>10}", margin_text(p), p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
+    std::string margin = margin_text(p);
+    if (measured && !p.runner_up.empty()) margin += p.measured && p.runner_up_measured ? " (m)" : " (p)";
+    const bool has_nccl = p.nccl_predicted.time_us > 0;
+    line += fmt::format(" {:>11} {:>10} {:>8}", margin, has_nccl ? fmt_time(p.nccl_predicted.time_us) : "-",
+                        vs_nccl_text(p));
+    if (columns.tf) line += fmt::format("  {:<{}} {:>10}", p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
     out << line << "\n";
+    // Does the range differ from NCCL's own choice anywhere in it?
+    bool any_nccl = false, same = true;
+    for (const auto& q : r.points) {
+      if (q.nccl_predicted.time_us <= 0) continue;
+      any_nccl = true;
+      same = same && vs_nccl_text(q) == "=";
+    }
+    if (any_nccl) {
+      ++baseline;
+      if (!same) {
+        ++differ;
+        differing.push_back(range_text(r));
+      }
+    }
   }
   // Picks kept although another candidate was faster, anywhere in a range (not only at its last size).
   for (const auto& r : table.ranges) {
     for (const auto& p : r.points) {
       if (p.kept.empty()) continue;
+      const char* why = p.kept == "spread"      ? ", within the measured run-to-run spread"
+                        : p.kept == "min-gain" ? ", less than the minimum gain over NCCL's own choice"
+                                               : "";
       out << fmt::format("# * {}: {} kept by {} ({:.1f}% behind the fastest, {}){}\n", format_size(p.bytes),
-                         r.plan.label(), p.kept, p.behind_fastest_pct, p.fastest,
-                         p.kept == "hysteresis" ? "" : ", within the measured run-to-run spread");
+                         r.plan.label(), p.kept, p.behind_fastest_pct, p.fastest, why);
     }
+  }
+  if (baseline == 0) {
+    out << "# no NCCL baseline: NCCL is not a candidate of this cost profile\n";
+  } else if (differ == 0) {
+    out << "# the table is NCCL's own choice at every size\n";
+  } else {
+    out << fmt::format("# differs from NCCL's own choice in {} of {} range{}: {}\n", differ, baseline,
+                       baseline == 1 ? "" : "s", fmt::join(differing, ", "));
   }
   return out.str();
 }

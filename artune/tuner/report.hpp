@@ -62,8 +62,17 @@ std::vector<std::string> crossover_notes(const SearchResult& result);
 /// Markdown summary of a topology (node counts, link kinds, GPU path-type matrix).
 std::string topology_summary_markdown(const Topology& topo);
 
-/// The decision table as a fixed-width text table (what autotune prints at the end).
-std::string format_decision_table(const DecisionTable& table);
+/// Optional columns of the printed decision table.
+struct TableColumns {
+  bool tf = false;  ///< TF's choose_the_best pick and its time (autotune --tf)
+};
+/// The decision table as a fixed-width text table (what autotune prints at the end): per range the pick's figures,
+/// the runner-up's margin, NCCL's own choice and the pick's gain over it, and a closing line saying where the table
+/// differs from NCCL's own choice.
+std::string format_decision_table(const DecisionTable& table, const TableColumns& columns = {});
+/// "=" when the pick is NCCL's own choice at this size (same simulated time), else NCCL's time / the pick's
+/// ("1.38x"); "-" without an NCCL baseline.
+std::string vs_nccl_text(const SizePoint& p);
 
 /// Finds a PNG terminal of gnuplot ("pngcairo", else "png"); empty when gnuplot is missing.
 std::string gnuplot_png_terminal();

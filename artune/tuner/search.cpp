@@ -73,7 +73,27 @@ class SimulationProgress {
   std::mutex mutex_;
 };
 
+/// The candidate that is NCCL's own choice (spec `nccl`), the baseline of the table: only with the NCCL cost profile,
+/// where `nccl` is NCCL (on the cpu and mpi profiles it stands for artune's group op or MPI's own all-reduce).
+std::optional<std::size_t> nccl_baseline(const CandidateSet& set, const SearchOptions& options) {
+  if (options.model.profile != BackendProfile::kNccl) return std::nullopt;
+  for (std::size_t c = 0; c < set.candidates.size(); ++c) {
+    if (set.candidates[c].label() == "nccl") return c;
+  }
+  return std::nullopt;
+}
+
+/// SearchOptions::min_gain at one size (its default: the validated error of the size's regime).
+double min_gain_at(const SearchOptions& options, const Topology& topo, std::uint64_t bytes) {
+  return options.min_gain >= 0 ? options.min_gain : default_min_gain(topo.machine_count(), bytes);
+}
+
 }  // namespace
+
+double default_min_gain(int machines, std::uint64_t bytes) {
+  const ModelError& e = kValidatedModelError;
+  return (bytes <= kSmallMessageBytes ? e.small_pct : machines > 1 ? e.large_multi_pct : e.large_single_pct) / 100.0;
+}
 
 SearchResult search(const Topology& topo, const SearchOptions& options) {
   if (options.sizes.empty()) throw InvalidInput("autotune: no sizes to tune");
@@ -147,6 +167,8 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
   };
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
+  // NCCL's own choice, where it is a candidate: the baseline a pick must beat by the minimum gain.
+  const std::optional<std::size_t> nccl = nccl_baseline(result.set, options);
   // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
   // anyway) and the cheapest candidate (fewest plan ops) of every family. The second fastest family there bounds
   // the sizes: a candidate whose lower bound is above it is slower than seeds of two families, so it can be
@@ -350,6 +372,11 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
           pick = previous;
         }
       }
+      // NCCL's own choice stays unless the pick beats it by more than the minimum gain.
+      if (nccl && pick != *nccl && scores.predicted[*nccl] &&
+          scores.predicted[*nccl]->time_us <= scores.predicted[pick]->time_us * (1.0 + min_gain_at(options, topo, bytes))) {
+        pick = *nccl;
+      }
       if (verify_at(si, pick)) break;
       scores.predicted[pick].reset();
       scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
@@ -369,6 +396,7 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
   std::vector<SizeChoice> choices;
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;
+  const std::optional<std::size_t> nccl = nccl_baseline(result.set, options);
   for (std::size_t s = 0; s < result.sizes.size(); ++s) {
     const SizeScores& scores = result.sizes[s];
     const std::size_t pick = result.pick[s];
@@ -436,15 +464,17 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
         fastest_time = scores.predicted[*fastest]->time_us;
       }
       if (fastest && *fastest != pick && fastest_time > 0 && pick_time > fastest_time) {
-        p.kept = p.measured ? "spread" : "hysteresis";
+        // NCCL's own choice kept because the fastest does not beat it by the minimum gain (search) takes precedence
+        // over hysteresis: it would be kept even without a previous size.
+        const bool min_gain = !p.measured && nccl && pick == *nccl &&
+                              pick_time <= fastest_time * (1.0 + min_gain_at(options, topo, scores.bytes));
+        p.kept = p.measured ? "spread" : min_gain ? "min-gain" : "hysteresis";
         p.fastest = result.set.candidates[*fastest].label();
         p.behind_fastest_pct = 100.0 * (pick_time / fastest_time - 1.0);
       }
     }
     // NCCL's own choice (the plain `nccl` candidate), the baseline every user compares with first.
-    if (auto it = by_label.find("nccl"); it != by_label.end() && scores.predicted[it->second]) {
-      p.nccl_predicted = *scores.predicted[it->second];
-    }
+    if (nccl && scores.predicted[*nccl]) p.nccl_predicted = *scores.predicted[*nccl];
     // TF's choice, simulated (it may be one of the candidates already).
     Candidate tf = tf_choose_the_best(topo, scores.bytes);
     // A table of another collective (issue 17): TF's pick applied to it (nccl: the library's own; others do not build).

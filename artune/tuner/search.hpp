@@ -35,6 +35,11 @@ struct SearchOptions {
   /// Keep the previous size's pick while it is within this fraction of the fastest (fewer, longer ranges
   /// instead of flips between near-equal variants); 0 = always the fastest.
   double keep_within = 0.01;
+  /// A predicted pick replaces NCCL's own choice (the `nccl` candidate, where it is one) only when it is at least
+  /// this fraction faster; otherwise NCCL's choice stays (SizePoint::kept = "min-gain"). < 0: the model's validated
+  /// error for the size's regime (default_min_gain); 0: the fastest prediction wins. Measured picks
+  /// (measure_top) are chosen on their measurements and their run-to-run spread instead.
+  double min_gain = -1;
   ProgressFn progress;  ///< optional; called from one thread at a time
   int jobs = 0;         ///< threads simulating candidates (0 = every core); never changes the result
   /// Simulate every candidate at every size; false: interpolate sizes where a candidate's time is verified
@@ -68,6 +73,23 @@ struct SearchResult {
   DecisionTable table;
   std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };
+
+/// The NCCL model's validated error: the held-out mean absolute percentage error of its predictions against
+/// published nccl-tests figures (tests/simulator/test_nccl_validation.cpp, which checks these against the data
+/// at every run; reports/nccl-validation/REPORT.md), per regime: time of messages up to 64 KiB, busbw of larger
+/// ones on one machine and across machines.
+struct ModelError {
+  double small_pct;
+  double large_single_pct;
+  double large_multi_pct;
+};
+inline constexpr ModelError kValidatedModelError{35.7, 5.2, 20.8};
+/// The largest message of the small regime (the validation's 8 B – 64 KiB).
+inline constexpr std::uint64_t kSmallMessageBytes = 64 << 10;
+
+/// SearchOptions::min_gain's default at one size: the validated error of its regime, as a fraction (a pick that
+/// the model calls faster than NCCL by less than its own error is not advice worth acting on).
+double default_min_gain(int machines, std::uint64_t bytes);
 
 /// Simulates every candidate at every size and builds the table from the predicted best.
 SearchResult search(const Topology& topo, const SearchOptions& options);

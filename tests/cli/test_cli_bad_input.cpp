@@ -302,7 +302,7 @@ TEST_CASE("cli_bad_input.topology_files") {
 
 TEST_CASE("cli_bad_input.topo_import_and_discover") {
   check_cases({
-      {{"topo", "import"}, {"--from"}},
+      {{"topo", "import"}, {"file"}},
       {{"topo", "import", "--from", "nvidia-smi"}, {"file"}},
       {{"topo", "import", "--from", "toaster", "smi_garbage.txt"}, {"--from"}},
       {{"topo", "import", "--from", "nvidia-smi", "nosuch.txt"}, {"nosuch.txt"}},

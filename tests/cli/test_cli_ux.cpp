@@ -259,3 +259,40 @@ TEST_CASE("cli_ux.calibrate_progress_covers_validation") {
   CHECK(last_whole >= 90);
   CHECK(last_whole < 100);
 }
+
+TEST_CASE("cli_ux.autotune_table_against_nccl") {
+  // NCCL's own choice is the baseline of every table: its time, the pick's gain over it ("=" where the pick is
+  // NCCL's choice) and a closing line saying where the table differs; TF's choose_the_best only with --tf.
+  const CliResult r = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q"});
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find("nccl(us)  vs NCCL") != std::string::npos);
+  CHECK(r.out.find("TF choose_the_best") == std::string::npos);
+  CHECK(r.out.find("=\n") != std::string::npos);                  // a range that is NCCL's choice
+  CHECK(r.out.find("kept by min-gain") != std::string::npos);     // NCCL kept where a plan beats it by little
+  CHECK(r.out.find("# differs from NCCL's own choice in ") != std::string::npos);
+  const CliResult tf = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q", "--tf"});
+  REQUIRE(tf.status == 0);
+  CHECK(tf.out.find("TF choose_the_best") != std::string::npos);
+  CHECK(tf.out.find("# TF choose_the_best: ") != std::string::npos);
+  // --min-gain 0: the fastest prediction wins, NCCL is no longer kept for the gain.
+  const CliResult fastest =
+      run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q", "--min-gain", "0"});
+  REQUIRE(fastest.status == 0);
+  CHECK(fastest.out.find("kept by min-gain") == std::string::npos);
+  CHECK(fastest.out != r.out);
+  for (const char* bad : {"-1", "x", "2000"}) {
+    const CliResult e = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1K", "-q", "--min-gain", bad});
+    CHECK(e.status == 2);
+    CHECK(e.err.find("--min-gain: ") != std::string::npos);
+  }
+  // --target nccl: where the table is NCCL's own choice and where it is not.
+  const CliResult target =
+      run_artune({"autotune", "-t", "uniform:2x8", "--target", "nccl", "-b", "1K", "-e", "1G", "-f", "4", "-q"});
+  REQUIRE(target.status == 0);
+  CHECK((target.out.find("# the table is NCCL's own choice at every size") != std::string::npos ||
+         target.out.find("# differs from NCCL's own choice in ") != std::string::npos));
+  // The cpu profile has no NCCL baseline, and says so.
+  const CliResult cpu = run_artune({"autotune", "-t", "uniform:4", "--profile", "cpu", "-b", "1K", "-e", "64K", "-q"});
+  REQUIRE_MESSAGE(cpu.status == 0, cpu.err);
+  CHECK(cpu.out.find("# no NCCL baseline") != std::string::npos);
+}

@@ -40,8 +40,12 @@ TEST_CASE("autotune.e2e_measure_cpu_then_run_table") {
                                 table + " --report " + report + " 2>&1");
   INFO(tune.out);
   REQUIRE(tune.status == 0);
-  CHECK(tune.out.find("TF choose_the_best") != std::string::npos);
   CHECK(tune.out.find("measured on cpu") != std::string::npos);
+  // Every time column says whether it was simulated or measured; no NCCL baseline on the cpu profile.
+  CHECK(tune.out.find("pred(us)") != std::string::npos);
+  CHECK(tune.out.find("meas(us)") != std::string::npos);
+  CHECK(tune.out.find("# no NCCL baseline") != std::string::npos);
+  CHECK(tune.out.find("TF choose_the_best") == std::string::npos);  // only with --tf
 
   const artune::Topology topo = artune::load_topology("uniform:4");
   const artune::DecisionTable t = artune::load_decision_table(table, topo);

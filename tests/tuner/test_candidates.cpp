@@ -9,6 +9,7 @@
 #include <set>
 
 #include "artune/algorithms/verifier.hpp"
+#include "artune/core/sizes.hpp"
 #include "artune/topology/io.hpp"
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/search.hpp"
@@ -142,6 +143,7 @@ TEST_CASE("search.uniform4_picks_the_fastest") {
   so.sizes = {1024, 16384, 262144, 4194304};
   so.model = CostModel::defaults(BackendProfile::kCpu);
   so.candidates.segments = {1, 2};
+  so.min_gain = 0;  // the fastest prediction wins (NCCL's choice is not held to a minimum gain)
   const SearchResult r = search(topo, so);
   REQUIRE(r.sizes.size() == 4);
   for (std::size_t s = 0; s < r.sizes.size(); ++s) {
@@ -252,4 +254,56 @@ TEST_CASE("candidates.nccl_algorithms_where_nccl_has_them") {
   CHECK(nccl_specs("dgx-h100") == std::set<std::string>{"nccl", "nccl.nvls", "nccl.ring", "nccl.tree"});
   CHECK(nccl_specs("2xdgx-h100") == std::set<std::string>{"nccl", "nccl.nvlstree", "nccl.ring", "nccl.tree"});
   CHECK(nccl_specs("dgx-a100") == std::set<std::string>{"nccl", "nccl.ring", "nccl.tree"});
+}
+
+TEST_CASE("search.min_gain_keeps_nccl_unless_a_pick_beats_it_by_the_model_error") {
+  // pcie-8gpu on the NCCL profile: several families come within a few percent of NCCL's own choice.
+  const Topology topo = load_topology("pcie-8gpu");
+  SearchOptions so;
+  so.sizes = size_sweep(1 << 10, std::uint64_t{1} << 30, 4);
+  so.candidates.max_cycles = 2;
+  so.candidates.segments = {1, 2, 4};
+  const SearchResult r = search(topo, so);  // min_gain < 0: the validated error of each size's regime
+  std::size_t nccl = r.set.candidates.size();
+  for (std::size_t c = 0; c < r.set.candidates.size(); ++c) {
+    if (r.set.candidates[c].label() == "nccl") nccl = c;
+  }
+  REQUIRE(nccl < r.set.candidates.size());
+  int kept = 0;
+  for (std::size_t s = 0; s < r.sizes.size(); ++s) {
+    const SizeScores& sc = r.sizes[s];
+    const double gain = default_min_gain(topo.machine_count(), sc.bytes);
+    CHECK(gain == doctest::Approx((sc.bytes <= kSmallMessageBytes ? kValidatedModelError.small_pct
+                                                                  : kValidatedModelError.large_single_pct) /
+                                  100.0));
+    const double nccl_us = sc.predicted[nccl]->time_us;
+    const double pick_us = sc.predicted[r.pick[s]]->time_us;
+    CAPTURE(sc.bytes);
+    if (r.pick[s] != nccl) {
+      CHECK(nccl_us > pick_us * (1.0 + gain));  // a pick other than NCCL's beats it by more than the model error
+    } else {
+      const double fastest_us = sc.predicted[sc.ranking.front()]->time_us;
+      CHECK(nccl_us <= fastest_us * (1.0 + gain));
+      const SizePoint* point = nullptr;
+      for (const auto& p : r.table.lookup(sc.bytes).points) {
+        if (p.bytes == sc.bytes) point = &p;
+      }
+      REQUIRE(point != nullptr);
+      if (fastest_us < nccl_us) {
+        CHECK(point->kept == "min-gain");
+        CHECK(point->behind_fastest_pct == doctest::Approx(100.0 * (nccl_us / fastest_us - 1.0)));
+        ++kept;
+      }
+    }
+  }
+  CHECK(kept > 0);  // the rule acted on this machine
+  // min_gain 0: the fastest prediction (or hysteresis) wins: NCCL is no longer kept where another is faster.
+  so.min_gain = 0;
+  const SearchResult fastest = search(topo, so);
+  int differs = 0;
+  for (std::size_t s = 0; s < fastest.sizes.size(); ++s) differs += fastest.pick[s] != r.pick[s] ? 1 : 0;
+  CHECK(differs > 0);
+  for (const auto& range : fastest.table.ranges) {
+    for (const auto& p : range.points) CHECK(p.kept != "min-gain");
+  }
 }

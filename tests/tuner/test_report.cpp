@@ -84,6 +84,7 @@ TEST_CASE("report.hysteresis_marked_with_true_margin") {
   so.model = CostModel::defaults(BackendProfile::kMpi);
   so.candidates.max_cycles = 1;
   so.candidates.segments = {1};
+  so.min_gain = 0;  // hysteresis alone (min-gain has its own test)
   const SearchResult r = search(topo, so);
   int kept = 0;
   for (std::size_t s = 0; s < r.sizes.size(); ++s) {
