@@ -64,6 +64,10 @@ typedef enum {
 
 /** How a communicator picks its plans (see artune::CommOptions); strings may be NULL or "". */
 typedef struct {
+  /** sizeof(artune_options_t) as the caller was compiled (artune_options_init sets it). Later versions of the
+      library may add fields at the end: they read only the fields this size covers and default the others, so a
+      program built against this header keeps working; a size below this version's is refused. */
+  size_t struct_size;
   const char* topology;  /**< file, built-in name or generator; NULL = "uniform:<ranks>" */
   const char* table;     /**< decision table file; NULL = tune in memory (unless spec) */
   const char* spec;      /**< one plan spec for every size; NULL = from the table */

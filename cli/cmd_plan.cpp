@@ -108,8 +108,8 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
   const std::size_t esize = element_size(parse_data_type(f.type, "-d/--type"));
   const int ranks = plan.ranks();
   fmt::print("plan         {} on {}\n", plan.spec, topo.name());
-  fmt::print("count        {} elements of {} ({} per rank), op {}{}\n", plan.count, f.type,
-             format_size(static_cast<std::uint64_t>(plan.count) * esize), to_string(plan.reduce_op),
+  fmt::print("count        {} elements of {} ({} bytes per rank), op {}{}\n", plan.count, f.type,
+             static_cast<std::uint64_t>(plan.count) * esize, to_string(plan.reduce_op),
              f.segments > 1 ? fmt::format(", pipelined in {} segments", f.segments) : "");
   std::string rank_text;
   for (int r = 0; r < ranks && r < kMaxListedRanks; ++r) {

@@ -43,10 +43,12 @@ std::uint64_t scale_ops(const Setup& s, std::int64_t chunks, std::int64_t count)
 // Refuses a plan whose op count (Family::max_ops, computed before anything is emitted) is beyond kMaxPlanOps.
 void require_plan_size(const Setup& s, const AlgToken& token, std::uint64_t ops) {
   if (ops <= kMaxPlanOps) return;
-  throw InvalidInput(
-      fmt::format("{} {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
-                  "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)",
-                  parameter("spec"), token_text(token), ranks(s), ops, kMaxPlanOps));
+  // Suggest a hierarchical spec only to a flat one: a hierarchical plan this large needs fewer participants.
+  const bool flat = token_text(token).find('/') == std::string::npos && token_text(token) != "2d";
+  throw InvalidInput(fmt::format("{} {}: the plan over {} ranks would hold {} ops, more than artune's limit of {} "
+                                 "ops per plan (use fewer participants or subchunks{})",
+                                 parameter("spec"), token_text(token), ranks(s), ops, kMaxPlanOps,
+                                 flat ? ", or a hierarchical spec such as 2d" : ""));
 }
 
 // The local ring order: --gpu-perm, or identity; must be a permutation of 0..G−1.

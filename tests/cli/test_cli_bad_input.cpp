@@ -226,6 +226,9 @@ TEST_CASE("cli_bad_input.command_line") {
       {{"calibrate"}, {"--topology"}},
       {{"plan", "-s", "xring", "--segments", "abc"}, {"--segments"}},
       {{"plan", "-s", "xring", "--segments", "99999999999"}, {"--segments"}},
+      // A misspelt flag is named with the closest real one.
+      {{"autotune", "--maxbyte", "1M"}, {"unknown flag --maxbyte (did you mean --maxbytes?)"}},
+      {{"run", "--backend", "cpu", "--itres", "3"}, {"did you mean --iters?"}},
   });
 }
 

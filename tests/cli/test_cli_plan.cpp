@@ -145,3 +145,10 @@ TEST_CASE("cli.plan_help") {
     CHECK(contains(r.out, flag));
   }
 }
+
+TEST_CASE("cli.plan_text_states_units") {
+  // The count line names its units: elements of the type, and bytes per rank.
+  const Result r = run_artune({"plan", "-t", "uniform:4", "-s", "xring", "--count", "1000", "-d", "double"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("count        1000 elements of double (8000 bytes per rank), op sum\n") != std::string::npos);
+}

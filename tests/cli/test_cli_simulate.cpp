@@ -135,6 +135,16 @@ TEST_CASE("cli_simulate.op_limit_refused_before_building") {
         "ops per plan (use fewer participants or subchunks, or a hierarchical spec such as 2d)\n");
 }
 
+TEST_CASE("cli_simulate.op_limit_of_a_hierarchical_spec_suggests_no_hierarchy") {
+  // 2d over 512 machines is already hierarchical: the refusal does not send the user to "a hierarchical spec".
+  const Result r = artune_test::run_shell(artune_test::shell_quote(artune_test::artune_bin()) +
+                                          " simulate -t 512xdgx-h100 -s 2d -b 1M -e 1M 2>&1");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("more than artune's limit of 524288 ops per plan (use fewer participants or subchunks)\n") !=
+        std::string::npos);
+  CHECK(r.out.find("such as 2d") == std::string::npos);
+}
+
 TEST_CASE("cli_simulate.bad_input") {
   const Result odd = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "6", "-e", "1K"});
   CHECK(odd.status == 2);

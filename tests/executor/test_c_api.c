@@ -106,7 +106,7 @@ int main(void) {
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
         "last plan");
   check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
+            strstr(text, "allreduce rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
         "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
@@ -139,10 +139,24 @@ int main(void) {
   check(strcmp(artune_error_string(ARTUNE_ERR_TIMEOUT), "timeout") == 0, "error string");
   check(strcmp(artune_error_string(ARTUNE_ERR_REMOTE), "remote or library failure") == 0, "error string");
   artune_comm_t one;
+  artune_comm_t pair_probe[2];
   options.topology = "uniform:2";
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 3, &one) == ARTUNE_ERR_INVALID_USAGE, "rank mismatch");
   options.topology = "no-such-topology.json";
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 2, &one) == ARTUNE_ERR_INVALID_USAGE, "bad topology");
+  /* ABI growth: options carry their size; one never initialised is refused, a later header's larger one taken. */
+  check(options.struct_size == sizeof(artune_options_t), "struct_size set by artune_options_init");
+  artune_options_t raw;
+  memset(&raw, 0, sizeof raw);
+  raw.topology = "uniform:2";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_ERR_INVALID_USAGE, "size 0");
+  check(strstr(artune_last_error(), "initialise the options with artune_options_init") != NULL, artune_last_error());
+  artune_options_init(&raw);
+  raw.topology = "uniform:2";
+  raw.struct_size = sizeof(artune_options_t) + 64;
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_SUCCESS, artune_last_error());
+  artune_comm_destroy(pair_probe[0]);
+  artune_comm_destroy(pair_probe[1]);
 
   /* A rank that never calls: the others end with a timeout. */
   options.topology = "uniform:2";

@@ -194,8 +194,9 @@ TEST_CASE("communicator.cpu_cache_is_bounded_and_workers_are_shared") {
   CHECK(last.range == -1);
   CHECK(last.bucket == 7);
   const std::string dump = comms[0].dump_cache();
-  CHECK(dump.find("xring  spec  bucket 7 (512 B)  count 48 double max  devices 4  calls 1\n") == 0);
-  CHECK(dump.find("xring  spec  bucket 6 (256 B)  count 48 int32 sum  devices 4  calls 19\n") != std::string::npos);
+  CHECK(dump.find("allreduce xring  spec  bucket 7 (512 B)  count 48 double max  devices 4  calls 1\n") == 0);
+  CHECK(dump.find("allreduce xring  spec  bucket 6 (256 B)  count 48 int32 sum  devices 4  calls 19\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("communicator.cpu_resnet50_sizes_compile_one_plan_per_bucket") {

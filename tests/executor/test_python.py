@@ -18,6 +18,10 @@ def check(ok, what):
         print("FAILED:", what, file=sys.stderr)
 
 
+# The module says which artune it is (the project's version, as `artune --version` prints it).
+check(isinstance(artune.__version__, str) and len(artune.__version__.split(".")) == 3, "artune.__version__")
+
+
 def on_threads(comms, fn):
     errors = [None] * len(comms)
 
@@ -53,7 +57,8 @@ for dtype in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8):
                 check(np.array_equal(got, want), f"{dtype.__name__} {op} {count} rank {r}")
             check(np.array_equal(arrays[2], inputs[2]), "out of place leaves the input alone")
 check(comms[0].last_plan() == "rechd", "last plan")
-check(comms[0].dump_cache().startswith("rechd  spec  bucket 9 (2048 B)  count 1031 uint8 min  devices 4  calls 1\n"),
+check(comms[0].dump_cache().startswith(
+      "allreduce rechd  spec  bucket 9 (2048 B)  count 1031 uint8 min  devices 4  calls 1\n"),
       comms[0].dump_cache())
 check(comms[0].worker_threads() == 4, "workers")
 
@@ -63,7 +68,7 @@ mats = [np.full((3, 4), r + 1, dtype=np.float32) for r in range(2)]
 check(on_threads(two, lambda r: two[r].allreduce(mats[r])) == [None, None], "2-D")
 check(np.all(mats[0] == 3.0) and np.all(mats[1] == 3.0), "2-D values")
 # 12 floats: the 64 B bucket's plan re-targeted to 12 (one exact run, no padding).
-check(two[0].dump_cache().startswith("xring  spec  bucket 4 (64 B)  count 12 float sum"), two[0].dump_cache())
+check(two[0].dump_cache().startswith("allreduce xring  spec  bucket 4 (64 B)  count 12 float sum"), two[0].dump_cache())
 
 # All-gather and reduce-scatter return new flat arrays (odd blocks of 5; the inputs are left alone).
 blocks = [np.arange(5, dtype=np.int32) + 10 * r for r in range(4)]

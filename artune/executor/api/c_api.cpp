@@ -2,6 +2,8 @@
 
 #include "artune/artune.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -47,9 +49,19 @@ artune_result_t guarded(F&& fn) {
   }
 }
 
+/// The largest artune_options_t a caller may pass (a later header's): far above any realistic growth.
+constexpr std::size_t kMaxOptionsSize = 4096;
+
 artune::CommOptions to_options(const artune_options_t* o) {
   artune::CommOptions out;
   if (o == nullptr) return out;
+  // Every field of this version is read; a caller compiled against a later header passes a larger size (its extra
+  // fields are not this library's to read), one that never called artune_options_init a wrong one.
+  if (o->struct_size < sizeof(artune_options_t) || o->struct_size > kMaxOptionsSize) {
+    throw artune::InvalidInput(fmt::format("options->struct_size is {}, expected at least {}: initialise the options "
+                                           "with artune_options_init",
+                                           o->struct_size, sizeof(artune_options_t)));
+  }
   if (o->topology != nullptr) out.topology = o->topology;
   if (o->table != nullptr) out.table = o->table;
   if (o->spec != nullptr) out.spec = o->spec;
@@ -85,6 +97,7 @@ extern "C" {
 void artune_options_init(artune_options_t* options) {
   if (options == nullptr) return;
   const artune::CommOptions d;
+  options->struct_size = sizeof(artune_options_t);
   options->topology = nullptr;
   options->table = nullptr;
   options->spec = nullptr;

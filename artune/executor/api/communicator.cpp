@@ -221,11 +221,11 @@ std::string Communicator::dump_cache() const {
   for (const PlanInfo& p : cached_plans()) {
     const std::string range =
         p.range < 0 ? std::string("spec") : fmt::format("range {} [{}..{} B]", p.range, p.min_bytes, p.max_bytes);
-    // All-gather and reduce-scatter plans start with their collective's name.
-    const std::string kind =
-        p.collective == Collective::kAllReduce ? "" : std::string(collective_flag_name(p.collective)) + " ";
-    text += fmt::format("{}{}  {}  bucket {} ({} B)  count {} {} {}  devices {}  calls {}\n", kind, p.label, range,
-                        p.bucket, p.bucket_bytes, p.count, to_string(p.type), to_string(p.op), p.devices, p.calls);
+    // Every line starts with its collective; the reduction op only where there is one (not all-gather).
+    const std::string op = p.collective == Collective::kAllGather ? "" : fmt::format(" {}", to_string(p.op));
+    text += fmt::format("{} {}  {}  bucket {} ({} B)  count {} {}{}  devices {}  calls {}\n",
+                        collective_flag_name(p.collective), p.label, range, p.bucket, p.bucket_bytes, p.count,
+                        to_string(p.type), op, p.devices, p.calls);
   }
   return text;
 }

@@ -72,6 +72,7 @@ void check_array(const py::array& a, const char* what, const std::string& call =
 
 PYBIND11_MODULE(artune, m) {
   m.doc() = "artune: all-reduce of numpy arrays with tuned plans (cpu threads, MPI)";
+  m.attr("__version__") = ARTUNE_VERSION;
 
   // Error classes carry the artune code in their name; all derive from artune.Error.
   static py::exception<artune::Error> error(m, "Error");
