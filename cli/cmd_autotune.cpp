@@ -80,7 +80,13 @@ struct AutotuneFlags {
 
 std::string command_line(const AutotuneFlags& f, bool discovered) {
   std::string cmd = "artune autotune";
-  if (!discovered) cmd += " -t " + shell_word(f.topo);
+  if (!discovered) {
+    // A topology file by its absolute path, so that the line reruns from any folder (a name or generator as given).
+    std::error_code ec;
+    cmd += " -t " + shell_word(std::filesystem::is_regular_file(f.topo, ec)
+                                   ? std::filesystem::absolute(f.topo).lexically_normal().string()
+                                   : f.topo);
+  }
   cmd += fmt::format(" -b {} -e {} -f {:g}", f.sweep.min_bytes, f.sweep.max_bytes, f.sweep.factor);
   if (f.type != "float") cmd += " -d " + shell_word(f.type);
   if (f.op != "sum") cmd += " --op " + shell_word(f.op);

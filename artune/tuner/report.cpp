@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "artune/algorithms/registry.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/output_file.hpp"
@@ -146,6 +147,54 @@ TfGain gain_vs_tf(const SizePoint& p) {
   return g;
 }
 
+std::string family_style(std::string_view family) {
+  // NCCL, the baseline, is always a thick black line. Every other family keeps one colour in every report: its
+  // position among all families of the registry (every collective), in a palette of distinguishable colours.
+  if (family == "nccl") return "lw 3 lc rgb '#000000'";
+  static const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#393b79", "#637939"};
+  std::vector<std::string> names;
+  for (const Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
+    for (const Family* f : families(c)) {
+      if (std::find(names.begin(), names.end(), f->name) == names.end()) names.emplace_back(f->name);
+    }
+  }
+  names.emplace_back("hybrid");  // the hierarchical library-inside hybrids, a tuner family of their own
+  const auto it = std::find(names.begin(), names.end(), family);
+  std::size_t index = 0;
+  if (it != names.end()) {
+    index = static_cast<std::size_t>(it - names.begin());
+  } else {
+    for (const char ch : family) index = index * 131 + static_cast<unsigned char>(ch);  // unknown: stable by name
+  }
+  return fmt::format("lw 2 lc rgb '{}'", kPalette[index % std::size(kPalette)]);
+}
+
+std::string speedup_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes,
+                                const std::string& title, const std::string& terminal, const std::string& png,
+                                const std::string& data) {
+  // On log-log time plots a 1.3x win is a few pixels: this plot shows every family's best time as NCCL's time over
+  // it, on a linear axis (above 1: faster than NCCL's own choice).
+  std::ostringstream gp;
+  gp << fmt::format("set terminal {} size 960,600\n", terminal);
+  gp << fmt::format("set termoption noenhanced\nset output {}\n", gnuplot_quote(png));
+  gp << "set datafile missing '?'\nset logscale x 2\nset grid\nset key outside right\n";
+  if (!sizes.empty()) gp << xtics_for(sizes);
+  gp << fmt::format("set title {}\n",
+                    gnuplot_quote(fmt::format("{}: speed-up over NCCL's own choice, best plan per family (predicted)",
+                                              title)));
+  gp << "set xlabel 'message size (bytes)'\nset ylabel 'NCCL time / plan time'\n";
+  gp << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#000000'\n";
+  const std::size_t first = 2 + 2 * curves.families.size();  // after busbw and time per family
+  std::vector<std::string> series;
+  for (std::size_t f = 0; f < curves.families.size(); ++f) {
+    series.push_back(fmt::format("{} using 1:{} with linespoints {} title {}", gnuplot_quote(data), first + f,
+                                 family_style(curves.families[f]), gnuplot_quote(curves.families[f])));
+  }
+  gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
+  return gp.str();
+}
+
 std::string family_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes, PlotMetric metric,
                                const std::string& title, const std::string& terminal, const std::string& png,
                                const std::string& data) {
@@ -165,8 +214,8 @@ std::string family_plot_script(const FamilyCurves& curves, const std::vector<std
   const std::size_t first = busbw ? 2 : 2 + curves.families.size();
   std::vector<std::string> series;
   for (std::size_t f = 0; f < curves.families.size(); ++f) {
-    series.push_back(fmt::format("{} using 1:{} with linespoints title {}", gnuplot_quote(data), first + f,
-                                 gnuplot_quote(curves.families[f])));
+    series.push_back(fmt::format("{} using 1:{} with linespoints {} title {}", gnuplot_quote(data), first + f,
+                                 family_style(curves.families[f]), gnuplot_quote(curves.families[f])));
   }
   gp << "plot " << fmt::format("{}", fmt::join(series, ", \\\n     ")) << "\n";
   return gp.str();
@@ -414,15 +463,26 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
     // One data file (per family: busbw, then time), two plots on log axes: on a linear axis everything below
     // 64 KiB read as zero next to the GB/s of large messages.
     {
+      // NCCL's own time at each size (the speed-up plot's numerator), where NCCL is the baseline.
+      std::vector<double> nccl_us(sizes.size(), NAN);
+      bool has_nccl = false;
+      for (const auto& r : table.ranges) {
+        for (const auto& p : r.points) {
+          const auto at = std::find(sizes.begin(), sizes.end(), p.bytes);
+          if (at != sizes.end() && p.nccl_predicted.time_us > 0) {
+            nccl_us[static_cast<std::size_t>(at - sizes.begin())] = p.nccl_predicted.time_us;
+            has_nccl = true;
+          }
+        }
+      }
       std::ostringstream dat;
+      auto cell = [](double v) { return std::isnan(v) || !(v > 0) ? std::string("?") : fmt::format("{:.6g}", v); };
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         dat << sizes[s];
         for (const auto* metric : {&curves.busbw, &curves.time_us}) {
-          for (std::size_t f = 0; f < curves.families.size(); ++f) {
-            const double v = (*metric)[f][s];
-            dat << ' ' << (std::isnan(v) || !(v > 0) ? std::string("?") : fmt::format("{:.6g}", v));
-          }
+          for (std::size_t f = 0; f < curves.families.size(); ++f) dat << ' ' << cell((*metric)[f][s]);
         }
+        for (std::size_t f = 0; f < curves.families.size(); ++f) dat << ' ' << cell(nccl_us[s] / curves.time_us[f][s]);
         dat << '\n';
       }
       write_text(work / "families.dat", dat.str());
@@ -433,6 +493,14 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
           plots.push_back(name);
         } else {
           plot_notes.push_back(fmt::format("gnuplot failed to render {}.", name));
+        }
+      }
+      if (has_nccl) {
+        if (render_plot(work, root, "speedup.png",
+                        speedup_plot_script(curves, sizes, topo.name(), terminal, "speedup.png", "families.dat"))) {
+          plots.push_back("speedup.png");
+        } else {
+          plot_notes.push_back("gnuplot failed to render speedup.png.");
         }
       }
     }
@@ -513,8 +581,9 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   md << "\n\n";
   md << "## Decision table\n\n";
   md << fmt::format(
-      "Type {}, op {}; cost model: {}{}.\n\n", to_string(table.type), to_string(table.op),
-      table.calibration.empty() ? "defaults" : "calibrated by " + table.calibration,
+      "Type {}, op {}; cost model: profile {}, {}{}.\n\n", to_string(table.type), to_string(table.op),
+      table.cost_model.value("profile", std::string("?")),
+      table.calibration.empty() ? "default constants" : "calibrated by " + table.calibration,
       measured ? fmt::format("; top candidates measured on the {} backend", table.measured_backend) : std::string());
   md << "| sizes | plan | family | time (us) | busbw (GB/s) |";
   if (measured) md << " measured (us) | measured busbw | #wrong |";

@@ -55,6 +55,13 @@ enum class PlotMetric { kBusbw, kTime };
 std::string family_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes, PlotMetric metric,
                                const std::string& title, const std::string& terminal, const std::string& png,
                                const std::string& data);
+/// The gnuplot script of the speed-up plot: per family, NCCL's time over the family's best time (columns after the
+/// busbw and time columns of `data`), on a linear axis.
+std::string speedup_plot_script(const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes,
+                                const std::string& title, const std::string& terminal, const std::string& png,
+                                const std::string& data);
+/// gnuplot's line style of a family: NCCL thick and black, every other family one colour in every report.
+std::string family_style(std::string_view family);
 
 /// Crossover notes: where the best family changes along the sizes, and the gain over TF's pick.
 std::vector<std::string> crossover_notes(const SearchResult& result);

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -146,13 +148,31 @@ TEST_CASE("report.plots_use_log_axes_and_show_time") {
     CHECK(s->find("set logscale x 2") != std::string::npos);
     CHECK(s->find("set logscale y 10") != std::string::npos);
   }
-  // Columns: size, busbw of each family (2, 3), then time of each family (4, 5).
-  CHECK(busbw.find("using 1:2 with linespoints title 'ring'") != std::string::npos);
-  CHECK(busbw.find("using 1:3 with linespoints title 'tree'") != std::string::npos);
+  // Columns: size, busbw of each family (2, 3), then time of each family (4, 5), each family in its own style.
+  const std::string ring = family_style("ring"), tree = family_style("tree");
+  CHECK(busbw.find("using 1:2 with linespoints " + ring + " title 'ring'") != std::string::npos);
+  CHECK(busbw.find("using 1:3 with linespoints " + tree + " title 'tree'") != std::string::npos);
   CHECK(busbw.find("set ylabel 'busbw (GB/s)'") != std::string::npos);
-  CHECK(time.find("using 1:4 with linespoints title 'ring'") != std::string::npos);
-  CHECK(time.find("using 1:5 with linespoints title 'tree'") != std::string::npos);
+  CHECK(time.find("using 1:4 with linespoints " + ring + " title 'ring'") != std::string::npos);
+  CHECK(time.find("using 1:5 with linespoints " + tree + " title 'tree'") != std::string::npos);
   CHECK(time.find("set ylabel 'time (us)'") != std::string::npos);
+  // The speed-up plot: NCCL's time over each family's (columns 6, 7), on a linear axis.
+  const std::string speedup = speedup_plot_script(curves, sizes, "t", "png", "s.png", "f.dat");
+  CHECK(speedup.find("set logscale y") == std::string::npos);
+  CHECK(speedup.find("using 1:6 with linespoints " + ring + " title 'ring'") != std::string::npos);
+  CHECK(speedup.find("using 1:7 with linespoints " + tree + " title 'tree'") != std::string::npos);
+}
+
+TEST_CASE("report.family_colours_are_stable") {
+  // A family keeps its colour whatever else a report plots; NCCL is always the thick black baseline.
+  CHECK(family_style("nccl") == "lw 3 lc rgb '#000000'");
+  CHECK(family_style("ring") == family_style("ring"));
+  std::set<std::string> styles;
+  for (const char* f : {"ring", "rechd", "tree", "shuffle", "hiercopy", "mring", "2d", "hybrid"}) {
+    styles.insert(family_style(f));
+  }
+  CHECK(styles.size() == 8);  // the shipped families are told apart
+  CHECK(family_style("no-such-family") == family_style("no-such-family"));
 }
 
 TEST_CASE("report.spread_ties_marked_in_generated_report") {
