@@ -63,7 +63,7 @@ AlphaBetaGamma implied_alpha_beta_gamma(const Topology& topo, const CostModel& m
   }
   if (model.transfer_cap_gbps > 0) min_bw = std::min(min_bw, model.transfer_cap_gbps);
   c.beta_us_per_byte = std::isfinite(min_bw) ? 1.0 / (min_bw * kBytesPerUsPerGbps) : 0.0;
-  c.gamma_us_per_byte = 1.0 / (model.reduce_for(topo.nodes()[dst].kind) * kBytesPerUsPerGbps);
+  c.gamma_us_per_byte = 1.0 / (model.reduce_for(topo.nodes()[dst]) * kBytesPerUsPerGbps);
   return c;
 }
 

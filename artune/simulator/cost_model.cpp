@@ -37,9 +37,34 @@ constexpr double kSmpEfficiency = 1.0;
 
 // GPU reduce kernels are memory bound: dst ⊕= src reads two bytes and writes
 // one per byte of src, so ~1/3 of HBM bandwidth (V100 900 GB/s → 300). A copy
-// reads and writes: ~1/2 (→ 450, ~400 achieved).
+// reads and writes: ~1/2 (→ 450, ~400 achieved). These are the GPU kind's
+// rates, for GPUs of no known architecture (generators, hand-written files).
 constexpr double kGpuReduceGbps = 300.0;
 constexpr double kGpuMemoryGbps = 400.0;
+// Per architecture (configs/HARDWARE.md "GPU memory"): the HBM bandwidth of the
+// generation's datasheet times the fraction a reduce and a copy reach. Measured
+// on one H200 (reports/gpu/NVIDIA_H200/run1/bench_kernels.txt, 1 GiB): reduce
+// 3.72 TB/s counting 3 bytes per byte of src, copy (cudaMemcpy D2D) 3.87 TB/s
+// counting 2, against 4.8 TB/s: 77% and 81%. Hopper and later use those
+// fractions; sm60/sm70/sm80 keep the V100 figures' fractions (300 of 900/3:
+// 100%, 400 of 900/2: 89%), which earlier validation rows were run with.
+struct ArchRates {
+  const char* arch;
+  double hbm_gbps;           // datasheet memory bandwidth
+  double reduce_fraction;    // of hbm_gbps / 3
+  double copy_fraction;      // of hbm_gbps / 2
+};
+constexpr double kV100ReduceFraction = kGpuReduceGbps / (900.0 / 3);
+constexpr double kV100CopyFraction = kGpuMemoryGbps / (900.0 / 2);
+constexpr double kH200ReduceFraction = 3720.0 / 4800.0;
+constexpr double kH200CopyFraction = 3870.0 / 4800.0;
+constexpr ArchRates kArchRates[] = {
+    {"sm60", 732.0, kV100ReduceFraction, kV100CopyFraction},    // P100 SXM2: 732 GB/s HBM2
+    {"sm70", 900.0, kV100ReduceFraction, kV100CopyFraction},    // V100 SXM2: 900 GB/s HBM2
+    {"sm80", 1555.0, kV100ReduceFraction, kV100CopyFraction},   // A100 40GB (DGX A100): 1555 GB/s HBM2
+    {"sm90", 3350.0, kH200ReduceFraction, kH200CopyFraction},   // H100 SXM5 (DGX H100): 3.35 TB/s HBM3
+    {"sm100", 8000.0, kH200ReduceFraction, kH200CopyFraction},  // B200: 8 TB/s HBM3e
+};
 // Host sockets when a GPU plan gathers on a CPU (TF's pscpu: multithreaded
 // Eigen add over DDR4 at ~60 GB/s per socket, three streams per reduce).
 constexpr double kHostMtReduceGbps = 20.0;
@@ -174,7 +199,26 @@ CostModel CostModel::defaults(BackendProfile profile) {
   m.memory_gbps[NodeKind::kGpu] = host_threads ? kHostThreadMemoryGbps : kGpuMemoryGbps;
   m.reduce_gbps[NodeKind::kCpu] = host_threads ? kHostThreadReduceGbps : kHostMtReduceGbps;
   m.memory_gbps[NodeKind::kCpu] = host_threads ? kHostThreadMemoryGbps : kHostMtMemoryGbps;
+  if (!host_threads) {
+    for (const ArchRates& a : kArchRates) {
+      m.gpu_arch[a.arch] = {a.hbm_gbps / 3 * a.reduce_fraction, a.hbm_gbps / 2 * a.copy_fraction};
+    }
+  }
   return m;
+}
+
+double CostModel::reduce_for(const Node& node) const {
+  if (node.kind == NodeKind::kGpu) {
+    if (const auto it = gpu_arch.find(node.arch); it != gpu_arch.end()) return it->second.reduce_gbps;
+  }
+  return reduce_for(node.kind);
+}
+
+double CostModel::memory_for(const Node& node) const {
+  if (node.kind == NodeKind::kGpu) {
+    if (const auto it = gpu_arch.find(node.arch); it != gpu_arch.end()) return it->second.memory_gbps;
+  }
+  return memory_for(node.kind);
 }
 
 double CostModel::reduce_for(NodeKind kind) const {
@@ -254,6 +298,29 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
             bad(source, fpath, "unknown key (reduce_gbps, memory_gbps)");
           }
         }
+        // A calibration measured this machine's GPUs: its figures hold for every GPU, whatever its architecture.
+        if (*kind == NodeKind::kGpu) m.gpu_arch.clear();
+      }
+    } else if (key == "gpu_arch") {
+      if (!value.is_object()) bad(source, key, json_reader::type_error("an object of GPU architectures", value));
+      for (const auto& [arch, fields] : value.items()) {
+        const std::string path = fmt::format("gpu_arch.{}", arch);
+        json_reader::expect_object(fields, source, path);
+        DeviceRates rates = m.gpu_arch.count(arch) ? m.gpu_arch.at(arch) : DeviceRates{};
+        for (const auto& [field, v] : fields.items()) {
+          const std::string fpath = fmt::format("{}.{}", path, field);
+          if (field == "reduce_gbps") {
+            rates.reduce_gbps = bandwidth_at(v, source, fpath, false);
+          } else if (field == "memory_gbps") {
+            rates.memory_gbps = bandwidth_at(v, source, fpath, false);
+          } else {
+            bad(source, fpath, "unknown key (reduce_gbps, memory_gbps)");
+          }
+        }
+        if (!(rates.reduce_gbps > 0) || !(rates.memory_gbps > 0)) {
+          bad(source, path, "needs both reduce_gbps and memory_gbps");
+        }
+        m.gpu_arch[arch] = rates;
       }
     } else if (key == "host") {
       json_reader::expect_object(value, source, key);
@@ -286,7 +353,7 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices, host)");
+          "transfer_cap_gbps, links, devices, gpu_arch, host)");
     }
   }
   *this = std::move(m);
@@ -314,6 +381,11 @@ nlohmann::json CostModel::to_json() const {
     if (!d.empty()) devices[std::string(to_string(kind))] = std::move(d);
   }
   doc["devices"] = std::move(devices);
+  nlohmann::json arch = nlohmann::json::object();
+  for (const auto& [name, rates] : gpu_arch) {
+    arch[name] = {{"reduce_gbps", rates.reduce_gbps}, {"memory_gbps", rates.memory_gbps}};
+  }
+  doc["gpu_arch"] = std::move(arch);
   doc["host"] = {{"run_overhead_us", host.run_overhead_us},
                  {"serial_devices", host.serial_devices},
                  {"cores", host.cores},

@@ -84,11 +84,21 @@ struct HostModel {
 /// Executor profiles whose per-op overhead differs.
 enum class BackendProfile { kCuda, kNccl, kCpu, kMpi };
 
+/// A device's local throughput (bytes of src per s ·1e-9): reduce (dst ⊕= src) and copy/scale.
+struct DeviceRates {
+  double reduce_gbps = 0;
+  double memory_gbps = 0;
+  friend bool operator==(const DeviceRates&, const DeviceRates&) = default;
+};
+
 /// Every constant the simulator uses.
 struct CostModel {
   std::map<LinkKind, LinkClassCost> link;  ///< per link kind (every kind present in defaults())
   std::map<NodeKind, double> reduce_gbps;  ///< reduce throughput of a device kind (bytes of src per s ·1e-9)
   std::map<NodeKind, double> memory_gbps;  ///< local copy/scale throughput
+  /// GPUs of a known architecture ("sm90"): their own reduce and copy throughput, which replaces the GPU kind's
+  /// (GPU profiles only; a calibration overlay's devices.gpu figures, measured on the machine, clear it).
+  std::map<std::string, DeviceRates> gpu_arch;
   double op_overhead_us = 0;               ///< per op issued by the executing backend
   double group_base_latency_us = 0;        ///< library collective launch latency
   double group_hop_latency_us = 0;         ///< per ring step inside a library collective (NVLink hop)
@@ -110,6 +120,10 @@ struct CostModel {
   double reduce_for(NodeKind kind) const;
   /// Copy throughput of a device kind; InvalidInput when the model has none for it.
   double memory_for(NodeKind kind) const;
+  /// Reduce and copy throughput of one device: its architecture's (gpu_arch) where the model has one, else its
+  /// kind's.
+  double reduce_for(const Node& node) const;
+  double memory_for(const Node& node) const;
   /// The cost of a link kind (defaults to α 0, efficiency 1 for kinds the map lacks).
   LinkClassCost link_for(LinkKind kind) const;
   friend bool operator==(const CostModel&, const CostModel&) = default;

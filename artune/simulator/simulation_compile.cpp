@@ -70,7 +70,7 @@ void Simulation::add_local(double delay, int node, double work) {
 
 // One host thread's rate (bytes/µs) copying into `node`: the per-transfer cap, else the device's copy rate.
 double Simulation::thread_copy_rate(int node) const {
-  return cap_ > 0 ? cap_ : model_.memory_for(topo_.nodes()[node].kind) * kBytesPerUsPerGbps;
+  return cap_ > 0 ? cap_ : model_.memory_for(topo_.nodes()[node]) * kBytesPerUsPerGbps;
 }
 
 // A host op as one flow whose work is the µs one thread needs for `bytes` at `rate` (its one-thread rate,
@@ -113,7 +113,7 @@ void Simulation::add_host_flow(int res_begin, int res_count, int device_res, dou
 // the source where it lies (host memory), a plain pull a memcpy.
 void Simulation::add_host_transfer(const RouteInfo& r, int dst_node, double bytes, bool reduce) {
   const double rate =
-      reduce ? model_.reduce_for(topo_.nodes()[dst_node].kind) * kBytesPerUsPerGbps : thread_copy_rate(dst_node);
+      reduce ? model_.reduce_for(topo_.nodes()[dst_node]) * kBytesPerUsPerGbps : thread_copy_rate(dst_node);
   const int first = static_cast<int>(flows_.size());
   if (bytes > 0) add_host_flow(r.res_begin, r.res_count, -1, bytes, rate);
   push_one_phase_op(model_.op_overhead_us + r.latency_us, first);
@@ -502,7 +502,7 @@ void Simulation::compile_ops() {
         const bool reduce = op.kind == OpKind::kReduce;
         const NodeKind dst_kind = topo_.nodes()[dn].kind;
         if (sn == dn) {
-          const double gbps = reduce ? model_.reduce_for(dst_kind) : model_.memory_for(dst_kind);
+          const double gbps = reduce ? model_.reduce_for(topo_.nodes()[dn]) : model_.memory_for(topo_.nodes()[dn]);
           if (host_) {
             add_host_local(model_.op_overhead_us, dn, bytes, gbps * kBytesPerUsPerGbps);
           } else {
@@ -525,7 +525,7 @@ void Simulation::compile_ops() {
         phases_.push_back(move);
         prog.phase_count = 1;
         if (reduce) {
-          const double work = bytes / (model_.reduce_for(dst_kind) * kBytesPerUsPerGbps);
+          const double work = bytes / (model_.reduce_for(topo_.nodes()[dn]) * kBytesPerUsPerGbps);
           Phase compute{0.0, static_cast<int>(flows_.size()), 0};
           if (work > 0) {
             flows_.push_back(
@@ -542,7 +542,7 @@ void Simulation::compile_ops() {
       case OpKind::kScale: {
         const int dn = node_of(op.dst.device, i, "destination");
         const double bytes = static_cast<double>(op.dst.count) * es_;
-        const double gbps = model_.memory_for(topo_.nodes()[dn].kind);
+        const double gbps = model_.memory_for(topo_.nodes()[dn]);
         if (host_) {
           add_host_local(model_.op_overhead_us, dn, bytes, gbps * kBytesPerUsPerGbps);
         } else {

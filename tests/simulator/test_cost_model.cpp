@@ -4,8 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "artune/algorithms/builders.hpp"
 #include "artune/core/error.hpp"
 #include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
 
 using namespace artune;
 
@@ -142,4 +145,53 @@ TEST_CASE("cost_model.host_overlay_errors_name_the_field") {
   CHECK_THROWS_AS(m.apply_overlay(nlohmann::json::parse(R"({"host": {"cores": 2, "dram_gbps": -1}})"), "x"),
                   InvalidInput);
   CHECK(m == CostModel::defaults(BackendProfile::kCpu));
+}
+
+TEST_CASE("cost_model.gpu_rates_follow_the_architecture") {
+  // A GPU of a known architecture reduces and copies at its generation's rate (HBM bandwidth × the fraction a
+  // reduce and a copy reach: V100's figures for sm60–sm80, the H200 measurement's for sm90 and later); others at
+  // the GPU kind's V100 figures. Host profiles have no GPUs, only threads standing in for them.
+  const CostModel m = CostModel::defaults(BackendProfile::kNccl);
+  Node gpu;
+  gpu.kind = NodeKind::kGpu;
+  gpu.arch = "sm70";
+  CHECK(m.reduce_for(gpu) == doctest::Approx(300.0));
+  CHECK(m.memory_for(gpu) == doctest::Approx(400.0));
+  gpu.arch = "sm80";
+  CHECK(m.reduce_for(gpu) == doctest::Approx(1555.0 / 3));
+  CHECK(m.memory_for(gpu) == doctest::Approx(1555.0 / 2 * 400.0 / 450.0));
+  gpu.arch = "sm90";
+  CHECK(m.reduce_for(gpu) == doctest::Approx(3350.0 / 3 * 3720.0 / 4800.0));
+  CHECK(m.memory_for(gpu) == doctest::Approx(3350.0 / 2 * 3870.0 / 4800.0));
+  gpu.arch = "";
+  CHECK(m.reduce_for(gpu) == m.reduce_for(NodeKind::kGpu));
+  gpu.arch = "sm999";
+  CHECK(m.memory_for(gpu) == m.memory_for(NodeKind::kGpu));
+  CHECK(CostModel::defaults(BackendProfile::kCpu).gpu_arch.empty());
+  // The whole model round-trips through its JSON (the overlay schema).
+  CostModel back = CostModel::defaults(BackendProfile::kCpu);
+  back.apply_overlay(m.to_json(), "model.json");
+  CHECK(back == m);
+  // A calibration of this machine's GPUs holds for all of them, whatever their architecture.
+  CostModel calibrated = m;
+  calibrated.apply_overlay(nlohmann::json::parse(R"({"devices": {"gpu": {"reduce_gbps": 123}}})"), "c.json");
+  gpu.arch = "sm90";
+  CHECK(calibrated.reduce_for(gpu) == doctest::Approx(123.0));
+  CHECK(calibrated.gpu_arch.empty());
+  CostModel bad = m;
+  CHECK_THROWS_WITH_AS(bad.apply_overlay(nlohmann::json::parse(R"({"gpu_arch": {"sm42": {"reduce_gbps": 5}}})"), "o.json"),
+                       doctest::Contains("gpu_arch.sm42: needs both"), InvalidInput);
+}
+
+TEST_CASE("cost_model.h100_plans_reduce_faster_than_v100_rates") {
+  // The same ring on the built-in DGX H100 (sm90) is faster with its generation's reduce rate than with the GPU
+  // kind's V100 rate.
+  const Topology topo = load_topology("dgx-h100");
+  BuildOptions o;
+  o.count = 1 << 28;
+  const Plan plan = build_plan(topo, "xring", o);
+  const CostModel h100 = CostModel::defaults(BackendProfile::kNccl);
+  CostModel v100_rates = h100;
+  v100_rates.gpu_arch.clear();
+  CHECK(simulate(plan, topo, h100, 4).time_us < simulate(plan, topo, v100_rates, 4).time_us);
 }
