@@ -690,11 +690,13 @@ double launch_us(int gpus_per_thread, bool cuda_graph) {
   return cuda_graph ? 0.0 : kLaunchPerGpuUs * std::max(1, gpus_per_thread);
 }
 
+double nvls_round_us(int gpus) { return kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, gpus - 2); }
+
 double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust, Collective coll) {
   if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return collective_latency_us(g, coll, algo, proto, adjust);
   // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
   const Latencies l = latencies(g, algo, proto, adjust);
-  const double round = std::max(0.0, kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, g.ppn - 2) + adjust.intra_us);
+  const double round = std::max(0.0, nvls_round_us(g.ppn) + adjust.intra_us);
   if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
   return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
 }

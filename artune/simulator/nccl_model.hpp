@@ -162,6 +162,9 @@ inline double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, 
 /// (nccl-tests `-g N` from one thread: N; one process per GPU: 1), none per call when the calls are replayed
 /// from a CUDA graph (nccl-tests `-G`).
 double launch_us(int gpus_per_thread = 1, bool cuda_graph = false);
+/// Device time (µs) of NVLS's multicast round joining `gpus` GPUs of one machine (the constant derived from
+/// published rows, see nccl_model.cpp; tests/simulator/test_nccl_validation.cpp recomputes it from them).
+double nvls_round_us(int gpus);
 /// Device-side latency (µs) of one collective (all-reduce unless given) with algorithm × protocol on `graph`,
 /// shifted by `adjust`.
 double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAdjust& adjust = {},
