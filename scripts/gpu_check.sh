@@ -268,7 +268,11 @@ phase1() {
       --only cuda_backend,communicator_cuda,cuda_kernels_host,cuda_dispatch,cuda_program,plan_lower,communicator
     rc=$?
     judge $rc
-    if [ $rc = 0 ] && grep -q "^SKIP" "$report/tests_gpu.txt"; then cut; fi
+    # A skipped test, or one that said what it could not check on this machine (REDUCED), makes the phase partial.
+    if [ $rc = 0 ] && grep -qE "^(SKIP|REDUCED)" "$report/tests_gpu.txt"; then
+      cut
+      md "- reduced here: $(grep -A1 '^REDUCED' "$report/tests_gpu.txt" | grep '|' | sed 's/^ *| //' | sort -u | paste -sd';' -)"
+    fi
   else
     # Host replays: the kernels' lane bodies, the lowering and its graph, bit-exact and race-free.
     step tests_host 150 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --jobs 2 --logs "$report/tests" \
@@ -408,6 +412,10 @@ phase4() {
     local np=$gpus mpi="$mpirun --allow-run-as-root --oversubscribe -x LD_LIBRARY_PATH -x HWLOC_PLUGINS_PATH"
     step tests_nccl 120 "$pybin" scripts/gpu_bundle.py tests "$bundle" "$src" --logs "$report/tests" --only nccl_backend
     judge $?
+    if grep -q "^REDUCED" "$report/tests_nccl.txt"; then
+      cut
+      md "- reduced here: $(grep -A1 '^REDUCED' "$report/tests_nccl.txt" | grep '|' | sed 's/^ *| //' | head -1)"
+    fi
     for mode in alone b2b b2b_graph b2b_noreg; do
       local extra="" reg=1
       case $mode in b2b) extra=--back-to-back ;; b2b_graph) extra="--back-to-back --graph" ;;
@@ -437,8 +445,11 @@ phase5() {
     judge $?
     md "- $(tail -1 "$report/suite.txt")"
     local skips
-    skips=$(grep -c "^SKIP" "$report/suite.txt")
-    [ "$skips" = 0 ] || { md "- skipped: $(grep '^SKIP' "$report/suite.txt" | awk '{print $2}' | paste -sd' ' -)"; cut; }
+    skips=$(grep -cE "^(SKIP|REDUCED)" "$report/suite.txt")
+    [ "$skips" = 0 ] || {
+      md "- skipped or reduced: $(grep -E '^(SKIP|REDUCED)' "$report/suite.txt" | awk '{print $1 " " $2}' | paste -sd',' -)"
+      cut
+    }
   fi
   phase_end 5
 }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "artune/core/error.hpp"
+#include "artune_config.hpp"
 
 namespace artune {
 
@@ -30,9 +31,12 @@ struct TestFault {
   }
 };
 
-/// Reads ARTUNE_TEST_FAULT; InvalidInput when it is set but malformed.
-inline TestFault read_test_fault() {
+/// Reads ARTUNE_TEST_FAULT; InvalidInput when it is set but malformed. `enabled` is false in a build without the
+/// tests (-Dtests=false, ARTUNE_HAVE_TEST_FAULTS 0): the variable is then ignored, no fault can be planted in
+/// production.
+inline TestFault read_test_fault(bool enabled = ARTUNE_HAVE_TEST_FAULTS) {
   TestFault f;
+  if (!enabled) return f;
   const char* text = std::getenv("ARTUNE_TEST_FAULT");
   if (text == nullptr || *text == '\0') return f;
   char kind[16] = {0};

@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
+#include "artune/executor/test_fault.hpp"
+
 #include <string>
 #include <vector>
 
@@ -79,6 +83,20 @@ TEST_CASE("cpu_backend.flipped_input_is_caught") {
   static_cast<float*>(backend.buffer_data(2, 0))[100] += 1;  // one input element of rank 2
   backend.run();
   CHECK(backend.count_wrong(1) == ranks);  // that element is wrong on every rank
+}
+
+TEST_CASE("test_fault.only_where_the_tests_are_built") {
+  // ARTUNE_TEST_FAULT plants a fault in a build with the tests; a production build (enabled = false, what
+  // -Dtests=false compiles) ignores the variable, even a malformed one.
+  ::setenv("ARTUNE_TEST_FAULT", "kill:rank0:iter1", 1);
+  CHECK(read_test_fault(true).fires("kill", 0, 1));
+  CHECK(read_test_fault(false).kind.empty());
+  ::setenv("ARTUNE_TEST_FAULT", "nonsense", 1);
+  CHECK_THROWS_AS((void)read_test_fault(true), InvalidInput);
+  CHECK(read_test_fault(false).kind.empty());
+  ::unsetenv("ARTUNE_TEST_FAULT");
+  CHECK(read_test_fault().kind.empty());
+  CHECK(ARTUNE_HAVE_TEST_FAULTS == 1);  // this build has the tests
 }
 
 TEST_CASE("cpu_backend.corrupted_plans_are_caught") {

@@ -147,7 +147,7 @@ TEST_CASE("contention.deterministic_on_shipped_machines") {
   }
 }
 
-TEST_CASE("contention.library_ring_on_dgx1_uses_nv2_links") {
+TEST_CASE("contention.best_ring_uses_nv2_links_and_nccl_all_six_lanes") {
   const Topology t = load_topology("dgx1-v100");
   const std::vector<int> order = best_ring_order(t, t.gpus());
   REQUIRE(order.size() == 8);
