@@ -372,10 +372,20 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
           pick = previous;
         }
       }
-      // NCCL's own choice stays unless the pick beats it by more than the minimum gain.
-      if (nccl && pick != *nccl && scores.predicted[*nccl] &&
-          scores.predicted[*nccl]->time_us <= scores.predicted[pick]->time_us * (1.0 + min_gain_at(options, topo, bytes))) {
+      // NCCL's own choice stays unless the pick beats it by more than the minimum gain. It stays as the first
+      // candidate of the ranking with its time: an explicit pair equal to it (--target nccl, which the plugin can
+      // steer to) where one is listed before plain `nccl`, as a tie is broken anyway.
+      if (nccl && scores.predicted[*nccl] && scores.predicted[pick]->time_us < scores.predicted[*nccl]->time_us &&
+          scores.predicted[*nccl]->time_us <=
+              scores.predicted[pick]->time_us * (1.0 + min_gain_at(options, topo, bytes))) {
+        const double nccl_us = scores.predicted[*nccl]->time_us;
         pick = *nccl;
+        for (const std::size_t c : scores.ranking) {
+          if (scores.predicted[c]->time_us == nccl_us) {
+            pick = c;
+            break;
+          }
+        }
       }
       if (verify_at(si, pick)) break;
       scores.predicted[pick].reset();
@@ -466,7 +476,8 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
       if (fastest && *fastest != pick && fastest_time > 0 && pick_time > fastest_time) {
         // NCCL's own choice kept because the fastest does not beat it by the minimum gain (search) takes precedence
         // over hysteresis: it would be kept even without a previous size.
-        const bool min_gain = !p.measured && nccl && pick == *nccl &&
+        const bool min_gain = !p.measured && nccl && scores.predicted[*nccl] &&
+                              p.predicted.time_us == scores.predicted[*nccl]->time_us &&
                               pick_time <= fastest_time * (1.0 + min_gain_at(options, topo, scores.bytes));
         p.kept = p.measured ? "spread" : min_gain ? "min-gain" : "hysteresis";
         p.fastest = result.set.candidates[*fastest].label();

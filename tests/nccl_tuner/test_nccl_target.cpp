@@ -73,8 +73,9 @@ TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
   CHECK(set.rejected.empty());
   for (const auto& c : set.candidates) CHECK(c.family == "nccl");
 
-  // Exactly the pairs NCCL's cost table enables for each collective, each on the search's channels and the
-  // powers of two below, on every built-in machine with NVSwitch or not.
+  // The generator agrees with the NCCL model's own cost table (a second derivation, through nccl::search and
+  // nccl::cost_table): exactly the pairs it enables for each collective, each on the search's channels and the
+  // powers of two below, on machines with NVSwitch or not. The literal lists below pin what that is.
   for (const char* name : {"dgx-h100", "dgx-a100", "uniform:2x8", "pcie-8gpu"}) {
     for (const artune::Collective coll :
          {artune::Collective::kAllReduce, artune::Collective::kAllGather, artune::Collective::kReduceScatter}) {
@@ -103,8 +104,25 @@ TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
       for (const auto& c : got.candidates) CHECK(c.collective == coll);
     }
   }
+  // Literal lists for two machines, written out rather than recomputed: DGX H100 (NCCL's 16 ring/tree channels,
+  // so .c1 to .c8; NVLS Simple from 2 heads: .c2, .c4) and two PCIe-and-network machines (one channel, no LL128:
+  // NCCL enables LL128 only on NVLink within one machine).
   const auto h100 = labels(artune::generate_nccl_candidates(artune::load_topology("dgx-h100"), {}));
-  CHECK(std::find(h100.begin(), h100.end(), "nccl.nvls.simple") != h100.end());
+  CHECK(h100 == std::vector<std::string>{
+                    "nccl.tree.ll",       "nccl.tree.ll.c1",     "nccl.tree.ll.c2",     "nccl.tree.ll.c4",
+                    "nccl.tree.ll.c8",    "nccl.tree.ll128",     "nccl.tree.ll128.c1",  "nccl.tree.ll128.c2",
+                    "nccl.tree.ll128.c4", "nccl.tree.ll128.c8",  "nccl.tree.simple",    "nccl.tree.simple.c1",
+                    "nccl.tree.simple.c2", "nccl.tree.simple.c4", "nccl.tree.simple.c8", "nccl.ring.ll",
+                    "nccl.ring.ll.c1",    "nccl.ring.ll.c2",     "nccl.ring.ll.c4",     "nccl.ring.ll.c8",
+                    "nccl.ring.ll128",    "nccl.ring.ll128.c1",  "nccl.ring.ll128.c2",  "nccl.ring.ll128.c4",
+                    "nccl.ring.ll128.c8", "nccl.ring.simple",    "nccl.ring.simple.c1", "nccl.ring.simple.c2",
+                    "nccl.ring.simple.c4", "nccl.ring.simple.c8", "nccl.nvls.simple",   "nccl.nvls.simple.c2",
+                    "nccl.nvls.simple.c4", "nccl"});
+  CHECK(labels(artune::generate_nccl_candidates(artune::load_topology("uniform:2x8"), {})) ==
+        std::vector<std::string>{"nccl.tree.ll", "nccl.tree.simple", "nccl.ring.ll", "nccl.ring.simple", "nccl"});
+  CHECK(labels(artune::generate_nccl_candidates(artune::load_topology("uniform:2x8"), {},
+                                                artune::Collective::kAllGather)) ==
+        std::vector<std::string>{"nccl.ring.ll", "nccl.ring.simple", "nccl"});
 
   CHECK_THROWS_WITH_AS(artune::generate_nccl_candidates(artune::load_topology("uniform:1"), {}),
                        doctest::Contains("parameter target nccl: 'uniform:1' has 1 GPU(s)"), artune::Unsupported);
