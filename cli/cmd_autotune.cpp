@@ -367,7 +367,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
   }
   if (f.target == "nccl") {
-    // NCCL's algorithm x protocol (x channels) only: the tables the NCCL tuner plugin reads (nccl_tuner/README.md),
+    // NCCL's algorithm x protocol (x channels) only: the tables the NCCL tuner plugin reads (docs/nccl-plugin.md),
     // one per collective.
     if (measure) check_nccl_measurement(*measure);  // real NCCL only, each candidate forced (exit 2/3 otherwise)
     so.generate = [kind](const Topology& t, const CandidateOptions& o) { return generate_nccl_candidates(t, o, kind); };

@@ -72,7 +72,10 @@ std::vector<int> local_order(const Setup& s, const AlgToken& token) {
   std::iota(id.begin(), id.end(), 0);
   if (check != id) {
     std::string text;
-    for (int x : perm) text += (text.empty() ? "" : ",") + std::to_string(x);
+    for (int x : perm) {
+      if (!text.empty()) text += ',';  // piecewise: g++ 12's false -Wrestrict (GCC bug 105329) on "," + temporary
+      text += std::to_string(x);
+    }
     throw InvalidInput(fmt::format("{} {}: must be a permutation of 0..{} (the participants of each machine)",
                                    parameter("gpu_perm"), text, g - 1));
   }

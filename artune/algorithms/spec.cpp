@@ -284,7 +284,10 @@ AllReduceSpec parse_spec(std::string_view text) { return Parser(text).parse(); }
 
 std::string to_string(const SpecRange& range) {
   std::string out = token_text(range.intra);
-  if (range.inter) out += "/" + token_text(*range.inter);
+  if (range.inter) {
+    out += '/';  // appended piecewise: g++ 12 warns falsely (-Wrestrict, GCC bug 105329) on "/" + temporary
+    out += token_text(*range.inter);
+  }
   return out;
 }
 
@@ -292,7 +295,11 @@ std::string to_string(const AllReduceSpec& spec) {
   std::string out;
   for (std::size_t i = 0; i < spec.ranges.size(); ++i) {
     out += to_string(spec.ranges[i]);
-    if (i + 1 < spec.ranges.size()) out += ":" + limit_text(spec.ranges[i].limit) + ":";
+    if (i + 1 < spec.ranges.size()) {
+      out += ':';  // piecewise, as above
+      out += limit_text(spec.ranges[i].limit);
+      out += ':';
+    }
   }
   return out;
 }

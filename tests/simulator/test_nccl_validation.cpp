@@ -35,6 +35,7 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/nccl_model.hpp"
@@ -341,6 +342,7 @@ TEST_CASE("nccl_validation.published_figures") {
   std::vector<std::string> failures;
   std::vector<std::string> known_misses;
   std::map<std::string, std::pair<std::string, double>> worst;  // regime -> held-out row with the largest |error|
+  std::vector<std::string> regime_lines;                          // the summary, as printed
   int skipped = 0;
   for (const Row& r : rows) {
     INFO("row ", r.id);
@@ -413,9 +415,12 @@ TEST_CASE("nccl_validation.published_figures") {
     for (const Row& r : rows) {
       if (r.regime == regime && r.derives.empty()) sources.insert(r.source);
     }
-    fmt::print("| {} | {} ({}) | **{:.1f} %** | {:.1f} % | {} ({:+.1f} %) | {} | {:.1f} % | ≤ {:g} % | {} |\n", regime,
-               held[regime].size(), sources.size(), held_mape[regime], median(held[regime]), worst[regime].first,
-               worst[regime].second, errors[regime].size(), mape[regime], target, met ? "yes" : "no");
+    const std::string line =
+        fmt::format("| {} | {} ({}) | **{:.1f} %** | {:.1f} % | {} ({:+.1f} %) | {} | {:.1f} % | ≤ {:g} % | {} |", regime,
+                    held[regime].size(), sources.size(), held_mape[regime], median(held[regime]), worst[regime].first,
+                    worst[regime].second, errors[regime].size(), mape[regime], target, met ? "yes" : "no");
+    fmt::print("{}\n", line);
+    regime_lines.push_back(line);
   }
   fmt::print("\nPer-row cap: every prediction within {:g}x of its published figure, except the known misses:\n",
              kRowCapFactor);
@@ -447,6 +452,13 @@ TEST_CASE("nccl_validation.published_figures") {
     INFO("held out: ", held[regime].size(), " rows, MAPE ", held_mape[regime], " %");
     CHECK(held[regime].size() >= 5);
     CHECK(held_mape[regime] <= enforced);
+  }
+  // The committed report (scripts/nccl_validation.sh writes it from this output, the README quotes it) is current.
+  const std::string report_path = data_dir() + "/../../../reports/nccl-validation/REPORT.md";
+  const std::string report = read_input_file(report_path, "reports/nccl-validation/REPORT.md");
+  for (const std::string& line : regime_lines) {
+    CHECK_MESSAGE(report.find(line) != std::string::npos, "reports/nccl-validation/REPORT.md is stale (rerun ",
+                  "scripts/nccl_validation.sh): it lacks ", line);
   }
   // The tuner's default minimum gain over NCCL's own choice is this validated error (held-out MAPE per regime,
   // artune/tuner/search.hpp kValidatedModelError): it must follow the data, to the printed tenth of a percent.

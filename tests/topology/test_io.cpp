@@ -2,6 +2,7 @@
 // path in one line; generators, join_machines and the JSON round trip.
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <string>
@@ -491,7 +492,7 @@ TEST_CASE("io.generator_uniform_cluster") {
     CHECK(n.global_index == g);
     CHECK(n.machine == g / 8);
     CHECK(n.local_index == g % 8);
-    CHECK(n.id == "m" + std::to_string(g / 8) + "/gpu" + std::to_string(g % 8));
+    CHECK(n.id == fmt::format("m{}/gpu{}", g / 8, g % 8));
   }
   CHECK(t.nodes_of_kind(NodeKind::kNetSwitch).size() == 1);
   CHECK(load_topology("2xuniform:8").fingerprint() == load_topology("uniform:2x8").fingerprint());

@@ -1,6 +1,7 @@
 // The model itself, on topologies built by hand (no JSON): routes, path
 // types, matrices, indices and validation of add_node/add_link.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <limits>
 
@@ -25,7 +26,7 @@ Node mk(std::string id, NodeKind kind, int machine = 0, int local = -1) {
 Topology dgx1_like(bool nvlink, int machine = 0, Topology* into = nullptr) {
   Topology local;
   Topology& t = into ? *into : local;
-  const std::string p = into ? "m" + std::to_string(machine) + "/" : "";
+  const std::string p = into ? fmt::format("m{}/", machine) : "";
   const int cpu0 = t.add_node(mk(p + "cpu0", NodeKind::kCpu, machine));
   const int cpu1 = t.add_node(mk(p + "cpu1", NodeKind::kCpu, machine));
   t.add_duplex_link(cpu0, cpu1, LinkKind::kSmp, 10, 1);
@@ -207,7 +208,7 @@ TEST_CASE("topology.large_cluster_routes") {
   Topology t;
   const int net = t.add_node(mk("net", NodeKind::kNetSwitch, -1));
   for (int m = 0; m < 64; ++m) {
-    const std::string p = "m" + std::to_string(m) + "/";
+    const std::string p = fmt::format("m{}/", m);
     const int cpu = t.add_node(mk(p + "cpu0", NodeKind::kCpu, m));
     const int nic = t.add_node(mk(p + "nic0", NodeKind::kNic, m));
     t.add_duplex_link(nic, cpu, LinkKind::kPcie, 12, 1);

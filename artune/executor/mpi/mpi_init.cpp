@@ -18,6 +18,7 @@ namespace {
     case ErrorCode::kUnsupported: throw Unsupported(message);
     case ErrorCode::kTimeout: throw Timeout(message);
     case ErrorCode::kWrongResult: throw Error(ErrorCode::kWrongResult, message);
+    case ErrorCode::kInternal: throw InternalError(message);
     case ErrorCode::kBackendFailure: break;
   }
   throw BackendFailure(message);
