@@ -93,6 +93,8 @@ struct Interval {
     return true;
   }
   double mid() const { return any ? 0.5 * (lo + hi) : 0.0; }
+  /// The midpoint once the rows pin it to within 5 %, else 0 (too few printed digits to tell).
+  double pinned() const { return any && hi - lo <= 0.05 * std::fabs(mid()) ? mid() : 0.0; }
 };
 
 // What the lines before a table say about the run; copied into every table that follows it.
@@ -481,7 +483,9 @@ class Parser {
     TestRun& run = runs_.back();
     run.rows.push_back(std::move(r));
     run.end_line = line_;
-    run.bus_factor = factor_.mid();
+    run.bus_factor = factor_.pinned();
+    run.bus_factor_low = run.bus_factor > 0 ? factor_.lo : 0;
+    run.bus_factor_high = run.bus_factor > 0 ? factor_.hi : 0;
     run.size_per_count = per_count_;
   }
 
@@ -536,13 +540,20 @@ int TestRun::ranks() const {
     for (const auto& d : devices) distinct.insert(d.rank);
     return static_cast<int>(distinct.size());
   }
-  const bool gather = program.find("all_gather") != std::string::npos || program.find("reduce_scatter") != std::string::npos;
+  // all-gather and reduce-scatter print the per-rank count: size = count × type × ranks (a program-less excerpt too).
+  const bool gather = program.find("all_gather") != std::string::npos ||
+                      program.find("reduce_scatter") != std::string::npos || (program.empty() && size_per_count > 1);
   if (gather && size_per_count > 1) return static_cast<int>(std::min<std::uint64_t>(size_per_count, 1 << 24));
   if (bus_factor > 0) {
-    // all-reduce: f = 2(n−1)/n; all-gather, reduce-scatter: f = (n−1)/n.
+    // all-reduce: f = 2(n−1)/n; all-gather, reduce-scatter: f = (n−1)/n. Both ends of what the printed digits
+    // allow must name the same n.
     const bool reduce_all = program.empty() || program.find("all_reduce") != std::string::npos;
-    const double n = reduce_all ? 2.0 / (2.0 - bus_factor) : gather ? 1.0 / (1.0 - bus_factor) : 0.0;
-    if (std::isfinite(n) && n >= 1.5 && n < (1 << 24)) return static_cast<int>(std::lround(n));
+    auto ranks_of = [&](double f) {
+      const double n = reduce_all ? 2.0 / (2.0 - f) : gather ? 1.0 / (1.0 - f) : 0.0;
+      return std::isfinite(n) && n >= 1.5 && n < (1 << 24) ? std::lround(n) : 0L;
+    };
+    const long a = ranks_of(bus_factor_low), b = ranks_of(bus_factor_high);
+    if (a > 0 && a == b) return static_cast<int>(a);
   }
   return 0;
 }

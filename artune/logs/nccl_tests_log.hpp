@@ -80,6 +80,7 @@ struct TestRun {
   /// busbw / algbw of the table's rows (2(n−1)/n for all-reduce, (n−1)/n for all-gather and reduce-scatter,
   /// 1 for broadcast and reduce); 0 when no row has enough digits to tell.
   double bus_factor = 0;
+  double bus_factor_low = 0, bus_factor_high = 0;  ///< the range the printed digits leave for it
   /// size / (count × type bytes) of the table's rows: 1 for all-reduce, the ranks for all-gather and
   /// reduce-scatter in current nccl-tests; 0 when every count is 0.
   std::uint64_t size_per_count = 0;

@@ -230,11 +230,6 @@ std::string spec_for(const nccl::Graph& graph, double bytes, Collective coll, co
   return spec;
 }
 
-double bus_factor(Collective coll, int n) {
-  if (n <= 1) return 0;
-  return coll == Collective::kAllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-}
-
 struct Prediction {
   double time_us = 0;
   double latency_us = 0;

@@ -51,7 +51,6 @@ TEST_CASE("nccl_tests_log.every_fixture_reads") {
     for (const auto& r : runs) {
       CHECK(!r.rows.empty());
       CHECK(r.ranks() == f.ranks);
-      CHECK(r.bus_factor > 0);
       for (const auto& row : r.rows) CHECK(row.line > r.header_line);
     }
   }
