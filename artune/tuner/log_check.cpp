@@ -447,7 +447,9 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
         const Link& l = topo.links()[static_cast<std::size_t>(pr.bottleneck_link)];
         r.bound = fmt::format("bandwidth: {} {:g} GB/s", to_string(l.kind), l.bandwidth_gbps);
       }
-      const CheckBand band = latency_bound ? options.latency_band : options.bandwidth_band;
+      const CheckBand band = latency_bound     ? options.latency_band
+                             : p.machines > 1 ? options.network_band
+                                              : options.bandwidth_band;
       r.verdict = "ok";
       if (wrong_counts && m.check && *m.check > 0) {
         r.verdict = "wrong";
