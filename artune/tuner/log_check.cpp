@@ -198,6 +198,17 @@ Forcing forcing_of(const CheckOptions& options, const logs::TestRun& run, const 
   return f;
 }
 
+// What the run forced, as a spec ("nccl.ring", "nccl.ring.simple") or in words.
+std::string forcing_text(const Forcing& f, const std::string& spec) {
+  if (!spec.empty()) return spec;
+  if (!f.any()) return "nccl";
+  std::string out = "nccl";
+  if (f.algo) out += "." + std::string(nccl::to_string(*f.algo));
+  if (f.proto) out += (f.algo ? "." : " with protocol ") + std::string(nccl::to_string(*f.proto));
+  for (const auto a : f.excluded) out += " without " + std::string(nccl::to_string(a));
+  return out;
+}
+
 // The spec NCCL runs for one size under the forcing: its cheapest allowed choice ("nccl" when nothing is forced).
 std::string spec_for(const nccl::Graph& graph, double bytes, Collective coll, const Forcing& f, const std::string& what) {
   if (!f.any()) return "nccl";
@@ -412,7 +423,6 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     if (info != nullptr && !info->empty()) info_findings(*info, graph, topo, p, cr.findings);
     const bool wrong_counts = std::find(run.columns.begin(), run.columns.end(), "#wrong") != run.columns.end() ||
                               std::find(run.columns.begin(), run.columns.end(), "wrong") != run.columns.end();
-    std::set<std::string> specs;
     for (const logs::TestRow& row : run.rows) {
       if (row.bytes == 0) continue;
       const int tb = logs::type_bytes(row.type);
@@ -421,7 +431,6 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
       const std::string spec = options.spec.empty() || options.spec == "nccl"
                                    ? spec_for(graph, static_cast<double>(row.bytes), cr.collective, forcing, what)
                                    : options.spec;
-      specs.insert(spec);
       CheckRow r;
       r.line = row.line;
       r.bytes = row.bytes;
@@ -530,13 +539,7 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
       }
       cr.rows.push_back(std::move(r));
     }
-    if (specs.size() == 1) {
-      cr.spec = *specs.begin();
-    } else {
-      cr.spec = forcing.any() ? "NCCL's choice under " + forcing.from : "nccl";
-      if (specs.empty()) cr.spec = "nccl";
-    }
-    if (!forcing.any() && options.spec.empty()) cr.spec = "nccl";
+    cr.spec = forcing_text(forcing, options.spec);
     report.runs.push_back(std::move(cr));
   }
   return report;
@@ -568,7 +571,7 @@ nlohmann::json CheckReport::to_json() const {
     j["header_line"] = r.header_line;
     j["program"] = r.program;
     j["modelled"] = r.modelled;
-    j["collective"] = std::string(to_string(r.collective));
+    j["collective"] = std::string(collective_flag_name(r.collective));
     j["collective_from"] = r.collective_from;
     j["ranks"] = r.ranks;
     j["machines"] = r.machines;
