@@ -106,12 +106,13 @@ struct RefineResult {
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 
-/// The NCCL fit (`artune calibrate --backend nccl`): from NCCL all-reduce runs (NCCL's own choice, several sizes),
+/// The NCCL fit (`artune calibrate --backend nccl`, `--from RUN.log`): from NCCL runs (all-reduce, all-gather,
+/// reduce-scatter; NCCL's own or a forced choice, several sizes),
 /// per link class the NCCL rings cross — NVLink or PCIe inside a machine, the network across machines — the
 /// efficiency (share of NCCL's per-lane rate the channels reach: links.<kind>.efficiency) and the per-step
 /// latency (links.<kind>.alpha_us; beyond the profile's default it shifts NCCL's per-step latency of that
 /// class), by the least squares of refine_model on relative residuals. The overlay then carries the machine's
-/// figures in place of NCCL's defaults. InvalidInput when the runs hold no NCCL all-reduce over 2+ GPUs.
+/// figures in place of NCCL's defaults. InvalidInput when the runs hold no NCCL collective over 2+ GPUs.
 RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                       std::size_t element_bytes);
 

@@ -154,7 +154,7 @@ std::set<LinkKind> nccl_link_kinds(const Topology& topo, const std::vector<Train
   std::set<LinkKind> kinds;
   for (const auto& run : runs) {
     for (const auto& op : run.plan.ops) {
-      if (op.kind != OpKind::kGroup || op.collective != Collective::kAllReduce) continue;
+      if (op.kind != OpKind::kGroup || !nccl::modelled(op.collective)) continue;
       std::vector<int> members;
       for (const int d : op.group) members.push_back(run.plan.devices[static_cast<std::size_t>(d)].node);
       if (members.size() < 2) continue;

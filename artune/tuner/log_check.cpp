@@ -545,6 +545,44 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
   return report;
 }
 
+std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun& run, const logs::InfoLog* info,
+                                      const CheckOptions& options) {
+  std::vector<RunRowPlan> out;
+  std::string from;
+  const auto coll = run_collective(run, options.collective, &from);
+  if (!coll) return out;
+  const Placement p = place(topo, run);
+  const Forcing forcing = forcing_of(options, run, info);
+  const nccl::Graph graph = nccl::search(topo, p.gpus);
+  const double launches = nccl::launch_us(std::max(1, run.gpus_per_thread), run.graph > 0) - nccl::launch_us();
+  for (const logs::TestRow& row : run.rows) {
+    const int tb = logs::type_bytes(row.type);
+    if (row.bytes == 0 || tb <= 0 || row.bytes % static_cast<std::uint64_t>(tb) != 0) continue;
+    const std::string what = fmt::format("{}:{}", run.source, row.line);
+    const std::string spec = options.spec.empty() || options.spec == "nccl"
+                                 ? spec_for(graph, static_cast<double>(row.bytes), *coll, forcing, what)
+                                 : options.spec;
+    RunRowPlan r;
+    r.line = row.line;
+    r.bytes = row.bytes;
+    r.element_bytes = static_cast<std::size_t>(tb);
+    BuildOptions o;
+    o.count = static_cast<std::int64_t>(row.bytes / static_cast<std::uint64_t>(tb));
+    o.participants = p.gpus;
+    o.collective = *coll;
+    o.verify = false;
+    try {
+      r.plan = build_plan(topo, parse_collective_spec(*coll, spec), o);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(fmt::format("{}: {}", what, e.what()));
+    }
+    r.launch_extra_us = launches;
+    r.measured_us = row.out_of_place ? row.out_of_place->time_us : row.in_place.time_us;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 int CheckReport::flagged() const {
   int n = 0;
   for (const auto& r : runs) {

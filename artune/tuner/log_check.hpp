@@ -96,6 +96,20 @@ struct CheckReport {
 CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& runs, const logs::InfoLog* info,
                        const CheckOptions& options);
 
+/// One row of a run as the plan NCCL ran: what check simulates and calibrate --from fits.
+struct RunRowPlan {
+  int line = 0;
+  std::uint64_t bytes = 0;
+  std::size_t element_bytes = 4;
+  Plan plan;
+  /// Launch time the run paid beyond the simulator's one launch per call (nccl-tests -g: more; -G: less).
+  double launch_extra_us = 0;
+  double measured_us = 0;  ///< out-of-place time (in-place where the row has no such half)
+};
+/// The plans of every row of `run` with bytes > 0, placed and forced as check_runs does (InvalidInput as there).
+std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun& run, const logs::InfoLog* info,
+                                      const CheckOptions& options);
+
 /// The collective a run measured: its program, else options.collective, else what its columns show (redop
 /// "none": all-gather; size = count × ranks: reduce-scatter; else all-reduce); `from` says which.
 std::optional<Collective> run_collective(const logs::TestRun& run, const std::optional<Collective>& forced,
