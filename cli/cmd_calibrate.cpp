@@ -80,7 +80,7 @@ void run_calibrate_from(const CalibrateFlags& f) {
   const Topology topo = load_topology(f.topo);
   std::vector<LoggedRun> runs;
   for (const File& file : files) {
-    for (const auto& r : file.runs) runs.emplace_back(&r, file.info.empty() ? nullptr : &file.info);
+    for (const auto& r : file.runs) runs.push_back({&r, file.info.empty() ? nullptr : &file.info, f.spec});
   }
   if (runs.empty()) throw InvalidInput("--from: the files hold no nccl-tests table");
   const LogCalibration c = calibrate_from_logs(topo, runs, options);

@@ -39,8 +39,11 @@ LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<Logge
   };
   std::vector<Item> items;
   std::map<std::size_t, int> element_sizes;
-  for (const auto& [run, info] : runs) {
-    std::vector<RunRowPlan> rows = run_row_plans(topo, *run, info, options);
+  for (const LoggedRun& lr : runs) {
+    const logs::TestRun* run = lr.run;
+    CheckOptions per_run = options;
+    per_run.spec = lr.spec;
+    std::vector<RunRowPlan> rows = run_row_plans(topo, *run, lr.info, per_run);
     if (rows.empty()) {
       out.notes.push_back(fmt::format("{}:{}: {} is not a collective NCCL's model covers: left out", run->source,
                                       run->header_line, run->program));

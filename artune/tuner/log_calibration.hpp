@@ -43,11 +43,16 @@ struct LogCalibration {
   nlohmann::json to_json() const;
 };
 
-/// A run and the NCCL INFO log of its job (nullptr without one).
-using LoggedRun = std::pair<const logs::TestRun*, const logs::InfoLog*>;
+/// A run, the NCCL INFO log of its job (nullptr without one) and what it forced where its log does not show it
+/// (check's spec grammar; "" = the log, else NCCL's own choice).
+struct LoggedRun {
+  const logs::TestRun* run = nullptr;
+  const logs::InfoLog* info = nullptr;
+  std::string spec;
+};
 
 /// Fits on every other size of each run (sizes ranked per run; the odd ranks held out), validates on the rest.
-/// `options.model` is the start model. InvalidInput when fewer than two rows per half remain, or as check_runs.
+/// `options.model` is the start model (options.spec is ignored: each run carries its own). InvalidInput when fewer than two rows per half remain, or as check_runs.
 LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<LoggedRun>& runs,
                                    const CheckOptions& options);
 
