@@ -78,3 +78,25 @@ TEST_CASE("cli_check.bad_input_is_one_line") {
   CHECK(hosts.status == 2);
   CHECK(hosts.err.find("spans 2 hosts") != std::string::npos);
 }
+
+TEST_CASE("cli_check.calibrate_from_logs") {
+  artune_test::ScratchDir dir("artune-calib-from");
+  const std::string topo = (artune_test::log_data_dir().parent_path().parent_path() / "simulator" / "data" /
+                            "2xa3mega-h100.json").string();
+  const std::string out = (dir.path() / "a3.json").string();
+  const auto r = run_artune({"calibrate", "-t", topo, "--from", data("a3mega-2x8-h100-all_reduce.log"), "--out", out});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("## NCCL fit") != std::string::npos);
+  CHECK(r.out.find("held out") != std::string::npos);
+  CHECK(r.out.find("# MAPE, held-out rows: 64.0% before, 19.3% after") != std::string::npos);
+  // The overlay it wrote makes check agree with more of the same log.
+  const auto before = run_artune({"check", "-t", topo, "--json", data("a3mega-2x8-h100-all_reduce.log")});
+  const auto after =
+      run_artune({"check", "-t", topo, "--json", "--calibration", out, data("a3mega-2x8-h100-all_reduce.log")});
+  CHECK(nlohmann::json::parse(after.out)["flagged"].get<int>() < nlohmann::json::parse(before.out)["flagged"].get<int>());
+  // Logs are fitted, not measured: the measurement flags are refused.
+  const auto both = run_artune({"calibrate", "-t", topo, "--backend", "nccl", "--from", data("a3mega-2x8-h100-all_reduce.log")});
+  CHECK(both.status == 2);
+  CHECK(lines(both.err) == 1);
+  CHECK(both.err.find("--from") != std::string::npos);
+}
