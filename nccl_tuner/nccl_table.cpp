@@ -187,7 +187,7 @@ Table parse_table(std::string_view text, std::string_view source) {
   }
 }
 
-Table read_table(const std::string& path) {
+std::string read_regular_file(const std::string& path) {
   // O_NONBLOCK: a FIFO named by mistake must not block NCCL's init; non-regular files are refused.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -218,8 +218,10 @@ Table read_table(const std::string& path) {
     }
   }
   ::close(fd);
-  return parse_table(text, path);
+  return text;
 }
+
+Table read_table(const std::string& path) { return parse_table(read_regular_file(path), path); }
 
 void check_fits(const Table& table, std::size_t ranks, std::size_t machines, std::string_view source) {
   if (table.ranks != ranks || table.machines != machines) {

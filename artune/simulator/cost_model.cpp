@@ -291,10 +291,15 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
               "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
         }
       }
+    } else if (key == "nccl_intra") {
+      // For the NCCL tuner plugin (nccl_tuning.hpp): the simulator sees the topology itself.
+      if (!value.is_string() || (value.get<std::string>() != "nvlink" && value.get<std::string>() != "pcie")) {
+        bad(source, key, "must be \"nvlink\" or \"pcie\"");
+      }
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices, host)");
+          "transfer_cap_gbps, links, devices, host, nccl_intra)");
     }
   }
   *this = std::move(m);

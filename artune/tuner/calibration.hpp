@@ -116,6 +116,12 @@ RefineResult refine_model(const Topology& topo, const CostModel& start, const st
 RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                       std::size_t element_bytes);
 
+/// The link class NCCL's rings use inside a machine for the group of `gpus` ("nvlink" or "pcie"): an overlay
+/// written by the NCCL fit carries it as "nccl_intra", for the tuner plugin (which does not see the topology).
+std::string nccl_intra_class(const Topology& topo, const std::vector<int>& gpus);
+/// The same for the first NCCL group op of `plan` ("nvlink" when it has none).
+std::string nccl_intra_class(const Topology& topo, const Plan& plan);
+
 /// Predicted vs measured for one validation run.
 struct ValidationRow {
   std::string label;

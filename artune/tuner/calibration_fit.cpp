@@ -190,6 +190,21 @@ RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::v
   return least_squares(topo, start, runs, params, element_bytes);
 }
 
+std::string nccl_intra_class(const Topology& topo, const std::vector<int>& gpus) {
+  if (gpus.size() < 2) return "nvlink";
+  return nccl::search(topo, gpus).nvlink_intra ? "nvlink" : "pcie";
+}
+
+std::string nccl_intra_class(const Topology& topo, const Plan& plan) {
+  for (const auto& op : plan.ops) {
+    if (op.kind != OpKind::kGroup) continue;
+    std::vector<int> members;
+    for (const int d : op.group) members.push_back(plan.devices[static_cast<std::size_t>(d)].node);
+    return nccl_intra_class(topo, members);
+  }
+  return "nvlink";
+}
+
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes) {
   if (runs.empty()) throw InvalidInput("refine: no whole-plan runs to fit");

@@ -105,6 +105,8 @@ LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<Logge
   out.mape_held_before = mape(out.rows, true, false);
   out.mape_held_after = mape(out.rows, true, true);
   out.overlay = out.fit.model.to_json();
+  // For the tuner plugin: the class whose efficiency scales NCCL's bandwidth on one machine.
+  out.overlay["nccl_intra"] = nccl_intra_class(topo, training.front().plan);
   return out;
 }
 
