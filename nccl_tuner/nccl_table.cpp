@@ -1,5 +1,6 @@
 #include "nccl_tuner/nccl_table.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -65,11 +66,10 @@ int channel_count(std::string_view part) {
 }  // namespace
 
 const Range& Table::lookup(std::uint64_t bytes) const {
-  const Range* pick = &ranges.front();
-  for (const Range& r : ranges) {
-    if (r.min_bytes <= bytes) pick = &r;
-  }
-  return *pick;
+  // Ranges ascend by min_bytes (read_table_json checks it): a binary search, the call NCCL makes per collective.
+  const auto after = std::upper_bound(ranges.begin(), ranges.end(), bytes,
+                                      [](std::uint64_t b, const Range& r) { return b < r.min_bytes; });
+  return after == ranges.begin() ? ranges.front() : *(after - 1);
 }
 
 Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
