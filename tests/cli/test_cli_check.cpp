@@ -37,6 +37,18 @@ TEST_CASE("cli_check.a_normal_run_and_a_slow_one") {
   CHECK(slow.err.find("rows outside the model's band") != std::string::npos);
 }
 
+TEST_CASE("cli_check.an_info_log_beside_the_table") {
+  // A file with NCCL INFO lines only belongs to the tables of the other files (the same job's log).
+  const auto r = run_artune({"check", "-t", "dgx-h100", "-s", "nccl.ring", data("together-h100-all_reduce_ring.log"),
+                             data("nccl1876-leonardo-info.log")});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("fell back to the simple order") != std::string::npos);
+  // INFO lines alone are nothing to check.
+  const auto only = run_artune({"check", "-t", "dgx-h100", data("nccl1876-leonardo-info.log")});
+  CHECK(only.status == 2);
+  CHECK(only.err.find("no nccl-tests table to check") != std::string::npos);
+}
+
 TEST_CASE("cli_check.json_and_several_files") {
   const auto r = run_artune({"check", "-t", "dgx-h100", "-s", "nccl.ring", "--json",
                              data("together-h100-all_gather_ring.log"), data("together-h100-reduce_scatter_ring.log")});

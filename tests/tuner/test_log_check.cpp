@@ -124,6 +124,19 @@ TEST_CASE("log_check.info_log_findings") {
   CHECK(fallback);
   CHECK(graph);
   CHECK(any_cause(report.runs[0].rows.back(), "fell back"));
+  // NICs NCCL opened against the topology's (the mechanism, on two published logs of 16 ranks: NVIDIA/nccl#1357's
+  // INFO lines next to the A3 Mega table).
+  const auto a3 = logs::read_nccl_tests(data("a3mega-2x8-h100-all_reduce.log"));
+  logs::InfoLog nics = logs::read_nccl_info(data("nccl1357-2x8-h100-info.log"));
+  const CheckReport r3 =
+      check_runs(load_topology((artune_test::log_data_dir().parent_path().parent_path() / "simulator/data/2xa3mega-h100.json").string()),
+                 a3, &nics, CheckOptions{});
+  bool opened = false;
+  for (const auto& f : r3.runs[0].findings) {
+    opened = opened || f.find("NCCL opened 4 network device(s) on qh100-gpu20; the topology has 8 NIC(s) per machine") !=
+                           std::string::npos;
+  }
+  CHECK(opened);
   // An INFO log of another communicator is not compared.
   logs::InfoLog other = logs::read_nccl_info(data("nccl1412-2x8-info.log"));
   const CheckReport r2 = check_runs(load_topology("dgx-h100"), runs, &other, CheckOptions{});
