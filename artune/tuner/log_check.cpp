@@ -486,10 +486,12 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
                 "each); the measured busbw is what {:.1f} of them carry",
                 used, nics_per_machine(topo), l.bandwidth_gbps, r.ratio * used));
           } else {
+            const bool heads = pr.algo == "nvls" || pr.algo == "nvlstree";
             r.causes.push_back(fmt::format(
-                "bandwidth-bound by {} ({:g} GB/s links): the model runs {} channel(s); the measured busbw is what "
-                "{:.1f} of them carry",
-                to_string(l.kind), l.bandwidth_gbps, std::max(1, pr.channels), r.ratio * std::max(1, pr.channels)));
+                "bandwidth-bound by {} ({:g} GB/s links): the model runs {} {}; the measured busbw is what {:.1f} of "
+                "them carry",
+                to_string(l.kind), l.bandwidth_gbps, std::max(1, pr.channels), heads ? "NVLS heads" : "channel(s)",
+                r.ratio * std::max(1, pr.channels)));
           }
         }
         // What NCCL's own choice would take when the log forced something.
