@@ -21,6 +21,7 @@
 #include "artune/tuner/log_check.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/flag_names.hpp"
 
 namespace artune::cli {
 namespace {
@@ -91,6 +92,12 @@ void run_check(const CheckFlags& f) {
     for (auto& r : part.runs) report.runs.push_back(std::move(r));
   }
   if (!any_table) throw InvalidInput("RUN.log: the files hold NCCL INFO lines but no nccl-tests table to check");
+  // The library names its parameters ("parameter spec"); the command prints its flags in their place.
+  for (auto& run : report.runs) {
+    run.spec_from = with_flag_names(run.spec_from);
+    run.collective_from = with_flag_names(run.collective_from);
+    for (auto& finding : run.findings) finding = with_flag_names(finding);
+  }
   if (f.json) {
     nlohmann::json doc = report.to_json();
     doc["notes"] = notes;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/simulator/simulator.hpp"
 
 namespace artune {
@@ -64,7 +65,9 @@ LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<Logge
       items.push_back(std::move(it));
     }
   }
-  if (items.empty()) throw InvalidInput("--from: the logs hold no row of a collective NCCL's model covers");
+  if (items.empty()) {
+    throw InvalidInput(parameter("from_logs") + ": the logs hold no row of a collective NCCL's model covers");
+  }
   // fit_nccl simulates every run with one element size: the rows of the most common one are used.
   const std::size_t es =
       std::max_element(element_sizes.begin(), element_sizes.end(), [](const auto& a, const auto& b) {
@@ -89,8 +92,8 @@ LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<Logge
   }
   const int held = static_cast<int>(std::count_if(out.rows.begin(), out.rows.end(), [](const auto& r) { return r.held_out; }));
   if (training.size() < 2 || held < 2) {
-    throw InvalidInput(fmt::format("--from: {} row(s) to fit and {} to hold out; calibration needs at least 2 of each",
-                                   training.size(), held));
+    throw InvalidInput(fmt::format("{}: {} row(s) to fit and {} to hold out; calibration needs at least 2 of each",
+                                   parameter("from_logs"), training.size(), held));
   }
   out.fit = fit_nccl(topo, options.model, training, es);
   std::size_t i = 0;
@@ -113,7 +116,7 @@ LogCalibration calibrate_from_logs(const Topology& topo, const std::vector<Logge
 std::string LogCalibration::summary() const {
   std::ostringstream o;
   const auto held = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.held_out; });
-  o << fmt::format("# calibrate --from: {} rows on {} ({} fitted, {} held out: every other size of each table)\n",
+  o << fmt::format("# calibration from logs: {} rows on {} ({} fitted, {} held out: every other size of each table)\n",
                    rows.size(), topology, rows.size() - static_cast<std::size_t>(held), held);
   for (const auto& n : notes) o << "#   " << n << "\n";
   o << "## NCCL fit\n";

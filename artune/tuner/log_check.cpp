@@ -12,6 +12,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
 #include "artune/simulator/nccl_model.hpp"
 #include "artune/simulator/simulator.hpp"
 
@@ -135,17 +136,18 @@ Forcing forcing_of(const CheckOptions& options, const logs::TestRun& run, const 
   if (!options.spec.empty()) {
     if (options.spec != "nccl") {
       if (options.spec.rfind("nccl.", 0) != 0) {
-        throw InvalidInput(fmt::format("parameter spec '{}': check compares NCCL runs: nccl or nccl.ALGO[.PROTO]",
-                                       options.spec));
+        throw InvalidInput(fmt::format("{} '{}': check compares NCCL runs: nccl or nccl.ALGO[.PROTO]",
+                                       parameter("spec"), options.spec));
       }
-      const nccl::Forced forced = nccl::parse_variant(options.spec.substr(5), "parameter spec");
+      const nccl::Forced forced = nccl::parse_variant(options.spec.substr(5), parameter("spec"));
       if (forced.channels > 0) {
-        throw InvalidInput(fmt::format("parameter spec '{}': a channel count is not what a log shows", options.spec));
+        throw InvalidInput(
+            fmt::format("{} '{}': a channel count is not what a log shows", parameter("spec"), options.spec));
       }
       f.algo = forced.algo;
       f.proto = forced.proto;
     }
-    f.from = "--spec";
+    f.from = parameter("spec");
     return f;
   }
   std::map<std::string, std::string> env = run.env;
@@ -356,7 +358,7 @@ std::optional<Collective> run_collective(const logs::TestRun& run, const std::op
     return std::nullopt;  // broadcast, reduce, alltoall, sendrecv, …: not modelled
   }
   if (forced) {
-    say("--collective");
+    say("parameter collective");
     return forced;
   }
   say("columns");
@@ -387,9 +389,9 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     }
     cr.collective = *coll;
     if (cr.collective_from == "columns") {
-      cr.findings.push_back(fmt::format("the log does not name its program: taken as {} from its columns (--collective "
-                                        "to say otherwise)",
-                                        collective_program(cr.collective)));
+      cr.findings.push_back(fmt::format("the log does not name its program: taken as {} from its columns ({} to say "
+                                        "otherwise)",
+                                        collective_program(cr.collective), parameter("collective")));
     }
     const Placement p = place(topo, run);
     cr.ranks = static_cast<int>(p.gpus.size());

@@ -68,12 +68,12 @@ struct CheckRun {
   int header_line = 0;
   std::string program;       ///< "all_reduce_perf" ("" when the log does not say)
   Collective collective = Collective::kAllReduce;
-  std::string collective_from;  ///< how the collective was known ("program", "--collective", "columns")
+  std::string collective_from;  ///< how the collective was known ("program", "parameter collective", "columns")
   int ranks = 0, machines = 0, gpus_per_machine = 0;
   int gpus_per_thread = 1;
   bool cuda_graph = false;
   std::string spec;          ///< what was simulated ("nccl", "nccl.ring", …)
-  std::string spec_from;     ///< "--spec", "NCCL_ALGO=Ring (log)", "NCCL's own choice"
+  std::string spec_from;     ///< "parameter spec", "NCCL_ALGO=Ring (log)", "NCCL's own choice"
   std::string nccl_version;
   std::vector<std::string> findings;  ///< about the run as a whole (INFO log, environment, interleaved jobs)
   std::vector<CheckRow> rows;

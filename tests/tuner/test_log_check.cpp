@@ -89,7 +89,7 @@ TEST_CASE("log_check.which_algorithm_ran") {
   CHECK(forced.runs[0].rows.back().verdict == "ok");
   CHECK(forced.runs[0].rows.back().nccl.rfind("ring/simple/", 0) == 0);
   CHECK(forced.flagged() == 0);
-  CHECK(forced.runs[0].spec_from == "--spec");
+  CHECK(forced.runs[0].spec_from == "parameter spec");
 }
 
 TEST_CASE("log_check.forcing_from_the_log") {
