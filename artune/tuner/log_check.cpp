@@ -296,6 +296,21 @@ std::string collective_program(Collective c) {
   }
 }
 
+// The compute capability a GPU's name implies (nccl-tests' `Using devices` names), 0 when not known.
+int compcap_of_name(const std::string& name) {
+  struct Known {
+    const char* part;
+    int compcap;
+  };
+  // Data-center parts by generation (NVIDIA's product names; sm of each generation).
+  static const Known known[] = {{"P100", 60}, {"V100", 70}, {"A100", 80}, {"A800", 80}, {"H100", 90},
+                                {"H800", 90}, {"H200", 90},  {"H20", 90},   {"B200", 100}, {"B100", 100}};
+  for (const auto& k : known) {
+    if (name.find(k.part) != std::string::npos) return k.compcap;
+  }
+  return 0;
+}
+
 // Run-level findings from an NCCL INFO log of the same job.
 void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const Topology& topo, const Placement& p,
                    std::vector<std::string>& out) {
@@ -422,6 +437,14 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     cr.findings.insert(cr.findings.end(), forcing.notes.begin(), forcing.notes.end());
     cr.spec_from = forcing.from;
     const nccl::Graph graph = nccl::search(topo, p.gpus);
+    if (!run.devices.empty()) {
+      const int logged = compcap_of_name(run.devices.front().name);
+      if (logged > 0 && logged != graph.compcap) {
+        cr.findings.push_back(fmt::format("the log's GPUs are {} (sm{}); the topology's are sm{}: does {} describe "
+                                          "this machine?",
+                                          run.devices.front().name, logged, graph.compcap, parameter("topology")));
+      }
+    }
     if (info != nullptr && !info->empty()) info_findings(*info, graph, topo, p, cr.findings);
     const bool wrong_counts = std::find(run.columns.begin(), run.columns.end(), "#wrong") != run.columns.end() ||
                               std::find(run.columns.begin(), run.columns.end(), "wrong") != run.columns.end();

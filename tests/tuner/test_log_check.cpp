@@ -148,6 +148,13 @@ TEST_CASE("log_check.runs_that_do_not_fit_the_topology") {
   // 16 ranks on 2 hosts cannot run on one machine.
   CHECK(error_of([&] { check_runs(load_topology("dgx-h100"), a3, nullptr, CheckOptions{}); })
             .find("spans 2 hosts") != std::string::npos);
+  // GPUs of another generation than the topology's are named.
+  const CheckReport v100 = check_runs(load_topology("2xdgx1-v100"), a3, nullptr, CheckOptions{});
+  bool generation = false;
+  for (const auto& f : v100.runs[0].findings) {
+    generation = generation || f.find("NVIDIA H100 80GB HBM3 (sm90); the topology's are sm70") != std::string::npos;
+  }
+  CHECK(generation);
   // A spec check cannot compare.
   CheckOptions bad;
   bad.spec = "xring";
