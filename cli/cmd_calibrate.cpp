@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,12 @@
 #include "artune/core/output_file.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/topology/io.hpp"
+#include "artune/core/input.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/logs/nccl_info_log.hpp"
+#include "artune/logs/nccl_tests_log.hpp"
 #include "artune/tuner/calibration.hpp"
+#include "artune/tuner/log_calibration.hpp"
 
 namespace artune::cli {
 namespace {
@@ -39,9 +45,59 @@ struct CalibrateFlags {
   bool quiet = false;
   bool output_given = false;
   bool report_given = false;
+  std::vector<std::string> from;  ///< --from: nccl-tests logs to fit instead of running anything
+  std::string spec;               ///< --spec: what the logged runs forced (as check -s)
+  std::string collective;         ///< --collective: for logs that do not name their program
+  std::string calibration;        ///< --calibration: the start model
+  std::vector<std::string> measuring;  ///< measurement flags given (refused with --from)
 };
 
+/// calibrate --from: the NCCL fit from nccl-tests tables, nothing run.
+void run_calibrate_from(const CalibrateFlags& f) {
+  if (!f.measuring.empty()) {
+    throw InvalidInput(fmt::format("--from: fits logged runs; {} measure(s) a backend: not both", f.measuring.front()));
+  }
+  if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
+  if (!f.output.empty()) check_output_file(f.output, "--out");
+  CheckOptions options;
+  options.spec = f.spec;
+  if (!f.collective.empty()) options.collective = parse_collective_kind(f.collective, "--collective");
+  if (!f.calibration.empty()) {
+    options.model.apply_overlay(read_json_input(f.calibration, "--calibration"), f.calibration);
+  }
+  struct File {
+    std::vector<logs::TestRun> runs;
+    logs::InfoLog info;
+  };
+  std::vector<File> files;
+  for (const std::string& path : f.from) {
+    File file;
+    const std::string text = read_input_file(path, "--from");
+    file.runs = logs::parse_nccl_tests(text, path);
+    file.info = logs::parse_nccl_info(text, path);
+    files.push_back(std::move(file));
+  }
+  const Topology topo = load_topology(f.topo);
+  std::vector<LoggedRun> runs;
+  for (const File& file : files) {
+    for (const auto& r : file.runs) runs.push_back({&r, file.info.empty() ? nullptr : &file.info, f.spec});
+  }
+  if (runs.empty()) throw InvalidInput("--from: the files hold no nccl-tests table");
+  const LogCalibration c = calibrate_from_logs(topo, runs, options);
+  if (!f.output.empty()) write_output_file(f.output, c.overlay.dump(2) + "\n", "--out");
+  if (f.json) {
+    print_json(c.to_json());
+  } else {
+    fmt::print("{}", c.summary());
+    if (!f.output.empty()) fmt::print("# overlay written to {} (use it with --calibration {})\n", f.output, f.output);
+  }
+}
+
 void run_calibrate(const CalibrateFlags& f) {
+  if (!f.from.empty()) {
+    run_calibrate_from(f);
+    return;
+  }
   if (const auto world = launcher_world_size(); world && *world > 1)
     refuse_cpu_under_mpirun(f.backend, "--backend", *world);
   Progress progress(f.quiet || launcher_rank().value_or(0) != 0);
@@ -128,10 +184,20 @@ void add_calibrate_command(CLI::App& app) {
   cal->add_option("--report", cf->report, "also write CALIBRATION.md and calibration.json into this folder");
   cal->add_flag("--json", cf->json, "print the fits and validation as JSON");
   cal->add_flag("-q,--quiet", cf->quiet, "no progress output");
+  cal->add_option("--from", cf->from,
+                  "fit NCCL's model to these nccl-tests outputs instead of running anything (every other size of "
+                  "each table held out for validation)");
+  cal->add_option("-s,--spec", cf->spec, "with --from: what the logged runs forced, as check -s (nccl.ALGO[.PROTO])");
+  cal->add_option("--collective", cf->collective, "with --from: the collective of logs that do not name it");
+  cal->add_option("--calibration", cf->calibration, "with --from: the overlay to start from (default: the nccl profile)");
   cal->callback([cf, cal] {
     warn_deprecated_output(cal);
     cf->output_given = output_given(cal);
     cf->report_given = cal->count("--report") > 0;
+    cf->measuring.clear();
+    for (const char* flag : {"--backend", "-b", "-e", "-f", "--iters", "--warmup", "--timeout", "--report", "-d"}) {
+      if (cal->count(flag) > 0) cf->measuring.emplace_back(flag);
+    }
     run_calibrate(*cf);
   });
 }

@@ -19,5 +19,7 @@ void add_run_command(CLI::App& app);
 void add_autotune_command(CLI::App& app);
 /// `artune calibrate`.
 void add_calibrate_command(CLI::App& app);
+/// `artune check`.
+void add_check_command(CLI::App& app);
 
 }  // namespace artune::cli

@@ -18,6 +18,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNa
     {"count", "--count"},
     {"datatype", "-d/--datatype"},
     {"density", "--sparse: DENSITY"},
+    {"from_logs", "--from"},
     {"gather", "--gather"},
     {"gpu_perm", "--gpu-perm"},
     {"gpus", "--gpus"},

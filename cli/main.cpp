@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   artune::cli::add_run_command(app);
   artune::cli::add_autotune_command(app);
   artune::cli::add_calibrate_command(app);
+  artune::cli::add_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

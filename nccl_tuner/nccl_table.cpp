@@ -1,5 +1,6 @@
 #include "nccl_tuner/nccl_table.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -65,11 +66,10 @@ int channel_count(std::string_view part) {
 }  // namespace
 
 const Range& Table::lookup(std::uint64_t bytes) const {
-  const Range* pick = &ranges.front();
-  for (const Range& r : ranges) {
-    if (r.min_bytes <= bytes) pick = &r;
-  }
-  return *pick;
+  // Ranges ascend by min_bytes (read_table_json checks it): a binary search, the call NCCL makes per collective.
+  const auto after = std::upper_bound(ranges.begin(), ranges.end(), bytes,
+                                      [](std::uint64_t b, const Range& r) { return b < r.min_bytes; });
+  return after == ranges.begin() ? ranges.front() : *(after - 1);
 }
 
 Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
@@ -187,7 +187,7 @@ Table parse_table(std::string_view text, std::string_view source) {
   }
 }
 
-Table read_table(const std::string& path) {
+std::string read_regular_file(const std::string& path) {
   // O_NONBLOCK: a FIFO named by mistake must not block NCCL's init; non-regular files are refused.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -218,8 +218,10 @@ Table read_table(const std::string& path) {
     }
   }
   ::close(fd);
-  return parse_table(text, path);
+  return text;
 }
+
+Table read_table(const std::string& path) { return parse_table(read_regular_file(path), path); }
 
 void check_fits(const Table& table, std::size_t ranks, std::size_t machines, std::string_view source) {
   if (table.ranks != ranks || table.machines != machines) {

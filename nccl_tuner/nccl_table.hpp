@@ -71,6 +71,8 @@ Pick parse_nccl_spec(std::string_view spec, std::string_view where);
 Table parse_table(std::string_view text, std::string_view source);
 /// Reads a regular file of at most kMaxTableBytes and parses it; TableError on any failure.
 Table read_table(const std::string& path);
+/// The text of a regular file of at most kMaxTableBytes (no FIFO, device or folder); TableError naming it.
+std::string read_regular_file(const std::string& path);
 /// TableError unless the table was tuned for `ranks` GPUs on `machines` machines.
 void check_fits(const Table& table, std::size_t ranks, std::size_t machines, std::string_view source);
 

@@ -12,13 +12,21 @@
 // corrupt or mismatched table (or two tables for one collective) logs one
 // warning through NCCL's logger and leaves every cost table alone (returning an error from init would fail
 // the communicator's creation, NVIDIA/nccl src/init.cc).
+//
+// With ARTUNE_TUNER_CALIBRATION naming a calibration overlay (artune calibrate --backend nccl or --from), init
+// (tuner interface v5, NCCL 2.28+) also writes the calibration into the tuning constants NCCL hands it
+// (baseLatencies, hwLatencies: nccl_tuning.hpp), so that NCCL's own model is calibrated at every size and
+// collective, the table's ranges still overriding the pick where they name one. A corrupt overlay logs one
+// warning and leaves NCCL's constants untouched.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "nccl_tuner/nccl_calibration.hpp"
 #include "nccl_tuner/nccl_table.hpp"
 #include "nccl_tuner/tuner_abi.h"
 
@@ -28,6 +36,8 @@ using artune::nccl_tuner::Table;
 
 /// The environment variable naming the tables: paths separated by ':'.
 constexpr const char* kTableEnv = "ARTUNE_TUNER_TABLE";
+/// The environment variable naming a calibration overlay for NCCL's tuning constants.
+constexpr const char* kCalibrationEnv = "ARTUNE_TUNER_CALIBRATION";
 constexpr const char* kName = "artune";
 /// Ranges listed in the init log line (a table of a few dozen sizes has a handful).
 constexpr std::size_t kRangesLogged = 16;
@@ -88,6 +98,53 @@ std::string describe(const std::string& path, const Table& table, std::size_t ra
   return line;
 }
 
+/// The calibration overlay's path ("" when ARTUNE_TUNER_CALIBRATION is unset or empty).
+std::string calibration_path() {
+  const char* value = std::getenv(kCalibrationEnv);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+/// "+1.25" / "-0.5" for a log line.
+std::string signed_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.3g", v);
+  return buf;
+}
+
+/// Writes the calibration overlay into NCCL's constants (v5: init's in/out argument): all or nothing, one log
+/// line either way.
+void calibrate_constants(artuneNcclTunerConstants* constants, std::size_t ranks, std::size_t nodes,
+                         artuneNcclLogger log) noexcept {
+  try {
+    const std::string path = calibration_path();
+    if (path.empty()) return;
+    const artune::nccl_tuning::Calibration c = artune::nccl_tuner::read_calibration(path);
+    if (constants == nullptr) {
+      warn_kept(log, "ARTUNE_TUNER_CALIBRATION: this NCCL hands the tuner no constants (interface v5, NCCL 2.28+)");
+      return;
+    }
+    artuneNcclTunerConstants written = *constants;  // NCCL's own values, whatever its release set them to
+    const int machines = static_cast<int>(nodes);
+    artune::nccl_tuning::apply(written.baseLatencies, written.hwLatencies, c, machines);
+    *constants = written;
+    const double share = artune::nccl_tuning::bandwidth_share(c, machines);
+    const char* share_of = nodes > 1 ? "network" : c.intra == artune::nccl_tuning::kPci ? "PCI" : "NVLink";
+    log_line(log, artuneNcclLogInfo,
+             "artune tuner: " + path + ": NCCL tuning constants calibrated for " + std::to_string(ranks) +
+                 " ranks on " + std::to_string(nodes) + " node(s): per-step latency NVLink " +
+                 signed_text(c.shift_us[0]) + " us, PCI " + signed_text(c.shift_us[1]) + " us, network " +
+                 signed_text(c.shift_us[2]) + " us; every latency x" + signed_text(share).substr(1) +
+                 " (the " + share_of + " bandwidth share)");
+  } catch (const std::exception& e) {
+    if (log != nullptr) {
+      log(artuneNcclLogWarn, ARTUNE_NCCL_LOG_TUNING, __FILE__, __LINE__,
+          "artune tuner: %s; NCCL's tuning constants kept", e.what());
+    }
+  } catch (...) {
+    warn_kept(log, "unexpected error reading ARTUNE_TUNER_CALIBRATION");
+  }
+}
+
 /// Reads and checks the tables for a communicator; a context that passes everything through on any problem.
 Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log) noexcept {
   Context* ctx = new (std::nothrow) Context;
@@ -99,7 +156,8 @@ Context* make_context(std::size_t ranks, std::size_t nodes, artuneNcclLogger log
     const char* value = std::getenv(kTableEnv);
     const std::vector<std::string> paths = table_paths(value == nullptr ? "" : value);
     if (paths.empty()) {
-      warn_kept(log, "ARTUNE_TUNER_TABLE is not set");
+      // A calibration alone is a use of its own: NCCL's (calibrated) model picks everywhere.
+      if (calibration_path().empty()) warn_kept(log, "ARTUNE_TUNER_TABLE is not set");
       return ctx;
     }
     std::vector<std::string> lines;
@@ -136,12 +194,15 @@ const artune::nccl_tuner::Range* range_for(void* context, artuneNcclFunc coll, s
 }
 
 artuneNcclResult init_v5(void** context, uint64_t /*comm_id*/, size_t ranks, size_t nodes, artuneNcclLogger log,
-                         artuneNcclNvlDomainInfo* /*nvl*/, artuneNcclTunerConstants* /*constants*/) {
+                         artuneNcclNvlDomainInfo* /*nvl*/, artuneNcclTunerConstants* constants) {
+  calibrate_constants(constants, ranks, nodes, log);
   if (context != nullptr) *context = make_context(ranks, nodes, log);
   return artuneNcclSuccess;
 }
 
 artuneNcclResult init_v2(size_t ranks, size_t nodes, artuneNcclLogger log, void** context) {
+  // Interfaces v2–v4 carry no constants: a calibration cannot reach NCCL's model there (said once).
+  calibrate_constants(nullptr, ranks, nodes, log);
   if (context != nullptr) *context = make_context(ranks, nodes, log);
   return artuneNcclSuccess;
 }

@@ -1,4 +1,5 @@
 #include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/nccl_tuning.hpp"
 
 #include <fmt/format.h>
 
@@ -38,6 +39,13 @@ constexpr double kNetworkEfficiency = 0.9;
 // (12 GB/s Gen3 x16, 6/10 GB/s across sockets), so no further derating.
 constexpr double kPcieEfficiency = 1.0;
 constexpr double kSmpEfficiency = 1.0;
+// The tuner plugin reads a calibration against these same figures (nccl_tuning.hpp, compiled in without this file).
+static_assert(kNcclNvlinkEfficiency == nccl_tuning::kProfileEfficiency[nccl_tuning::kNvlink]);
+static_assert(kPcieEfficiency == nccl_tuning::kProfileEfficiency[nccl_tuning::kPci]);
+static_assert(kNetworkEfficiency == nccl_tuning::kProfileEfficiency[nccl_tuning::kNet]);
+static_assert(nccl_tuning::kProfileAlphaUs[nccl_tuning::kNvlink] == 0.0);
+static_assert(kNcclSimplePcieHopUs - kNcclSimpleNvlinkHopUs == nccl_tuning::kProfileAlphaUs[nccl_tuning::kPci]);
+static_assert(kNcclSimpleNetHopUs - kNcclSimplePcieHopUs == nccl_tuning::kProfileAlphaUs[nccl_tuning::kNet]);
 
 // GPU reduce kernels are memory bound: dst ⊕= src reads two bytes and writes
 // one per byte of src, so ~1/3 of HBM bandwidth (V100 900 GB/s → 300). A copy
@@ -354,10 +362,15 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
               "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
         }
       }
+    } else if (key == "nccl_intra") {
+      // For the NCCL tuner plugin (nccl_tuning.hpp): the simulator sees the topology itself.
+      if (!value.is_string() || (value.get<std::string>() != "nvlink" && value.get<std::string>() != "pcie")) {
+        bad(source, key, "must be \"nvlink\" or \"pcie\"");
+      }
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices, gpu_arch, host)");
+          "transfer_cap_gbps, links, devices, gpu_arch, host, nccl_intra)");
     }
   }
   *this = std::move(m);

@@ -108,7 +108,8 @@ struct CostModel {
 
   /// Defaults for a backend profile (documented in cost_model.cpp with sources).
   static CostModel defaults(BackendProfile profile = BackendProfile::kNccl);
-  /// Applies a calibration overlay (only the fields present are replaced); InvalidInput names
+  /// Applies a calibration overlay (only the fields present are replaced; "nccl_intra", the class NCCL's rings
+  /// use inside the fitted machine, is for the NCCL tuner plugin and checked only); InvalidInput names
   /// `source` and the JSON path ("calib.json: links.nvlink.efficiency: must be in (0, 1]").
   void apply_overlay(const nlohmann::json& overlay, std::string_view source);
   /// The whole model as JSON (same schema as an overlay):

@@ -89,6 +89,12 @@ constexpr double kRingPlateau = 1.4;
 constexpr double kLLWire = 2.0;
 constexpr double kLL128Wire = 128.0 / 120.0;
 
+// tuning.cc ncclPatEnable: sm60+ (CUDA atomics), one GPU per node; PAT latency: 8 µs base, the network Tree
+// latency (ppn = 1) over 3.5 per tree level, and a linear 2.8 µs per rank.
+constexpr int kPatMinCompcap = 60;
+constexpr double kPatLevelDivisor = 3.5;
+constexpr double kPatPerRankUs = 2.8;
+
 // ---- The simulator's time model (nccl_model.hpp: launch_us, device_latency_us), apart from NCCL's choice ----
 // Host time of one kernel launch with NCCL's enqueue, per GPU the issuing thread drives. Derived from the six
 // single-process `all_reduce_perf -g 8` rows of togethercomputer/together-nccl-tests (H100, 8 B – 64 KiB,
@@ -650,14 +656,16 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   return g;
 }
 
-Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+namespace {
+
+Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
   Latencies l;
-  l.base_us = kBaseLatency[a][p];
-  l.intra_us = kHwLatency[intra_hw][a][p];
+  l.base_us = t.base[a][p];
+  l.intra_us = t.hw[intra_hw][a][p];
   // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
-  l.inter_us = g.ppn == 1 ? kHwLatency[kHwNet][static_cast<int>(Algo::kTree)][p] : kHwLatency[kHwNet][a][p];
+  l.inter_us = g.ppn == 1 ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
   if (algo == Algo::kRing && g.machines > 1) {
     double overhead = g.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
     if (proto == Proto::kSimple) overhead *= 3;
@@ -668,8 +676,16 @@ Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adj
   return l;
 }
 
-double collective_latency_us(const Graph& g, Collective coll, Algo algo, Proto proto, const HopAdjust& adjust) {
-  const Latencies l = latencies(g, algo, proto, adjust);
+double pat_latency_in(const LatencyTables& t, const Graph& g) {
+  if (!pat_enabled(g)) return -1.0;
+  const double net = t.hw[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
+  return t.base[static_cast<int>(Algo::kPat)][static_cast<int>(Proto::kSimple)] + log2i(g.machines) * net / kPatLevelDivisor +
+         kPatPerRankUs * g.ranks;
+}
+
+double collective_latency_in(const LatencyTables& t, const Graph& g, Collective coll, Algo algo, Proto proto,
+                             const HopAdjust& adjust) {
+  const Latencies l = latencies_in(t, g, algo, proto, adjust);
   const bool all_reduce = coll == Collective::kAllReduce;
   // tuning.cc: all-reduce takes 2(k−1) ring steps, 2(nodes−1) of them across machines; the others half.
   const int nsteps = (all_reduce ? 2 : 1) * (g.ranks - 1);
@@ -681,9 +697,39 @@ double collective_latency_us(const Graph& g, Collective coll, Algo algo, Proto p
     case Algo::kTree: return l.base_us + 2 * ((g.ppn - 1) * l.intra_us + log2i(g.machines) * l.inter_us);
     case Algo::kNvls: return l.intra_us + (g.machines > 1 ? l.inter_us : 0.0);
     case Algo::kNvlsTree: return l.base_us + l.intra_us + 2 * log2i(g.machines) * l.inter_us;
-    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_us(g));
+    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_in(t, g));
   }
   return l.base_us;
+}
+
+}  // namespace
+
+const LatencyTables& LatencyTables::defaults() {
+  static const LatencyTables t = [] {
+    LatencyTables d;
+    for (int a = 0; a < kAlgos; ++a) {
+      for (int p = 0; p < kProtos; ++p) {
+        d.base[a][p] = kBaseLatency[a][p];
+        for (int k = 0; k < nccl_tuning::kHwClasses; ++k) d.hw[k][a][p] = kHwLatency[k][a][p];
+      }
+    }
+    return d;
+  }();
+  return t;
+}
+
+LatencyTables LatencyTables::calibrated(const nccl_tuning::Calibration& c, int machines) {
+  LatencyTables t = defaults();
+  nccl_tuning::apply(t.base, t.hw, c, machines);
+  return t;
+}
+
+Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+  return latencies_in(LatencyTables::defaults(), g, algo, proto, adjust);
+}
+
+double collective_latency_us(const Graph& g, Collective coll, Algo algo, Proto proto, const HopAdjust& adjust) {
+  return collective_latency_in(LatencyTables::defaults(), g, coll, algo, proto, adjust);
 }
 
 double launch_us(int gpus_per_thread, bool cuda_graph) {
@@ -705,7 +751,9 @@ bool modelled(Collective coll) noexcept {
   return coll == Collective::kAllReduce || coll == Collective::kAllGather || coll == Collective::kReduceScatter;
 }
 
-CostTable cost_table(const Graph& g, Collective coll) {
+CostTable cost_table(const Graph& g, Collective coll) { return cost_table(g, coll, LatencyTables::defaults()); }
+
+CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& tables) {
   CostTable t;
   if (g.ranks <= 1 || !modelled(coll)) return t;
   const bool all_reduce = coll == Collective::kAllReduce;
@@ -757,7 +805,7 @@ CostTable cost_table(const Graph& g, Collective coll) {
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
       t.bandwidth[a][p] = on ? bus : 0.0;
-      t.latency_us[a][p] = collective_latency_us(g, coll, algo, proto);
+      t.latency_us[a][p] = collective_latency_in(tables, g, coll, algo, proto, {});
     }
   }
   return t;
@@ -780,11 +828,16 @@ double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, dou
 }
 
 Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll) {
+  return choose(graph, bytes, forced, what, coll, LatencyTables::defaults());
+}
+
+Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll,
+              const LatencyTables& tables) {
   if (forced.channels > 0 && !forced.algo) {
     throw InvalidInput(fmt::format("{}: a forced NCCL channel count needs a forced algorithm", what));
   }
   const Graph g = forced.channels > 0 ? with_channels(graph, *forced.algo, forced.channels, what) : graph;
-  const CostTable t = cost_table(g, coll);
+  const CostTable t = cost_table(g, coll, tables);
   Choice best;
   double best_time = -1;
   for (int a = 0; a < kAlgos; ++a) {
@@ -837,20 +890,10 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
 
 double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_index(g.compcap)]; }
 
-// tuning.cc ncclPatEnable: sm60+ (CUDA atomics), one GPU per node; PAT latency: 8 µs base, the network Tree
-// latency (ppn = 1) over 3.5 per tree level, and a linear 2.8 µs per rank.
-constexpr int kPatMinCompcap = 60;
-constexpr double kPatBaseUs = 8.0;
-constexpr double kPatLevelDivisor = 3.5;
-constexpr double kPatPerRankUs = 2.8;
 
 bool pat_enabled(const Graph& g) noexcept { return g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1; }
 
-double pat_latency_us(const Graph& g) noexcept {
-  if (!pat_enabled(g)) return -1.0;
-  const double net = kHwLatency[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
-  return kPatBaseUs + log2i(g.machines) * net / kPatLevelDivisor + kPatPerRankUs * g.ranks;
-}
+double pat_latency_us(const Graph& g) noexcept { return pat_latency_in(LatencyTables::defaults(), g); }
 
 int tree_parent(int machines, int tree, int m) {
   // Binary tree in heap order over the machines; the second tree mirrors the ranks so that a machine

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/simulator/nccl_tuning.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::nccl {
@@ -91,6 +92,18 @@ Graph with_channels(const Graph& graph, Algo algo, int channels, std::string_vie
 /// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.
 Graph search(const Topology& topo, const std::vector<int>& gpus);
 
+/// NCCL's latency tables in this model's algorithm order (tuning.cc baseLatencies; hwLatencies by link class
+/// NVLINK, PCI, NET): NCCL's own, or with a calibration written into them as the tuner plugin writes it into
+/// NCCL's (nccl_tuning.hpp), for the choice NCCL makes once the plugin has run.
+struct LatencyTables {
+  double base[kAlgos][kProtos] = {};
+  double hw[nccl_tuning::kHwClasses][kAlgos][kProtos] = {};
+  /// NCCL's defaults.
+  static const LatencyTables& defaults();
+  /// NCCL's defaults with `c` written in for a communicator over `machines` machines.
+  static LatencyTables calibrated(const nccl_tuning::Calibration& c, int machines);
+};
+
 /// NCCL's cost table for one collective over a graph: latency (µs) and bus bandwidth (GB/s) per algorithm ×
 /// protocol, bandwidth 0 where NCCL disables the pair (tuning.cc ncclTopoTuneModel).
 struct CostTable {
@@ -103,6 +116,8 @@ bool modelled(Collective coll) noexcept;
 /// (several); all-gather and reduce-scatter: Ring, NVLS (one machine) and PAT (one GPU per machine), over
 /// k−1 steps, NVLS moving (ppn−1)/ppn of its bandwidth and PAT ×.75 of the ring graph's (tuning.cc).
 CostTable cost_table(const Graph& graph, Collective coll);
+/// The same with NCCL's latencies taken from `tables` (NCCL's formula, tuning.cc, over other constants).
+CostTable cost_table(const Graph& graph, Collective coll, const LatencyTables& tables);
 /// The cost table of an all-reduce on `graph`.
 inline CostTable all_reduce_table(const Graph& graph) { return cost_table(graph, Collective::kAllReduce); }
 /// NCCL's predicted time (µs) of one collective of `bytes` (NCCL's nBytes: the whole buffer) with algorithm
@@ -123,6 +138,10 @@ struct Choice {
 /// collective then runs on.
 Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what,
               Collective coll = Collective::kAllReduce);
+/// NCCL's choice with its latencies from `tables` (e.g. LatencyTables::calibrated: what NCCL picks once the tuner
+/// plugin wrote a calibration into its constants).
+Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll,
+              const LatencyTables& tables);
 
 /// Per-step hardware latency (µs) inside a machine and across machines, and the base latency, for an
 /// algorithm × protocol (tuning.cc baseLatencies, hwLatencies).

@@ -500,7 +500,6 @@ void Simulation::compile_ops() {
         const int dn = node_of(op.dst.device, i, "destination");
         const double bytes = static_cast<double>(op.src.count) * es_;
         const bool reduce = op.kind == OpKind::kReduce;
-        const NodeKind dst_kind = topo_.nodes()[dn].kind;
         if (sn == dn) {
           const double gbps = reduce ? model_.reduce_for(topo_.nodes()[dn]) : model_.memory_for(topo_.nodes()[dn]);
           if (host_) {

@@ -345,6 +345,7 @@ CalibrationResult calibrate(const Topology& topo, const CalibrationOptions& opti
       result.nccl = fit_nccl(topo, result.model, nccl, esize);
       result.model = result.nccl->model;
       result.overlay = result.model.to_json();
+      result.overlay["nccl_intra"] = nccl_intra_class(topo, gpus);
     }
   }
 

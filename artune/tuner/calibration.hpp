@@ -106,14 +106,21 @@ struct RefineResult {
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                           BackendKind backend, std::size_t element_bytes);
 
-/// The NCCL fit (`artune calibrate --backend nccl`): from NCCL all-reduce runs (NCCL's own choice, several sizes),
+/// The NCCL fit (`artune calibrate --backend nccl`, `--from RUN.log`): from NCCL runs (all-reduce, all-gather,
+/// reduce-scatter; NCCL's own or a forced choice, several sizes),
 /// per link class the NCCL rings cross — NVLink or PCIe inside a machine, the network across machines — the
 /// efficiency (share of NCCL's per-lane rate the channels reach: links.<kind>.efficiency) and the per-step
 /// latency (links.<kind>.alpha_us; beyond the profile's default it shifts NCCL's per-step latency of that
 /// class), by the least squares of refine_model on relative residuals. The overlay then carries the machine's
-/// figures in place of NCCL's defaults. InvalidInput when the runs hold no NCCL all-reduce over 2+ GPUs.
+/// figures in place of NCCL's defaults. InvalidInput when the runs hold no NCCL collective over 2+ GPUs.
 RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,
                       std::size_t element_bytes);
+
+/// The link class NCCL's rings use inside a machine for the group of `gpus` ("nvlink" or "pcie"): an overlay
+/// written by the NCCL fit carries it as "nccl_intra", for the tuner plugin (which does not see the topology).
+std::string nccl_intra_class(const Topology& topo, const std::vector<int>& gpus);
+/// The same for the first NCCL group op of `plan` ("nvlink" when it has none).
+std::string nccl_intra_class(const Topology& topo, const Plan& plan);
 
 /// Predicted vs measured for one validation run.
 struct ValidationRow {

@@ -154,7 +154,7 @@ std::set<LinkKind> nccl_link_kinds(const Topology& topo, const std::vector<Train
   std::set<LinkKind> kinds;
   for (const auto& run : runs) {
     for (const auto& op : run.plan.ops) {
-      if (op.kind != OpKind::kGroup || op.collective != Collective::kAllReduce) continue;
+      if (op.kind != OpKind::kGroup || !nccl::modelled(op.collective)) continue;
       std::vector<int> members;
       for (const int d : op.group) members.push_back(run.plan.devices[static_cast<std::size_t>(d)].node);
       if (members.size() < 2) continue;
@@ -188,6 +188,21 @@ RefineResult fit_nccl(const Topology& topo, const CostModel& start, const std::v
                       [k](CostModel& m, double v) { m.link[k].alpha_us = v; }, 0.05});
   }
   return least_squares(topo, start, runs, params, element_bytes);
+}
+
+std::string nccl_intra_class(const Topology& topo, const std::vector<int>& gpus) {
+  if (gpus.size() < 2) return "nvlink";
+  return nccl::search(topo, gpus).nvlink_intra ? "nvlink" : "pcie";
+}
+
+std::string nccl_intra_class(const Topology& topo, const Plan& plan) {
+  for (const auto& op : plan.ops) {
+    if (op.kind != OpKind::kGroup) continue;
+    std::vector<int> members;
+    for (const int d : op.group) members.push_back(plan.devices[static_cast<std::size_t>(d)].node);
+    return nccl_intra_class(topo, members);
+  }
+  return "nvlink";
 }
 
 RefineResult refine_model(const Topology& topo, const CostModel& start, const std::vector<TrainingRun>& runs,

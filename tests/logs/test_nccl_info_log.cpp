@@ -1,0 +1,136 @@
+// The NCCL INFO reader on published logs (tests/logs/data, sources in its README.md): rings, trees, network
+// devices and connections, graph search lines, environment and TUNING picks as NCCL printed them, and one
+// InvalidInput naming the file and line for a recognised line that cannot be read.
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "artune/core/error.hpp"
+#include "artune/logs/nccl_info_log.hpp"
+#include "tests/logs/log_fixtures.hpp"
+#include "tests/test_support.hpp"
+
+using namespace artune;
+using namespace artune::logs;
+using artune_test::error_of;
+
+namespace {
+
+InfoLog fixture(const std::string& name) { return read_nccl_info((artune_test::log_data_dir() / name).string()); }
+
+}  // namespace
+
+TEST_CASE("nccl_info_log.every_fixture_reads") {
+  int with_info = 0;
+  for (const auto& f : artune_test::log_fixtures()) {
+    INFO(f.file);
+    const InfoLog log = fixture(f.file);
+    if (f.kind == "nccl-info") {
+      CHECK_FALSE(log.empty());
+      ++with_info;
+    }
+  }
+  CHECK(with_info >= 3);
+}
+
+TEST_CASE("nccl_info_log.rings_trees_and_ranks") {
+  // NVIDIA/nccl#1412: two machines of 8 GPUs, 8 ring channels.
+  const InfoLog log = fixture("nccl1412-2x8-info.log");
+  CHECK(log.nranks == 16);
+  CHECK(log.nnodes == 2);
+  CHECK(log.hosts == std::vector<std::string>{"swat1-04"});
+  REQUIRE(log.rings.size() == 5);
+  CHECK(log.ring_channels() == 8);
+  CHECK(log.rings[0].channel == 0);
+  CHECK(log.rings[0].ranks == std::vector<int>{0, 5, 4, 7, 6, 3, 2, 1, 8, 13, 12, 15, 14, 11, 10, 9});
+  CHECK(log.rings[3].channel == 3);  // printed after the Trees line
+  REQUIRE(log.trees.size() == 8);
+  CHECK(log.trees[0].rank == 1);
+  CHECK(log.trees[0].up == 0);
+  CHECK(log.trees[0].down == std::vector<int>{2});
+  CHECK(log.trees[1].down.empty());
+}
+
+TEST_CASE("nccl_info_log.network_devices_and_connections") {
+  // NVIDIA/nccl#1357: four IB NICs with SHARP.
+  const InfoLog a = fixture("nccl1357-2x8-h100-info.log");
+  REQUIRE(a.net_devices.size() == 4);
+  CHECK(a.net_devices[2].name == "mlx5_4");
+  CHECK(a.net_devices[2].port == 1);
+  CHECK(a.net_devices[2].link == "IB/SHARP");
+  CHECK(a.net_devices[2].transport == "IB");
+  CHECK(a.net_devices[2].host == "qh100-gpu20");
+  CHECK(a.nranks == 16);
+  // NVIDIA/nccl#302 (NCCL 2.5): a launcher's rank tag before each line, both trees of a channel per entry.
+  const InfoLog b = fixture("nccl302-ib-info.log");
+  REQUIRE(b.net_devices.size() == 5);
+  CHECK(b.net_devices[3].link == "RoCE");
+  CHECK(b.net_devices[0].host == "crow-ib-new-nccl-256-info-19");
+  REQUIRE(b.trees.size() == 4);
+  CHECK(b.trees[3].down == std::vector<int>{153, 146, 162});
+  CHECK(b.trees[3].up == 154);
+  // NVIDIA/nccl#1814: which network device each channel's connection uses.
+  const InfoLog c = fixture("nccl1814-net-info.log");
+  REQUIRE(c.net_connections.size() == 12);
+  CHECK(c.net_connections[0].channel == 3);
+  CHECK(c.net_connections[0].from_rank == 47);
+  CHECK(c.net_connections[0].to_rank == 39);
+  CHECK_FALSE(c.net_connections[0].send);
+  CHECK(c.net_connections[0].transport == "IBext_v8");
+  CHECK(c.net_connections[0].device == 2);
+  CHECK(c.devices_used().at("hostname-test") == std::vector<int>{1, 2});
+}
+
+TEST_CASE("nccl_info_log.search_fallback_environment_and_picks") {
+  // NVIDIA/nccl#1876: the ring search found no path and fell back to one channel at 0.1 GB/s.
+  const InfoLog a = fixture("nccl1876-leonardo-info.log");
+  CHECK(a.search_fallbacks == 1);
+  REQUIRE(a.graphs.size() == 1);
+  CHECK(a.graphs[0].pattern == 1);
+  CHECK(a.graphs[0].channels == 1);
+  CHECK(a.graphs[0].bw_intra == doctest::Approx(0.1));
+  CHECK(a.graphs[0].type_intra == "SYS");
+  CHECK(a.graphs[0].type_inter == "SYS");
+  // NVIDIA/nccl#1453: 3 machines of 8 H100, NCCL_CROSS_NIC from the environment, rings printed to 20 ranks.
+  const InfoLog b = fixture("nccl1453-3x8-h100-init-info.log");
+  CHECK(b.nranks == 24);
+  CHECK(b.nnodes == 3);
+  CHECK(b.env.at("NCCL_CROSS_NIC") == "2");
+  REQUIRE(b.rings.size() == 2);
+  CHECK(b.rings[0].channels == 16);
+  CHECK(b.rings[0].ranks.size() == 20);
+  // NCCL 2.21's TUNING lines: numbers for algorithm and protocol, and its time estimate.
+  const InfoLog c = fixture("nccl1453-3x8-h100-tuning-info.log");
+  REQUIRE(c.picks.size() == 13);
+  CHECK(c.picks[0].bytes == 65536);
+  CHECK(c.picks[0].algo == "tree");
+  CHECK(c.picks[0].proto == "ll");
+  CHECK(c.picks[0].time_us == doctest::Approx(37.798233));
+  CHECK(c.picks[6].bytes == 131072);
+  CHECK(c.picks[6].proto == "ll128");
+  // NCCL 2.25+ names them and adds the channels.
+  const InfoLog d = parse_nccl_info(
+      "h:1:2 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7}\n", "new.log");
+  REQUIRE(d.picks.size() == 1);
+  CHECK(d.picks[0].function == "AllReduce");
+  CHECK(d.picks[0].algo == "ring");
+  CHECK(d.picks[0].proto == "simple");
+  CHECK(d.picks[0].channel_hi == 7);
+}
+
+TEST_CASE("nccl_info_log.unreadable_lines_name_the_file_and_line") {
+  const std::string head = "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n";
+  CHECK(error_of([&] { parse_nccl_info(head + "h:1:2 [0] NCCL INFO Channel 00/02 :    0   x\n", "bad.log"); })
+            .rfind("bad.log:2:", 0) == 0);
+  CHECK(error_of([&] { parse_nccl_info(head + "h:1:2 [0] NCCL INFO Channel 00/02 :    0   0\n", "bad.log"); })
+            .rfind("bad.log:2:", 0) == 0);
+  CHECK(error_of([&] { parse_nccl_info(head + "h:1:2 [0] NCCL INFO Trees [0] 1/-1/-1->0\n", "bad.log"); })
+            .rfind("bad.log:2:", 0) == 0);
+  CHECK(error_of([&] { parse_nccl_info(head + "h:1:2 [0] NCCL INFO AllReduce: 12 Bytes -> Algo FOO proto LL\n", "bad.log"); })
+            .rfind("bad.log:2:", 0) == 0);
+  CHECK(error_of([&] { parse_nccl_info(head + "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels x, bw 1/1\n", "bad.log"); })
+            .rfind("bad.log:2:", 0) == 0);
+  // A text without NCCL lines is an empty log, not an error.
+  CHECK(parse_nccl_info("nothing here\n", "none.log").empty());
+}

@@ -1,0 +1,191 @@
+// artune check on the published logs of tests/logs/data: every row a source calls slow or wrong is flagged,
+// no row a source calls normal is, and the causes name what the model sees (the algorithm the measured time
+// matches, a forced algorithm, NCCL's INFO lines).
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "artune/core/error.hpp"
+#include "artune/logs/nccl_info_log.hpp"
+#include "artune/logs/nccl_tests_log.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/tuner/log_check.hpp"
+#include "tests/logs/log_fixtures.hpp"
+#include "tests/test_support.hpp"
+
+using namespace artune;
+using artune_test::error_of;
+
+namespace {
+
+std::string data(const std::string& name) { return (artune_test::log_data_dir() / name).string(); }
+
+// A fixture's topology: a built-in, or data/FILE.json of tests/simulator/data.
+Topology fixture_topology(const std::string& name) {
+  if (name.rfind("data/", 0) == 0) {
+    return load_topology((artune_test::log_data_dir().parent_path().parent_path() / "simulator" / name).string());
+  }
+  return load_topology(name);
+}
+
+bool any_cause(const CheckRow& row, const std::string& needle) {
+  for (const auto& c : row.causes) {
+    if (c.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("log_check.sources_verdicts") {
+  int slow = 0, normal = 0;
+  for (const auto& f : artune_test::log_fixtures()) {
+    if (f.topology.empty() || f.tables == 0) continue;
+    INFO(f.file);
+    const auto runs = logs::read_nccl_tests(data(f.file));
+    CheckOptions options;
+    options.spec = f.spec;
+    const CheckReport report = check_runs(fixture_topology(f.topology), runs, nullptr, options);
+    REQUIRE(report.runs.size() == runs.size());
+    for (const auto& v : f.verdicts) {
+      REQUIRE(v.table < static_cast<int>(report.runs.size()));
+      int rows = 0;
+      for (const CheckRow& row : report.runs[static_cast<std::size_t>(v.table)].rows) {
+        if (row.bytes < v.from_bytes || (v.to_bytes > 0 && row.bytes > v.to_bytes)) continue;
+        INFO("row at line ", row.line, ", ", row.bytes, " B, ratio ", row.ratio, ", verdict ", row.verdict);
+        ++rows;
+        if (v.says == "normal") {
+          CHECK(row.verdict == "ok");
+          ++normal;
+        } else {
+          CHECK(row.verdict != "ok");
+          if (v.says == "wrong") CHECK(row.verdict == "wrong");
+          CHECK_FALSE(row.causes.empty());
+          ++slow;
+        }
+      }
+      CHECK(rows > 0);
+    }
+  }
+  CHECK(normal >= 20);
+  CHECK(slow >= 1);
+}
+
+TEST_CASE("log_check.which_algorithm_ran") {
+  // The ring configuration's log shows no NCCL_ALGO: against NCCL's own choice (NVLS on 8 H100) its large rows
+  // are slow, and the model names Ring as what the time matches.
+  const auto runs = logs::read_nccl_tests(data("together-h100-all_reduce_ring.log"));
+  const CheckReport own = check_runs(load_topology("dgx-h100"), runs, nullptr, CheckOptions{});
+  const CheckRow& big = own.runs[0].rows.back();
+  CHECK(big.verdict == "slow");
+  CHECK(big.nccl.rfind("nvls/", 0) == 0);
+  CHECK(any_cause(big, "matches NCCL nccl.ring"));
+  CHECK(any_cause(big, "bandwidth-bound by nvlink"));
+  // Told what the run forced, the same rows are normal.
+  CheckOptions ring;
+  ring.spec = "nccl.ring";
+  const CheckReport forced = check_runs(load_topology("dgx-h100"), runs, nullptr, ring);
+  CHECK(forced.runs[0].rows.back().verdict == "ok");
+  CHECK(forced.runs[0].rows.back().nccl.rfind("ring/simple/", 0) == 0);
+  CHECK(forced.flagged() == 0);
+  CHECK(forced.runs[0].spec_from == "parameter spec");
+}
+
+TEST_CASE("log_check.forcing_from_the_log") {
+  // NCCL_ALGO on the command line before the table is what the run forced; NCCL's own choice is named.
+  std::string text = artune_test::slurp(data("together-h100-all_reduce_ring.log"));
+  text = "NCCL_ALGO=Ring ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8\n" + text.substr(text.find("# nThread"));
+  const auto runs = logs::parse_nccl_tests(text, "ring.log");
+  const CheckReport report = check_runs(load_topology("dgx-h100"), runs, nullptr, CheckOptions{});
+  CHECK(report.runs[0].spec == "nccl.ring");
+  CHECK(report.runs[0].spec_from.find("NCCL_ALGO=Ring") != std::string::npos);
+  CHECK(report.runs[0].rows.back().verdict == "ok");
+  CHECK(report.flagged() == 0);
+  // An exclusion: NCCL_NVLS_ENABLE=0 leaves Ring as NCCL's choice at large sizes.
+  text = "NCCL_NVLS_ENABLE=0 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8\n" + text.substr(text.find("# nThread"));
+  const CheckReport off = check_runs(load_topology("dgx-h100"), logs::parse_nccl_tests(text, "off.log"), nullptr,
+                                     CheckOptions{});
+  CHECK(off.runs[0].rows.back().nccl.rfind("ring/", 0) == 0);
+  CHECK(off.runs[0].rows.back().verdict == "ok");
+}
+
+TEST_CASE("log_check.info_log_findings") {
+  // NVIDIA/nccl#1876's INFO lines (the ring search fell back to one channel at 0.1 GB/s) next to a run on a
+  // topology whose search finds more: the finding is the run's and every flagged row's.
+  const auto runs = logs::read_nccl_tests(data("together-h100-all_reduce_ring.log"));
+  logs::InfoLog info = logs::read_nccl_info(data("nccl1876-leonardo-info.log"));
+  const CheckReport report = check_runs(load_topology("dgx-h100"), runs, &info, CheckOptions{});
+  bool fallback = false, graph = false;
+  for (const auto& f : report.runs[0].findings) {
+    fallback = fallback || f.find("fell back to the simple order") != std::string::npos;
+    graph = graph || f.find("1 channel(s) at 0.1 GB/s") != std::string::npos;
+  }
+  CHECK(fallback);
+  CHECK(graph);
+  CHECK(any_cause(report.runs[0].rows.back(), "fell back"));
+  // NICs NCCL opened against the topology's (the mechanism, on two published logs of 16 ranks: NVIDIA/nccl#1357's
+  // INFO lines next to the A3 Mega table).
+  const auto a3 = logs::read_nccl_tests(data("a3mega-2x8-h100-all_reduce.log"));
+  logs::InfoLog nics = logs::read_nccl_info(data("nccl1357-2x8-h100-info.log"));
+  const CheckReport r3 =
+      check_runs(load_topology((artune_test::log_data_dir().parent_path().parent_path() / "simulator/data/2xa3mega-h100.json").string()),
+                 a3, &nics, CheckOptions{});
+  bool opened = false;
+  for (const auto& f : r3.runs[0].findings) {
+    opened = opened || f.find("NCCL opened 4 network device(s) on qh100-gpu20; the topology has 8 NIC(s) per machine") !=
+                           std::string::npos;
+  }
+  CHECK(opened);
+  // An INFO log of another communicator is not compared.
+  logs::InfoLog other = logs::read_nccl_info(data("nccl1412-2x8-info.log"));
+  const CheckReport r2 = check_runs(load_topology("dgx-h100"), runs, &other, CheckOptions{});
+  CHECK(r2.runs[0].findings.back().find("not compared") != std::string::npos);
+}
+
+TEST_CASE("log_check.runs_that_do_not_fit_the_topology") {
+  const auto a3 = logs::read_nccl_tests(data("a3mega-2x8-h100-all_reduce.log"));
+  // 16 ranks on 2 hosts cannot run on one machine.
+  CHECK(error_of([&] { check_runs(load_topology("dgx-h100"), a3, nullptr, CheckOptions{}); })
+            .find("spans 2 hosts") != std::string::npos);
+  // GPUs of another generation than the topology's are named.
+  const CheckReport v100 = check_runs(load_topology("2xdgx1-v100"), a3, nullptr, CheckOptions{});
+  bool generation = false;
+  for (const auto& f : v100.runs[0].findings) {
+    generation = generation || f.find("NVIDIA H100 80GB HBM3 (sm90); the topology's are sm70") != std::string::npos;
+  }
+  CHECK(generation);
+  // A spec check cannot compare.
+  CheckOptions bad;
+  bad.spec = "xring";
+  CHECK(error_of([&] {
+          check_runs(load_topology("dgx-h100"), logs::read_nccl_tests(data("together-h100-all_reduce_ring.log")),
+                     nullptr, bad);
+        }).find("parameter spec") != std::string::npos);
+  // A log without device lines whose ranks do not fit the topology.
+  const auto excerpt = logs::read_nccl_tests(data("nccl1411-cross-nic0-excerpt.log"));
+  CHECK(error_of([&] { check_runs(load_topology("dgx-h100"), excerpt, nullptr, CheckOptions{}); }).find("16 ranks") !=
+        std::string::npos);
+  // Programs the model does not cover are reported, not checked.
+  const std::string bcast = "# Collective test starting: broadcast_perf\n" +
+                            artune_test::slurp(data("together-h100-all_reduce_ring.log")).substr(
+                                artune_test::slurp(data("together-h100-all_reduce_ring.log")).find("# nThread"));
+  const CheckReport b = check_runs(load_topology("dgx-h100"), logs::parse_nccl_tests(bcast, "b.log"), nullptr,
+                                   CheckOptions{});
+  CHECK_FALSE(b.runs[0].modelled);
+  CHECK(b.rows() == 0);
+}
+
+TEST_CASE("log_check.json_has_every_row") {
+  const auto runs = logs::read_nccl_tests(data("together-h100-reduce_scatter_ring.log"));
+  CheckOptions ring;
+  ring.spec = "nccl.ring";
+  const CheckReport report = check_runs(load_topology("dgx-h100"), runs, nullptr, ring);
+  const nlohmann::json j = report.to_json();
+  CHECK(j["runs"][0]["collective"] == "reducescatter");
+  CHECK(j["runs"][0]["rows"].size() == report.runs[0].rows.size());
+  CHECK(j["runs"][0]["rows"].back()["verdict"] == "ok");
+  CHECK(j["rows"] == report.rows());
+  // The zero-byte rows nccl-tests prints are not compared.
+  CHECK(report.runs[0].rows.front().bytes == 128);
+}
