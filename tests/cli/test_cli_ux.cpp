@@ -296,3 +296,32 @@ TEST_CASE("cli_ux.autotune_table_against_nccl") {
   REQUIRE_MESSAGE(cpu.status == 0, cpu.err);
   CHECK(cpu.out.find("# no NCCL baseline") != std::string::npos);
 }
+
+TEST_CASE("cli_ux.autotune_quiet_keeps_the_no_gpu_warning") {
+  // -q hides progress, not the one warning that the table is not this machine's own.
+  const CliResult r = run_artune({"autotune", "-q", "-b", "1K", "-e", "4K"});
+  REQUIRE(r.status == 0);
+  if (r.out.find("# decision table: dgx1-v100 ") != std::string::npos) {  // no GPU here: the default topology
+    CHECK(r.err.find("artune: warning: no GPU found on ") != std::string::npos);
+    CHECK(r.err.find("%") == std::string::npos);  // and no progress
+  }
+}
+
+TEST_CASE("cli_ux.report_regenerate_line_names_the_topology_file_absolutely") {
+  // The report's "Regenerate with" line reruns from any folder: a topology file given relative to the current
+  // folder is written with its absolute path.
+  artune_test::ScratchDir dir("artune-regen");
+  const std::string topo = (dir.path() / "box.json").string();
+  {
+    std::ofstream(topo) << artune_test::slurp(std::string(std::getenv("ARTUNE_SOURCE_ROOT")) +
+                                              "/tests/topology/data/small_machine.json");
+  }
+  const auto r = artune_test::run_shell("cd " + artune_test::shell_quote(dir.path().string()) + " && " +
+                                        artune_test::shell_quote(artune_test::artune_bin()) +
+                                        " autotune -t box.json -b 1K -e 4K -q --report rep >/dev/null 2>&1");
+  REQUIRE(r.status == 0);
+  const std::string report = artune_test::slurp(dir.path() / "rep" / "REPORT.md");
+  CHECK(report.find("artune autotune -t " + std::filesystem::absolute(topo).lexically_normal().string() + " ") !=
+        std::string::npos);
+  CHECK(report.find("cost model: profile nccl, default constants") != std::string::npos);
+}

@@ -5,7 +5,8 @@ Markers are HTML comments (invisible when the markdown is rendered), each naming
 
   <!-- check: run artune ARGS… -->
       the fenced block right after it is exactly what the command prints on stdout (the simulator is
-      deterministic: exact comparison)
+      deterministic: exact comparison); `run exit=N artune ARGS…` when the command's documented exit
+      status is N (artune check exits 1 when rows fall outside the band)
   <!-- check: file PATH -->  or  <!-- check: file PATH lines A-B -->
       the fenced block right after it is exactly that committed file (or those lines of it): measured outputs,
       kept with the commit and machine load they were taken at
@@ -51,15 +52,15 @@ class Checker:
         self.problems = []
         self.checked = 0
 
-    def run(self, args, where):
-        key = tuple(args)
+    def run(self, args, where, expected_exit=0):
+        key = (expected_exit,) + tuple(args)
         if key not in self.cache:
             if not args or args[0] != "artune":
                 self.problems.append(f"{where}: a command must start with artune: {' '.join(args)}")
                 self.cache[key] = None
                 return None
             r = subprocess.run([self.artune] + args[1:], cwd=self.root, capture_output=True, text=True, timeout=600)
-            if r.returncode != 0:
+            if r.returncode != expected_exit:
                 self.problems.append(f"{where}: `{' '.join(args)}` exited {r.returncode}: {r.stderr.strip()[-200:]}")
                 self.cache[key] = None
             else:
@@ -82,6 +83,9 @@ class Checker:
         """run artune …  |  file PATH [lines A-B]: the text the figures must come from."""
         words = shlex.split(spec)
         if words[:1] == ["run"]:
+            m = re.fullmatch(r"exit=(\d+)", words[1]) if len(words) > 1 else None
+            if m:
+                return self.run(words[2:], where, int(m.group(1)))
             return self.run(words[1:], where)
         if words[:1] == ["file"] and len(words) in (2, 4):
             lines = None

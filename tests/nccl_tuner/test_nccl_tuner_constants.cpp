@@ -282,7 +282,7 @@ TEST_CASE("nccl_tuner_constants.ncclformula_on_the_written_constants_picks_as_th
   CHECK(fit.overlay["nccl_intra"] == "nvlink");
   changed = compare_picks(lib, a3, fit.overlay, (dir.path() / "a3.json").string());
   CHECK(changed > 0);
-  // The line nccl_tuner/README.md quotes.
+  // The line docs/nccl-plugin.md quotes.
   CHECK(plugin_log()[0].text.find("calibrated for 16 ranks on 2 node(s): per-step latency NVLink +0 us, PCI +0 us, "
                                   "network +55.7 us; every latency x0.835 (the network bandwidth share)") !=
         std::string::npos);
