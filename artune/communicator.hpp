@@ -61,7 +61,9 @@ struct CommOptions {
   /// Decision table written by `artune autotune` for that topology; "" = tune in memory with the simulator
   /// (over `tune_sizes`) unless `spec` is set.
   std::string table;
-  /// One plan spec for every size ("xring", "rechd", "nccl/xring" …); takes precedence over `table`.
+  /// One plan spec for every size ("xring", "rechd", "nccl/xring" …), or a plan label as tables and dump_cache()
+  /// print it ("xring perm=0,3,2,1 seg=2": the ring order, gather devices and pipeline depth); takes precedence
+  /// over `table`.
   std::string spec;
   /// Decision tables of `artune autotune --collective allgather` / `reducescatter` for that topology; "" =
   /// tune that collective in memory (over `tune_sizes`) at its first call. (`spec` is for all-reduce only.)

@@ -106,6 +106,26 @@ void copy_text(const std::string& s, char* text, std::size_t length) {
 
 }  // namespace
 
+namespace {
+
+// Stores a request made by `submit` in *request (nothing is left behind when that fails).
+template <typename F>
+artune_result_t submitted(artune_request_t* request, const char* what, F&& submit) {
+  return guarded([&] {
+    require(request != nullptr, what);
+    auto* r = new artune_request{};
+    try {
+      r->request = submit();
+    } catch (...) {
+      delete r;
+      throw;
+    }
+    *request = r;
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 void artune_options_init(artune_options_t* options) {
@@ -187,25 +207,6 @@ artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void*
   });
 }
 
-namespace {
-
-// Stores a request made by `submit` in *request (nothing is left behind when that fails).
-template <typename F>
-artune_result_t submitted(artune_request_t* request, const char* what, F&& submit) {
-  return guarded([&] {
-    require(request != nullptr, what);
-    auto* r = new artune_request{};
-    try {
-      r->request = submit();
-    } catch (...) {
-      delete r;
-      throw;
-    }
-    *request = r;
-  });
-}
-
-}  // namespace
 
 artune_result_t artune_allreduce_async(artune_comm_t comm, const void* send, void* recv, int64_t count,
                                        artune_dtype_t dtype, artune_op_t op, void* stream, artune_request_t* request) {

@@ -16,6 +16,7 @@
 #include "artune/core/json_input.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/tuner/calibration.hpp"
+#include "artune/tuner/candidates.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/search.hpp"
 
@@ -285,16 +286,11 @@ BackendProfile Communicator::Group::tuning_profile() const {
 }
 
 void Communicator::Group::warn_profile(std::string_view what, std::string_view profile) {
-  if (warned_profile || profile.empty() || profile == to_string(profile_for(kind))) return;
+  if (warned_profile) return;
+  const std::string line = profile_mismatch_warning(what, profile, kind);
+  if (line.empty()) return;
   warned_profile = true;
-  const bool gpu_profile = profile == "nccl" || profile == "cuda";
-  std::fprintf(stderr,
-               "artune: warning: %.*s was priced with the %.*s cost profile (%s) but this communicator runs on "
-               "the %.*s backend; its picks may not be the fastest here (tune with --profile %.*s)\n",
-               static_cast<int>(what.size()), what.data(), static_cast<int>(profile.size()), profile.data(),
-               gpu_profile ? "GPUs" : "host threads", static_cast<int>(to_string(kind).size()),
-               to_string(kind).data(), static_cast<int>(to_string(profile_for(kind)).size()),
-               to_string(profile_for(kind)).data());
+  std::fprintf(stderr, "artune: warning: %s\n", line.c_str());
 }
 
 std::string Communicator::Group::runs_as(const Plan& plan) const {
@@ -388,6 +384,10 @@ Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
 Plan Communicator::Group::build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify) {
   const Tuning& t = tuning(c);
   if (!t.table) {
+    // A label with parameters ("xring perm=0,3,2,1"), as tables and dump_cache() print them, or a plain spec.
+    if (options.spec.find(' ') != std::string::npos) {
+      return build_candidate(topo, parse_candidate_label(options.spec, parameter("spec")), count, op, verify);
+    }
     BuildOptions b;
     b.count = count;
     b.reduce_op = op;
