@@ -74,14 +74,14 @@ typedef struct {
   const char* spec;      /**< one plan spec for every size; NULL = from the table */
   double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
   size_t cache_capacity; /**< compiled plans kept (LRU) */
-  uint64_t pad_limit;    /**< mpi/cuda/nccl all-reduces up to this many bytes run padded to their bucket (CommOptions) */
+  uint64_t pad_limit; /**< mpi/cuda/nccl all-reduces up to this many bytes run padded to their bucket (CommOptions) */
   const char* allgather_table;     /**< `autotune --collective allgather` table; NULL = tune in memory */
   const char* reducescatter_table; /**< `autotune --collective reducescatter` table; NULL = tune in memory */
   /* Added in 0.1 with issue 29 (an earlier struct_size defaults them). */
-  const char* profile;       /**< cost profile of in-memory tuning ("cpu", "mpi", "cuda", "nccl"); NULL = the backend's */
-  const char* calibration;   /**< `artune calibrate` overlay for in-memory tuning; NULL = the profile's defaults */
+  const char* profile;     /**< cost profile of in-memory tuning ("cpu", "mpi", "cuda", "nccl"); NULL = the backend's */
+  const char* calibration; /**< `artune calibrate` overlay for in-memory tuning; NULL = the profile's defaults */
   const uint64_t* tune_sizes; /**< sizes in bytes tuned in memory (and a spec's buckets); NULL = 4 B to 256 MiB, x2 */
-  size_t tune_sizes_count;   /**< entries of tune_sizes */
+  size_t tune_sizes_count;    /**< entries of tune_sizes */
 } artune_options_t;
 
 /** A call in flight (artune_allreduce_async …); finish it with artune_request_wait, then free it. */

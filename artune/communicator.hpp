@@ -92,16 +92,16 @@ struct CommOptions {
 /// One compiled plan as the cache holds it (for logs and dumps).
 struct PlanInfo {
   Collective collective = Collective::kAllReduce;  ///< what it computes
-  std::string label;               ///< the plan's spec text with its parameters ("xring#2 seg=4")
-  int bucket = -1;                 ///< index of its size bucket (size_buckets())
-  std::uint64_t bucket_bytes = 0;  ///< the bucket's size
-  int range = -1;                  ///< index of the table's size range holding the bucket (-1: a fixed spec)
-  std::uint64_t min_bytes = 0;     ///< the range's smallest tuned size (0 for a fixed spec)
-  std::uint64_t max_bytes = 0;     ///< the range's largest tuned size (0 for a fixed spec)
-  std::int64_t count = 0;          ///< elements per rank it runs now (all-gather, reduce-scatter: all blocks)
+  std::string label;                               ///< the plan's spec text with its parameters ("xring#2 seg=4")
+  int bucket = -1;                                 ///< index of its size bucket (size_buckets())
+  std::uint64_t bucket_bytes = 0;                  ///< the bucket's size
+  int range = -1;               ///< index of the table's size range holding the bucket (-1: a fixed spec)
+  std::uint64_t min_bytes = 0;  ///< the range's smallest tuned size (0 for a fixed spec)
+  std::uint64_t max_bytes = 0;  ///< the range's largest tuned size (0 for a fixed spec)
+  std::int64_t count = 0;       ///< elements per rank it runs now (all-gather, reduce-scatter: all blocks)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int devices = 0;          ///< plan devices (ranks + helpers)
+  int devices = 0;  ///< plan devices (ranks + helpers)
   /// What the plan's library (group) ops run as on this backend, "" when it has none. A `nccl` plan (or a hybrid's
   /// `nccl` part) is NCCL only on the nccl backend: on cpu it is artune's shared-memory group op on the workers
   /// ("cpu group op"), on mpi the MPI collective ("MPI_Iallreduce" …), on cuda artune's peer copies and

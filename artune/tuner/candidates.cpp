@@ -92,8 +92,8 @@ Candidate parse_candidate_label(std::string_view label, std::string_view what) {
         at = comma + 1;
       }
     } else {
-      throw InvalidInput(fmt::format("{} '{}': '{}' is not perm=, gather= or seg= (the parameters of a plan label)",
-                                     what, label, w));
+      throw InvalidInput(
+          fmt::format("{} '{}': '{}' is not perm=, gather= or seg= (the parameters of a plan label)", what, label, w));
     }
   }
   return c;

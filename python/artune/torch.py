@@ -20,12 +20,10 @@ torch.distributed backend (PyTorch 1.13 or later: a ProcessGroup written in Pyth
 all_reduce, all_gather_into_tensor (_all_gather_base) and reduce_scatter_tensor (_reduce_scatter_base) run on
 artune; every other call (broadcast, barrier, the list forms of all_gather and reduce_scatter, send/recv,
 gather, scatter, all_to_all, reduce) is delegated to a gloo group over the same store (CPU tensors) or an NCCL
-group (CUDA tensors), so DDP and ZeroRedundancyOptimizer run on it unchanged. The backend runs under mpirun:
+group (CUDA tensors), so DDP's set-up (broadcast, list all-gather) runs unchanged. The backend runs under mpirun:
 artune's mpi backend (CPU) and nccl backend (CUDA) bootstrap over MPI_COMM_WORLD, whose ranks must be
 torch.distributed's; subgroups smaller than the world are refused.
 """
-
-import datetime
 
 import torch
 import torch.distributed as dist
@@ -53,12 +51,15 @@ def _version_tuple(text):
 
 def backend_supported():
     """Whether this PyTorch takes a torch.distributed backend written in Python: 1.13 and later have
-    Backend.register_backend and a ProcessGroup that C++ callers (DDP's reducer) reach in Python."""
-    return (
-        dist.is_available()
-        and hasattr(dist.Backend, "register_backend")
-        and _version_tuple(torch.__version__) >= (1, 13)
-    )
+    Backend.register_backend, a ProcessGroup that C++ callers (DDP's reducer) reach in Python, and Works made
+    from futures."""
+    if not (dist.is_available() and hasattr(dist.Backend, "register_backend")):
+        return False
+    try:
+        from torch._C._distributed_c10d import _create_work_from_future  # noqa: F401 - 1.13 and later
+    except ImportError:
+        return False
+    return _version_tuple(torch.__version__) >= (1, 13)
 
 
 def _communicator_of(state, what):
@@ -121,49 +122,24 @@ def _op_name(op, what):
 
 if backend_supported():
 
-    class _Work(dist.distributed_c10d.Work):
-        """torch.distributed's handle on an artune call: wait(), is_completed(), get_future()."""
+    from torch._C._distributed_c10d import _create_work_from_future
 
-        def __init__(self, work, result):
-            super().__init__()
-            self._work = work
-            self._result = result
-            self._future = torch.futures.Future()
-            work.add_done_callback(self._done)
+    def _work_of(work, result):
+        """torch.distributed's Work for an artune call in flight: a C++ Work around a torch future that the call
+        completes (with `result`, or its error). A C++ Work, not a Python subclass: DDP's reducer keeps only the C++
+        side of what allreduce returns, and asks it for its future after the Python object may be gone."""
+        future = torch.futures.Future()
 
-        def _done(self, work):
+        def done(w):
             try:
-                work.wait()
+                w.wait()
             except Exception as error:  # noqa: BLE001 - handed to the waiter through the future
-                self._future.set_exception(error)
+                future.set_exception(error)
             else:
-                self._future.set_result(self._result)
+                future.set_result(result)
 
-        def wait(self, timeout=None):
-            if timeout is None or (isinstance(timeout, datetime.timedelta) and timeout.total_seconds() <= 0):
-                self._work.wait()
-            else:
-                seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
-                self._work.wait(timeout=seconds)
-            return True
-
-        def is_completed(self):
-            return self._work.is_completed()
-
-        def is_success(self):
-            if not self._work.is_completed():
-                return False
-            try:
-                self._work.wait()
-            except Exception:  # noqa: BLE001 - the question is only whether it failed
-                return False
-            return True
-
-        def get_future(self):
-            return self._future
-
-        def result(self):
-            return self._result
+        work.add_done_callback(done)
+        return _create_work_from_future(future)
 
     class ProcessGroupArtune(dist.ProcessGroup):
         """torch.distributed's process group on artune: all_reduce, all_gather_into_tensor and
@@ -188,6 +164,11 @@ if backend_supported():
 
         def getBackendName(self):  # noqa: N802 - PyTorch's name
             return BACKEND_NAME
+
+        def communicator(self, device="cpu"):
+            """The artune communicator that runs this group's calls on `device` ("cpu": the mpi backend, "cuda":
+            the nccl backend): last_plan(), dump_cache() and profile say what it ran."""
+            return self._communicator("nccl") if str(device).startswith("cuda") else self._host
 
         def _communicator(self, backend):
             comm = self._comms.get(backend)
@@ -217,7 +198,7 @@ if backend_supported():
             kwargs["async_op"] = True
             if tensor.is_cuda:
                 kwargs["stream"] = torch.cuda.current_stream(tensor.device).cuda_stream
-            return _Work(getattr(self._comm_for(tensor), call)(tensor, *args, **kwargs), result)
+            return _work_of(getattr(self._comm_for(tensor), call)(tensor, *args, **kwargs), result)
 
         @staticmethod
         def _one(tensors, what):

@@ -142,8 +142,8 @@ Buffer from_dlpack(py::handle obj, const std::string& call, const std::string& p
   }
   b.cuda = device_type == kDeviceCuda || device_type == kDeviceCudaManaged;
   if (!b.cuda && device_type != kDeviceCpu && device_type != kDeviceCudaHost) {
-    bad(call, param, "is on DLPack device type " + std::to_string(device_type) +
-                         ", not host memory (1, 3) or CUDA (2, 13)");
+    bad(call, param,
+        "is on DLPack device type " + std::to_string(device_type) + ", not host memory (1, 3) or CUDA (2, 13)");
   }
   py::object capsule;
   try {
@@ -228,7 +228,8 @@ Buffer from_cuda_array_interface(py::handle obj, const std::string& call, const 
   if (cai.contains("strides") && !cai["strides"].is_none()) {
     const std::size_t elem = artune::element_size(b.type);
     std::vector<std::int64_t> strides;
-    for (auto s : cai["strides"].cast<py::tuple>()) strides.push_back(s.cast<std::int64_t>() / static_cast<std::int64_t>(elem));
+    for (auto s : cai["strides"].cast<py::tuple>())
+      strides.push_back(s.cast<std::int64_t>() / static_cast<std::int64_t>(elem));
     if (!c_contiguous(static_cast<int>(extents.size()), extents.data(), strides.data())) {
       bad(call, param, "must be C-contiguous");
     }
@@ -259,8 +260,9 @@ Buffer acquire(py::handle obj, const std::string& call, const std::string& param
     b = from_dlpack(obj, call, param, stream);
 #else
     if (!py::hasattr(obj, "__array_interface__") && !PyObject_CheckBuffer(obj.ptr())) {
-      bad(call, param, "(a " + type_name(obj) +
-                           ") needs DLPack, which this build of artune lacks (rebuild with Debian's libdlpack-dev)");
+      bad(call, param,
+          "(a " + type_name(obj) +
+              ") needs DLPack, which this build of artune lacks (rebuild with Debian's libdlpack-dev)");
     }
     b = from_numpy(py::module_::import("numpy").attr("asarray")(obj), call, param);
 #endif
@@ -270,9 +272,10 @@ Buffer acquire(py::handle obj, const std::string& call, const std::string& param
     // A view of the caller's memory (numpy does not copy what exposes these interfaces).
     b = from_numpy(py::module_::import("numpy").attr("asarray")(obj), call, param);
   } else {
-    bad(call, param, "is a " + type_name(obj) +
-                         ", not an array (a numpy array, a torch tensor, an object with __dlpack__, "
-                         "__cuda_array_interface__ or __array_interface__); a result could not land in it");
+    bad(call, param,
+        "is a " + type_name(obj) +
+            ", not an array (a numpy array, a torch tensor, an object with __dlpack__, "
+            "__cuda_array_interface__ or __array_interface__); a result could not land in it");
   }
   b.object = py::reinterpret_borrow<py::object>(obj);
   return b;
@@ -285,8 +288,9 @@ void check_place(const artune::Communicator& c, const Buffer& b, const std::stri
   const bool gpu = c.backend() == artune::BackendKind::kCuda || c.backend() == artune::BackendKind::kNccl;
   const std::string backend(artune::to_string(c.backend()));
   if (b.cuda && !gpu) {
-    bad(call, param, "is in CUDA memory (" + b.where() + ") but this communicator runs on the " + backend +
-                         " backend, which reads host memory: move it to the host or use backend=\"nccl\"");
+    bad(call, param,
+        "is in CUDA memory (" + b.where() + ") but this communicator runs on the " + backend +
+            " backend, which reads host memory: move it to the host or use backend=\"nccl\"");
   }
   if (!b.cuda && gpu && b.count > 0) {
     bad(call, param, "is in host memory but the " + backend + " backend needs device memory (a CUDA tensor)");
@@ -302,8 +306,9 @@ void check_writable(const Buffer& b, const std::string& call, const std::string&
 
 void check_same(const Buffer& out, const Buffer& in, std::int64_t count, const std::string& call) {
   if (out.type != in.type || out.count != count) {
-    bad(call, "out", "must hold " + in.dtype + " x " + std::to_string(count) + " (from parameter array " +
-                         in.shape() + "), not " + out.shape());
+    bad(call, "out",
+        "must hold " + in.dtype + " x " + std::to_string(count) + " (from parameter array " + in.shape() + "), not " +
+            out.shape());
   }
   if (out.cuda != in.cuda || (out.cuda && out.device != in.device)) {
     bad(call, "out", "is in " + out.where() + " but parameter array in " + in.where());
@@ -336,8 +341,9 @@ Buffer new_result(const Buffer& like, std::int64_t n, const std::string& call) {
   } else if (!like.cuda && !numpy_name(like.type).empty()) {
     made = py::module_::import("numpy").attr("empty")(n, numpy_name(like.type));
   } else {
-    bad(call, "out", "is needed for a " + type_name(like.object) + " of " + like.dtype +
-                         " (artune makes numpy results in host memory and torch results like the input)");
+    bad(call, "out",
+        "is needed for a " + type_name(like.object) + " of " + like.dtype +
+            " (artune makes numpy results in host memory and torch results like the input)");
   }
   return acquire(made, call, "out", std::nullopt);
 }
@@ -433,8 +439,8 @@ void order_after_producer(const Buffer& b, void* stream, const std::string& call
 #endif
 }
 
-py::object allreduce(artune::Communicator& c, py::handle array, const std::string& op, py::handle out,
-                     bool async_op, py::handle stream_arg) {
+py::object allreduce(artune::Communicator& c, py::handle array, const std::string& op, py::handle out, bool async_op,
+                     py::handle stream_arg) {
   const std::string call = "allreduce";
   const auto stream = stream_handle(stream_arg);
   const auto reduce = op_of(op);
@@ -453,15 +459,15 @@ py::object allreduce(artune::Communicator& c, py::handle array, const std::strin
     order_after_producer(in, s, call);
     order_after_producer(target, s, call);
   }
-  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call, [&](bool async) {
-    if (async) return c.allreduce_async(in.data, target.data, in.count, in.type, reduce, s);
-    c.allreduce(in.data, target.data, in.count, in.type, reduce, s);
-    return artune::Request();
-  });
+  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
+                     [&](bool async) {
+                       if (async) return c.allreduce_async(in.data, target.data, in.count, in.type, reduce, s);
+                       c.allreduce(in.data, target.data, in.count, in.type, reduce, s);
+                       return artune::Request();
+                     });
 }
 
-py::object allgather(artune::Communicator& c, py::handle array, py::handle out, bool async_op,
-                     py::handle stream_arg) {
+py::object allgather(artune::Communicator& c, py::handle array, py::handle out, bool async_op, py::handle stream_arg) {
   const std::string call = "allgather";
   const auto stream = stream_handle(stream_arg);
   Buffer in = acquire(array, call, "array", stream);
@@ -475,11 +481,12 @@ py::object allgather(artune::Communicator& c, py::handle array, py::handle out, 
     order_after_producer(in, s, call);
     order_after_producer(target, s, call);
   }
-  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call, [&](bool async) {
-    if (async) return c.allgather_async(in.data, target.data, in.count, in.type, s);
-    c.allgather(in.data, target.data, in.count, in.type, s);
-    return artune::Request();
-  });
+  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
+                     [&](bool async) {
+                       if (async) return c.allgather_async(in.data, target.data, in.count, in.type, s);
+                       c.allgather(in.data, target.data, in.count, in.type, s);
+                       return artune::Request();
+                     });
 }
 
 py::object reducescatter(artune::Communicator& c, py::handle array, const std::string& op, py::handle out,
@@ -490,8 +497,9 @@ py::object reducescatter(artune::Communicator& c, py::handle array, const std::s
   Buffer in = acquire(array, call, "array", stream);
   check_place(c, in, call, "array", stream.has_value());
   if (in.count % c.size() != 0) {
-    bad(call, "array", "has " + std::to_string(in.count) + " elements, not a multiple of the group's " +
-                           std::to_string(c.size()) + " ranks");
+    bad(call, "array",
+        "has " + std::to_string(in.count) + " elements, not a multiple of the group's " + std::to_string(c.size()) +
+            " ranks");
   }
   const std::int64_t count = in.count / c.size();
   Buffer target = out.is_none() ? new_result(in, count, call) : acquire(out, call, "out", stream);
@@ -502,11 +510,12 @@ py::object reducescatter(artune::Communicator& c, py::handle array, const std::s
     order_after_producer(in, s, call);
     order_after_producer(target, s, call);
   }
-  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call, [&](bool async) {
-    if (async) return c.reducescatter_async(in.data, target.data, count, in.type, reduce, s);
-    c.reducescatter(in.data, target.data, count, in.type, reduce, s);
-    return artune::Request();
-  });
+  return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
+                     [&](bool async) {
+                       if (async) return c.reducescatter_async(in.data, target.data, count, in.type, reduce, s);
+                       c.reducescatter(in.data, target.data, count, in.type, reduce, s);
+                       return artune::Request();
+                     });
 }
 
 }  // namespace
@@ -559,8 +568,9 @@ PYBIND11_MODULE(_artune, m) {
           "Blocks until the call has finished and returns its result (the array or tensor it wrote); raises its "
           "error (artune.Timeout when a rank never joined within the communicator's timeout, or when `timeout` "
           "seconds pass first; the call then goes on)")
-      .def("is_completed", [](const Work& w) { return w.request.done(); },
-           "Whether the call has finished (wait() then returns at once)")
+      .def(
+          "is_completed", [](const Work& w) { return w.request.done(); },
+          "Whether the call has finished (wait() then returns at once)")
       .def(
           "add_done_callback",
           [](py::object self, py::function fn) {
@@ -638,7 +648,8 @@ PYBIND11_MODULE(_artune, m) {
            "torch tensor: this rank's block reduced over the group; the input is left alone")
       .def_property_readonly("rank", &artune::Communicator::rank)
       .def_property_readonly("size", &artune::Communicator::size)
-      .def_property_readonly("backend", [](const artune::Communicator& c) { return std::string(to_string(c.backend())); })
+      .def_property_readonly("backend",
+                             [](const artune::Communicator& c) { return std::string(to_string(c.backend())); })
       .def_property_readonly("profile", &artune::Communicator::profile,
                              "The cost-model profile the all-reduce plans were priced with ('' for a fixed spec)")
       .def(
@@ -659,8 +670,8 @@ PYBIND11_MODULE(_artune, m) {
          const std::string& calibration, const std::optional<std::vector<std::int64_t>>& tune_sizes) {
         return artune::Communicator::create_local(
             artune::parse_backend_kind(backend, "parameter backend"),
-            options_of(topology, table, spec, timeout, cache, pad_limit, allgather_table, reducescatter_table,
-                       profile, calibration, tune_sizes),
+            options_of(topology, table, spec, timeout, cache, pad_limit, allgather_table, reducescatter_table, profile,
+                       calibration, tune_sizes),
             ranks);
       },
       py::arg("ranks"), py::arg("backend") = "cpu", py::arg("topology") = "", py::arg("table") = "",

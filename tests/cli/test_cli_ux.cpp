@@ -291,8 +291,8 @@ TEST_CASE("cli_ux.autotune_table_against_nccl") {
   REQUIRE_MESSAGE(r.status == 0, r.err);
   CHECK(r.out.find("nccl(us)  vs NCCL") != std::string::npos);
   CHECK(r.out.find("TF choose_the_best") == std::string::npos);
-  CHECK(r.out.find("=\n") != std::string::npos);                  // a range that is NCCL's choice
-  CHECK(r.out.find("kept by min-gain") != std::string::npos);     // NCCL kept where a plan beats it by little
+  CHECK(r.out.find("=\n") != std::string::npos);               // a range that is NCCL's choice
+  CHECK(r.out.find("kept by min-gain") != std::string::npos);  // NCCL kept where a plan beats it by little
   CHECK(r.out.find("# differs from NCCL's own choice in ") != std::string::npos);
   const CliResult tf = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q", "--tf"});
   REQUIRE(tf.status == 0);

@@ -49,6 +49,14 @@ if [ -n "$pymod" ]; then
   if /usr/bin/python3 -c "import torch" 2>/dev/null; then
     expect 'PYTHONPATH="$(dirname "$pkgdir")" /usr/bin/python3 -c "import artune.torch; artune.torch.allreduce_hook"' \
       "the staged artune.torch imports"
+    # The PyTorch example as a user runs it, from the staged package: DDP with the artune hook on 2 ranks.
+    if command -v mpirun >/dev/null; then
+      out=$(PYTHONPATH="$(dirname "$pkgdir")" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            timeout -s KILL 300 mpirun -np 2 --oversubscribe -x PYTHONPATH /usr/bin/python3 "$src/examples/torch_ddp.py" \
+            --steps 3 2>&1)
+      expect 'echo "$out" | grep -q "2 ranks, artune.torch.allreduce_hook, gradient plan .*; replicas identical: True"' \
+        "examples/torch_ddp.py: $out"
+    fi
   fi
 fi
 expect '[ "$(echo $(pkg-config --libs artune))" = "-L$libdir -lartune" ]' "a shared-library consumer needs only -lartune (got: $(pkg-config --libs artune))"

@@ -144,9 +144,10 @@ int main(void) {
   char text[256];
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
         "last plan");
-  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "allreduce rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
-        "dump cache");
+  check(
+      artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
+          strstr(text, "allreduce rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
+      "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
 
@@ -159,8 +160,7 @@ int main(void) {
     }
     for (int r = 0; r < RANKS; ++r) pthread_join(threads[r], NULL);
   }
-  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "reducescatter ") == text,
+  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strstr(text, "reducescatter ") == text,
         "dump cache after reducescatter");
 
   {

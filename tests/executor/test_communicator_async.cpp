@@ -145,18 +145,17 @@ TEST_CASE("communicator_async.bad_input_throws_at_submission") {
   auto comms = Communicator::create_local(BackendKind::kCpu, spec_options("uniform:1", "xring"), 1);
   std::vector<float> a(8, 1.0f);
   using artune_test::error_of;
-  CHECK(error_of([&] {
-          (void)comms[0].allreduce_async(a.data(), a.data(), -1, DataType::kFloat32, ReduceOp::kSum);
-        }) == "allreduce: count -1 is negative");
+  CHECK(error_of([&] { (void)comms[0].allreduce_async(a.data(), a.data(), -1, DataType::kFloat32, ReduceOp::kSum); }) ==
+        "allreduce: count -1 is negative");
   CHECK(error_of([&] {
           (void)comms[0].allreduce_async(a.data(), a.data() + 2, 4, DataType::kFloat32, ReduceOp::kSum);
         }) == "allreduce: send and recv overlap without being the same buffer");
-  CHECK(error_of([&] { (void)comms[0].reducescatter_async(a.data(), a.data() + 1, 4, DataType::kFloat32, ReduceOp::kSum); }) ==
-        "reducescatter: recv overlaps send without being this rank's block of it");
-  int fake_stream = 0;
   CHECK(error_of([&] {
-          (void)comms[0].allgather_async(a.data(), a.data(), 4, DataType::kFloat32, &fake_stream);
-        }) == "allgather: a stream is for the cuda and nccl backends");
+          (void)comms[0].reducescatter_async(a.data(), a.data() + 1, 4, DataType::kFloat32, ReduceOp::kSum);
+        }) == "reducescatter: recv overlaps send without being this rank's block of it");
+  int fake_stream = 0;
+  CHECK(error_of([&] { (void)comms[0].allgather_async(a.data(), a.data(), 4, DataType::kFloat32, &fake_stream); }) ==
+        "allgather: a stream is for the cuda and nccl backends");
 }
 
 TEST_CASE("communicator_async.a_dropped_communicator_finishes_its_call") {
@@ -185,8 +184,8 @@ TEST_CASE("communicator_options.the_cost_profile_follows_the_backend") {
   CHECK(Communicator::create_local(BackendKind::kCpu, o, 2)[0].profile() == "nccl");
   CHECK(Communicator::create_local(BackendKind::kCpu, spec_options("uniform:2", "xring"), 2)[0].profile().empty());
   o.profile = "gpu";
-  CHECK_THROWS_WITH_AS(Communicator::create_local(BackendKind::kCpu, o, 2),
-                       doctest::Contains("parameter profile"), InvalidInput);
+  CHECK_THROWS_WITH_AS(Communicator::create_local(BackendKind::kCpu, o, 2), doctest::Contains("parameter profile"),
+                       InvalidInput);
 
   artune_test::ScratchDir dir("artune-comm-profile");
   const std::string overlay = (dir.path() / "mpi-calibration.json").string();
@@ -194,7 +193,8 @@ TEST_CASE("communicator_options.the_cost_profile_follows_the_backend") {
   o.profile = "";
   o.calibration = overlay;
   // An mpi calibration on the cpu backend: used (its profile), with one warning line.
-  std::string warned = stderr_of([&] { CHECK(Communicator::create_local(BackendKind::kCpu, o, 2)[0].profile() == "mpi"); });
+  std::string warned =
+      stderr_of([&] { CHECK(Communicator::create_local(BackendKind::kCpu, o, 2)[0].profile() == "mpi"); });
   CHECK(warned == "artune: warning: the calibration " + overlay +
                       " was priced with the mpi cost profile (host threads), not the cpu backend's (host threads): its "
                       "picks may not be the fastest here (tune for it: artune autotune --profile cpu, or --measure "

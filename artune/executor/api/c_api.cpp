@@ -65,9 +65,10 @@ artune::CommOptions to_options(const artune_options_t* o) {
   // An earlier header's options end at reducescatter_table: the fields after it take their defaults.
   constexpr std::size_t kFirstVersionSize = offsetof(artune_options_t, profile);
   if (o->struct_size < kFirstVersionSize || o->struct_size > kMaxOptionsSize) {
-    throw artune::InvalidInput(fmt::format("options->struct_size is {}, expected at least {}: initialise the options "
-                                           "with artune_options_init",
-                                           o->struct_size, kFirstVersionSize));
+    throw artune::InvalidInput(
+        fmt::format("options->struct_size is {}, expected at least {}: initialise the options "
+                    "with artune_options_init",
+                    o->struct_size, kFirstVersionSize));
   }
   if (o->topology != nullptr) out.topology = o->topology;
   if (o->table != nullptr) out.table = o->table;
@@ -206,7 +207,6 @@ artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void*
     comm->comm.reducescatter(send, recv, count_per_rank, type, reduce, stream);
   });
 }
-
 
 artune_result_t artune_allreduce_async(artune_comm_t comm, const void* send, void* recv, int64_t count,
                                        artune_dtype_t dtype, artune_op_t op, void* stream, artune_request_t* request) {

@@ -258,10 +258,9 @@ Request Communicator::Group::submit(int rank, void* stream, const void* buffer, 
   cudaGetDevice(&previous);
   state->device = attr.device >= 0 ? attr.device : previous;
   cudaSetDevice(state->device);
-  const bool ok = cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&state->event), cudaEventDisableTiming) ==
-                      cudaSuccess &&
-                  cudaEventRecord(static_cast<cudaEvent_t>(state->event), static_cast<cudaStream_t>(stream)) ==
-                      cudaSuccess;
+  const bool ok =
+      cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&state->event), cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventRecord(static_cast<cudaEvent_t>(state->event), static_cast<cudaStream_t>(stream)) == cudaSuccess;
   cudaSetDevice(previous);
   if (!ok) throw BackendFailure("communicator: cannot record the asynchronous call's event on the stream");
   queues[i]->push([state] {

@@ -152,9 +152,9 @@ struct Communicator::Group {
 #endif
   std::array<Tuning, 3> tunings;  // all-reduce, all-gather, reduce-scatter
   std::uint64_t pad_limit = 0;
-  std::uint64_t compiles = 0;   // plans compiled so far
-  std::uint64_t retargets = 0;  // re-targets done so far
-  std::vector<Pad> pads;        // per local rank
+  std::uint64_t compiles = 0;                      // plans compiled so far
+  std::uint64_t retargets = 0;                     // re-targets done so far
+  std::vector<Pad> pads;                           // per local rank
   std::vector<std::shared_ptr<CallQueue>> queues;  // per local rank, started at its first asynchronous call
 
   // The cache: most recently used first.

@@ -138,7 +138,8 @@ void Communicator::Group::check_call(std::string_view what, std::int64_t count, 
                                      void* stream) const {
   if (count < 0) throw InvalidInput(fmt::format("{}: count {} is negative", what, count));
   if (count > 0 && (send == nullptr || recv == nullptr)) throw InvalidInput(fmt::format("{}: null buffer", what));
-  if (!gpu() && stream != nullptr) throw InvalidInput(fmt::format("{}: a stream is for the cuda and nccl backends", what));
+  if (!gpu() && stream != nullptr)
+    throw InvalidInput(fmt::format("{}: a stream is for the cuda and nccl backends", what));
 #if !ARTUNE_HAVE_CUDA_BACKEND
   if (gpu()) throw Unsupported(fmt::format("{}: cuda is not built here", what));
 #endif
@@ -223,13 +224,12 @@ void Communicator::allreduce(const void* send, void* recv, std::int64_t count, D
   group_->run(rank_, allreduce_job(group_, rank_, send, recv, count, type, op, stream));
 }
 
-void Communicator::allgather(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
-                             void* stream) {
+void Communicator::allgather(const void* send, void* recv, std::int64_t count_per_rank, DataType type, void* stream) {
   group_->run(rank_, allgather_job(group_, rank_, send, recv, count_per_rank, type, stream));
 }
 
-void Communicator::reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
-                                 ReduceOp op, void* stream) {
+void Communicator::reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type, ReduceOp op,
+                                 void* stream) {
   group_->run(rank_, reducescatter_job(group_, rank_, send, recv, count_per_rank, type, op, stream));
 }
 
