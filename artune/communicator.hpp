@@ -114,7 +114,8 @@ struct PlanInfo {
 ///
 /// cpu and mpi: the call runs on the rank's own progress thread, in the order this rank submitted its calls
 /// (synchronous calls made meanwhile queue behind them); its buffers must stay valid and untouched until it has
-/// finished. cuda and nccl: the call is queued on the caller's stream before *_async returns, as the
+/// finished. mpi: MPI must be initialised with MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED when nothing else
+/// calls MPI while a request is in flight), else the *_async call throws InvalidInput. cuda and nccl: the call is queued on the caller's stream before *_async returns, as the
 /// synchronous call is; the request finishes when the stream has run it.
 class Request {
  public:
@@ -128,7 +129,7 @@ class Request {
   bool done() const noexcept;
   /// Runs `fn` once the call has finished, with its error (null on success): on the thread that finishes the
   /// call, or on this thread at once when it has finished already. `fn` must not throw and must not wait for
-  /// a later call of the same rank.
+  /// a later asynchronous call of the same rank (a synchronous call made in `fn` runs at once, on that thread).
   void on_done(std::function<void(std::exception_ptr)> fn);
 
   struct State;  ///< internal

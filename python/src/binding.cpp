@@ -348,12 +348,20 @@ Buffer new_result(const Buffer& like, std::int64_t n, const std::string& call) {
   return acquire(made, call, "out", std::nullopt);
 }
 
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 // Keeps the Python objects of a call in flight alive until it has finished; released with the GIL held.
 struct Held {
   std::vector<py::object> objects;
   ~Held() {
     if (objects.empty()) return;
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+    if (!Py_IsInitialized() || finalizing()) {
       for (auto& o : objects) o.release();  // the interpreter is gone or going: leave them
       return;
     }
@@ -579,7 +587,7 @@ PYBIND11_MODULE(_artune, m) {
             held->objects.push_back(fn);
             held->objects.push_back(self);
             w.request.on_done([held](std::exception_ptr) mutable {
-              if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+              if (!Py_IsInitialized() || finalizing()) return;
               {
                 py::gil_scoped_acquire gil;
                 try {
@@ -609,7 +617,10 @@ PYBIND11_MODULE(_artune, m) {
                int initialized = 0;
                MPI_Initialized(&initialized);
                if (!initialized) {
-                 MPI_Init(nullptr, nullptr);
+                 // MPI_THREAD_MULTIPLE: asynchronous calls run MPI on each communicator's progress thread while
+                 // other communicators (or the caller) use it too.
+                 int provided = 0;
+                 MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
                  // Finalised when the interpreter exits; communicators that outlive it skip their MPI frees.
                  py::module_::import("atexit").attr("register")(py::cpp_function([] {
                    int finalized = 0;

@@ -222,8 +222,9 @@ Communicator::Group::~Group() {
 void Communicator::Group::run(int rank, const std::function<void()>& job) {
   const std::size_t i = local == 1 ? 0 : static_cast<std::size_t>(rank);
   const std::shared_ptr<CallQueue>& q = queues[i];
-  // cuda/nccl calls are queued on their streams at once, in call order, whatever is in flight.
-  if (gpu() || !q || q->idle()) {
+  // cuda/nccl calls are queued on their streams at once, in call order, whatever is in flight. A call made on the
+  // progress thread itself (from an on_done callback) runs there and then: queueing it would wait for itself.
+  if (gpu() || !q || q->idle() || q->thread.get_id() == std::this_thread::get_id()) {
     job();
     return;
   }
@@ -234,6 +235,18 @@ void Communicator::Group::run(int rank, const std::function<void()>& job) {
 Request Communicator::Group::submit(int rank, void* stream, const void* buffer, std::function<void()> job) {
   auto state = std::make_shared<Request::State>();
   const std::size_t i = local == 1 ? 0 : static_cast<std::size_t>(rank);
+#if ARTUNE_HAVE_MPI
+  if (kind == BackendKind::kMpi) {
+    // The call runs MPI on the progress thread: MPI must allow calls from any thread.
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_SERIALIZED) {
+      throw InvalidInput(
+          "communicator: asynchronous calls on the mpi backend run MPI on a progress thread: initialise MPI with "
+          "MPI_Init_thread(MPI_THREAD_MULTIPLE) (MPI_THREAD_SERIALIZED when nothing else calls MPI meanwhile)");
+    }
+  }
+#endif
   if (!queues[i]) queues[i] = CallQueue::start();
   if (!gpu()) {
     queues[i]->push([state, job = std::move(job)] {
