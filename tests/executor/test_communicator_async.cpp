@@ -102,6 +102,41 @@ TEST_CASE("communicator_async.requests_run_in_call_order_with_synchronous_calls_
   Request().wait();
 }
 
+TEST_CASE("communicator_async.a_synchronous_call_in_on_done_runs_at_once") {
+  // Rank 0's second call is made from the first one's callback, on its progress thread (queued, it would wait for
+  // itself); rank 1 makes both synchronously.
+  CommOptions o = spec_options("uniform:2", "xring");
+  o.timeout_s = 20;
+  auto comms = Communicator::create_local(BackendKind::kCpu, o, 2);
+  std::vector<std::vector<float>> first(2, std::vector<float>(8, 1.0f)), second(2, std::vector<float>(8, 5.0f));
+  std::atomic<bool> nested_done{false};
+  std::exception_ptr nested_error;
+  require_no_errors(on_threads(comms, [&](int r) {
+    auto& comm = comms[static_cast<std::size_t>(r)];
+    const auto i = static_cast<std::size_t>(r);
+    if (r == 0) {
+      Request req = comm.allreduce_async(first[i].data(), first[i].data(), 8, DataType::kFloat32, ReduceOp::kSum);
+      req.on_done([&](std::exception_ptr) {
+        try {
+          comm.allreduce(second[i].data(), second[i].data(), 8, DataType::kFloat32, ReduceOp::kSum);
+        } catch (...) {
+          nested_error = std::current_exception();
+        }
+        nested_done = true;
+      });
+      req.wait();
+      while (!nested_done) std::this_thread::yield();
+    } else {
+      comm.allreduce(first[i].data(), first[i].data(), 8, DataType::kFloat32, ReduceOp::kSum);
+      comm.allreduce(second[i].data(), second[i].data(), 8, DataType::kFloat32, ReduceOp::kSum);
+    }
+  }));
+  CHECK_FALSE(nested_error);
+  CHECK(first[0][0] == 2.0f);
+  CHECK(second[0][7] == 10.0f);
+  CHECK(second[1][0] == 10.0f);
+}
+
 TEST_CASE("communicator_async.on_done_and_wait_see_a_missing_rank_as_a_timeout") {
   CommOptions o = spec_options("uniform:2", "xring");
   o.timeout_s = 0.3;

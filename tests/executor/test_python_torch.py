@@ -166,18 +166,43 @@ check(torch.equal(base, torch.arange(10, dtype=torch.float32)), "a one-rank sum 
 
 
 # CUDA memory on a host backend is refused before anything runs, and the call's stream reaches the DLPack
-# producer (1 = CUDA's legacy default stream when none is given). A stand-in for a CUDA tensor records it.
-class FakeCuda:
-    def __init__(self):
-        self.backing = torch.zeros(4)
-        self.streams = []
+# producer (none given: None, DLPack's "legacy default stream"). A stand-in for a CUDA tensor exports a DLPack
+# capsule made here with ctypes (device kDLCUDA 0, 4 float32) and records the stream it is asked for.
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
 
-    def __dlpack_device__(self):
-        return (2, 0)  # kDLCUDA, device 0
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+capsule_new = ctypes.pythonapi.PyCapsule_New
+capsule_new.restype = ctypes.py_object
+capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class FakeCuda:
+    name = b"dltensor"  # PyCapsule keeps the pointer: a class attribute lives as long as the capsules
+
+    def __init__(self):
+        self.shape = (ctypes.c_int64 * 1)(4)
+        self.managed = DLManagedTensor()
+        self.managed.dl_tensor = DLTensor(0x1000, DLDevice(2, 0), 1, DLDataType(2, 32, 1), self.shape, None, 0)
+        self.streams = []
 
     def __dlpack__(self, stream=None):
         self.streams.append(stream)
-        return self.backing.__dlpack__()
+        return capsule_new(ctypes.addressof(self.managed), FakeCuda.name, None)
 
 
 fake = FakeCuda()
@@ -188,7 +213,7 @@ for kwargs in ({}, {"stream": 1234}):
     except artune.InvalidUsage as e:
         check(str(e).startswith("allreduce: parameter array is in CUDA memory (cuda:0) but this communicator runs "
                                 "on the cpu backend"), str(e))
-check(fake.streams == [1, 1234], f"streams given to __dlpack__: {fake.streams}")
+check(fake.streams == [None, 1234], f"streams given to __dlpack__: {fake.streams}")
 
 
 class TorchLikeStream:
