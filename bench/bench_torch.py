@@ -2,13 +2,13 @@
 
   mpirun -np 4 python3 bench/bench_torch.py allreduce [ROUNDS]
       gradient all-reduce (float32 sum, in place) at 4 KiB, 256 KiB and 4 MiB: artune from a torch tensor, artune from
-      a numpy array, and gloo (torch.distributed.all_reduce), interleaved call by call within each round; medians of
-      the per-round means, and the ratios torch/numpy and artune/gloo.
+      a numpy array, and gloo (torch.distributed.all_reduce), a block of calls each per round in rotating order;
+      medians of the per-round means, and the ratios torch/numpy and artune/gloo.
   mpirun -np 4 python3 bench/bench_torch.py ddp [STEPS]
       one DistributedDataParallel training step (forward, backward with the gradients' all-reduce, SGD step) of a
-      4-layer MLP (2.1 M parameters, 8.4 MB of gradients in 25 MB buckets, PyTorch's default): gloo's default
-      reduction vs artune.torch.allreduce_hook vs the "artune" torch.distributed backend, steps interleaved; and
-      beside them the all-reduce of the same gradient buckets alone, through artune and through gloo.
+      4-layer MLP (2.1 M parameters, 8.4 MB of gradients, DDP's default buckets): gloo's default reduction vs
+      artune.torch.allreduce_hook vs the "artune" torch.distributed backend, one step of each in turn; and beside
+      them the gradients' all-reduce alone (one 8 MiB buffer), through artune and through gloo.
 
 The figures are rank 0's; the load average of the machine is printed before and after (it moves the figures more
 than anything else on a shared machine). Run with PYTHONPATH pointing at the package (the build tree's python/
@@ -68,20 +68,18 @@ def bench_allreduce(comm, rank, size, rounds):
             comm.allreduce(a)
             dist.all_reduce(g)
         per = {"torch": [], "numpy": [], "gloo": []}
-        for _ in range(rounds):
-            spent = {"torch": 0.0, "numpy": 0.0, "gloo": 0.0}
-            for _ in range(calls):
+        calls_of = {"torch": lambda: comm.allreduce(t), "numpy": lambda: comm.allreduce(a),
+                    "gloo": lambda: dist.all_reduce(g)}
+        order = ["torch", "numpy", "gloo"]
+        for k in range(rounds):
+            # One block of calls per way, the order rotated every round (gloo's threads stay busy a while after
+            # its calls: whatever follows them would pay for it).
+            for name in order[k % 3:] + order[:k % 3]:
+                fn = calls_of[name]
                 start = time.perf_counter()
-                comm.allreduce(t)
-                spent["torch"] += time.perf_counter() - start
-                start = time.perf_counter()
-                comm.allreduce(a)
-                spent["numpy"] += time.perf_counter() - start
-                start = time.perf_counter()
-                dist.all_reduce(g)
-                spent["gloo"] += time.perf_counter() - start
-            for k in per:
-                per[k].append(spent[k] / calls * 1e6)
+                for _ in range(calls):
+                    fn()
+                per[name].append((time.perf_counter() - start) / calls * 1e6)
         med = {k: statistics.median(v) for k, v in per.items()}
         say(rank, f"{nbytes:>8}   {med['torch']:>15.1f}  {med['numpy']:>17.1f}  {med['gloo']:>8.1f}   "
                   f"{med['torch'] / med['numpy']:>11.2f}  {med['torch'] / med['gloo']:>11.2f}  {comm.last_plan()}")
@@ -101,7 +99,7 @@ class MLP(torch.nn.Module):
 
 def bench_ddp(comm, rank, size, steps):
     params = sum(p.numel() for p in MLP().parameters())
-    say(rank, f"# DDP step, MLP of {params / 1e6:.1f} M parameters, batch 64 per rank, {size} ranks; {load()}")
+    say(rank, f"# DDP step, MLP of {params / 1e6:.1f} M parameters, batch 32 per rank, {size} ranks; {load()}")
     artune_group = dist.new_group(backend="artune") if artune.torch.backend_supported() else None
     runs = {}
     for mode in ("gloo", "hook", "backend"):
@@ -114,8 +112,8 @@ def bench_ddp(comm, rank, size, steps):
             ddp.register_comm_hook(comm, artune.torch.allreduce_hook)
         runs[mode] = (ddp, torch.optim.SGD(ddp.parameters(), lr=0.01))
     data = torch.Generator().manual_seed(rank)
-    x = torch.randn(64, 512, generator=data)
-    y = torch.randint(0, 10, (64,), generator=data)
+    x = torch.randn(32, 512, generator=data)
+    y = torch.randint(0, 10, (32,), generator=data)
 
     def step(mode):
         ddp, opt = runs[mode]
@@ -133,33 +131,23 @@ def bench_ddp(comm, rank, size, steps):
             start = time.perf_counter()
             step(mode)
             times[mode].append((time.perf_counter() - start) * 1e3)
-    # The all-reduce alone, on buffers of the gradient buckets' sizes (DDP's default 25 MB cap: the sizes below).
-    bucket_sizes = []
-    current = 0
-    for p in reversed(list(MLP().parameters())):
-        if current and (current + p.numel()) * 4 > 25 * 2**20:
-            bucket_sizes.append(current)
-            current = 0
-        current += p.numel()
-    bucket_sizes.append(current)
-    buffers = [torch.zeros(n) for n in bucket_sizes]
+    # The all-reduce alone: all the gradients as one buffer, averaged (what the hook does, bucket by bucket).
+    grads = torch.zeros(params)
     alone = {"artune": [], "gloo": []}
     for _ in range(steps):
         dist.barrier()
         start = time.perf_counter()
-        for b in buffers:
-            comm.allreduce(b, op="avg")
+        comm.allreduce(grads, op="avg")
         alone["artune"].append((time.perf_counter() - start) * 1e3)
         dist.barrier()
         start = time.perf_counter()
-        for b in buffers:
-            dist.all_reduce(b)
+        dist.all_reduce(grads)
         alone["gloo"].append((time.perf_counter() - start) * 1e3)
     med = {m: statistics.median(v) for m, v in times.items()}
     say(rank, "# mode      step (ms, median)   vs gloo")
     for mode, value in med.items():
         say(rank, f"{mode:<9}  {value:>17.2f}   {value / med['gloo']:>7.3f}")
-    say(rank, f"# the all-reduce alone of the {len(bucket_sizes)} bucket(s) ({sum(bucket_sizes) * 4 / 2**20:.1f} MiB): "
+    say(rank, f"# the gradients' all-reduce alone ({params * 4 / 2**20:.1f} MiB, one buffer): "
               f"artune {statistics.median(alone['artune']):.2f} ms ({comm.last_plan()}), "
               f"gloo {statistics.median(alone['gloo']):.2f} ms")
     say(rank, f"# after: {load()}")
