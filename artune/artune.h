@@ -66,17 +66,26 @@ typedef enum {
 typedef struct {
   /** sizeof(artune_options_t) as the caller was compiled (artune_options_init sets it). Later versions of the
       library may add fields at the end: they read only the fields this size covers and default the others, so a
-      program built against this header keeps working; a size below this version's is refused. */
+      program built against this header keeps working. A size from an earlier header (down to the one that
+      ends at reducescatter_table) defaults the fields it lacks; a smaller one is refused. */
   size_t struct_size;
   const char* topology;  /**< file, built-in name or generator; NULL = "uniform:<ranks>" */
   const char* table;     /**< decision table file; NULL = tune in memory (unless spec) */
   const char* spec;      /**< one plan spec for every size; NULL = from the table */
   double timeout_s;      /**< a peer silent this long ends the call with ARTUNE_ERR_TIMEOUT */
   size_t cache_capacity; /**< compiled plans kept (LRU) */
-  uint64_t pad_limit;    /**< mpi/cuda/nccl all-reduces up to this many bytes run padded to their bucket (CommOptions) */
+  uint64_t pad_limit; /**< mpi/cuda/nccl all-reduces up to this many bytes run padded to their bucket (CommOptions) */
   const char* allgather_table;     /**< `autotune --collective allgather` table; NULL = tune in memory */
   const char* reducescatter_table; /**< `autotune --collective reducescatter` table; NULL = tune in memory */
+  /* Added in 0.1 with issue 29 (an earlier struct_size defaults them). */
+  const char* profile;     /**< cost profile of in-memory tuning ("cpu", "mpi", "cuda", "nccl"); NULL = the backend's */
+  const char* calibration; /**< `artune calibrate` overlay for in-memory tuning; NULL = the profile's defaults */
+  const uint64_t* tune_sizes; /**< sizes in bytes tuned in memory (and a spec's buckets); NULL = 4 B to 256 MiB, x2 */
+  size_t tune_sizes_count;    /**< entries of tune_sizes */
 } artune_options_t;
+
+/** A call in flight (artune_allreduce_async …); finish it with artune_request_wait, then free it. */
+typedef struct artune_request* artune_request_t;
 
 /** Fills `options` with the defaults (no topology/table/spec, 60 s, 64 plans, pad limit 256 KiB). */
 void artune_options_init(artune_options_t* options);
@@ -103,6 +112,22 @@ artune_result_t artune_allgather(artune_comm_t comm, const void* send, void* rec
  * unspecified afterwards). */
 artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
                                      artune_dtype_t dtype, artune_op_t op, void* stream);
+/** Asynchronous forms of the three calls: the same arguments and checks (a bad argument fails here), the call
+ * itself finished by artune_request_wait. cpu/mpi: it runs on the rank's progress thread in call order, and
+ * its buffers must stay untouched until then; cuda/nccl: queued on `stream`, as the synchronous call. */
+artune_result_t artune_allreduce_async(artune_comm_t comm, const void* send, void* recv, int64_t count,
+                                       artune_dtype_t dtype, artune_op_t op, void* stream, artune_request_t* request);
+artune_result_t artune_allgather_async(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                       artune_dtype_t dtype, void* stream, artune_request_t* request);
+artune_result_t artune_reducescatter_async(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                           artune_dtype_t dtype, artune_op_t op, void* stream,
+                                           artune_request_t* request);
+/** Waits for the call to finish; returns its result (a peer that never joins ends it within timeout_s). */
+artune_result_t artune_request_wait(artune_request_t request);
+/** *done = 1 when the call has finished (artune_request_wait then returns at once), else 0; never blocks. */
+artune_result_t artune_request_test(artune_request_t request, int* done);
+/** Releases a request (NULL is ignored); a call still in flight goes on and finishes unobserved. */
+void artune_request_free(artune_request_t request);
 /** This handle's rank. */
 artune_result_t artune_comm_rank(artune_comm_t comm, int* rank);
 /** Ranks in the group. */

@@ -42,6 +42,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +61,9 @@ struct CommOptions {
   /// Decision table written by `artune autotune` for that topology; "" = tune in memory with the simulator
   /// (over `tune_sizes`) unless `spec` is set.
   std::string table;
-  /// One plan spec for every size ("xring", "rechd", "nccl/xring" …); takes precedence over `table`.
+  /// One plan spec for every size ("xring", "rechd", "nccl/xring" …), or a plan label as tables and dump_cache()
+  /// print it ("xring perm=0,3,2,1 seg=2": the ring order, gather devices and pipeline depth); takes precedence
+  /// over `table`.
   std::string spec;
   /// Decision tables of `artune autotune --collective allgather` / `reducescatter` for that topology; "" =
   /// tune that collective in memory (over `tune_sizes`) at its first call. (`spec` is for all-reduce only.)
@@ -68,6 +72,13 @@ struct CommOptions {
   /// Sizes in bytes tuned in memory when there is neither table nor spec, and the size buckets of a spec;
   /// empty = 4 B to 256 MiB, ×2.
   std::vector<std::uint64_t> tune_sizes;
+  /// Cost-model profile of in-memory tuning: "cpu", "mpi", "cuda" or "nccl"; "" = the backend's own (cpu and mpi
+  /// price plans for host threads, cuda and nccl for GPUs). A table or calibration of another profile than the
+  /// backend's is used as it is, with one warning line on stderr.
+  std::string profile;
+  /// Calibration overlay of `artune calibrate` (a JSON file) applied to that profile's model for in-memory
+  /// tuning; "" = the profile's defaults. Its own "profile" field, when present, must agree with `profile`.
+  std::string calibration;
   /// A peer that does not arrive or answer within this many seconds ends the call with a Timeout.
   double timeout_s = 60;
   /// Compiled plans kept; the least recently used one is dropped beyond this (at least 1).
@@ -81,17 +92,51 @@ struct CommOptions {
 /// One compiled plan as the cache holds it (for logs and dumps).
 struct PlanInfo {
   Collective collective = Collective::kAllReduce;  ///< what it computes
-  std::string label;               ///< the plan's spec text with its parameters ("xring#2 seg=4")
-  int bucket = -1;                 ///< index of its size bucket (size_buckets())
-  std::uint64_t bucket_bytes = 0;  ///< the bucket's size
-  int range = -1;                  ///< index of the table's size range holding the bucket (-1: a fixed spec)
-  std::uint64_t min_bytes = 0;     ///< the range's smallest tuned size (0 for a fixed spec)
-  std::uint64_t max_bytes = 0;     ///< the range's largest tuned size (0 for a fixed spec)
-  std::int64_t count = 0;          ///< elements per rank it runs now (all-gather, reduce-scatter: all blocks)
+  std::string label;                               ///< the plan's spec text with its parameters ("xring#2 seg=4")
+  int bucket = -1;                                 ///< index of its size bucket (size_buckets())
+  std::uint64_t bucket_bytes = 0;                  ///< the bucket's size
+  int range = -1;               ///< index of the table's size range holding the bucket (-1: a fixed spec)
+  std::uint64_t min_bytes = 0;  ///< the range's smallest tuned size (0 for a fixed spec)
+  std::uint64_t max_bytes = 0;  ///< the range's largest tuned size (0 for a fixed spec)
+  std::int64_t count = 0;       ///< elements per rank it runs now (all-gather, reduce-scatter: all blocks)
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int devices = 0;          ///< plan devices (ranks + helpers)
+  int devices = 0;  ///< plan devices (ranks + helpers)
+  /// What the plan's library (group) ops run as on this backend, "" when it has none. A `nccl` plan (or a hybrid's
+  /// `nccl` part) is NCCL only on the nccl backend: on cpu it is artune's shared-memory group op on the workers
+  /// ("cpu group op"), on mpi the MPI collective ("MPI_Iallreduce" …), on cuda artune's peer copies and
+  /// reduction kernels ("cuda kernels").
+  std::string runs_as;
   std::uint64_t calls = 0;  ///< allreduce calls that used it
+};
+
+/// A call in flight, returned by Communicator's *_async calls (a default-constructed one has finished).
+///
+/// cpu and mpi: the call runs on the rank's own progress thread, in the order this rank submitted its calls
+/// (synchronous calls made meanwhile queue behind them); its buffers must stay valid and untouched until it has
+/// finished. mpi: MPI must be initialised with MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED when nothing else
+/// calls MPI while a request is in flight), else the *_async call throws InvalidInput. cuda and nccl: the call is queued on the caller's stream before *_async returns, as the
+/// synchronous call is; the request finishes when the stream has run it.
+class Request {
+ public:
+  Request() = default;
+  /// Blocks until the call has finished; rethrows its error (artune::Error; after a BackendFailure or Timeout the
+  /// communicator is broken, as after a synchronous call). A rank that never joins ends it within timeout_s.
+  void wait();
+  /// Waits at most `seconds` (>= 0); true when the call has finished (its error rethrown), false otherwise.
+  bool wait_for(double seconds);
+  /// Whether the call has finished (successfully or not); never blocks.
+  bool done() const noexcept;
+  /// Runs `fn` once the call has finished, with its error (null on success): on the thread that finishes the
+  /// call, or on this thread at once when it has finished already. `fn` must not throw and must not wait for
+  /// a later asynchronous call of the same rank (a synchronous call made in `fn` runs at once, on that thread).
+  void on_done(std::function<void(std::exception_ptr)> fn);
+
+  struct State;  ///< internal
+  explicit Request(std::shared_ptr<State> state);
+
+ private:
+  std::shared_ptr<State> state_;
 };
 
 /// A rank's handle on a group that all-reduces caller buffers with tuned plans.
@@ -128,6 +173,15 @@ class Communicator {
   /// read only (copied into communicator scratch). Memory, streams and ordering as allreduce.
   void reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type, ReduceOp op,
                      void* stream = nullptr);
+  /// The asynchronous forms of the three calls: the same arguments, checks (bad input throws here, at once) and
+  /// results, finished when the returned Request says so (see Request). Every rank must make its calls,
+  /// synchronous and asynchronous together, in the same order.
+  Request allreduce_async(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
+                          void* stream = nullptr);
+  Request allgather_async(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
+                          void* stream = nullptr);
+  Request reducescatter_async(const void* send, void* recv, std::int64_t count_per_rank, DataType type, ReduceOp op,
+                              void* stream = nullptr);
   /// This communicator's rank.
   int rank() const noexcept;
   /// Ranks in the group.
@@ -136,10 +190,13 @@ class Communicator {
   BackendKind backend() const noexcept;
   /// The plan the last call of this rank used (its last piece's; empty label before the first call).
   PlanInfo last_plan() const;
+  /// The cost-model profile the plans were priced with ("cpu", "mpi", "cuda", "nccl"): the all-reduce table's,
+  /// else the in-memory tuning's; "" for a fixed spec.
+  std::string profile() const;
   /// The cached plans, most recently used first.
   std::vector<PlanInfo> cached_plans() const;
-  /// The cache as text, one line per plan ("label  range  bucket k (B)  count type op  devices  calls"), most
-  /// recent first.
+  /// The cache as text, one line per plan ("collective label [runs as X]  range  bucket k (B)  count type op
+  /// devices  calls"), most recent first; "runs as" where the plan has library ops (PlanInfo::runs_as).
   std::string dump_cache() const;
   /// Plans compiled since creation (cache misses), over the whole group.
   std::uint64_t compiled_plans() const;

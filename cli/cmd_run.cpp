@@ -25,6 +25,7 @@
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/runner.hpp"
 #include "artune/topology/io.hpp"
+#include "artune/tuner/calibration.hpp"
 #include "artune/tuner/decision_table.hpp"
 
 namespace artune::cli {
@@ -129,6 +130,7 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   // With --table and no -t, the table names its topology: built-in names and generators load by name, a file
   // by the absolute path autotune recorded; a discovered topology has no name to load, so -t is required then.
   std::vector<DecisionTable> tables;
+  std::string table_profile;  // the cost profile the table was priced with (its cost_model.profile)
   std::string topology_arg = f.topology;
   if (!f.table.empty()) {
     try {
@@ -215,6 +217,10 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
     } catch (const InvalidInput& e) {
       throw InvalidInput(fmt::format("--table: {}", e.what()));
     }
+    if (table.cost_model.is_object() && table.cost_model.contains("profile") &&
+        table.cost_model["profile"].is_string()) {
+      table_profile = table.cost_model["profile"].get<std::string>();
+    }
     make_plan = table_plan_factory(std::move(table), topo, element_size(config.type), config.op);
   }
 
@@ -224,6 +230,12 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   options.nccl_graph = f.graph;
   options.topology = &topo;
   backend = make_backend(kind, options);
+  // A table priced for another kind of executor (autotune's default profile is nccl's, GPUs) still runs, with one
+  // warning line (from the root rank only).
+  if (!table_profile.empty() && backend->is_root()) {
+    const std::string line = profile_mismatch_warning(fmt::format("--table {}", f.table), table_profile, kind);
+    if (!line.empty()) fmt::print(stderr, "artune: warning: {}\n", line);
+  }
 
   RunReport report;
   report.topology = topo.name().empty() ? topology_arg : topo.name();

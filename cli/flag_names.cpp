@@ -13,6 +13,7 @@ namespace {
 // of --sparse ROWS,WIDTH,DENSITY read as the flag's own messages do ("--sparse: DENSITY 2 is not in (0, 1]").
 constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNames.size()> kFlagOfParameter = {{
     {"backend", "--backend"},
+    {"calibration", "--calibration"},
     {"check", "-c/--check"},
     {"collective", "--collective"},
     {"count", "--count"},
@@ -31,6 +32,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, kParameterNa
     {"min_bytes", "-b/--minbytes"},
     {"op", "-o/--op"},
     {"participants", "--participants"},
+    {"profile", "--profile"},
     {"report_dir", "--report"},
     {"rows", "--sparse: ROWS"},
     {"segments", "--segments"},

@@ -12,7 +12,7 @@ packages=(
   libbenchmark-dev libeigen3-dev libhwloc-dev hwloc
   libopenmpi-dev openmpi-bin
   gnuplot-nox python3 patchelf
-  python3-dev python3-numpy python3-pybind11 pybind11-dev
+  python3-dev python3-numpy python3-pybind11 pybind11-dev libdlpack-dev python3-torch
 )
 
 case "${1:-}" in

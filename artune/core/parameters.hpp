@@ -17,12 +17,11 @@ namespace artune {
 inline constexpr std::string_view kParameterPhrase = "parameter ";
 
 /// Every parameter a library message may name, sorted.
-inline constexpr std::array<std::string_view, 29> kParameterNames = {
-    "backend",      "check",         "collective", "count",     "datatype",      "density",
-    "from_logs",    "gather",        "gpu_perm",   "gpus",      "gradient_list", "iterations",
-    "lower_target", "machine_index", "max_bytes",  "measure",   "min_bytes",     "op",
-    "participants", "report_dir",    "rows",       "segments",  "spec",          "step_factor",
-    "target",       "timeout_s",     "topology",   "warmup",    "width",
+inline constexpr std::array<std::string_view, 31> kParameterNames = {
+    "backend", "calibration", "check",  "collective",    "count",      "datatype",     "density",       "from_logs",
+    "gather",  "gpu_perm",    "gpus",   "gradient_list", "iterations", "lower_target", "machine_index", "max_bytes",
+    "measure", "min_bytes",   "op",     "participants",  "profile",    "report_dir",   "rows",          "segments",
+    "spec",    "step_factor", "target", "timeout_s",     "topology",   "warmup",       "width",
 };
 
 /// "parameter NAME"; NAME must be one of kParameterNames (a misspelt name is artune's bug: ARTUNE_CHECK).

@@ -170,6 +170,11 @@ struct CalibrationResult {
 /// The cost-model profile that models a backend.
 BackendProfile profile_for(BackendKind kind);
 
+/// The one-line warning for something priced with cost profile `profile` (`what`: "the table t.json") that runs on
+/// `backend`; "" when the profile is the backend's own (or empty). Used by `artune run --table` and the
+/// Communicator, once each.
+std::string profile_mismatch_warning(std::string_view what, std::string_view profile, BackendKind backend);
+
 /// Builds the overlay from fits: host backends (cpu, mpi) with a host fit get its HostModel ("host") and
 /// one thread's rates (transfer cap and copy rate: its memcpy; reduce rate: its reduce kernel), efficiency 1;
 /// without one, a per-transfer cap from the concurrent copy bandwidth and the reduce rate that makes a reducing

@@ -26,6 +26,16 @@ BackendProfile profile_for(BackendKind kind) {
   return BackendProfile::kCpu;
 }
 
+std::string profile_mismatch_warning(std::string_view what, std::string_view profile, BackendKind backend) {
+  const std::string_view own = to_string(profile_for(backend));
+  if (profile.empty() || profile == own) return "";
+  const auto kind_of = [](std::string_view p) { return p == "nccl" || p == "cuda" ? "GPUs" : "host threads"; };
+  return fmt::format(
+      "{} was priced with the {} cost profile ({}), not the {} backend's ({}): its picks may not be "
+      "the fastest here (tune for it: artune autotune --profile {}, or --measure {})",
+      what, profile, kind_of(profile), to_string(backend), kind_of(own), own, to_string(backend));
+}
+
 nlohmann::json make_overlay(const CalibrationResult& fits, BackendKind backend, DataType type) {
   nlohmann::json overlay;
   overlay["profile"] = std::string(to_string(profile_for(backend)));

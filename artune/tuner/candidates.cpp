@@ -33,6 +33,72 @@ std::string Candidate::label() const {
   return out;
 }
 
+Candidate parse_candidate_label(std::string_view label, std::string_view what) {
+  Candidate c;
+  std::vector<std::string> words;
+  std::string word;
+  for (char ch : label) {
+    if (ch == ' ') {
+      if (!word.empty()) words.push_back(word);
+      word.clear();
+    } else {
+      word += ch;
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  if (words.empty()) throw InvalidInput(fmt::format("{}: empty", what));
+  c.spec = words.front();
+  const auto numbers = [&](const std::string& key, const std::string& text) {
+    std::vector<int> out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const std::size_t comma = std::min(text.find(',', at), text.size());
+      const std::string item = text.substr(at, comma - at);
+      std::size_t used = 0;
+      int value = -1;
+      try {
+        value = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || value < 0) {
+        throw InvalidInput(fmt::format("{} '{}': {}= takes non-negative integers separated by commas, not '{}'", what,
+                                       label, key, item));
+      }
+      out.push_back(value);
+      at = comma + 1;
+    }
+    return out;
+  };
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const std::size_t eq = w.find('=');
+    const std::string key = eq == std::string::npos ? w : w.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : w.substr(eq + 1);
+    if (key == "perm") {
+      c.gpu_perm = numbers(key, value);
+    } else if (key == "seg") {
+      const std::vector<int> seg = numbers(key, value);
+      if (seg.size() != 1 || seg[0] < 1) {
+        throw InvalidInput(fmt::format("{} '{}': seg= takes one integer >= 1, not '{}'", what, label, value));
+      }
+      c.segments = seg[0];
+    } else if (key == "gather") {
+      std::size_t at = 0;
+      while (at <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        if (comma == at) throw InvalidInput(fmt::format("{} '{}': gather= has an empty device id", what, label));
+        c.gather.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else {
+      throw InvalidInput(
+          fmt::format("{} '{}': '{}' is not perm=, gather= or seg= (the parameters of a plan label)", what, label, w));
+    }
+  }
+  return c;
+}
+
 BuildOptions Candidate::build_options(const Topology& topo, std::int64_t count, ReduceOp op) const {
   BuildOptions options;
   options.count = count;

@@ -33,6 +33,10 @@ struct Candidate {
   friend bool operator==(const Candidate&, const Candidate&) = default;
 };
 
+/// Reads a label as Candidate::label() writes it ("xring#2 perm=0,3,2,1 seg=4": the spec, then perm=, gather= and
+/// seg= in any order), so that a plan seen in a table or a dump can be pinned; InvalidInput naming `what`.
+/// The family is left empty (building needs the spec and parameters only).
+Candidate parse_candidate_label(std::string_view label, std::string_view what);
 /// A candidate as JSON: {"family","spec","gpu_perm","gather","segments","label"} (+ "collective" unless all-reduce).
 nlohmann::json candidate_to_json(const Candidate& candidate);
 /// Reads candidate_to_json's output; InvalidInput naming `where` (e.g. "t.json: ranges[2].plan").

@@ -95,6 +95,30 @@ TEST_CASE("cli_ux.run_table_without_t_and_plan_per_row") {
   CHECK(other.err.find("not for 'uniform:8'") != std::string::npos);
 }
 
+TEST_CASE("cli_ux.run_table_warns_once_when_priced_for_another_backend") {
+  // autotune prices plans for GPUs (profile nccl) unless told otherwise: run --table on the cpu backend says so in
+  // one line, whatever the number of sizes; a table tuned with --profile cpu runs without it.
+  const artune_test::ScratchDir scratch("artune-ux-profile");
+  const std::string gpu_table = scratch.file("gpu.json");
+  const std::string cpu_table = scratch.file("cpu.json");
+  REQUIRE(tune({"-t", "uniform:4", "--out", gpu_table}).status == 0);
+  REQUIRE(tune({"-t", "uniform:4", "--profile", "cpu", "--out", cpu_table}).status == 0);
+  const std::vector<std::string> sizes = {"-b", "4K", "-e", "64K", "-f", "16", "-n", "1", "-w", "0"};
+  std::vector<std::string> args = {"run", "--table", gpu_table, "--backend", "cpu"};
+  args.insert(args.end(), sizes.begin(), sizes.end());
+  const CliResult gpu = run_artune(args);
+  INFO(gpu.err);
+  REQUIRE(gpu.status == 0);
+  CHECK(gpu.err == "artune: warning: --table " + gpu_table +
+                       " was priced with the nccl cost profile (GPUs), not the cpu backend's (host threads): its "
+                       "picks may not be the fastest here (tune for it: artune autotune --profile cpu, or --measure "
+                       "cpu)\n");
+  args[2] = cpu_table;
+  const CliResult cpu = run_artune(args);
+  CHECK(cpu.status == 0);
+  CHECK(cpu.err.empty());
+}
+
 TEST_CASE("cli_ux.run_table_topology_file_and_discovered") {
   const artune_test::ScratchDir scratch("artune-ux");
   const std::string topo = scratch.file("mine.json");
@@ -267,8 +291,8 @@ TEST_CASE("cli_ux.autotune_table_against_nccl") {
   REQUIRE_MESSAGE(r.status == 0, r.err);
   CHECK(r.out.find("nccl(us)  vs NCCL") != std::string::npos);
   CHECK(r.out.find("TF choose_the_best") == std::string::npos);
-  CHECK(r.out.find("=\n") != std::string::npos);                  // a range that is NCCL's choice
-  CHECK(r.out.find("kept by min-gain") != std::string::npos);     // NCCL kept where a plan beats it by little
+  CHECK(r.out.find("=\n") != std::string::npos);               // a range that is NCCL's choice
+  CHECK(r.out.find("kept by min-gain") != std::string::npos);  // NCCL kept where a plan beats it by little
   CHECK(r.out.find("# differs from NCCL's own choice in ") != std::string::npos);
   const CliResult tf = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q", "--tf"});
   REQUIRE(tf.status == 0);

@@ -2,7 +2,9 @@
 // Communicator::create_mpi (every type and op, odd counts, in and out of place, MPI_COMM_WORLD and a
 // split half of it) and prints the wrong elements summed over ranks; `prog collectives` does the same for
 // all-gather and reduce-scatter (every type, reduce-scatter every op, odd blocks); `prog fault` makes a few calls with
-// a 3 s timeout while ARTUNE_TEST_FAULT stops or kills a rank, and prints what each survivor caught.
+// a 3 s timeout while ARTUNE_TEST_FAULT stops or kills a rank, and prints what each survivor caught; `prog async`
+// (MPI_THREAD_MULTIPLE) makes asynchronous calls with a synchronous one between them, and checks that under the other
+// modes' MPI_Init (MPI_THREAD_SINGLE) an asynchronous call is refused.
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -79,14 +81,51 @@ long long check_collectives(int ranks, int* checks) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  if (mode == "async") {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const std::string mode = argc > 1 ? argv[1] : "check";
   int status = 0;
-  if (mode == "check") {
+  if (mode == "async") {
+    long long wrong = 0;
+    try {
+      CommOptions o;  // plans tuned in memory (mpi profile)
+      Communicator comm = Communicator::create_mpi(o);
+      const std::int64_t n = 70001;
+      std::vector<double> a(n), b(n, 1.0 + rank), c(n, 10.0 * rank);
+      for (std::int64_t i = 0; i < n; ++i) a[static_cast<std::size_t>(i)] = static_cast<double>(rank + i % 13);
+      std::vector<std::int32_t> block(5, rank), all(static_cast<std::size_t>(5 * size), -1);
+      Request ra = comm.allreduce_async(a.data(), a.data(), n, DataType::kFloat64, ReduceOp::kSum);
+      Request rb = comm.allreduce_async(b.data(), b.data(), n, DataType::kFloat64, ReduceOp::kMax);
+      comm.allreduce(c.data(), c.data(), n, DataType::kFloat64, ReduceOp::kMin);  // queued behind them
+      Request rg = comm.allgather_async(block.data(), all.data(), 5, DataType::kInt32);
+      ra.wait();
+      rb.wait();
+      rg.wait();
+      const double ranks_sum = size * (size - 1) / 2.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        wrong += a[k] != ranks_sum + size * static_cast<double>(i % 13);
+        wrong += b[k] != size;
+        wrong += c[k] != 0.0;
+      }
+      for (int k = 0; k < 5 * size; ++k) wrong += all[static_cast<std::size_t>(k)] != k / 5;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      wrong += 1000000;
+    }
+    long long total = 0;
+    MPI_Allreduce(&wrong, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) std::printf("communicator_mpi async: %lld wrong\n", total);
+    status = total == 0 ? 0 : 1;
+  } else if (mode == "check") {
     int checks = 0;
     long long wrong = 0;
     try {
@@ -102,6 +141,22 @@ int main(int argc, char** argv) {
       o.topology = "uniform:" + std::to_string(half_size);
       wrong += check(o, &half, half_size, rank / 2, &checks);
       MPI_Comm_free(&half);
+      // MPI_Init (MPI_THREAD_SINGLE): an asynchronous call, which would run MPI on a progress thread, is refused.
+      int level = MPI_THREAD_MULTIPLE;
+      MPI_Query_thread(&level);
+      if (level < MPI_THREAD_SERIALIZED) {
+        CommOptions single;
+        single.spec = "rechd";
+        Communicator comm = Communicator::create_mpi(single);
+        float x = 1.0f;
+        try {
+          (void)comm.allreduce_async(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+          wrong += 1;
+          std::fprintf(stderr, "rank %d: an asynchronous call under MPI_THREAD_SINGLE was accepted\n", rank);
+        } catch (const InvalidInput& e) {
+          if (std::strstr(e.what(), "MPI_Init_thread(MPI_THREAD_MULTIPLE)") == nullptr) wrong += 1;
+        }
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
       wrong += 1000000;

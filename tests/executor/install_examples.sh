@@ -35,12 +35,29 @@ plugin=$(pkg-config --variable=nccl_tuner_plugin artune)
 expect '[ -n "$plugin" ] && [ -f "$plugin" ]' "nccl_tuner_plugin names the installed plugin (got '$plugin')"
 expect 'python3 -c "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_LOCAL); lib.ncclTunerPlugin_v5" "$plugin"' \
   "the plugin artune.pc names loads and has ncclTunerPlugin_v5"
-# The Python module lands where its interpreter looks for the prefix's modules (meson's summary names both).
-pymod=$(find "$dest" -name "artune.cpython-*.so")
+# The Python package lands where its interpreter looks for the prefix's modules (meson's summary names both): the
+# folder artune/ with the extension and the pure-Python modules beside it, importable from the staged tree as is.
+pymod=$(find "$dest" -name "_artune.cpython-*.so")
 if [ -n "$pymod" ]; then
+  pkgdir=$(dirname "$pymod")
   prefix=$(meson introspect --buildoptions "$build" | python3 -c "import json, sys; print([o['value'] for o in json.load(sys.stdin) if o['name'] == 'prefix'][0])")
   site=$(/usr/bin/python3 -c "import site, sys; p = sys.argv[1].rstrip('/') + '/'; print(next((d for d in site.getsitepackages() if d.startswith(p)), ''))" "$prefix")
-  expect '[ -z "$site" ] || [ "$(dirname "$pymod")" = "$dest$site" ]' "python module in $site (got $(dirname "$pymod"))"
+  expect '[ -z "$site" ] || [ "$pkgdir" = "$dest$site/artune" ]' "python package in $site/artune (got $pkgdir)"
+  expect '[ -f "$pkgdir/__init__.py" ] && [ -f "$pkgdir/torch.py" ]' "artune/__init__.py and artune/torch.py beside the extension"
+  expect 'PYTHONPATH="$(dirname "$pkgdir")" /usr/bin/python3 -c "import artune; artune.Communicator"' \
+    "the staged package imports"
+  if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    expect 'PYTHONPATH="$(dirname "$pkgdir")" /usr/bin/python3 -c "import artune.torch; artune.torch.allreduce_hook"' \
+      "the staged artune.torch imports"
+    # The PyTorch example as a user runs it, from the staged package: DDP with the artune hook on 2 ranks.
+    if command -v mpirun >/dev/null; then
+      out=$(PYTHONPATH="$(dirname "$pkgdir")" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            timeout -s KILL 300 mpirun -np 2 --oversubscribe -x PYTHONPATH /usr/bin/python3 "$src/examples/torch_ddp.py" \
+            --steps 3 2>&1)
+      expect 'echo "$out" | grep -q "2 ranks, artune.torch.allreduce_hook, gradient plan .*; replicas identical: True"' \
+        "examples/torch_ddp.py: $out"
+    fi
+  fi
 fi
 expect '[ "$(echo $(pkg-config --libs artune))" = "-L$libdir -lartune" ]' "a shared-library consumer needs only -lartune (got: $(pkg-config --libs artune))"
 

@@ -1,6 +1,9 @@
 /* The C API from C: four cpu ranks on pthreads, in and out of place, every op on int32, all-gather and
- * reduce-scatter of odd blocks, error codes and messages, the plan label and the cache dump. Exits 0 when every check holds; prints each failure. */
+ * reduce-scatter of odd blocks, asynchronous calls and requests, the tuning options (profile, tune_sizes), error
+ * codes and messages, the plan label and the cache dump, options of an earlier header. Exits 0 when every check
+ * holds; prints each failure. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,6 +81,42 @@ static void* collective_main(void* arg) {
   return NULL;
 }
 
+/* Two asynchronous all-reduces in flight, then an all-gather; waited in order. */
+static void* async_main(void* arg) {
+  const struct job* j = (const struct job*)arg;
+  int64_t a[COUNT], b[COUNT], block[3], all[3 * RANKS];
+  for (int i = 0; i < COUNT; ++i) {
+    a[i] = j->rank + i;
+    b[i] = 10 * (j->rank + 1);
+  }
+  for (int i = 0; i < 3; ++i) block[i] = j->rank * 3 + i;
+  artune_request_t ra = NULL, rb = NULL, rc = NULL;
+  check(artune_allreduce_async(comms[j->rank], a, a, COUNT, ARTUNE_INT64, ARTUNE_SUM, NULL, &ra) == ARTUNE_SUCCESS,
+        artune_last_error());
+  check(artune_allreduce_async(comms[j->rank], b, b, COUNT, ARTUNE_INT64, ARTUNE_MAX, NULL, &rb) == ARTUNE_SUCCESS,
+        artune_last_error());
+  check(artune_allgather_async(comms[j->rank], block, all, 3, ARTUNE_INT64, NULL, &rc) == ARTUNE_SUCCESS,
+        artune_last_error());
+  check(artune_request_wait(ra) == ARTUNE_SUCCESS && artune_request_wait(rb) == ARTUNE_SUCCESS &&
+            artune_request_wait(rc) == ARTUNE_SUCCESS,
+        artune_last_error());
+  int done = 0;
+  check(artune_request_test(rc, &done) == ARTUNE_SUCCESS && done == 1, "request_test after wait");
+  for (int i = 0; i < COUNT; ++i) {
+    if (a[i] != 4 * i + 6 || b[i] != 40) {
+      check(0, "async: wrong element");
+      break;
+    }
+  }
+  for (int i = 0; i < 3 * RANKS; ++i) {
+    if (all[i] != i) check(0, "async allgather: wrong element");
+  }
+  artune_request_free(ra);
+  artune_request_free(rb);
+  artune_request_free(rc);
+  return NULL;
+}
+
 int main(void) {
   artune_options_t options;
   artune_options_init(&options);
@@ -105,9 +144,10 @@ int main(void) {
   char text[256];
   check(artune_comm_last_plan(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strcmp(text, "rechd") == 0,
         "last plan");
-  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "allreduce rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
-        "dump cache");
+  check(
+      artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
+          strstr(text, "allreduce rechd  spec  bucket 10 (4096 B)  count 1001 int32 max  devices 4  calls 2\n") == text,
+      "dump cache");
   /* Truncation keeps the terminating NUL. */
   check(artune_comm_last_plan(comms[0], text, 3) == ARTUNE_SUCCESS && strcmp(text, "re") == 0, "truncated label");
 
@@ -120,9 +160,19 @@ int main(void) {
     }
     for (int r = 0; r < RANKS; ++r) pthread_join(threads[r], NULL);
   }
-  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS &&
-            strstr(text, "reducescatter ") == text,
+  check(artune_comm_dump_cache(comms[0], text, sizeof text) == ARTUNE_SUCCESS && strstr(text, "reducescatter ") == text,
         "dump cache after reducescatter");
+
+  {
+    pthread_t threads[RANKS];
+    struct job jobs[RANKS];
+    for (int r = 0; r < RANKS; ++r) {
+      jobs[r].rank = r;
+      pthread_create(&threads[r], NULL, async_main, &jobs[r]);
+    }
+    for (int r = 0; r < RANKS; ++r) pthread_join(threads[r], NULL);
+  }
+  artune_request_free(NULL);
 
   /* Errors: codes, static strings, per-thread messages. */
   int32_t x[4] = {1, 2, 3, 4};
@@ -157,6 +207,42 @@ int main(void) {
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_SUCCESS, artune_last_error());
   artune_comm_destroy(pair_probe[0]);
   artune_comm_destroy(pair_probe[1]);
+  /* An earlier header's options (ending at reducescatter_table) are taken, the later fields defaulted; smaller are
+     refused. */
+  artune_options_init(&raw);
+  raw.topology = "uniform:2";
+  raw.spec = "xring";
+  raw.struct_size = offsetof(artune_options_t, profile);
+  raw.profile = "no-such-profile"; /* beyond the caller's size: not read */
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_SUCCESS, artune_last_error());
+  artune_comm_destroy(pair_probe[0]);
+  artune_comm_destroy(pair_probe[1]);
+  raw.struct_size = offsetof(artune_options_t, profile) - 1;
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_ERR_INVALID_USAGE, "short size");
+
+  /* Tuning options: tune_sizes (in-memory tuning at those sizes), profile; bad ones named. */
+  const uint64_t sizes[] = {64, 4096};
+  artune_options_init(&raw);
+  raw.topology = "uniform:2";
+  raw.tune_sizes = sizes;
+  raw.tune_sizes_count = 2;
+  raw.profile = "cpu";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_SUCCESS, artune_last_error());
+  artune_comm_destroy(pair_probe[0]);
+  artune_comm_destroy(pair_probe[1]);
+  raw.profile = "gpu";
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_ERR_INVALID_USAGE, "bad profile");
+  check(strstr(artune_last_error(), "parameter profile") != NULL, artune_last_error());
+  raw.profile = NULL;
+  raw.tune_sizes = NULL;
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &raw, 2, pair_probe) == ARTUNE_ERR_INVALID_USAGE, "NULL sizes");
+  check(strcmp(artune_last_error(), "options->tune_sizes is NULL but tune_sizes_count > 0") == 0, artune_last_error());
+  artune_request_t req = NULL;
+  check(artune_allreduce_async(comms[0], x, x, 4, ARTUNE_INT32, ARTUNE_SUM, NULL, NULL) == ARTUNE_ERR_INVALID_USAGE,
+        "NULL request");
+  check(artune_allreduce_async(comms[0], x, x, -1, ARTUNE_INT32, ARTUNE_SUM, NULL, &req) == ARTUNE_ERR_INVALID_USAGE &&
+            req == NULL,
+        "bad input fails at submission, no request made");
 
   /* A rank that never calls: the others end with a timeout. */
   options.topology = "uniform:2";
@@ -165,6 +251,15 @@ int main(void) {
   check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 2, pair) == ARTUNE_SUCCESS, artune_last_error());
   check(artune_allreduce(pair[0], x, x, 4, ARTUNE_INT32, ARTUNE_SUM, NULL) == ARTUNE_ERR_TIMEOUT, "timeout");
   check(strstr(artune_last_error(), "1 of 2 ranks did not call allreduce within 0.3 s") != NULL, artune_last_error());
+  artune_comm_destroy(pair[0]);
+  artune_comm_destroy(pair[1]);
+  /* The same, asynchronous: the request ends with the timeout. */
+  check(artune_comm_init_local(ARTUNE_BACKEND_CPU, &options, 2, pair) == ARTUNE_SUCCESS, artune_last_error());
+  check(artune_allreduce_async(pair[0], x, x, 4, ARTUNE_INT32, ARTUNE_SUM, NULL, &req) == ARTUNE_SUCCESS,
+        artune_last_error());
+  check(artune_request_wait(req) == ARTUNE_ERR_TIMEOUT, "async timeout");
+  check(strstr(artune_last_error(), "1 of 2 ranks did not call allreduce within 0.3 s") != NULL, artune_last_error());
+  artune_request_free(req);
   artune_comm_destroy(pair[0]);
   artune_comm_destroy(pair[1]);
 

@@ -270,6 +270,7 @@ TEST_CASE("communicator.cpu_plans_from_a_table_file_and_from_tuning") {
   CommOptions tuned;
   tuned.topology = "uniform:4";
   tuned.tune_sizes = s.sizes;
+  tuned.profile = "nccl";  // the table's (SearchOptions' default); a cpu communicator would tune with "cpu"
   for (const CommOptions& o : {from_file, tuned}) {
     auto comms = Communicator::create_local(BackendKind::kCpu, o, 4);
     CHECK(comms[0].size_buckets() == s.sizes);

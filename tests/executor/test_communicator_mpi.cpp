@@ -42,6 +42,13 @@ TEST_CASE("communicator_mpi.allgather_and_reducescatter_every_type_and_op") {
   CHECK(count_of(r.out, " checks per rank, 0 wrong") == 1);
 }
 
+TEST_CASE("communicator_mpi.asynchronous_calls_in_order") {
+  const auto r = mpirun_prog("", "async");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(count_of(r.out, "communicator_mpi async: 0 wrong") == 1);
+}
+
 TEST_CASE("communicator_mpi.stopped_rank_ends_the_call_with_a_timeout") {
   const auto r = mpirun_prog("ARTUNE_TEST_FAULT=stop:rank2:iter3", "fault");
   INFO(r.out);

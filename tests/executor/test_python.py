@@ -1,9 +1,15 @@
 """The Python binding: artune.local_communicators over numpy arrays on threads (cpu backend), every
-numpy dtype the binding maps, in place and into `out`, errors as artune exceptions. Run by meson test
-with PYTHONPATH set to the folder of the built module."""
+numpy dtype the binding maps, in place and into `out`, errors as artune exceptions, asynchronous calls
+(a Work handle) and the tuning options (profile, calibration, tune_sizes). Needs numpy only (the torch
+tests are test_python_torch.py). Run by meson test with PYTHONPATH set to the build tree's package folder."""
 
+import gc
+import json
+import os
 import sys
+import tempfile
 import threading
+import weakref
 
 import numpy as np
 
@@ -97,17 +103,17 @@ try:
     one.allreduce(np.zeros(8, dtype=np.float32)[::2])
     check(False, "strided array accepted")
 except artune.InvalidUsage as e:
-    check(str(e) == "allreduce: the array must be C-contiguous", str(e))
+    check(str(e) == "allreduce: parameter array must be C-contiguous", str(e))
 try:
     two[0].reducescatter(np.zeros(3, dtype=np.float32))
     check(False, "reducescatter of 3 over 2 ranks accepted")
 except artune.InvalidUsage as e:
-    check(str(e) == "reducescatter: the array's size 3 is not a multiple of the group's 2 ranks", str(e))
+    check(str(e) == "reducescatter: parameter array has 3 elements, not a multiple of the group's 2 ranks", str(e))
 try:
     one.allgather(np.zeros(4, dtype=np.complex64))
     check(False, "complex dtype accepted by allgather")
 except artune.InvalidUsage as e:
-    check(str(e).startswith("allgather: numpy dtype complex64"), str(e))
+    check(str(e).startswith("allgather: parameter array has numpy dtype complex64"), str(e))
 try:
     artune.local_communicators(3, topology="uniform:2")
     check(False, "rank mismatch accepted")
@@ -119,6 +125,131 @@ try:
     check(False, "a missing rank did not time out")
 except artune.Timeout as e:
     check("1 of 2 ranks did not call allreduce within 0.3 s" in str(e), str(e))
+
+# Read-only results and mismatched `out` are refused before anything runs; a list is not an array (a result
+# could not land in it).
+frozen = np.ones(4, dtype=np.float32)
+frozen.flags.writeable = False
+for call, want in ((lambda: one.allreduce(frozen), "allreduce: parameter array is read-only"),
+                   (lambda: one.allreduce(np.ones(4, np.float32), out=frozen), "allreduce: parameter out is read-only"),
+                   (lambda: one.allreduce(np.ones(4, np.float32), out=np.ones(4, np.float64)),
+                    "allreduce: parameter out must hold float32 x 4 (from parameter array float32 x 4), not float64 x 4"),
+                   (lambda: one.allreduce([1.0, 2.0]), "allreduce: parameter array is a list, not an array"),
+                   (lambda: one.allreduce(np.ones(4, np.float32), op="xor"), "parameter op"),
+                   (lambda: one.allreduce(np.ones(4, np.float32), stream=7),
+                    "allreduce: parameter stream is for the cuda and nccl backends, not cpu")):
+    try:
+        call()
+        check(False, f"accepted: {want}")
+    except artune.InvalidUsage as e:
+        check(str(e).startswith(want) or want in str(e), f"{want!r} vs {e}")
+check(np.all(frozen == 1), "a refused call leaves the arrays alone")
+# An object with the array interface (here: a memoryview, the buffer protocol) is read without a copy: the result
+# lands in its memory.
+raw = bytearray(np.full(6, 2, dtype=np.int32).tobytes())
+view = memoryview(raw).cast("i")
+got = on_threads(two, lambda r: two[r].allreduce(view if r == 0 else np.full(6, 2, dtype=np.int32)))
+check(got == [None, None], f"memoryview: {got}")
+check(list(view) == [4] * 6, f"memoryview result {list(view)}")
+# The exceptions are RuntimeErrors (what PyTorch's futures and callers expect of a failed collective).
+check(issubclass(artune.Timeout, RuntimeError) and issubclass(artune.InvalidUsage, artune.Error), "hierarchy")
+
+# Asynchronous calls: a Work whose wait() returns the result; calls run in the order each rank made them, a
+# synchronous call queued behind its rank's asynchronous ones.
+works = [[None] * 3 for _ in range(4)]
+vals = [[np.full(257, 10 * k + r, dtype=np.float64) for k in range(3)] for r in range(4)]
+sync_results = [None] * 4
+def mixed(r):
+    works[r][0] = comms[r].allreduce(vals[r][0], async_op=True)
+    works[r][1] = comms[r].allreduce(vals[r][1], op="max", async_op=True)
+    sync_results[r] = comms[r].allreduce(vals[r][2], op="min")  # waits behind the two
+    works[r][2] = comms[r].allgather(np.arange(3, dtype=np.int64) + r, async_op=True)
+check(on_threads(comms, mixed) == [None] * 4, "async calls")
+for r in range(4):
+    check(isinstance(works[r][0], artune.Work), "Work")
+    check(works[r][0].wait() is vals[r][0] and np.all(vals[r][0] == 0 + 1 + 2 + 3), f"async sum {vals[r][0][:3]}")
+    check(works[r][1].wait(timeout=30) is vals[r][1] and np.all(vals[r][1] == 13), "async max")
+    check(sync_results[r] is vals[r][2] and np.all(vals[r][2] == 20), "sync min behind the async calls")
+    check(np.array_equal(works[r][2].wait(), np.concatenate([np.arange(3) + k for k in range(4)])), "async allgather")
+    check(works[r][0].is_completed(), "is_completed after wait")
+# add_done_callback runs once the call has finished (at once when it has), with the Work.
+seen = []
+done_event = threading.Event()
+def callback(w):
+    seen.append(w.wait())
+    done_event.set()
+late_cb = [None] * 2
+def with_callback(r):
+    w = two[r].allreduce(np.full(3, r + 1.0), async_op=True)
+    if r == 0:
+        w.add_done_callback(callback)
+    late_cb[r] = w
+check(on_threads(two, with_callback) == [None, None], "callback calls")
+check(done_event.wait(30) and len(seen) == 1 and np.all(seen[0] == 3.0), f"callback {seen}")
+late_cb[1].wait()
+late_cb[1].add_done_callback(lambda w: seen.append("at once"))
+check(seen[-1] == "at once", "a callback on a finished Work runs at once")
+# The buffers of a call in flight stay alive when the caller drops them (and its Work).
+pending = np.full(1000, 5.0)
+gone = weakref.ref(pending)
+first = two[0].allreduce(pending, async_op=True)
+del pending, first
+gc.collect()
+check(gone() is not None, "the buffer of a call in flight was freed")
+other = np.full(1000, 1.0)
+two[1].allreduce(other)
+check(np.all(other == 6.0), "the dropped call completed")
+deadline = threading.Event()
+for _ in range(300):
+    gc.collect()
+    if gone() is None:
+        break
+    deadline.wait(0.01)
+check(gone() is None, "the buffer is released once the call has finished")
+# A rank that never joins: the asynchronous call ends with artune.Timeout (a RuntimeError) within the timeout,
+# and wait(timeout=) of a call still in flight says so without breaking the communicator.
+lonely = artune.local_communicators(2, topology="uniform:2", spec="xring", timeout=0.5)
+w = lonely[0].allreduce(np.ones(4), async_op=True)
+try:
+    w.wait()
+    check(False, "a missing rank did not end the asynchronous call")
+except RuntimeError as e:
+    check(isinstance(e, artune.Timeout) and "did not call allreduce within 0.5 s" in str(e), str(e))
+patient = artune.local_communicators(2, topology="uniform:2", spec="xring", timeout=30)
+w = patient[0].allreduce(np.ones(4), async_op=True)
+try:
+    w.wait(timeout=0.05)
+    check(False, "wait(timeout=) returned before the call finished")
+except artune.Timeout as e:
+    check("still in flight" in str(e), str(e))
+patient[1].allreduce(np.ones(4))
+check(np.all(w.wait() == 2.0), "the call goes on after wait(timeout=) ran out")
+
+# Tuning options: the cost profile follows the backend (cpu prices plans for host threads); profile, calibration
+# and tune_sizes shape in-memory tuning; bad values name their parameter.
+tuned = artune.local_communicators(2, topology="uniform:2", tune_sizes=[64, 4096])
+check(tuned[0].profile == "cpu", f"profile {tuned[0].profile}")
+check(artune.local_communicators(2, topology="uniform:2", tune_sizes=[64], profile="nccl")[0].profile == "nccl", "nccl")
+check(artune.local_communicators(2, topology="uniform:2", spec="xring")[0].profile == "", "a spec has no profile")
+for kwargs, want in (({"profile": "gpu"}, "parameter profile"), ({"tune_sizes": [0]}, "parameter tune_sizes"),
+                     ({"tune_sizes": []}, "parameter tune_sizes"),
+                     ({"calibration": "no-such-calibration.json"}, "parameter calibration")):
+    try:
+        artune.local_communicators(2, topology="uniform:2", **kwargs)
+        check(False, f"{kwargs} accepted")
+    except artune.InvalidUsage as e:
+        check(want in str(e), f"{kwargs}: {e}")
+with tempfile.TemporaryDirectory() as folder:
+    overlay = os.path.join(folder, "calibration.json")
+    with open(overlay, "w") as f:
+        json.dump({"profile": "cpu", "op_overhead_us": 3.0}, f)
+    calibrated = artune.local_communicators(2, topology="uniform:2", tune_sizes=[64, 1024], calibration=overlay)
+    check(calibrated[0].profile == "cpu", "calibrated profile")
+    try:
+        artune.local_communicators(2, topology="uniform:2", tune_sizes=[64], calibration=overlay, profile="mpi")
+        check(False, "a cpu calibration under profile mpi accepted")
+    except artune.InvalidUsage as e:
+        check("its profile is cpu, not mpi (parameter profile)" in str(e), str(e))
 
 if failures:
     sys.exit(1)

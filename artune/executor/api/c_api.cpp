@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -14,6 +15,10 @@
 
 struct artune_comm {
   artune::Communicator comm;
+};
+
+struct artune_request {
+  artune::Request request;
 };
 
 namespace {
@@ -57,10 +62,13 @@ artune::CommOptions to_options(const artune_options_t* o) {
   if (o == nullptr) return out;
   // Every field of this version is read; a caller compiled against a later header passes a larger size (its extra
   // fields are not this library's to read), one that never called artune_options_init a wrong one.
-  if (o->struct_size < sizeof(artune_options_t) || o->struct_size > kMaxOptionsSize) {
-    throw artune::InvalidInput(fmt::format("options->struct_size is {}, expected at least {}: initialise the options "
-                                           "with artune_options_init",
-                                           o->struct_size, sizeof(artune_options_t)));
+  // An earlier header's options end at reducescatter_table: the fields after it take their defaults.
+  constexpr std::size_t kFirstVersionSize = offsetof(artune_options_t, profile);
+  if (o->struct_size < kFirstVersionSize || o->struct_size > kMaxOptionsSize) {
+    throw artune::InvalidInput(
+        fmt::format("options->struct_size is {}, expected at least {}: initialise the options "
+                    "with artune_options_init",
+                    o->struct_size, kFirstVersionSize));
   }
   if (o->topology != nullptr) out.topology = o->topology;
   if (o->table != nullptr) out.table = o->table;
@@ -70,6 +78,13 @@ artune::CommOptions to_options(const artune_options_t* o) {
   out.pad_limit = o->pad_limit;
   if (o->allgather_table != nullptr) out.allgather_table = o->allgather_table;
   if (o->reducescatter_table != nullptr) out.reducescatter_table = o->reducescatter_table;
+  if (o->struct_size < sizeof(artune_options_t)) return out;
+  if (o->profile != nullptr) out.profile = o->profile;
+  if (o->calibration != nullptr) out.calibration = o->calibration;
+  if (o->tune_sizes_count > 0) {
+    if (o->tune_sizes == nullptr) throw artune::InvalidInput("options->tune_sizes is NULL but tune_sizes_count > 0");
+    out.tune_sizes.assign(o->tune_sizes, o->tune_sizes + o->tune_sizes_count);
+  }
   return out;
 }
 
@@ -92,6 +107,26 @@ void copy_text(const std::string& s, char* text, std::size_t length) {
 
 }  // namespace
 
+namespace {
+
+// Stores a request made by `submit` in *request (nothing is left behind when that fails).
+template <typename F>
+artune_result_t submitted(artune_request_t* request, const char* what, F&& submit) {
+  return guarded([&] {
+    require(request != nullptr, what);
+    auto* r = new artune_request{};
+    try {
+      r->request = submit();
+    } catch (...) {
+      delete r;
+      throw;
+    }
+    *request = r;
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 void artune_options_init(artune_options_t* options) {
@@ -106,6 +141,10 @@ void artune_options_init(artune_options_t* options) {
   options->pad_limit = d.pad_limit;
   options->allgather_table = nullptr;
   options->reducescatter_table = nullptr;
+  options->profile = nullptr;
+  options->calibration = nullptr;
+  options->tune_sizes = nullptr;
+  options->tune_sizes_count = 0;
 }
 
 artune_result_t artune_comm_init_local(artune_backend_t backend, const artune_options_t* options, int nranks,
@@ -168,6 +207,52 @@ artune_result_t artune_reducescatter(artune_comm_t comm, const void* send, void*
     comm->comm.reducescatter(send, recv, count_per_rank, type, reduce, stream);
   });
 }
+
+artune_result_t artune_allreduce_async(artune_comm_t comm, const void* send, void* recv, int64_t count,
+                                       artune_dtype_t dtype, artune_op_t op, void* stream, artune_request_t* request) {
+  return submitted(request, "artune_allreduce_async: request is NULL", [&] {
+    require(comm != nullptr, "artune_allreduce_async: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_allreduce_async: unknown dtype");
+    const auto reduce = checked_enum<artune::ReduceOp>(op, 4, "artune_allreduce_async: unknown op");
+    return comm->comm.allreduce_async(send, recv, count, type, reduce, stream);
+  });
+}
+
+artune_result_t artune_allgather_async(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                       artune_dtype_t dtype, void* stream, artune_request_t* request) {
+  return submitted(request, "artune_allgather_async: request is NULL", [&] {
+    require(comm != nullptr, "artune_allgather_async: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_allgather_async: unknown dtype");
+    return comm->comm.allgather_async(send, recv, count_per_rank, type, stream);
+  });
+}
+
+artune_result_t artune_reducescatter_async(artune_comm_t comm, const void* send, void* recv, int64_t count_per_rank,
+                                           artune_dtype_t dtype, artune_op_t op, void* stream,
+                                           artune_request_t* request) {
+  return submitted(request, "artune_reducescatter_async: request is NULL", [&] {
+    require(comm != nullptr, "artune_reducescatter_async: comm is NULL");
+    const auto type = checked_enum<artune::DataType>(dtype, 6, "artune_reducescatter_async: unknown dtype");
+    const auto reduce = checked_enum<artune::ReduceOp>(op, 4, "artune_reducescatter_async: unknown op");
+    return comm->comm.reducescatter_async(send, recv, count_per_rank, type, reduce, stream);
+  });
+}
+
+artune_result_t artune_request_wait(artune_request_t request) {
+  return guarded([&] {
+    require(request != nullptr, "artune_request_wait: request is NULL");
+    request->request.wait();
+  });
+}
+
+artune_result_t artune_request_test(artune_request_t request, int* done) {
+  return guarded([&] {
+    require(request != nullptr && done != nullptr, "artune_request_test: NULL argument");
+    *done = request->request.done() ? 1 : 0;
+  });
+}
+
+void artune_request_free(artune_request_t request) { delete request; }
 
 artune_result_t artune_comm_rank(artune_comm_t comm, int* rank) {
   return guarded([&] {

@@ -4,13 +4,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/verifier.hpp"
+#include "artune/core/json_input.hpp"
+#include "artune/core/parameters.hpp"
+#include "artune/tuner/calibration.hpp"
+#include "artune/tuner/candidates.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/search.hpp"
 
@@ -31,6 +37,121 @@ std::size_t tuning_index(Collective c) {
 }
 
 }  // namespace
+
+Request::State::~State() {
+#if ARTUNE_HAVE_CUDA_BACKEND
+  if (event != nullptr) {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    cudaEventDestroy(static_cast<cudaEvent_t>(event));
+    cudaSetDevice(previous);
+  }
+#endif
+}
+
+void Request::State::finish(std::exception_ptr e) {
+  std::vector<std::function<void(std::exception_ptr)>> run;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    finished = true;
+    error = e;
+    run.swap(callbacks);
+  }
+  cv.notify_all();
+  for (auto& fn : run) fn(e);
+}
+
+Request::Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+void Request::wait() {
+  if (!state_) return;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->cv.wait(lock, [&] { return state_->finished; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Request::wait_for(double seconds) {
+  if (!(seconds >= 0)) throw InvalidInput(fmt::format("Request::wait_for: {} s is not >= 0", seconds));
+  if (!state_) return true;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  // Long waits are capped (a day at a time) so that the duration cannot overflow the clock.
+  const double capped = std::min(seconds, 86400.0);
+  if (!state_->cv.wait_for(lock, std::chrono::duration<double>(capped), [&] { return state_->finished; })) {
+    return false;
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+  return true;
+}
+
+bool Request::done() const noexcept {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->finished;
+}
+
+void Request::on_done(std::function<void(std::exception_ptr)> fn) {
+  if (!state_) {
+    fn(nullptr);
+    return;
+  }
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  if (!state_->finished) {
+    state_->callbacks.push_back(std::move(fn));
+    return;
+  }
+  const std::exception_ptr e = state_->error;
+  lock.unlock();
+  fn(e);
+}
+
+std::shared_ptr<CallQueue> CallQueue::start() {
+  auto q = std::make_shared<CallQueue>();
+  q->thread = std::thread([q] {
+    std::unique_lock<std::mutex> lock(q->mutex);
+    for (;;) {
+      q->cv.wait(lock, [&] { return q->stop || !q->jobs.empty(); });
+      if (q->jobs.empty()) return;  // stopped, nothing left
+      std::function<void()> job = std::move(q->jobs.front());
+      q->jobs.pop_front();
+      q->running = true;
+      lock.unlock();
+      job();          // never throws: submit() wraps the call
+      job = nullptr;  // may drop the group's last reference (its destructor detaches this thread)
+      lock.lock();
+      q->running = false;
+      q->cv.notify_all();
+    }
+  });
+  return q;
+}
+
+void CallQueue::push(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    jobs.push_back(std::move(job));
+  }
+  cv.notify_all();
+}
+
+bool CallQueue::idle() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return jobs.empty() && !running;
+}
+
+void CallQueue::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stop = true;
+  }
+  cv.notify_all();
+  if (!thread.joinable()) return;
+  if (thread.get_id() == std::this_thread::get_id()) {
+    thread.detach();  // the group's last reference went with this thread's job: it ends after it
+  } else {
+    thread.join();
+  }
+}
 
 std::vector<std::uint64_t> default_tune_sizes() {
   std::vector<std::uint64_t> sizes;
@@ -80,6 +201,10 @@ void Communicator::Group::Pad::release() {
 }
 
 Communicator::Group::~Group() {
+  // Calls in flight hold the group, so the queues are empty here: end their threads.
+  for (auto& q : queues) {
+    if (q) q->shutdown();
+  }
   // cpu: give each entry its state back before the backend (and its workers) go.
   if (cpu && current != nullptr) cpu->swap_prepared(current->held);
   current = nullptr;
@@ -92,6 +217,117 @@ Communicator::Group::~Group() {
     if (!finalized) MPI_Comm_free(&mpi_comm);
   }
 #endif
+}
+
+void Communicator::Group::run(int rank, const std::function<void()>& job) {
+  const std::size_t i = local == 1 ? 0 : static_cast<std::size_t>(rank);
+  const std::shared_ptr<CallQueue>& q = queues[i];
+  // cuda/nccl calls are queued on their streams at once, in call order, whatever is in flight. A call made on the
+  // progress thread itself (from an on_done callback) runs there and then: queueing it would wait for itself.
+  if (gpu() || !q || q->idle() || q->thread.get_id() == std::this_thread::get_id()) {
+    job();
+    return;
+  }
+  // Behind this rank's asynchronous calls: the order every rank made its calls in is the order they run in.
+  submit(rank, nullptr, nullptr, job).wait();
+}
+
+Request Communicator::Group::submit(int rank, void* stream, const void* buffer, std::function<void()> job) {
+  auto state = std::make_shared<Request::State>();
+  const std::size_t i = local == 1 ? 0 : static_cast<std::size_t>(rank);
+#if ARTUNE_HAVE_MPI
+  if (kind == BackendKind::kMpi) {
+    // The call runs MPI on the progress thread: MPI must allow calls from any thread.
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_SERIALIZED) {
+      throw InvalidInput(
+          "communicator: asynchronous calls on the mpi backend run MPI on a progress thread: initialise MPI with "
+          "MPI_Init_thread(MPI_THREAD_MULTIPLE) (MPI_THREAD_SERIALIZED when nothing else calls MPI meanwhile)");
+    }
+  }
+#endif
+  if (!queues[i]) queues[i] = CallQueue::start();
+  if (!gpu()) {
+    queues[i]->push([state, job = std::move(job)] {
+      try {
+        job();
+        state->finish(nullptr);
+      } catch (...) {
+        state->finish(std::current_exception());
+      }
+    });
+    return Request(state);
+  }
+#if ARTUNE_HAVE_CUDA_BACKEND
+  // Queued on the caller's stream now, as the synchronous call; the request ends when the stream has run it.
+  job();
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, buffer) != cudaSuccess || attr.type != cudaMemoryTypeDevice) {
+    (void)cudaGetLastError();
+    attr.device = -1;
+  }
+  int previous = 0;
+  cudaGetDevice(&previous);
+  state->device = attr.device >= 0 ? attr.device : previous;
+  cudaSetDevice(state->device);
+  const bool ok =
+      cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(&state->event), cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventRecord(static_cast<cudaEvent_t>(state->event), static_cast<cudaStream_t>(stream)) == cudaSuccess;
+  cudaSetDevice(previous);
+  if (!ok) throw BackendFailure("communicator: cannot record the asynchronous call's event on the stream");
+  queues[i]->push([state] {
+    cudaSetDevice(state->device);
+    if (cudaEventSynchronize(static_cast<cudaEvent_t>(state->event)) == cudaSuccess) {
+      state->finish(nullptr);
+    } else {
+      state->finish(std::make_exception_ptr(BackendFailure("communicator: the stream failed to run the call")));
+    }
+  });
+#else
+  (void)stream;
+  (void)buffer;
+  (void)job;
+  throw Unsupported("communicator: cuda is not built here");
+#endif
+  return Request(state);
+}
+
+BackendProfile Communicator::Group::tuning_profile() const {
+  return options.profile.empty() ? profile_for(kind) : parse_backend_profile(options.profile, parameter("profile"));
+}
+
+void Communicator::Group::warn_profile(std::string_view what, std::string_view profile) {
+  if (warned_profile) return;
+  const std::string line = profile_mismatch_warning(what, profile, kind);
+  if (line.empty()) return;
+  warned_profile = true;
+  std::fprintf(stderr, "artune: warning: %s\n", line.c_str());
+}
+
+std::string Communicator::Group::runs_as(const Plan& plan) const {
+  std::set<Collective> kinds;
+  for (const Op& op : plan.ops) {
+    if (op.kind == OpKind::kGroup) kinds.insert(op.collective);
+  }
+  if (kinds.empty()) return "";
+  if (kind == BackendKind::kCpu) return "cpu group op";
+  if (kind == BackendKind::kCuda) return "cuda kernels";
+  std::string text;
+  for (Collective c : kinds) {
+    const char* name = "";
+    switch (c) {
+      case Collective::kAllReduce: name = kind == BackendKind::kMpi ? "MPI_Iallreduce" : "ncclAllReduce"; break;
+      case Collective::kBroadcast: name = kind == BackendKind::kMpi ? "MPI_Ibcast" : "ncclBroadcast"; break;
+      case Collective::kReduce: name = kind == BackendKind::kMpi ? "MPI_Ireduce" : "ncclReduce"; break;
+      case Collective::kReduceScatter:
+        name = kind == BackendKind::kMpi ? "MPI_Ireduce_scatter" : "ncclReduceScatter";
+        break;
+      case Collective::kAllGather: name = kind == BackendKind::kMpi ? "MPI_Iallgatherv" : "ncclAllGather"; break;
+    }
+    text += text.empty() ? name : std::string("+") + name;
+  }
+  return text;
 }
 
 Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
@@ -116,10 +352,37 @@ Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
                                      collective_flag_name(t.table->ranges.front().plan.collective), what));
     }
     t.buckets = table_buckets(*t.table);
+    const auto& model = t.table->cost_model;
+    if (model.is_object() && model.contains("profile") && model["profile"].is_string()) {
+      t.profile = model["profile"].get<std::string>();
+      warn_profile(fmt::format("the table {}", file), t.profile);
+    }
   } else {
     SearchOptions s;
     s.sizes = sizes;
     s.candidates.collective = c;
+    BackendProfile profile = tuning_profile();
+    nlohmann::json overlay;
+    const std::string source = fmt::format("{} '{}'", parameter("calibration"), options.calibration);
+    if (!options.calibration.empty()) {
+      overlay = read_json_input(options.calibration, parameter("calibration"));
+      // The overlay's own profile is the model it was fitted on (artune calibrate writes it).
+      if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
+        const BackendProfile own = parse_backend_profile(overlay["profile"].get<std::string>(), source + ": profile");
+        if (!options.profile.empty() && own != profile) {
+          throw InvalidInput(fmt::format("{}: its profile is {}, not {} ({})", source, to_string(own), options.profile,
+                                         parameter("profile")));
+        }
+        profile = own;
+      }
+    }
+    s.model = CostModel::defaults(profile);
+    if (!options.calibration.empty()) {
+      s.model.apply_overlay(overlay, source);
+      s.calibration = options.calibration;
+      warn_profile(fmt::format("the calibration {}", options.calibration), to_string(s.model.profile));
+    }
+    t.profile = std::string(to_string(s.model.profile));
     t.table = search(topo, s).table;
     t.buckets = table_buckets(*t.table);
   }
@@ -133,6 +396,10 @@ Communicator::Group::Tuning& Communicator::Group::tuning(Collective c) {
 Plan Communicator::Group::build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify) {
   const Tuning& t = tuning(c);
   if (!t.table) {
+    // A label with parameters ("xring perm=0,3,2,1"), as tables and dump_cache() print them, or a plain spec.
+    if (options.spec.find(' ') != std::string::npos) {
+      return build_candidate(topo, parse_candidate_label(options.spec, parameter("spec")), count, op, verify);
+    }
     BuildOptions b;
     b.count = count;
     b.reduce_op = op;
@@ -181,6 +448,7 @@ Communicator::Group::Entry& Communicator::Group::lookup(const CacheKey& key, std
   }
   e.info.type = key.type;
   e.info.op = key.op;
+  e.info.runs_as = runs_as(plan);
   try {
     prepare(e, plan);
   } catch (...) {

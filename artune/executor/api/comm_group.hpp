@@ -14,7 +14,9 @@
 #include <array>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -23,12 +25,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "artune/communicator.hpp"
 #include "artune/executor/api/call_split.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
+#include "artune/simulator/cost_model.hpp"
 #include "artune/topology/topology.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "artune_config.hpp"
@@ -65,6 +69,39 @@ struct CallArgs {
   ReduceOp op = ReduceOp::kSum;
 };
 
+// A call in flight: finished once, with its error (null on success); callbacks run on the finishing thread.
+struct Request::State {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool finished = false;
+  std::exception_ptr error;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  void* event = nullptr;  // cuda/nccl: cudaEvent_t recorded on the caller's stream after the call
+  int device = -1;        // the event's device
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State();
+  void finish(std::exception_ptr e);
+};
+
+// One rank's calls in flight, run in submission order by its own thread (started at the rank's first
+// asynchronous call). The thread holds the queue, not the group: a job may drop the group's last reference.
+struct CallQueue {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> jobs;
+  bool running = false;  // a job is being run
+  bool stop = false;
+  std::thread thread;
+  static std::shared_ptr<CallQueue> start();
+  void push(std::function<void()> job);
+  // No job queued or running.
+  bool idle();
+  // Runs the jobs queued, then ends the thread (joined; detached when called from the thread itself).
+  void shutdown();
+};
+
 /// The default sizes tuned in memory: 4 B to 256 MiB, x2.
 std::vector<std::uint64_t> default_tune_sizes();
 /// The size buckets of a decision table: the sizes it was tuned at, ascending (InvalidInput when it has none).
@@ -83,6 +120,7 @@ struct Communicator::Group {
     bool ready = false;
     std::optional<DecisionTable> table;
     std::vector<std::uint64_t> buckets;  // bytes, ascending
+    std::string profile;                 // cost-model profile of its table ("" for a fixed spec)
   };
   // Padding (all-reduce) and input (reduce-scatter) scratch of a local rank: host, or device memory.
   struct Pad {
@@ -114,9 +152,10 @@ struct Communicator::Group {
 #endif
   std::array<Tuning, 3> tunings;  // all-reduce, all-gather, reduce-scatter
   std::uint64_t pad_limit = 0;
-  std::uint64_t compiles = 0;   // plans compiled so far
-  std::uint64_t retargets = 0;  // re-targets done so far
-  std::vector<Pad> pads;        // per local rank
+  std::uint64_t compiles = 0;                      // plans compiled so far
+  std::uint64_t retargets = 0;                     // re-targets done so far
+  std::vector<Pad> pads;                           // per local rank
+  std::vector<std::shared_ptr<CallQueue>> queues;  // per local rank, started at its first asynchronous call
 
   // The cache: most recently used first.
   std::list<Entry> lru;
@@ -136,12 +175,21 @@ struct Communicator::Group {
   ~Group();
 
   bool gpu() const noexcept { return kind == BackendKind::kCuda || kind == BackendKind::kNccl; }
+  // Runs a call of local rank `rank` now, or behind the rank's asynchronous calls still in flight.
+  void run(int rank, const std::function<void()>& job);
+  // Submits a call of local rank `rank` (checked already): host backends queue it on the rank's progress thread;
+  // cuda/nccl run it now (queued on `stream`) and finish the request when the stream has run it.
+  Request submit(int rank, void* stream, const void* buffer, std::function<void()> job);
+  // The cost-model profile in-memory tuning uses (CommOptions::profile, else the backend's).
+  BackendProfile tuning_profile() const;
   // The table and buckets of collective `c`, tuned or read on first use.
   Tuning& tuning(Collective c);
   // The plan `c` runs at size bucket `bucket`, built for `count` elements (and verified unless `verify` is false).
   Plan build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify = true);
   // The compiled plan of `key` at its bucket's count, compiling it (build, verify, prepare) on a miss.
   Entry& lookup(const CacheKey& key, std::int64_t bucket_count);
+  // What `plan`'s group ops run as on this backend (PlanInfo::runs_as).
+  std::string runs_as(const Plan& plan) const;
   // Compiles `plan` (built for e's key) into `e`, replacing what it held.
   void prepare(Entry& e, const Plan& plan);
   // cpu: makes `e` the plan inside the backend.
@@ -167,6 +215,10 @@ struct Communicator::Group {
   void check_usable() const;
   // InvalidInput (naming `what`) for a negative count, null buffers or a stream on a host backend.
   void check_call(std::string_view what, std::int64_t count, const void* send, const void* recv, void* stream) const;
+  // One line on stderr, once per group, when a table or calibration was priced for another profile than the
+  // backend's (`what` names it).
+  void warn_profile(std::string_view what, std::string_view profile);
+  bool warned_profile = false;
 
  private:
   void execute_allreduce(const CallArgs& call, std::span<const void* const> send, std::span<void* const> buffers,

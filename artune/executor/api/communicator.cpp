@@ -41,6 +41,7 @@ std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOpti
   g.rank_base = rank;
   g.last.assign(1, PlanInfo{});
   g.pads = std::vector<Communicator::Group::Pad>(1);
+  g.queues.resize(1);
 }
 
 }  // namespace
@@ -70,6 +71,7 @@ std::vector<Communicator> Communicator::create_local(BackendKind backend, const 
   g->local = ranks;
   g->last.assign(static_cast<std::size_t>(ranks), PlanInfo{});
   g->pads = std::vector<Communicator::Group::Pad>(static_cast<std::size_t>(ranks));
+  g->queues.resize(static_cast<std::size_t>(ranks));
   g->args.assign(static_cast<std::size_t>(ranks), CallArgs{});
   std::vector<Communicator> out;
   out.reserve(static_cast<std::size_t>(ranks));
@@ -136,72 +138,125 @@ void Communicator::Group::check_call(std::string_view what, std::int64_t count, 
                                      void* stream) const {
   if (count < 0) throw InvalidInput(fmt::format("{}: count {} is negative", what, count));
   if (count > 0 && (send == nullptr || recv == nullptr)) throw InvalidInput(fmt::format("{}: null buffer", what));
-  if (!gpu() && stream != nullptr) throw InvalidInput(fmt::format("{}: a stream is for the cuda and nccl backends", what));
+  if (!gpu() && stream != nullptr)
+    throw InvalidInput(fmt::format("{}: a stream is for the cuda and nccl backends", what));
 #if !ARTUNE_HAVE_CUDA_BACKEND
   if (gpu()) throw Unsupported(fmt::format("{}: cuda is not built here", what));
 #endif
 }
 
-void Communicator::allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
-                             void* stream) {
-  Group& g = *group_;
+namespace {
+
+using Group = Communicator::Group;
+
+// Each call is checked at once (bad input throws to the caller, asynchronous or not), then becomes a job that
+// runs it: now, or on the rank's progress thread. The job holds the group.
+std::function<void()> allreduce_job(const std::shared_ptr<Group>& group, int rank, const void* send, void* recv,
+                                    std::int64_t count, DataType type, ReduceOp op, void* stream) {
+  Group& g = *group;
   g.check_call("allreduce", count, send, recv, stream);
   const std::size_t bytes = static_cast<std::size_t>(count) * element_size(type);
   if (send != recv) {
     check_disjoint(send, bytes, recv, bytes, "allreduce: send and recv overlap without being the same buffer");
   }
-  // On the host each rank copies its own input first (in parallel for a local group), so the plan runs in place.
-  if (!g.gpu() && send != recv && bytes > 0) {
-    std::memcpy(recv, send, bytes);
-    send = recv;
-  }
-  g.call(rank_, CallArgs{Collective::kAllReduce, send, recv, stream, count, type, op});
+  return [group, rank, send, recv, count, type, op, stream, bytes] {
+    const void* from = send;
+    // On the host each rank copies its own input first (in parallel for a local group), so the plan runs in place.
+    if (!group->gpu() && send != recv && bytes > 0) {
+      std::memcpy(recv, send, bytes);
+      from = recv;
+    }
+    group->call(rank, CallArgs{Collective::kAllReduce, from, recv, stream, count, type, op});
+  };
 }
 
-void Communicator::allgather(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
-                             void* stream) {
-  Group& g = *group_;
+std::function<void()> allgather_job(const std::shared_ptr<Group>& group, int rank, const void* send, void* recv,
+                                    std::int64_t count_per_rank, DataType type, void* stream) {
+  Group& g = *group;
   g.check_call("allgather", count_per_rank, send, recv, stream);
   const std::size_t block = static_cast<std::size_t>(count_per_rank) * element_size(type);
-  auto* own = static_cast<std::byte*>(recv) + block * static_cast<std::size_t>(rank_);
+  auto* own = static_cast<std::byte*>(recv) + block * static_cast<std::size_t>(rank);
   // In place when send is this rank's block of recv (NCCL's convention); otherwise send must not overlap recv.
   if (send != own) {
     check_disjoint(send, block, recv, block * static_cast<std::size_t>(g.ranks),
                    "allgather: send overlaps recv without being this rank's block of it");
   }
-  g.copy(own, send, block, stream);
-  g.call(rank_, CallArgs{Collective::kAllGather, send, recv, stream, count_per_rank * g.ranks, type, ReduceOp::kSum});
+  return [group, rank, send, recv, count_per_rank, type, stream, block, own] {
+    group->copy(own, send, block, stream);
+    group->call(rank, CallArgs{Collective::kAllGather, send, recv, stream, count_per_rank * group->ranks, type,
+                               ReduceOp::kSum});
+  };
 }
 
-void Communicator::reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
-                                 ReduceOp op, void* stream) {
-  Group& g = *group_;
+std::function<void()> reducescatter_job(const std::shared_ptr<Group>& group, int rank, const void* send, void* recv,
+                                        std::int64_t count_per_rank, DataType type, ReduceOp op, void* stream) {
+  Group& g = *group;
   g.check_call("reducescatter", count_per_rank, send, recv, stream);
   const std::size_t block = static_cast<std::size_t>(count_per_rank) * element_size(type);
   const std::size_t whole = block * static_cast<std::size_t>(g.ranks);
-  const auto* own = static_cast<const std::byte*>(send) + block * static_cast<std::size_t>(rank_);
+  const auto* own = static_cast<const std::byte*>(send) + block * static_cast<std::size_t>(rank);
   // In place when recv is this rank's block of send (NCCL's convention): the plan runs on the caller's buffer
   // (its other blocks are unspecified afterwards); otherwise on a copy of send in the communicator's scratch.
   const bool in_place = own == recv;
   if (!in_place) {
     check_disjoint(send, whole, recv, block, "reducescatter: recv overlaps send without being this rank's block of it");
   }
-  const std::size_t i = g.local == 1 ? 0 : static_cast<std::size_t>(rank_);
-  void* at = static_cast<std::byte*>(recv) - block * static_cast<std::size_t>(rank_);
-  if (!in_place && block > 0) {
-    at = g.pad_buffer(i, whole, whole, recv, stream);
-    g.copy(at, send, whole, stream);
-  }
-  g.call(rank_, CallArgs{Collective::kReduceScatter, at, at, stream, count_per_rank * g.ranks, type, op});
-  if (!in_place && block > 0) {
-    g.copy(recv, static_cast<const std::byte*>(at) + block * static_cast<std::size_t>(rank_), block, stream);
-    g.pad_done(i, whole, stream);
-  }
+  return [group, rank, send, recv, count_per_rank, type, op, stream, block, whole, in_place] {
+    Group& g = *group;
+    const std::size_t i = g.local == 1 ? 0 : static_cast<std::size_t>(rank);
+    void* at = static_cast<std::byte*>(recv) - block * static_cast<std::size_t>(rank);
+    if (!in_place && block > 0) {
+      at = g.pad_buffer(i, whole, whole, recv, stream);
+      g.copy(at, send, whole, stream);
+    }
+    g.call(rank, CallArgs{Collective::kReduceScatter, at, at, stream, count_per_rank * g.ranks, type, op});
+    if (!in_place && block > 0) {
+      g.copy(recv, static_cast<const std::byte*>(at) + block * static_cast<std::size_t>(rank), block, stream);
+      g.pad_done(i, whole, stream);
+    }
+  };
+}
+
+}  // namespace
+
+void Communicator::allreduce(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
+                             void* stream) {
+  group_->run(rank_, allreduce_job(group_, rank_, send, recv, count, type, op, stream));
+}
+
+void Communicator::allgather(const void* send, void* recv, std::int64_t count_per_rank, DataType type, void* stream) {
+  group_->run(rank_, allgather_job(group_, rank_, send, recv, count_per_rank, type, stream));
+}
+
+void Communicator::reducescatter(const void* send, void* recv, std::int64_t count_per_rank, DataType type, ReduceOp op,
+                                 void* stream) {
+  group_->run(rank_, reducescatter_job(group_, rank_, send, recv, count_per_rank, type, op, stream));
+}
+
+Request Communicator::allreduce_async(const void* send, void* recv, std::int64_t count, DataType type, ReduceOp op,
+                                      void* stream) {
+  return group_->submit(rank_, stream, recv, allreduce_job(group_, rank_, send, recv, count, type, op, stream));
+}
+
+Request Communicator::allgather_async(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
+                                      void* stream) {
+  return group_->submit(rank_, stream, recv, allgather_job(group_, rank_, send, recv, count_per_rank, type, stream));
+}
+
+Request Communicator::reducescatter_async(const void* send, void* recv, std::int64_t count_per_rank, DataType type,
+                                          ReduceOp op, void* stream) {
+  return group_->submit(rank_, stream, recv,
+                        reducescatter_job(group_, rank_, send, recv, count_per_rank, type, op, stream));
 }
 
 int Communicator::rank() const noexcept { return rank_; }
 int Communicator::size() const noexcept { return group_->ranks; }
 BackendKind Communicator::backend() const noexcept { return group_->kind; }
+
+std::string Communicator::profile() const {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  return group_->tuning(Collective::kAllReduce).profile;
+}
 
 PlanInfo Communicator::last_plan() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
@@ -223,8 +278,9 @@ std::string Communicator::dump_cache() const {
         p.range < 0 ? std::string("spec") : fmt::format("range {} [{}..{} B]", p.range, p.min_bytes, p.max_bytes);
     // Every line starts with its collective; the reduction op only where there is one (not all-gather).
     const std::string op = p.collective == Collective::kAllGather ? "" : fmt::format(" {}", to_string(p.op));
-    text += fmt::format("{} {}  {}  bucket {} ({} B)  count {} {}{}  devices {}  calls {}\n",
-                        collective_flag_name(p.collective), p.label, range, p.bucket, p.bucket_bytes, p.count,
+    const std::string runs_as = p.runs_as.empty() ? "" : fmt::format(" [runs as {}]", p.runs_as);
+    text += fmt::format("{} {}{}  {}  bucket {} ({} B)  count {} {}{}  devices {}  calls {}\n",
+                        collective_flag_name(p.collective), p.label, runs_as, range, p.bucket, p.bucket_bytes, p.count,
                         to_string(p.type), op, p.devices, p.calls);
   }
   return text;
