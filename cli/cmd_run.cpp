@@ -234,7 +234,11 @@ void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_p
   // warning line (from the root rank only).
   if (!table_profile.empty() && backend->is_root()) {
     const std::string line = profile_mismatch_warning(fmt::format("--table {}", f.table), table_profile, kind);
-    if (!line.empty()) fmt::print(stderr, "artune: warning: {}\n", line);
+    if (!line.empty()) {
+      const std::string own(to_string(profile_for(kind)));
+      fmt::print(stderr, "artune: warning: {}: artune autotune --profile {}, or --measure {}\n", line, own,
+                 to_string(kind));
+    }
   }
 
   RunReport report;

@@ -32,7 +32,7 @@ std::string profile_mismatch_warning(std::string_view what, std::string_view pro
   const auto kind_of = [](std::string_view p) { return p == "nccl" || p == "cuda" ? "GPUs" : "host threads"; };
   return fmt::format(
       "{} was priced with the {} cost profile ({}), not the {} backend's ({}): its picks may not be "
-      "the fastest here (tune for it: artune autotune --profile {}, or --measure {})",
+      "the fastest here (tune for the {} profile, or measure on the {} backend)",
       what, profile, kind_of(profile), to_string(backend), kind_of(own), own, to_string(backend));
 }
 

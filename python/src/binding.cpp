@@ -19,8 +19,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -354,6 +356,36 @@ bool finalizing() {
 #endif
 }
 
+// The callbacks still to run that take the GIL on a communicator's progress thread. Python ends a thread that asks
+// for the GIL while the interpreter exits by unwinding it, which C++ frames on the way (torch's future, ours) do not
+// survive (std::terminate); so the interpreter's exit waits for them (atexit, registered in the module's init).
+// Each belongs to a call in flight, which ends within its communicator's timeout. Leaked: outlives every thread.
+class PendingCallbacks {
+ public:
+  void add() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++count_;
+  }
+  void done() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--count_ == 0) cv_.notify_all();
+  }
+  void drain() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return count_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t count_ = 0;
+};
+
+PendingCallbacks& pending_callbacks() {
+  static auto* pending = new PendingCallbacks;
+  return *pending;
+}
+
 // Keeps the Python objects of a call in flight alive until it has finished; released with the GIL held.
 struct Held {
   std::vector<py::object> objects;
@@ -391,7 +423,11 @@ py::object finish_call(bool async_op, py::object result, std::vector<py::object>
   auto held = std::make_shared<Held>();
   held->objects = std::move(keep);
   // The buffers' owners live until the call has finished, even when the Work is dropped.
-  request.on_done([held](std::exception_ptr) mutable { held.reset(); });
+  pending_callbacks().add();
+  request.on_done([held](std::exception_ptr) mutable {
+    held.reset();
+    pending_callbacks().done();
+  });
   return py::cast(Work{request, result, call});
 }
 
@@ -530,6 +566,10 @@ PYBIND11_MODULE(_artune, m) {
   m.doc() = "artune: all-reduce, all-gather and reduce-scatter of arrays and tensors with tuned plans";
   m.attr("__version__") = ARTUNE_VERSION;
   m.attr("has_dlpack") = static_cast<bool>(ARTUNE_HAVE_DLPACK);
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    py::gil_scoped_release release;
+    pending_callbacks().drain();
+  }));
 
   // Error classes carry the artune code in their name; all derive from artune.Error, a RuntimeError.
   static py::exception<artune::Error> error(m, "Error", PyExc_RuntimeError);
@@ -584,9 +624,9 @@ PYBIND11_MODULE(_artune, m) {
             auto held = std::make_shared<Held>();
             held->objects.push_back(fn);
             held->objects.push_back(self);
+            pending_callbacks().add();
             w.request.on_done([held](std::exception_ptr) mutable {
-              if (!Py_IsInitialized() || finalizing()) return;
-              {
+              if (Py_IsInitialized() && !finalizing()) {
                 py::gil_scoped_acquire gil;
                 try {
                   held->objects[0](held->objects[1]);
@@ -595,6 +635,7 @@ PYBIND11_MODULE(_artune, m) {
                 }
                 held.reset();
               }
+              pending_callbacks().done();
             });
           },
           py::arg("fn"),
@@ -621,6 +662,10 @@ PYBIND11_MODULE(_artune, m) {
                  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
                  // Finalised when the interpreter exits; communicators that outlive it skip their MPI frees.
                  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+                   {
+                     py::gil_scoped_release release;
+                     pending_callbacks().drain();  // the calls in flight first: they may still run MPI
+                   }
                    int finalized = 0;
                    MPI_Finalized(&finalized);
                    if (!finalized) MPI_Finalize();

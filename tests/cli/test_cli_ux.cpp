@@ -111,8 +111,8 @@ TEST_CASE("cli_ux.run_table_warns_once_when_priced_for_another_backend") {
   REQUIRE(gpu.status == 0);
   CHECK(gpu.err == "artune: warning: --table " + gpu_table +
                        " was priced with the nccl cost profile (GPUs), not the cpu backend's (host threads): its "
-                       "picks may not be the fastest here (tune for it: artune autotune --profile cpu, or --measure "
-                       "cpu)\n");
+                       "picks may not be the fastest here (tune for the cpu profile, or measure on the cpu backend): "
+                       "artune autotune --profile cpu, or --measure cpu\n");
   args[2] = cpu_table;
   const CliResult cpu = run_artune(args);
   CHECK(cpu.status == 0);

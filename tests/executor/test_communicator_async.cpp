@@ -232,8 +232,7 @@ TEST_CASE("communicator_options.the_cost_profile_follows_the_backend") {
       stderr_of([&] { CHECK(Communicator::create_local(BackendKind::kCpu, o, 2)[0].profile() == "mpi"); });
   CHECK(warned == "artune: warning: the calibration " + overlay +
                       " was priced with the mpi cost profile (host threads), not the cpu backend's (host threads): its "
-                      "picks may not be the fastest here (tune for it: artune autotune --profile cpu, or --measure "
-                      "cpu)\n");
+                      "picks may not be the fastest here (tune for the cpu profile, or measure on the cpu backend)\n");
   o.profile = "cuda";
   CHECK_THROWS_WITH_AS(Communicator::create_local(BackendKind::kCpu, o, 2),
                        doctest::Contains("its profile is mpi, not cuda (parameter profile)"), InvalidInput);
@@ -258,7 +257,7 @@ TEST_CASE("communicator_options.the_cost_profile_follows_the_backend") {
   });
   CHECK(warned == "artune: warning: the table " + table +
                       " was priced with the nccl cost profile (GPUs), not the cpu backend's (host threads): its picks "
-                      "may not be the fastest here (tune for it: artune autotune --profile cpu, or --measure cpu)\n");
+                      "may not be the fastest here (tune for the cpu profile, or measure on the cpu backend)\n");
   s.model = CostModel::defaults(BackendProfile::kCpu);
   write_decision_table(table, search(topo, s).table);
   CHECK(stderr_of([&] { (void)Communicator::create_local(BackendKind::kCpu, t, 2); }).empty());

@@ -6,6 +6,7 @@ tests are test_python_torch.py). Run by meson test with PYTHONPATH set to the bu
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -189,6 +190,20 @@ check(done_event.wait(30) and len(seen) == 1 and np.all(seen[0] == 3.0), f"callb
 late_cb[1].wait()
 late_cb[1].add_done_callback(lambda w: seen.append("at once"))
 check(seen[-1] == "at once", "a callback on a finished Work runs at once")
+# The interpreter's exit waits for the callbacks of calls in flight: a script that ends while its callback has yet
+# to run (here, its call times out after the script's last line) still sees the callback finish, instead of a
+# progress thread ended inside it (which aborted the process when a torch future sat in the callback).
+exiting = subprocess.run(
+    [sys.executable, "-c",
+     "import time, artune, numpy as np\n"
+     "c = artune.local_communicators(2, topology='uniform:2', spec='xring', timeout=0.3)\n"
+     "def late(w):\n"
+     "    time.sleep(0.2)\n"
+     "    print('callback finished', flush=True)\n"
+     "c[0].allreduce(np.ones(4), async_op=True).add_done_callback(late)\n"],
+    capture_output=True, text=True, timeout=60)
+check(exiting.returncode == 0 and exiting.stdout == "callback finished\n",
+      f"exit with a callback pending: {exiting.returncode} {exiting.stdout!r} {exiting.stderr[-300:]!r}")
 # The buffers of a call in flight stay alive when the caller drops them (and its Work).
 pending = np.full(1000, 5.0)
 gone = weakref.ref(pending)

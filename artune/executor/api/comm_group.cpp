@@ -250,12 +250,15 @@ Request Communicator::Group::submit(int rank, void* stream, const void* buffer, 
   if (!queues[i]) queues[i] = CallQueue::start();
   if (!gpu()) {
     queues[i]->push([state, job = std::move(job)] {
+      std::exception_ptr error;
       try {
         job();
-        state->finish(nullptr);
       } catch (...) {
-        state->finish(std::current_exception());
+        error = std::current_exception();
       }
+      // The callbacks run outside the handler: one that never returns (Python ends a thread that wants the GIL
+      // while the interpreter exits, by unwinding it) must not unwind through a caught exception (std::terminate).
+      state->finish(error);
     });
     return Request(state);
   }
