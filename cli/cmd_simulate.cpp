@@ -48,28 +48,6 @@ struct SimulateFlags {
   bool has_gather = false;
 };
 
-// The cost model: the backend's defaults (from --backend, else the overlay's
-// profile, else nccl), then the calibration overlay.
-CostModel make_model(const SimulateFlags& f) {
-  nlohmann::json overlay;
-  if (f.has_calibration) overlay = read_json_input(f.calibration, "--calibration");
-  BackendProfile profile = BackendProfile::kNccl;
-  if (f.has_backend) profile = parse_backend_profile(f.backend, "--backend");
-  if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
-    const BackendProfile file_profile =
-        parse_backend_profile(overlay["profile"].get<std::string>(), f.calibration + ": profile");
-    if (!f.has_backend) {
-      profile = file_profile;
-    } else if (file_profile != profile) {
-      throw InvalidInput(fmt::format("--calibration: {} was fitted for backend '{}', not --backend {}", f.calibration,
-                                     to_string(file_profile), f.backend));
-    }
-  }
-  CostModel model = CostModel::defaults(profile);
-  if (f.has_calibration) model.apply_overlay(overlay, f.calibration);
-  return model;
-}
-
 std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
   if (size == sizes.front()) return "-b/--minbytes";
   if (size == sizes.back()) return "-e/--maxbytes";
@@ -141,7 +119,7 @@ void run_simulate(const SimulateFlags& f) {
   // nccl-tests prints "none" as the all-gather's redop: it reduces nothing.
   const std::string redop(collective == Collective::kAllGather ? "none" : to_string(op));
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
-  const CostModel model = make_model(f);
+  const CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
   const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
   const std::size_t es = element_size(type);
   for (const std::uint64_t size : sizes) {

@@ -8,6 +8,7 @@
 
 #include "artune/core/error.hpp"
 #include "artune/core/json_reader.hpp"
+#include "artune/topology/link_rates.hpp"
 
 namespace artune {
 
@@ -23,13 +24,14 @@ constexpr double kNcclSimplePcieHopUs = 5.7;
 constexpr double kNcclSimpleNetHopUs = 14.0;
 
 // NCCL's ring search assumes 20 GB/s usable per sm70/sm80 NVLink of 25 GB/s
-// nominal (sm60 18 of 20, sm90 20.6 of 25): about 80% of the line rate.
-constexpr double kNcclNvlinkEfficiency = 0.8;
+// nominal (sm60 18 of 20, sm90 20.6 of 25): about 80% of the line rate (topology/link_rates.hpp, where the
+// plans derived from the topology read it too).
+constexpr double kNcclNvlinkEfficiency = kUsableNvlinkShare;
 // Copy engines (cudaMemcpyPeerAsync) reach ~90% of NVLink line rate in
 // p2pBandwidthLatencyTest on V100/A100.
 constexpr double kCopyEngineNvlinkEfficiency = 0.9;
 // InfiniBand: NCCL/MPI reach ~90% of the port rate (e.g. ~11.3 of 12.5 GB/s EDR).
-constexpr double kNetworkEfficiency = 0.9;
+constexpr double kNetworkEfficiency = kUsableNetworkShare;
 // The shipped configs carry PCIe and QPI/UPI at NCCL's usable figures
 // (12 GB/s Gen3 x16, 6/10 GB/s across sockets), so no further derating.
 constexpr double kPcieEfficiency = 1.0;
