@@ -31,8 +31,10 @@ struct BoundFlags {
 
 std::string set_by(const CollectiveBound& b) {
   if (b.ranks < 2) return "one participant: nothing moves";
-  if (b.in_network) return "in-network reduction: a cut splitting the GPUs";
-  if (b.collective == Collective::kAllReduce) return "reduce-scatter cut + all-gather cut";
+  if (b.in_network) return "in-network reduction (NVLS): the slowest cut splitting the GPUs";
+  if (b.collective == Collective::kAllReduce) {
+    return b.cuts.front().what == "volume" ? "volume: 2(N-1) buffers into the GPUs" : "the slowest cut splitting the GPUs";
+  }
   return b.collective == Collective::kAllGather ? "all-gather cut" : "reduce-scatter cut";
 }
 
@@ -86,9 +88,12 @@ void run_bound(const BoundFlags& f) {
   fmt::print("#\n");
   const auto cuts = [&](const std::string& label, const CollectiveBound& b) {
     for (const BoundCut& c : b.cuts) {
-      const std::string per = c.what == "in-network"
-                                  ? std::string("every result crosses it once")
-                                  : fmt::format("{} blocks at {:.2f} GB/s each",
+      const std::string per =
+          c.what == "in-network" || c.what == "split"
+              ? fmt::format("every result crosses it: algbw <= {:.2f} GB/s", c.rate_gbps)
+          : c.what == "volume"
+              ? fmt::format("{} buffers in all: algbw <= {:.2f} GB/s", 2 * (c.ranks_outside - 1), c.rate_gbps)
+              : fmt::format("{} blocks at {:.2f} GB/s each",
                                                 c.receivers.empty() ? c.ranks_inside
                                                                     : static_cast<int>(c.receivers.size()) *
                                                                           (c.ranks_inside + c.ranks_outside - 1),

@@ -139,6 +139,8 @@ struct CandidateSeed {
   std::vector<int> gpu_perm;        ///< empty = identity
   std::vector<std::string> gather;  ///< gather devices by node id; empty = builder default
   Segments segments = Segments::kAll;
+  /// kAll: these pipeline depths instead of the tuner's (families whose pieces cross deep trees); empty = the tuner's.
+  std::vector<int> depths = {};
 };
 
 /// What the tuner knows when it asks families for candidates (machine 0 stands for every machine).

@@ -252,12 +252,13 @@ class Generator {
       add(Candidate{family, std::move(seed.spec), std::move(seed.gpu_perm), std::move(seed.gather), 1});
       return;
     }
-    add_segmented(family, seed.spec, seed.gpu_perm, seed.gather, seed.segments == CandidateSeed::Segments::kAll);
+    add_segmented(family, seed.spec, seed.gpu_perm, seed.gather, seed.segments == CandidateSeed::Segments::kAll,
+                  seed.depths);
   }
 
   void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
-                     const std::vector<std::string>& gather, bool segmented) {
-    for (int seg : options_.segments) {
+                     const std::vector<std::string>& gather, bool segmented, const std::vector<int>& depths = {}) {
+    for (int seg : depths.empty() || !segmented ? options_.segments : depths) {
       if (seg < 1) continue;
       if (huge_ && seg > 1) continue;
       if (seg > 1 && !segmented) continue;

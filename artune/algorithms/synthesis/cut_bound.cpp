@@ -345,7 +345,7 @@ BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants_i
   cut.rate_gbps = x;
   // Two participants whose links share an upstream link (the uplink of the PCIe switch they sit under) can
   // be fed less together than apart: every one of them takes N−1 blocks in over its own links.
-  if (n >= 3) {
+  {
     const std::vector<int> firsts = twins.alike ? twins.first : participants;
     std::vector<int> seconds = participants;
     if (twins.alike) {
@@ -402,6 +402,23 @@ BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participant
   return best;
 }
 
+BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  const double n = static_cast<double>(participants.size());
+  if (participants.size() < 2) {
+    BoundCut none;
+    none.what = "volume";
+    none.rate_gbps = std::numeric_limits<double>::infinity();
+    return none;
+  }
+  const Network net = make_network(topo, participants, rates, false);
+  BoundCut cut = reception_cut(topo, net, participants, rates, participants, "volume");
+  // reception_cut's rate is per block of N−1 per receiver: the receptions' total is that times N(N−1).
+  cut.rate_gbps = cut.rate_gbps * n * (n - 1) / (2 * (n - 1));
+  return cut;
+}
+
 CollectiveBound collective_bound(const Topology& topo, std::vector<int> participants, Collective collective,
                                  const LinkRates& rates, bool in_network_reduction) {
   participants = default_participants(topo, std::move(participants));
@@ -421,21 +438,22 @@ CollectiveBound collective_bound(const Topology& topo, std::vector<int> particip
       break;
     }
     case Collective::kAllReduce: {
-      BoundCut rs = spread_cut(topo, participants, rates, true);
-      BoundCut ag = spread_cut(topo, participants, rates, false);
-      b.us_per_byte = per_block(rs.rate_gbps) + per_block(ag.rate_gbps);
-      if (in_network_reduction) {
-        BoundCut split = splitting_cut(topo, participants, rates);
-        const double us = 1.0 / (split.rate_gbps * kBytesPerUsPerGbps);
-        if (us < b.us_per_byte) {
+      // Every set splitting the participants sends the other side M bytes of results (in-network reduction
+      // included); without it, the GPUs also take in 2(N−1)·M bytes in all (reduce N inputs, then spread).
+      BoundCut split = splitting_cut(topo, participants, rates);
+      split.what = in_network_reduction ? "in-network" : "split";
+      b.us_per_byte = 1.0 / (split.rate_gbps * kBytesPerUsPerGbps);
+      b.in_network = in_network_reduction;
+      if (!in_network_reduction) {
+        BoundCut volume = volume_cut(topo, participants, rates);
+        const double us = 1.0 / (volume.rate_gbps * kBytesPerUsPerGbps);
+        if (us > b.us_per_byte) {
           b.us_per_byte = us;
-          b.in_network = true;
-          b.cuts.push_back(std::move(split));
+          b.cuts.push_back(std::move(volume));
           break;
         }
       }
-      b.cuts.push_back(std::move(rs));
-      b.cuts.push_back(std::move(ag));
+      b.cuts.push_back(std::move(split));
       break;
     }
     default:

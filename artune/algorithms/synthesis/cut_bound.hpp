@@ -9,10 +9,19 @@
 //     T_allgather ≥ M/N · max_S |S ∩ P| / B⁺(S).
 //
 // Reduce-scatter is the same on the reversed links: every participant outside S needs its block reduced
-// over S's inputs, at least one block each (S may combine its own first). All-reduce as reduce-scatter
-// plus all-gather (the bound of every plan that reduces on the participants, as all of artune's families
-// except NCCL's NVLS do) is T_rs + T_ag; where the network reduces (NVLS), every set S splitting P must
-// still see M bytes of results leave it, T ≥ M / min_S B⁺(S), which is below the other.
+// over S's inputs, at least one block each (S may combine its own first). Both are refined by what two
+// participants can take in together over their own links (two GPUs under one PCIe switch share its uplink:
+// routes never turn in a switch between NVLink peers), each needing N−1 blocks.
+//
+// All-reduce: every set S splitting the participants must send the other side M bytes of results, so
+// T ≥ M / min_S B⁺(S), whatever reduces where (NVLS included: where the hardware reduces in the network
+// that is the bound). Plans that reduce on the participants also move 2(N−1)·M bytes into them in all
+// (N−1 transfers to combine N inputs and N−1 to spread the sum: the one-way gossip bound), so
+// T ≥ 2(N−1)·M / (what the participants can take in together); the bound is the larger. On rings of equal
+// links, fully connected machines and stars it is the classic 2(N−1)/N · M / B of one GPU's links B; where a
+// slow link splits the GPUs (QPI between DGX-1 quads) the split cut sets it, and a plan that runs its
+// reduce-scatter and all-gather in the two directions of that link at once can beat the sum of the two
+// collectives' bounds.
 //
 // The maximum over cuts is found without enumerating them. With a source s joined to every participant by
 // an arc of rate x, the minimum s–u cut over all u ∈ P is ≥ N·x exactly when B⁺(S) ≥ x·|S ∩ P| for every
@@ -33,13 +42,13 @@ namespace artune {
 
 /// A set of devices and the links crossing its boundary that bound a collective.
 struct BoundCut {
-  std::string what;               ///< "all-gather", "reduce-scatter" or "in-network"
+  std::string what;               ///< "all-gather", "reduce-scatter", "split", "in-network" or "volume"
   std::vector<int> inside;        ///< topology nodes of S (the side that sends), sorted
   std::vector<int> links;         ///< links out of S, by index
   int ranks_inside = 0;           ///< participants in S
   int ranks_outside = 0;          ///< participants outside S
   double gbps = 0;                ///< Σ rates of `links`
-  double rate_gbps = 0;           ///< what the cut allows: per block (all-gather, reduce-scatter), or the result (in-network)
+  double rate_gbps = 0;           ///< what it allows: per block (all-gather, reduce-scatter), else the all-reduce's algbw
   /// Set when the bound is on what a few participants can take in together (all-gather; send out, reduce-scatter)
   /// over their own links rather than on a cut: these participants (nodes), each needing N−1 blocks.
   std::vector<int> receivers;
@@ -63,8 +72,14 @@ struct CollectiveBound {
 /// when a participant cannot reach the others.
 BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
                     bool reverse = false);
-/// The least rate (GB/s) of a cut splitting the participants, and that cut (the in-network all-reduce's).
+/// The least rate (GB/s) of a cut splitting the participants, and that cut: no all-reduce delivers results
+/// faster (algbw ≤ it), whatever reduces where.
 BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
+/// The all-reduce's volume bound: an all-reduce whose reductions run on the participants moves 2(N−1) buffers
+/// into them in all (N−1 to combine N inputs, N−1 to spread the result: the one-way gossip bound), so
+/// algbw ≤ (what the participants can take in together, every GPU and CPU sending) / 2(N−1). `rate_gbps`
+/// is that algbw; `receivers` all participants.
+BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
 
 /// The bound of `collective` (all-reduce, all-gather or reduce-scatter) over `participants` (empty: every GPU)
 /// at `rates`; `in_network_reduction`: the hardware can reduce in the network (all-reduce only).

@@ -81,49 +81,53 @@ int arc_head(const TreeEdge& e, bool toward_root) { return toward_root ? e.from 
 // ---- 2. Capacities by LP --------------------------------------------------------------------------------
 
 struct Capacities {
-  double rate = 0;         // per-root rate x (GB/s)
-  std::vector<double> y;   // per edge (GB/s)
+  double rate = 0;                     // per-root rate x (GB/s)
+  std::vector<std::vector<double>> y;  // per direction asked for, per edge (GB/s)
 };
 
+// One LP over every direction in `directions` (false: out-trees, true: in-trees): each has its own edge rates,
+// all share the links, and every direction carries every root's block at the same rate x (an all-reduce's
+// reduce-scatter and all-gather run side by side).
 Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
-                    bool toward_root) {
+                    const std::vector<bool>& directions) {
   lemon::Lp lp;
   lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
   const lemon::Lp::Col x = lp.addCol();
   lp.colLowerBound(x, 0);
-  std::vector<lemon::Lp::Col> y;
-  y.reserve(edges.size());
-  for (std::size_t e = 0; e < edges.size(); ++e) {
-    y.push_back(lp.addCol());
-    lp.colLowerBound(y.back(), 0);
-  }
-  // Links: Σ y_e over the edges crossing it (twice if an edge crosses it twice) ≤ its rate.
+  std::vector<std::vector<lemon::Lp::Col>> y(directions.size());
   std::vector<lemon::Lp::Expr> on_link(topo.links().size());
   std::vector<bool> used(topo.links().size(), false);
-  for (std::size_t e = 0; e < edges.size(); ++e) {
-    for (int l : edges[e].links) {
-      on_link[static_cast<std::size_t>(l)] += y[e];
-      used[static_cast<std::size_t>(l)] = true;
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+      y[d].push_back(lp.addCol());
+      lp.colLowerBound(y[d].back(), 0);
+      // Links: Σ y_e over the edges crossing it (twice if an edge crosses it twice) ≤ its rate.
+      for (int l : edges[e].links) {
+        on_link[static_cast<std::size_t>(l)] += y[d][e];
+        used[static_cast<std::size_t>(l)] = true;
+      }
     }
   }
   for (std::size_t l = 0; l < on_link.size(); ++l) {
     if (used[l]) lp.addRow(on_link[l] <= rates[l]);
   }
-  // One flow per sink u: every other participant sends x to u within the edges' rates.
-  for (int u = 0; u < n; ++u) {
-    std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
-    for (std::size_t e = 0; e < edges.size(); ++e) {
-      const int tail = arc_tail(edges[e], toward_root);
-      const int head = arc_head(edges[e], toward_root);
-      if (tail == u) continue;  // nothing leaves the sink
-      const lemon::Lp::Col f = lp.addCol();
-      lp.colLowerBound(f, 0);
-      lp.addRow(f - y[e] <= 0);
-      balance[static_cast<std::size_t>(tail)] += f;
-      balance[static_cast<std::size_t>(head)] -= f;
-    }
-    for (int v = 0; v < n; ++v) {
-      if (v != u) lp.addRow(balance[static_cast<std::size_t>(v)] - x == 0);
+  // Per direction, one flow per sink u: every other participant sends x to u within the edges' rates.
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (int u = 0; u < n; ++u) {
+      std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
+      for (std::size_t e = 0; e < edges.size(); ++e) {
+        const int tail = arc_tail(edges[e], directions[d]);
+        const int head = arc_head(edges[e], directions[d]);
+        if (tail == u) continue;  // nothing leaves the sink
+        const lemon::Lp::Col f = lp.addCol();
+        lp.colLowerBound(f, 0);
+        lp.addRow(f - y[d][e] <= 0);
+        balance[static_cast<std::size_t>(tail)] += f;
+        balance[static_cast<std::size_t>(head)] -= f;
+      }
+      for (int v = 0; v < n; ++v) {
+        if (v != u) lp.addRow(balance[static_cast<std::size_t>(v)] - x == 0);
+      }
     }
   }
   lp.max();
@@ -136,20 +140,23 @@ Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& ed
   // Keep the rate, spend as few link crossings as possible.
   lp.colLowerBound(x, best * (1 - 1e-7));
   lemon::Lp::Expr cost;
-  for (std::size_t e = 0; e < edges.size(); ++e) cost += static_cast<double>(edges[e].links.size()) * y[e];
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) cost += static_cast<double>(edges[e].links.size()) * y[d][e];
+  }
   lp.min();
   lp.obj(cost);
-  Capacities out;
-  if (lp.solve() == lemon::LpBase::SOLVED && lp.primalType() == lemon::Lp::OPTIMAL) {
-    out.rate = lp.primal(x);
-  } else {
-    // Keep the first solution's values (the second LP only tidies them).
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    // Back to the first solution's values (the second LP only tidies them).
     lp.max();
     lp.obj(x);
     lp.solve();
-    out.rate = lp.primal(x);
   }
-  for (std::size_t e = 0; e < edges.size(); ++e) out.y.push_back(std::max(0.0, lp.primal(y[e])));
+  Capacities out;
+  out.rate = lp.primal(x);
+  out.y.resize(directions.size());
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) out.y[d].push_back(std::max(0.0, lp.primal(y[d][e])));
+  }
   return out;
 }
 
@@ -374,35 +381,30 @@ std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
 
 }  // namespace
 
-TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
-                       bool toward_root, const PackingOptions& options) {
-  ARTUNE_CHECK(rates.size() == topo.links().size(),
-               fmt::format("tree packing: {} link rates for {} links", rates.size(), topo.links().size()));
-  ARTUNE_CHECK(options.chunks >= 1, fmt::format("tree packing: {} chunks per block", options.chunks));
+namespace {
+
+// Trees of one direction from the LP's edge rates at per-root rate `rate`.
+TreePacking decompose(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                      const std::vector<TreeEdge>& edges, const std::vector<double>& y, double rate, bool toward_root,
+                      const PackingOptions& options) {
   const int n = static_cast<int>(participants.size());
   TreePacking out;
   out.toward_root = toward_root;
   out.chunks = options.chunks;
-  if (n < 2) {
-    if (n == 1) out.trees.push_back(WeightedTree{0, {-1}, options.chunks});
-    return out;
-  }
-  std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
-  const Capacities lp = solve_lp(topo, n, edges, rates, toward_root);
   out.bound_gbps = spread_cut(topo, participants, rates, toward_root).rate_gbps;
 
   // Normalise to weight 1 per root; drop edges the LP left (almost) unused.
   std::vector<TreeEdge> kept;
   std::vector<double> cap;
   for (std::size_t e = 0; e < edges.size(); ++e) {
-    if (lp.y[e] <= kNegligible * lp.rate) continue;
-    kept.push_back(std::move(edges[e]));
-    cap.push_back(lp.y[e] / lp.rate);
+    if (y[e] <= kNegligible * rate) continue;
+    kept.push_back(edges[e]);
+    cap.push_back(y[e] / rate);
   }
   Packer packer(n, kept, cap, toward_root);
   const double scale = packer.feasible_scale();
-  packer.scale_capacities(1.0 / scale);  // exact at weight 1 per root: the rate is lp.rate · scale
-  out.rate_gbps = lp.rate * scale;
+  packer.scale_capacities(1.0 / scale);  // exact at weight 1 per root: the rate is rate · scale
+  out.rate_gbps = rate * scale;
   const auto trees = packer.run();
 
   // Chunks per root; edges renumbered to those the trees use.
@@ -437,6 +439,32 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
     out.trees.insert(out.trees.end(), rooted.begin(), rooted.end());
   }
   return out;
+}
+
+void check_inputs(const Topology& topo, const LinkRates& rates, const PackingOptions& options) {
+  ARTUNE_CHECK(rates.size() == topo.links().size(),
+               fmt::format("tree packing: {} link rates for {} links", rates.size(), topo.links().size()));
+  ARTUNE_CHECK(options.chunks >= 1, fmt::format("tree packing: {} chunks per block", options.chunks));
+}
+
+TreePacking single(int chunks, bool toward_root) {
+  TreePacking out;
+  out.toward_root = toward_root;
+  out.chunks = chunks;
+  out.trees.push_back(WeightedTree{0, {-1}, chunks});
+  return out;
+}
+
+}  // namespace
+
+TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                       bool toward_root, const PackingOptions& options) {
+  check_inputs(topo, rates, options);
+  const int n = static_cast<int>(participants.size());
+  if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks};
+  const std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
+  const Capacities lp = solve_lp(topo, n, edges, rates, {toward_root});
+  return decompose(topo, participants, rates, edges, lp.y[0], lp.rate, toward_root, options);
 }
 
 int max_depth(const TreePacking& packing) {

@@ -24,6 +24,7 @@
 // engines. `rate_gbps` and `bound_gbps` say how far.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "artune/algorithms/synthesis/cut_bound.hpp"
