@@ -19,6 +19,7 @@
 #include "artune/core/json_input.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/core/types.hpp"
+#include "artune/simulator/bound.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/topology/io.hpp"
@@ -153,6 +154,12 @@ void run_simulate(const SimulateFlags& f) {
     rows.push_back(std::move(row));
   }
   const int ranks = rows.empty() ? 0 : rows.front().result.ranks;
+  // The min-cut bound at the profile's rates: every row's share of it (plans over every GPU).
+  const CollectiveBound bound = effective_bound(topo, {}, collective, model);
+  const bool has_bound = bound.us_per_byte > 0 && static_cast<int>(topo.gpus().size()) == ranks;
+  const auto pct = [&](const Row& row) {
+    return has_bound ? 100.0 * bound_fraction(bound, static_cast<double>(row.size), row.result.time_us) : 0.0;
+  };
 
   if (f.json) {
     nlohmann::json doc;
@@ -165,6 +172,14 @@ void run_simulate(const SimulateFlags& f) {
     doc["segments"] = f.segments;
     doc["ranks"] = ranks;
     doc["cost_model"] = model.to_json();
+    if (has_bound) {
+      doc["bound"] = {{"busbw_gbps", bound.busbw_gbps},
+                      {"algbw_gbps", bound.algbw_gbps},
+                      {"us_per_byte", bound.us_per_byte},
+                      {"in_network", bound.in_network},
+                      {"set_by", bound.cuts.empty() ? std::string() : bound.cuts.front().what},
+                      {"cut", bound.cuts.empty() ? std::string() : cut_text(topo, bound.cuts.front())}};
+    }
     nlohmann::json results = nlohmann::json::array();
     for (const Row& row : rows) {
       const SimResult& r = row.result;
@@ -174,6 +189,7 @@ void run_simulate(const SimulateFlags& f) {
       j["bottleneck"] =
           r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
       j["critical_path_ops"] = r.critical_path.size();
+      if (has_bound) j["bound_pct"] = pct(row);
       if (!r.groups.empty()) j["nccl"] = nccl_json(r);
       results.push_back(std::move(j));
     }
@@ -190,24 +206,29 @@ void run_simulate(const SimulateFlags& f) {
       "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
       to_string(spec), to_string(model.profile), f.segments);
+  if (has_bound) {
+    fmt::print("# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the row's\n",
+               bound.busbw_gbps, bound.cuts.front().what, cut_text(topo, bound.cuts.front()));
+  }
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.
   const bool nccl_column = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.result.groups.empty(); });
   if (nccl_column) {
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>18}  {}\n", "size", "count", "type", "redop",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "nccl(algo/proto/ch)", "bottleneck");
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>6}  {:>18}  {}\n", "size", "count", "type",
+               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bound%", "nccl(algo/proto/ch)", "bottleneck");
   } else {
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {}\n", "size", "count", "type", "redop",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bottleneck");
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>6}  {}\n", "size", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bound%", "bottleneck");
   }
   for (const Row& row : rows) {
     const SimResult& r = row.result;
     if (nccl_column) {
-      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>19}  {}\n", row.size, row.count,
-                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r), bottleneck_text(topo, r));
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>6.1f}  {:>19}  {}\n", row.size,
+                 row.count, to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, pct(row), nccl_text(r),
+                 bottleneck_text(topo, r));
     } else {
-      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
-                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>6.1f}  {}\n", row.size, row.count,
+                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, pct(row), bottleneck_text(topo, r));
     }
   }
   if (f.links && !rows.empty()) {

@@ -15,6 +15,8 @@ void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 /// `artune run`.
 void add_run_command(CLI::App& app);
+/// `artune alloc`.
+void add_alloc_command(CLI::App& app);
 /// `artune bound`.
 void add_bound_command(CLI::App& app);
 /// `artune autotune`.

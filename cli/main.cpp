@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   artune::cli::add_simulate_command(app);
   artune::cli::add_run_command(app);
   artune::cli::add_bound_command(app);
+  artune::cli::add_alloc_command(app);
   artune::cli::add_autotune_command(app);
   artune::cli::add_calibrate_command(app);
   try {
