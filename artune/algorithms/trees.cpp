@@ -107,9 +107,9 @@ std::vector<std::vector<Piece>> pieces(Emitter& e, const TreePacking& p, bool sp
   for (const WeightedTree& t : p.trees) {
     const auto [block_offset, block_count] = collective_block(e.plan(), t.root);
     int& first = next_chunk[static_cast<std::size_t>(t.root)];
-    const std::int64_t begin = even_piece(block_count, p.chunks, first).first;
-    const auto [last_offset, last_count] = even_piece(block_count, p.chunks, first + t.chunks - 1);
-    const std::int64_t count = last_offset + last_count - begin;
+    // Chunk boundaries in proportion to the block (a block of fewer elements than chunks still splits by weight).
+    const std::int64_t begin = block_count * first / p.chunks;
+    const std::int64_t count = block_count * (first + t.chunks) / p.chunks - begin;
     const int copies =
         split ? std::max(1, static_cast<int>(std::lround(static_cast<double>(t.chunks) * kCopiesPerBlock / p.chunks)))
               : 1;

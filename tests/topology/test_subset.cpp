@@ -103,12 +103,12 @@ TEST_CASE("subset.cluster") {
 }
 
 TEST_CASE("subset.errors") {
-  CHECK(error_of("dgx1-v100[0,9]") == "topology \"dgx1-v100[0,9]\": GPU 9 does not exist ('dgx1-v100' has GPUs 0-7)");
-  CHECK(error_of("dgx1-v100[0,0]") == "topology \"dgx1-v100[0,0]\": GPU 'gpu0' is named twice");
-  CHECK(error_of("dgx1-v100[1,0-2]") == "topology \"dgx1-v100[1,0-2]\": GPU 'gpu1' is named twice");
+  CHECK(error_of("dgx1-v100[0,9]") == "topology 'dgx1-v100[0,9]': GPU 9 does not exist ('dgx1-v100' has GPUs 0-7)");
+  CHECK(error_of("dgx1-v100[0,0]") == "topology 'dgx1-v100[0,0]': GPU 'gpu0' is named twice");
+  CHECK(error_of("dgx1-v100[1,0-2]") == "topology 'dgx1-v100[1,0-2]': GPU 'gpu1' is named twice");
   CHECK(error_of("dgx1-v100[]").find("the GPU list is empty") != std::string::npos);
   CHECK(error_of("dgx1-v100[0,,1]").find("empty item") != std::string::npos);
-  CHECK(error_of("dgx1-v100[cpu0]") == "topology \"dgx1-v100[cpu0]\": 'cpu0' is a cpu, not a GPU");
+  CHECK(error_of("dgx1-v100[cpu0]") == "topology 'dgx1-v100[cpu0]': 'cpu0' is a cpu, not a GPU");
   CHECK(error_of("dgx1-v100[x]").find("'x' is neither a GPU index") != std::string::npos);
   CHECK(error_of("dgx1-v100[3-1]").find("runs backwards") != std::string::npos);
   CHECK(error_of("dgx1-v100[-1]").find("neither a GPU index") != std::string::npos);

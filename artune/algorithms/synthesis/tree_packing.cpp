@@ -251,14 +251,10 @@ class Packer {
     }
   }
 
-  // Every participant outside the tree still gets the remaining demand (less `mu`) from the source.
-  bool extendable(const std::vector<int>& outside, double mu) {
-    const double need = total_demand() - mu - kTolerance;
-    for (int v : outside) {
-      if (net_.max_flow(n_, v) < need) return false;
-    }
-    return true;
-  }
+  // The participant `head` still gets the remaining demand (less `mu`) from the source. Taking an arc into
+  // `head` lowers only the cuts of the sets that hold `head`, and the least of those is the max flow to it:
+  // every other set kept its margin from the steps before.
+  bool extendable(int head, double mu) { return net_.max_flow(n_, head) >= total_demand() - mu - kTolerance; }
 
   std::vector<int> grow(int root) {
     std::vector<int> parent_edge(static_cast<std::size_t>(n_), -1);
@@ -282,16 +278,12 @@ class Packer {
         };
         return key(a) < key(b);
       });
-      std::vector<int> outside;
-      for (int v = 0; v < n_; ++v) {
-        if (depth[static_cast<std::size_t>(v)] < 0) outside.push_back(v);
-      }
       int chosen = -1;
       for (int e : candidates) {
         const int h = arc_head(edges_[static_cast<std::size_t>(e)], toward_);
         parent_edge[static_cast<std::size_t>(h)] = e;
         load(root, parent_edge, kProbe);
-        if (extendable(outside, kProbe)) {
+        if (extendable(h, kProbe)) {
           chosen = e;
           break;
         }

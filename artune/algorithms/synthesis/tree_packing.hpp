@@ -13,9 +13,10 @@
 //     joined to every participant at rate x) this is exactly when arborescences from every root, x of
 //     weight each, fit within y. A second LP keeps that x and minimises Σ y_e · |links of e| (no idle detours).
 //  3. Trees by Lovász's constructive proof of Edmonds' theorem: grow an arborescence from the root with the
-//     most weight still to place, adding only arcs after which every vertex outside the tree can still get
-//     the remaining demand from the source (max flows on LEMON), then give it the largest weight that keeps
-//     that true (Dinkelbach over the cuts that fall short), subtract, repeat.
+//     most weight still to place, adding only arcs after which the arc's head can still get the remaining
+//     demand from the source (one max flow on LEMON: only the cuts of sets holding the head change), then
+//     give it the largest weight that keeps every participant fed (Dinkelbach over the cuts that fall
+//     short), subtract, repeat.
 //  4. Chunks. Each root's trees split its block in proportion to their weights, rounded to whole chunks of
 //     1/chunks of the block (largest remainders); a tree that rounds to no chunk is dropped.
 //
