@@ -57,6 +57,10 @@ nlohmann::json score_json(const Topology& topo, const SubsetScore& s, double bes
           {"bound_cuts", cuts},
           {"nccl_us", s.nccl_us},
           {"nccl_busbw_gbps", s.nccl_busbw_gbps},
+          {"trees_plan", s.trees_plan},
+          {"trees_us", s.trees_us},
+          {"others_plan", s.others_plan},
+          {"others_us", s.others_us},
           {"penalty_vs_best", best_us > 0 ? s.best_us / best_us - 1 : 0.0},
           {"busbw_vs_machine", machine_busbw > 0 ? s.best_busbw_gbps / machine_busbw : 0.0}};
 }

@@ -91,6 +91,17 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
       const std::size_t pick = result.pick.front();
       s.best_plan = result.set.candidates[pick].label();
       s.best_us = result.sizes.front().predicted[pick]->time_us;
+      for (const std::size_t c : result.sizes.front().ranking) {
+        const Candidate& cand = result.set.candidates[c];
+        const double us = result.sizes.front().predicted[c]->time_us;
+        const bool trees = cand.family == "trees";
+        std::string& plan = trees ? s.trees_plan : s.others_plan;
+        double& time = trees ? s.trees_us : s.others_us;
+        if (plan.empty()) {
+          plan = cand.label();
+          time = us;
+        }
+      }
       break;
     }
   }

@@ -53,6 +53,11 @@ struct SubsetScore {
   double best_busbw_gbps = 0;  ///< its busbw
   double nccl_us = 0;          ///< NCCL's predicted time (0 where NCCL's model does not take the subset)
   double nccl_busbw_gbps = 0;  ///< NCCL's busbw
+  // AllocationPlans::kAll only: the fastest candidate of the trees family and the fastest of every other family.
+  std::string trees_plan;
+  double trees_us = 0;
+  std::string others_plan;
+  double others_us = 0;
 };
 
 /// Every k-subset ranked, and the whole machine for comparison.
