@@ -249,12 +249,12 @@ constexpr int kMaxTunedGpus = 64;
 const std::vector<int> kTreeSegments = {1, 4, 8, 16, 32};
 
 void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.gpus * ctx.machines < 2 || ctx.gpus * ctx.machines > kMaxTunedGpus) return;
+  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
 
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.gpus * ctx.machines < 2 || ctx.gpus * ctx.machines > kMaxTunedGpus) return;
+  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
