@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "artune/core/error.hpp"
 #include "artune/topology/io.hpp"
 #include "artune/topology/subset.hpp"
@@ -70,4 +73,37 @@ TEST_CASE("allocation.bad_requests") {
   CHECK_THROWS_WITH_AS(rank_subsets(big, big.gpus(), o), doctest::Contains("subsets"), InvalidInput);
   CHECK(parse_allocation_plans("trees", "x") == AllocationPlans::kTrees);
   CHECK_THROWS_AS(parse_allocation_plans("best", "--plans"), InvalidInput);
+}
+
+TEST_CASE("allocation.dgx1_subset_table_row") {
+  // The k = 5 row of docs/bound.md's DGX-1 V100 table (python3 scripts/subset_tables.py build/cli/artune
+  // dgx1-v100): 56 sets of five GPUs, 256 MiB all-reduce, every tuner candidate per set.
+  const Topology t = load_topology("dgx1-v100");
+  AllocationOptions o;
+  o.k = 5;
+  o.plans = AllocationPlans::kAll;
+  const Allocation a = rank_subsets(t, t.gpus(), o);
+  REQUIRE(a.ranked.size() == 56);
+  double worst_share = 1e9;
+  double log_sum = 0;
+  double worst_vs_nccl = 1e9;
+  int at_least = 0;
+  for (const SubsetScore& s : a.ranked) {
+    INFO(s.list);
+    REQUIRE(s.trees_us > 0);
+    const double share = s.bound.time_us(static_cast<double>(o.bytes)) / s.trees_us;
+    CHECK(share <= 1.0);
+    worst_share = std::min(worst_share, share);
+    log_sum += std::log(s.nccl_us / s.trees_us);
+    worst_vs_nccl = std::min(worst_vs_nccl, s.nccl_us / s.trees_us);
+    if (s.trees_us <= s.others_us * (1 + 1e-9)) ++at_least;
+  }
+  CHECK(100 * worst_share == doctest::Approx(59.8).epsilon(0.001));
+  CHECK(std::exp(log_sum / 56) == doctest::Approx(2.49).epsilon(0.002));
+  CHECK(worst_vs_nccl == doctest::Approx(1.23).epsilon(0.004));
+  CHECK(at_least == 56);
+  // The set: at least 1.4× NCCL.
+  for (const SubsetScore& s : a.ranked) {
+    if (s.list == "0,1,2,4,5") CHECK(s.nccl_us / s.trees_us >= 1.4);
+  }
 }
