@@ -45,7 +45,8 @@ nlohmann::json score_json(const Topology& topo, const SubsetScore& s, double bes
   nlohmann::json ids = nlohmann::json::array();
   for (int g : s.gpus) ids.push_back(topo.nodes()[static_cast<std::size_t>(g)].id);
   nlohmann::json cuts = nlohmann::json::array();
-  for (const BoundCut& c : s.bound.cuts) cuts.push_back({{"what", c.what}, {"gbps", c.gbps}, {"rate_gbps", c.rate_gbps}});
+  for (const BoundCut& c : s.bound.cuts)
+    cuts.push_back({{"what", c.what}, {"gbps", c.gbps}, {"rate_gbps", c.rate_gbps}});
   if (!cuts.empty()) cuts.front()["text"] = s.bound_cut;
   return {{"gpus", s.list},
           {"ids", ids},
@@ -53,7 +54,8 @@ nlohmann::json score_json(const Topology& topo, const SubsetScore& s, double bes
           {"best_us", s.best_us},
           {"best_busbw_gbps", s.best_busbw_gbps},
           {"bound_busbw_gbps", s.bound.busbw_gbps},
-          {"bound_fraction", s.best_busbw_gbps > 0 && s.bound.busbw_gbps > 0 ? s.best_busbw_gbps / s.bound.busbw_gbps : 0.0},
+          {"bound_fraction",
+           s.best_busbw_gbps > 0 && s.bound.busbw_gbps > 0 ? s.best_busbw_gbps / s.bound.busbw_gbps : 0.0},
           {"bound_cuts", cuts},
           {"nccl_us", s.nccl_us},
           {"nccl_busbw_gbps", s.nccl_busbw_gbps},
@@ -77,7 +79,8 @@ void run_alloc(const AllocFlags& f) {
   o.bytes = parse_size(f.size, "--size");
   o.type = parse_data_type(f.type, "-d/--datatype");
   if (o.bytes == 0 || o.bytes % element_size(o.type) != 0) {
-    throw InvalidInput(fmt::format("--size: {} bytes is not a whole number of {} elements", o.bytes, to_string(o.type)));
+    throw InvalidInput(
+        fmt::format("--size: {} bytes is not a whole number of {} elements", o.bytes, to_string(o.type)));
   }
   o.collective = parse_collective_kind(f.collective, "--collective");
   o.plans = parse_allocation_plans(f.plans, "--plans");
@@ -88,8 +91,8 @@ void run_alloc(const AllocFlags& f) {
   const Allocation a = rank_subsets(topo, free_gpus, o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const double best_us = a.ranked.front().best_us;
-  const std::size_t shown = f.top > 0 ? std::min<std::size_t>(static_cast<std::size_t>(f.top), a.ranked.size())
-                                      : a.ranked.size();
+  const std::size_t shown =
+      f.top > 0 ? std::min<std::size_t>(static_cast<std::size_t>(f.top), a.ranked.size()) : a.ranked.size();
   if (f.json) {
     nlohmann::json doc;
     doc["topology"] = topo.name();
@@ -103,7 +106,8 @@ void run_alloc(const AllocFlags& f) {
     doc["subsets"] = a.ranked.size();
     doc["machine"] = score_json(topo, a.machine, a.machine.best_us, a.machine.best_busbw_gbps);
     nlohmann::json ranked = nlohmann::json::array();
-    for (std::size_t i = 0; i < shown; ++i) ranked.push_back(score_json(topo, a.ranked[i], best_us, a.machine.best_busbw_gbps));
+    for (std::size_t i = 0; i < shown; ++i)
+      ranked.push_back(score_json(topo, a.ranked[i], best_us, a.machine.best_busbw_gbps));
     doc["ranked"] = std::move(ranked);
     print_json(doc);
     return;
@@ -111,17 +115,18 @@ void run_alloc(const AllocFlags& f) {
   fmt::print("# artune alloc: {}, {} of {} free GPUs ({}), {} of {} ({}), plans: {}, profile {}\n", topo.name(), f.k,
              free_gpus.size(), gpu_list_text(topo, free_gpus), collective_flag_name(o.collective), format_size(o.bytes),
              to_string(o.type), f.plans, to_string(o.model.profile));
-  fmt::print("# {} subsets in {:.2f} s; whole machine ({} GPUs): best {} {:.2f} GB/s busbw, nccl {:.2f}, bound {:.2f}\n",
-             a.ranked.size(), seconds, topo.gpus().size(), a.machine.best_plan, a.machine.best_busbw_gbps,
-             a.machine.nccl_busbw_gbps, a.machine.bound.busbw_gbps);
-  fmt::print("# {:>4}  {:<18}  {:<16}  {:>10}  {:>11}  {:>6}  {:>10}  {:>10}  {:>8}  {:>10}\n", "rank", "gpus", "best plan",
-             "time(us)", "busbw(GB/s)", "bound%", "nccl(us)", "nccl busbw", "vs best", "vs machine");
+  fmt::print(
+      "# {} subsets in {:.2f} s; whole machine ({} GPUs): best {} {:.2f} GB/s busbw, nccl {:.2f}, bound {:.2f}\n",
+      a.ranked.size(), seconds, topo.gpus().size(), a.machine.best_plan, a.machine.best_busbw_gbps,
+      a.machine.nccl_busbw_gbps, a.machine.bound.busbw_gbps);
+  fmt::print("# {:>4}  {:<18}  {:<16}  {:>10}  {:>11}  {:>6}  {:>10}  {:>10}  {:>8}  {:>10}\n", "rank", "gpus",
+             "best plan", "time(us)", "busbw(GB/s)", "bound%", "nccl(us)", "nccl busbw", "vs best", "vs machine");
   for (std::size_t i = 0; i < shown; ++i) {
     const SubsetScore& s = a.ranked[i];
     const double pct = s.bound.busbw_gbps > 0 ? 100.0 * s.best_busbw_gbps / s.bound.busbw_gbps : 0.0;
     const double machine = a.machine.best_busbw_gbps > 0 ? 100.0 * s.best_busbw_gbps / a.machine.best_busbw_gbps : 0.0;
-    fmt::print("  {:>4}  {:<18}  {:<16}  {:>10.2f}  {:>11.2f}  {:>6.1f}  {:>10.2f}  {:>10.2f}  {:>+7.1f}%  {:>9.1f}%\n", i + 1,
-               s.list, s.best_plan, s.best_us, s.best_busbw_gbps, pct, s.nccl_us, s.nccl_busbw_gbps,
+    fmt::print("  {:>4}  {:<18}  {:<16}  {:>10.2f}  {:>11.2f}  {:>6.1f}  {:>10.2f}  {:>10.2f}  {:>+7.1f}%  {:>9.1f}%\n",
+               i + 1, s.list, s.best_plan, s.best_us, s.best_busbw_gbps, pct, s.nccl_us, s.nccl_busbw_gbps,
                best_us > 0 ? 100.0 * (s.best_us / best_us - 1) : 0.0, machine);
   }
   const SubsetScore& top = a.ranked.front();

@@ -33,7 +33,8 @@ std::string set_by(const CollectiveBound& b) {
   if (b.ranks < 2) return "one participant: nothing moves";
   if (b.in_network) return "in-network reduction (NVLS): the slowest cut splitting the GPUs";
   if (b.collective == Collective::kAllReduce) {
-    return b.cuts.front().what == "volume" ? "volume: 2(N-1) buffers into the GPUs" : "the slowest cut splitting the GPUs";
+    return b.cuts.front().what == "volume" ? "volume: 2(N-1) buffers into the GPUs"
+                                           : "the slowest cut splitting the GPUs";
   }
   return b.collective == Collective::kAllGather ? "all-gather cut" : "reduce-scatter cut";
 }
@@ -45,16 +46,19 @@ nlohmann::json cut_json(const Topology& topo, const BoundCut& cut) {
   for (int l : cut.links) links.push_back(link_name(topo, l));
   nlohmann::json receivers = nlohmann::json::array();
   for (int r : cut.receivers) receivers.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);
-  return {{"what", cut.what},         {"inside", inside},   {"ranks_inside", cut.ranks_inside},
-          {"ranks_outside", cut.ranks_outside}, {"links", links}, {"gbps", cut.gbps},
-          {"rate_gbps", cut.rate_gbps}, {"receivers", receivers}};
+  return {
+      {"what", cut.what}, {"inside", inside}, {"ranks_inside", cut.ranks_inside}, {"ranks_outside", cut.ranks_outside},
+      {"links", links},   {"gbps", cut.gbps}, {"rate_gbps", cut.rate_gbps},       {"receivers", receivers}};
 }
 
 nlohmann::json bound_json(const Topology& topo, const CollectiveBound& b) {
   nlohmann::json cuts = nlohmann::json::array();
   for (const BoundCut& c : b.cuts) cuts.push_back(cut_json(topo, c));
-  return {{"busbw_gbps", b.busbw_gbps}, {"algbw_gbps", b.algbw_gbps}, {"us_per_byte", b.us_per_byte},
-          {"in_network", b.in_network}, {"cuts", cuts}};
+  return {{"busbw_gbps", b.busbw_gbps},
+          {"algbw_gbps", b.algbw_gbps},
+          {"us_per_byte", b.us_per_byte},
+          {"in_network", b.in_network},
+          {"cuts", cuts}};
 }
 
 void run_bound(const BoundFlags& f) {
@@ -94,10 +98,10 @@ void run_bound(const BoundFlags& f) {
           : c.what == "volume"
               ? fmt::format("{} buffers in all: algbw <= {:.2f} GB/s", 2 * (c.ranks_outside - 1), c.rate_gbps)
               : fmt::format("{} blocks at {:.2f} GB/s each",
-                                                c.receivers.empty() ? c.ranks_inside
-                                                                    : static_cast<int>(c.receivers.size()) *
-                                                                          (c.ranks_inside + c.ranks_outside - 1),
-                                                c.rate_gbps);
+                            c.receivers.empty()
+                                ? c.ranks_inside
+                                : static_cast<int>(c.receivers.size()) * (c.ranks_inside + c.ranks_outside - 1),
+                            c.rate_gbps);
       fmt::print("# {} {} cut: {}; {}\n", label, c.what, cut_text(topo, c), per);
     }
   };

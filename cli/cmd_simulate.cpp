@@ -207,8 +207,10 @@ void run_simulate(const SimulateFlags& f) {
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
       to_string(spec), to_string(model.profile), f.segments);
   if (has_bound) {
-    fmt::print("# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the row's\n",
-               bound.busbw_gbps, bound.cuts.front().what, cut_text(topo, bound.cuts.front()));
+    fmt::print(
+        "# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the "
+        "row's\n",
+        bound.busbw_gbps, bound.cuts.front().what, cut_text(topo, bound.cuts.front()));
   }
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.

@@ -86,8 +86,9 @@ std::vector<int> by_depth(const TreePacking& p, const WeightedTree& t) {
   }
   std::vector<int> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return depth[static_cast<std::size_t>(a)] < depth[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return depth[static_cast<std::size_t>(a)] < depth[static_cast<std::size_t>(b)];
+  });
   return order;
 }
 
@@ -184,7 +185,8 @@ void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking
         transfer(e, src, side, te.via, false);
         e.reduce(side, dst);
       }
-      if (scale_by != kNoScale) e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
+      if (scale_by != kNoScale)
+        e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
     }
   }
 }
@@ -192,9 +194,10 @@ void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking
 void require_blocks_fit(const Setup& s) {
   if (!s.options.blocks.empty()) {
     // The packing splits even blocks; all-gather-v blocks would leave some trees idle and others overfull.
-    throw InvalidInput(fmt::format("{} trees: per-rank block sizes (all-gather-v) are not supported; use ring, "
-                                   "bruck or rd",
-                                   parameter("spec")));
+    throw InvalidInput(
+        fmt::format("{} trees: per-rank block sizes (all-gather-v) are not supported; use ring, "
+                    "bruck or rd",
+                    parameter("spec")));
   }
 }
 

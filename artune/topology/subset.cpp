@@ -81,8 +81,8 @@ std::vector<int> parse_gpu_selection(const Topology& topo, std::string_view list
       for (long long i = *first; i <= *last; ++i) {
         const int node = gpu_by_index(topo, i);
         if (node < 0) {
-          throw InvalidInput(fmt::format("{}: GPU {} does not exist ('{}' has {})", where, i, topo.name(),
-                                         index_range_text(topo)));
+          throw InvalidInput(
+              fmt::format("{}: GPU {} does not exist ('{}' has {})", where, i, topo.name(), index_range_text(topo)));
         }
         add(node);
       }

@@ -41,7 +41,8 @@ double busbw(const AllocationOptions& o, int ranks, double us) {
 SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationOptions& o) {
   SubsetScore s;
   std::sort(gpus.begin(), gpus.end(), [&](int a, int b) {
-    return topo.nodes()[static_cast<std::size_t>(a)].global_index < topo.nodes()[static_cast<std::size_t>(b)].global_index;
+    return topo.nodes()[static_cast<std::size_t>(a)].global_index <
+           topo.nodes()[static_cast<std::size_t>(b)].global_index;
   });
   s.gpus = gpus;
   s.list = gpu_list_text(topo, gpus);
@@ -139,8 +140,8 @@ Allocation rank_subsets(const Topology& topo, const std::vector<int>& free_gpus,
                                    parameter("gpus"), subsets, o.k, n, kMaxAllocationSubsets));
   }
   if (o.bytes < element_size(o.type) || o.bytes % element_size(o.type) != 0) {
-    throw InvalidInput(fmt::format("{}: {} bytes is not a whole number of {} elements", parameter("max_bytes"),
-                                   o.bytes, to_string(o.type)));
+    throw InvalidInput(fmt::format("{}: {} bytes is not a whole number of {} elements", parameter("max_bytes"), o.bytes,
+                                   to_string(o.type)));
   }
   // The k-subsets in lexicographic order of positions in free_gpus.
   std::vector<std::vector<int>> sets;

@@ -60,8 +60,8 @@ Plan build(const Topology& t, Collective c, const char* spec, std::int64_t count
 }  // namespace
 
 TEST_CASE("trees.packing_reaches_the_bound") {
-  for (const char* name : {"uniform:4", "dgx1-v100", "dgx1-v100[0,1,2,4,5]", "dgx1-p100", "dgx-a100", "pcie-8gpu",
-                           "dgx1-v100[1,2,3,4]"}) {
+  for (const char* name :
+       {"uniform:4", "dgx1-v100", "dgx1-v100[0,1,2,4,5]", "dgx1-p100", "dgx-a100", "pcie-8gpu", "dgx1-v100[1,2,3,4]"}) {
     const Topology t = load_topology(name);
     for (bool toward : {false, true}) {
       INFO(name << (toward ? " in-trees" : " out-trees"));

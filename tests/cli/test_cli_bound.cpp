@@ -71,11 +71,12 @@ TEST_CASE("cli_bound.simulate_bound_column") {
 }
 
 TEST_CASE("cli_bound.trees_run_exact") {
-  for (const std::vector<std::string>& extra :
-       {std::vector<std::string>{"-s", "trees"}, {"-s", "trees2", "-o", "avg", "-d", "half"},
-        {"-s", "trees", "--collective", "allgather"}, {"-s", "trees", "--collective", "reducescatter", "-o", "max"}}) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"-s", "trees"},
+                                                {"-s", "trees2", "-o", "avg", "-d", "half"},
+                                                {"-s", "trees", "--collective", "allgather"},
+                                                {"-s", "trees", "--collective", "reducescatter", "-o", "max"}}) {
     std::vector<std::string> args = {"run", "-t", "dgx1-v100[0,1,2,4,5]", "--backend", "cpu", "-b", "1K", "-e", "64K",
-                                     "-f", "8"};
+                                     "-f",  "8"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_artune(args);
     INFO(extra[1] << " " << r.err);
@@ -83,10 +84,10 @@ TEST_CASE("cli_bound.trees_run_exact") {
     CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
   // Under mpirun: one rank per GPU, the staged copies on the ranks of the CPUs' plan devices.
-  const auto m = run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
-                           "--oversubscribe " +
-                           artune_test::artune_bin() +
-                           " run -t 'dgx1-v100[0,1,2,4,5]' -s trees --backend mpi -b 4K -e 64K -f 16 2>&1");
+  const auto m = run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
+      "--oversubscribe " +
+      artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s trees --backend mpi -b 4K -e 64K -f 16 2>&1");
   if (m.out.find("mpirun: not found") == std::string::npos) {
     CHECK(m.status == 0);
     CHECK(m.out.find("# Out of bounds values : 0 OK") != std::string::npos);

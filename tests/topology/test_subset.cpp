@@ -38,7 +38,8 @@ TEST_CASE("subset.dgx1_five_gpus") {
   const Topology t = load_topology("dgx1-v100[0,1,2,4,5]");
   CHECK(t.name() == "dgx1-v100[0,1,2,4,5]");
   CHECK(gpu_ids(t) == std::vector<std::string>{"gpu0", "gpu1", "gpu2", "gpu4", "gpu5"});
-  for (int i = 0; i < 5; ++i) CHECK(t.nodes()[static_cast<std::size_t>(t.gpus()[static_cast<std::size_t>(i)])].global_index == i);
+  for (int i = 0; i < 5; ++i)
+    CHECK(t.nodes()[static_cast<std::size_t>(t.gpus()[static_cast<std::size_t>(i)])].global_index == i);
   CHECK(t.machine_count() == 1);
   // Every CPU socket, PCIe switch and NIC of the machine stays.
   for (NodeKind kind : {NodeKind::kCpu, NodeKind::kPcieSwitch, NodeKind::kNic}) {
@@ -47,7 +48,8 @@ TEST_CASE("subset.dgx1_five_gpus") {
   // Routes between kept GPUs are the machine's: same class, bandwidth and devices along the way.
   for (int a : t.gpus()) {
     for (int b : t.gpus()) {
-      const std::string ida = t.nodes()[static_cast<std::size_t>(a)].id, idb = t.nodes()[static_cast<std::size_t>(b)].id;
+      const std::string ida = t.nodes()[static_cast<std::size_t>(a)].id,
+                        idb = t.nodes()[static_cast<std::size_t>(b)].id;
       const Route& r = t.route(a, b);
       const Route& f = full.route(full.find_node(ida), full.find_node(idb));
       CHECK(r.type == f.type);
@@ -64,7 +66,8 @@ TEST_CASE("subset.dgx1_five_gpus") {
   CHECK(t.route(t.find_node("gpu2"), t.find_node("gpu4")).type == PathType::kSys);
   // GPUs 3, 6 and 7 are gone, with their NVLinks.
   CHECK(t.find_node("gpu3") < 0);
-  CHECK(t.links().size() == full.links().size() - 2 * (10 /* NVLinks touching gpu3, gpu6, gpu7 */ + 3 /* their PCIe */));
+  CHECK(t.links().size() ==
+        full.links().size() - 2 * (10 /* NVLinks touching gpu3, gpu6, gpu7 */ + 3 /* their PCIe */));
 }
 
 TEST_CASE("subset.order_ranges_ids") {

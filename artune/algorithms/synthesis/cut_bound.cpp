@@ -39,14 +39,14 @@ struct Network {
   int source = -1;
   std::vector<int> vertex_of_node;  // -1 for a switch split into link ends
   std::vector<int> node_of_vertex;
-  std::vector<int> link_of_arc;     // -1 for turns and source arcs
-  std::vector<int> source_arcs;     // per participant
+  std::vector<int> link_of_arc;  // -1 for turns and source arcs
+  std::vector<int> source_arcs;  // per participant
   struct Arc {
     int from, to;
     double capacity;
     int link;  // -1 for turns
   };
-  std::vector<Arc> arcs;            // the links' and turns' arcs (not the source's), as added
+  std::vector<Arc> arcs;  // the links' and turns' arcs (not the source's), as added
 };
 
 // Turns (link in, link out) that routes take through each PCIe switch, from the routes between every GPU,
@@ -75,14 +75,14 @@ std::vector<std::set<std::pair<int, int>>> pcie_turns(const Topology& topo) {
   return turns;
 }
 
-Network make_network(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
-                     bool reverse) {
+Network make_network(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates, bool reverse) {
   const auto& nodes = topo.nodes();
   const auto& links = topo.links();
   auto turns = pcie_turns(topo);
   std::vector<bool> split(nodes.size(), false);
   std::vector<std::vector<int>> in_links(nodes.size());
-  for (std::size_t l = 0; l < links.size(); ++l) in_links[static_cast<std::size_t>(links[l].dst)].push_back(static_cast<int>(l));
+  for (std::size_t l = 0; l < links.size(); ++l)
+    in_links[static_cast<std::size_t>(links[l].dst)].push_back(static_cast<int>(l));
   for (std::size_t w = 0; w < nodes.size(); ++w) {
     split[w] = nodes[w].kind == NodeKind::kPcieSwitch || nodes[w].kind == NodeKind::kNic;
     if (nodes[w].kind != NodeKind::kNic) continue;
@@ -133,7 +133,8 @@ Network make_network(const Topology& topo, const std::vector<int>& participants,
   }
   for (std::size_t w = 0; w < nodes.size(); ++w) {
     if (!split[w]) continue;
-    for (const auto& [a, b] : turns[w]) add(enter[static_cast<std::size_t>(a)], leave[static_cast<std::size_t>(b)], unbounded, -1);
+    for (const auto& [a, b] : turns[w])
+      add(enter[static_cast<std::size_t>(a)], leave[static_cast<std::size_t>(b)], unbounded, -1);
   }
   for (int p : participants) {
     net.source_arcs.push_back(net.flow.add_arc(net.source, net.vertex_of_node[static_cast<std::size_t>(p)], 0.0));
@@ -210,7 +211,8 @@ double boundary_rate(const Network& net, const LinkRates& rates, const std::vect
 
 int ranks_in(const Network& net, const std::vector<int>& participants, const std::vector<bool>& side) {
   int inside = 0;
-  for (int p : participants) inside += side[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(p)])] ? 1 : 0;
+  for (int p : participants)
+    inside += side[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(p)])] ? 1 : 0;
   return inside;
 }
 
@@ -456,8 +458,7 @@ CollectiveBound collective_bound(const Topology& topo, std::vector<int> particip
       b.cuts.push_back(std::move(split));
       break;
     }
-    default:
-      throw InvalidInput(fmt::format("cut bound: {} is not a plan-level collective", to_string(collective)));
+    default: throw InvalidInput(fmt::format("cut bound: {} is not a plan-level collective", to_string(collective)));
   }
   b.algbw_gbps = 1.0 / (b.us_per_byte * kBytesPerUsPerGbps);
   b.busbw_gbps = b.algbw_gbps * bus_factor(collective, n);

@@ -42,13 +42,13 @@ namespace artune {
 
 /// A set of devices and the links crossing its boundary that bound a collective.
 struct BoundCut {
-  std::string what;               ///< "all-gather", "reduce-scatter", "split", "in-network" or "volume"
-  std::vector<int> inside;        ///< topology nodes of S (the side that sends), sorted
-  std::vector<int> links;         ///< links out of S, by index
-  int ranks_inside = 0;           ///< participants in S
-  int ranks_outside = 0;          ///< participants outside S
-  double gbps = 0;                ///< Σ rates of `links`
-  double rate_gbps = 0;           ///< what it allows: per block (all-gather, reduce-scatter), else the all-reduce's algbw
+  std::string what;         ///< "all-gather", "reduce-scatter", "split", "in-network" or "volume"
+  std::vector<int> inside;  ///< topology nodes of S (the side that sends), sorted
+  std::vector<int> links;   ///< links out of S, by index
+  int ranks_inside = 0;     ///< participants in S
+  int ranks_outside = 0;    ///< participants outside S
+  double gbps = 0;          ///< Σ rates of `links`
+  double rate_gbps = 0;     ///< what it allows: per block (all-gather, reduce-scatter), else the all-reduce's algbw
   /// Set when the bound is on what a few participants can take in together (all-gather; send out, reduce-scatter)
   /// over their own links rather than on a cut: these participants (nodes), each needing N−1 blocks.
   std::vector<int> receivers;
@@ -58,11 +58,12 @@ struct BoundCut {
 struct CollectiveBound {
   Collective collective = Collective::kAllReduce;  ///< all-reduce, all-gather or reduce-scatter
   int ranks = 0;                                   ///< participants N
-  double us_per_byte = 0;     ///< the least time per byte of the buffer (nccl-tests' size); 0 for one rank
-  double algbw_gbps = 0;      ///< size / time at the bound (0 for one rank)
-  double busbw_gbps = 0;      ///< algbw · bus_factor(collective, N)
-  bool in_network = false;    ///< set by the in-network cut (all-reduce where the hardware reduces)
-  std::vector<BoundCut> cuts; ///< the cuts that set it (all-reduce: reduce-scatter's and all-gather's, or the in-network one)
+  double us_per_byte = 0;   ///< the least time per byte of the buffer (nccl-tests' size); 0 for one rank
+  double algbw_gbps = 0;    ///< size / time at the bound (0 for one rank)
+  double busbw_gbps = 0;    ///< algbw · bus_factor(collective, N)
+  bool in_network = false;  ///< set by the in-network cut (all-reduce where the hardware reduces)
+  std::vector<BoundCut>
+      cuts;  ///< the cuts that set it (all-reduce: reduce-scatter's and all-gather's, or the in-network one)
   /// The bound's time for a buffer of `bytes` (µs).
   double time_us(double bytes) const { return bytes * us_per_byte; }
 };

@@ -66,8 +66,8 @@ double FlowNetwork::max_flow(int source, int target, std::vector<bool>* source_s
   preflow.runMinCut();
   if (source_side != nullptr) {
     source_side->assign(static_cast<std::size_t>(n), false);
-    for (int i = 0; i < n; ++i) (*source_side)[static_cast<std::size_t>(i)] =
-        preflow.minCut(impl_->vertices[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < n; ++i)
+      (*source_side)[static_cast<std::size_t>(i)] = preflow.minCut(impl_->vertices[static_cast<std::size_t>(i)]);
   }
   return preflow.flowValue();
 }

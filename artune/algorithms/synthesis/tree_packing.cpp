@@ -65,7 +65,8 @@ std::vector<TreeEdge> tree_edges(const Topology& topo, const std::vector<int>& p
         const auto& second = topo.route(cpu, nb).links;
         staged.links.insert(staged.links.end(), second.begin(), second.end());
         // A staged edge that crosses the links of one already listed adds nothing.
-        if (!usable(staged.links, rates) || !seen.insert(std::multiset<int>(staged.links.begin(), staged.links.end())).second)
+        if (!usable(staged.links, rates) ||
+            !seen.insert(std::multiset<int>(staged.links.begin(), staged.links.end())).second)
           continue;
         edges.push_back(std::move(staged));
       }
@@ -247,7 +248,8 @@ class Packer {
     net_.set_capacity(source_arc_[static_cast<std::size_t>(root)],
                       std::max(0.0, demand_[static_cast<std::size_t>(root)] - mu));
     for (int e : parent_edge) {
-      if (e >= 0) net_.set_capacity(arc_[static_cast<std::size_t>(e)], std::max(0.0, cap_[static_cast<std::size_t>(e)] - mu));
+      if (e >= 0)
+        net_.set_capacity(arc_[static_cast<std::size_t>(e)], std::max(0.0, cap_[static_cast<std::size_t>(e)] - mu));
     }
   }
 
@@ -298,7 +300,8 @@ class Packer {
         parent_edge[static_cast<std::size_t>(arc_head(edges_[static_cast<std::size_t>(chosen)], toward_))] = chosen;
       }
       const TreeEdge& edge = edges_[static_cast<std::size_t>(chosen)];
-      depth[static_cast<std::size_t>(arc_head(edge, toward_))] = depth[static_cast<std::size_t>(arc_tail(edge, toward_))] + 1;
+      depth[static_cast<std::size_t>(arc_head(edge, toward_))] =
+          depth[static_cast<std::size_t>(arc_tail(edge, toward_))] + 1;
       ++placed;
     }
     return parent_edge;
@@ -464,8 +467,8 @@ int max_depth(const TreePacking& packing) {
   for (const WeightedTree& t : packing.trees) {
     for (std::size_t v = 0; v < t.parent_edge.size(); ++v) {
       int d = 0;
-      for (int u = static_cast<int>(v); t.parent_edge[static_cast<std::size_t>(u)] >= 0 && d <= static_cast<int>(t.parent_edge.size());
-           ++d) {
+      for (int u = static_cast<int>(v);
+           t.parent_edge[static_cast<std::size_t>(u)] >= 0 && d <= static_cast<int>(t.parent_edge.size()); ++d) {
         const TreeEdge& e = packing.edges[static_cast<std::size_t>(t.parent_edge[static_cast<std::size_t>(u)])];
         u = packing.toward_root ? e.to : e.from;
       }

@@ -52,19 +52,19 @@ struct WeightedTree {
 
 /// Trees for every root: out-trees (data flows from the root) or in-trees (toward it).
 struct TreePacking {
-  bool toward_root = false;          ///< in-trees: an edge carries data from a participant to its parent
-  int chunks = 0;                    ///< chunks per block
-  double rate_gbps = 0;              ///< per-root rate of the fractional packing (GB/s at the rates given)
-  double bound_gbps = 0;             ///< the cut bound's per-root rate at the same rates (≥ rate_gbps)
-  std::vector<TreeEdge> edges;       ///< every edge some tree uses
-  std::vector<WeightedTree> trees;   ///< by root, heaviest first; each root's chunks sum to `chunks`
+  bool toward_root = false;         ///< in-trees: an edge carries data from a participant to its parent
+  int chunks = 0;                   ///< chunks per block
+  double rate_gbps = 0;             ///< per-root rate of the fractional packing (GB/s at the rates given)
+  double bound_gbps = 0;            ///< the cut bound's per-root rate at the same rates (≥ rate_gbps)
+  std::vector<TreeEdge> edges;      ///< every edge some tree uses
+  std::vector<WeightedTree> trees;  ///< by root, heaviest first; each root's chunks sum to `chunks`
   friend bool operator==(const TreePacking&, const TreePacking&) = default;
 };
 
 /// Knobs of the packing.
 struct PackingOptions {
-  int chunks = 1024;     ///< chunks per block (the rounding of tree weights)
-  bool staging = true;   ///< allow edges staged through a CPU socket of the machine
+  int chunks = 1024;    ///< chunks per block (the rounding of tree weights)
+  bool staging = true;  ///< allow edges staged through a CPU socket of the machine
 };
 
 /// Packs trees over `participants` (topology nodes, in rank order; at least 2) at `rates` (by link).
