@@ -2,12 +2,14 @@
 // For every root, weighted trees found by synthesis/tree_packing.hpp (LP and max flows on LEMON) at the
 // links' usable rates (topology/link_rates.hpp): all-gather broadcasts each rank's block down its out-trees,
 // reduce-scatter reduces each block up its in-trees into its owner, all-reduce runs the two (the owner
-// scales its block for avg in between). A tree edge is a transfer over NCCL's route, or two transfers
-// staged through a CPU socket's scratch memory. Each tree carries its whole chunks of the root's block;
+// scales its block for avg in between; `trees2` reduces every block whole first). A tree edge is a transfer
+// over NCCL's route, or two transfers staged through a CPU socket's scratch memory. Each tree carries its
+// share of the root's block (its weight, in 1/1024ths), whole or as copies in proportion to the weight;
 // --segments pipelines the pieces down and up the trees.
 //
-// Cost: within the packing's rate of the min-cut bound (cut_bound.hpp) in bandwidth; latency grows with
-// the trees' depth (one transfer per level, two for a staged edge).
+// Cost: the packing's rate is the min-cut bound's for each phase (cut_bound.hpp) where the routes allow it;
+// latency grows with the trees' depth (one transfer per level, two for a staged edge). docs/bound.md has
+// the simulated share of the bound on every DGX-1 subset.
 
 #include <fmt/format.h>
 

@@ -258,7 +258,9 @@ class Generator {
 
   void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
                      const std::vector<std::string>& gather, bool segmented, const std::vector<int>& depths = {}) {
-    for (int seg : depths.empty() || !segmented ? options_.segments : depths) {
+    // A family's own depths replace the tuner's when the tuner pipelines at all (segments {1}: none anywhere).
+    const bool pipelined = std::any_of(options_.segments.begin(), options_.segments.end(), [](int s) { return s > 1; });
+    for (int seg : depths.empty() || !segmented || !pipelined ? options_.segments : depths) {
       if (seg < 1) continue;
       if (huge_ && seg > 1) continue;
       if (seg > 1 && !segmented) continue;
