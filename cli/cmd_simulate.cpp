@@ -270,10 +270,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64, uint8)")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
-  cmd->add_option("--collective", flags->collective,
-                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, trees; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
-                  "reducescatter (ring, halving, nccl, 2d, trees; nccl/ring, nccl/halving); "
-                  "busbw = algbw*(n-1)/n for the last two, as nccl-tests")
+  cmd->add_option(
+         "--collective", flags->collective,
+         "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, trees; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
+         "reducescatter (ring, halving, nccl, 2d, trees; nccl/ring, nccl/halving); "
+         "busbw = algbw*(n-1)/n for the last two, as nccl-tests")
       ->capture_default_str();
   cmd->add_option("--segments", flags->segments, "pipeline segments per op (1 = no pipelining)")->capture_default_str();
   cmd->add_option("--backend", flags->backend,
