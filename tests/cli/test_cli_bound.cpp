@@ -94,6 +94,18 @@ TEST_CASE("cli_bound.trees_run_exact") {
   }
 }
 
+TEST_CASE("cli_bound.trees_lowered") {
+  // Without a GPU: what the cuda and nccl backends would do with the plan (the staged copies in host memory).
+  const auto cuda =
+      run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees", "--count", "4096", "--lower", "cuda"});
+  CHECK(cuda.status == 0);
+  CHECK(cuda.out.find("cpu0 -> host memory") != std::string::npos);
+  const auto nccl =
+      run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees2", "--count", "4096", "--lower", "nccl"});
+  CHECK(nccl.status == 0);
+  CHECK(nccl.out.find("nccl lowering of trees2") != std::string::npos);
+}
+
 TEST_CASE("cli_bound.bad_input") {
   expect_bad({"bound", "-t", "dgx1-v100[9]"}, "GPU 9 does not exist");
   expect_bad({"bound", "-t", "dgx1-v100[0,0]"}, "named twice");
