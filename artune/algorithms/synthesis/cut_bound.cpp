@@ -470,20 +470,28 @@ std::string cut_text(const Topology& topo, const BoundCut& cut) {
   // were reversed, so the participants outside S send their partial sums into S.
   std::vector<bool> in_s(topo.nodes().size(), false);
   for (int v : cut.inside) in_s[static_cast<std::size_t>(v)] = true;
-  std::string inside;
-  std::string outside;
-  for (int g : topo.gpus()) {
-    std::string& side = in_s[static_cast<std::size_t>(g)] ? inside : outside;
-    side += (side.empty() ? "" : ",") + topo.nodes()[static_cast<std::size_t>(g)].id;
-  }
+  // A side of more than kNamedGpus GPUs is named by its first ones and its count (clusters of thousands).
+  constexpr std::size_t kNamedGpus = 16;
+  std::vector<std::string> sides[2];
+  for (int g : topo.gpus())
+    sides[in_s[static_cast<std::size_t>(g)] ? 0 : 1].push_back(topo.nodes()[static_cast<std::size_t>(g)].id);
+  const auto names = [&](const std::vector<std::string>& ids) {
+    std::string text;
+    for (std::size_t i = 0; i < ids.size() && i < kNamedGpus; ++i) text += (text.empty() ? "" : ",") + ids[i];
+    if (ids.size() > kNamedGpus) text += fmt::format(",… ({} GPUs)", ids.size());
+    return text;
+  };
+  std::string inside = names(sides[0]);
+  std::string outside = names(sides[1]);
   if (cut.what == "reduce-scatter") std::swap(inside, outside);
   std::set<LinkKind> kinds_crossed;
   for (int l : cut.links) kinds_crossed.insert(topo.links()[static_cast<std::size_t>(l)].kind);
   std::string kinds;
   for (const LinkKind kind : kinds_crossed) kinds += (kinds.empty() ? "" : "+") + std::string(to_string(kind));
   if (!cut.receivers.empty()) {
-    std::string who;
-    for (int r : cut.receivers) who += (who.empty() ? "" : ",") + topo.nodes()[static_cast<std::size_t>(r)].id;
+    std::vector<std::string> ids;
+    for (int r : cut.receivers) ids.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);
+    const std::string who = names(ids);
     return fmt::format("{{{}}} {} over {} links ({}), {:.2f} GB/s", who,
                        cut.what == "reduce-scatter" ? "send out" : "take in", cut.links.size(),
                        kinds.empty() ? "none" : kinds, cut.gbps);
