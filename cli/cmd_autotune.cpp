@@ -614,8 +614,9 @@ void add_autotune_command(CLI::App& app) {
                  "per size of the -b/-e sweep");
   at->add_option(
         "--collective", flags->collective,
-        "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d; on clusters the hybrids "
-        "nccl/ring, nccl/bruck, nccl/rd) or reducescatter (ring, halving, nccl, 2d; nccl/ring, nccl/halving); run "
+        "the table's collective: allreduce, allgather (ring, bruck, rd, nccl, 2d, trees; on clusters the hybrids "
+        "nccl/ring, nccl/bruck, nccl/rd) or reducescatter (ring, halving, nccl, 2d, trees; nccl/ring, nccl/halving); "
+        "run "
         "--table then runs that collective")
       ->capture_default_str();
   at->add_option("--measure", flags->measure,

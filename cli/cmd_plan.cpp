@@ -297,9 +297,10 @@ void add_plan_command(CLI::App& app) {
                   "topology: a built-in name, a generator (uniform:G, uniform:NxG, NxNAME) or a JSON file")
       ->capture_default_str();
   cmd->add_option("-s,--spec", flags->spec, spec_help())->required();
-  cmd->add_option("--collective", flags->collective,
-                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
-                  "reducescatter (ring, halving, nccl, 2d; nccl/ring, nccl/halving)")
+  cmd->add_option(
+         "--collective", flags->collective,
+         "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, trees; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
+         "reducescatter (ring, halving, nccl, 2d, trees; nccl/ring, nccl/halving)")
       ->capture_default_str();
   cmd->add_option(
          "--count", flags->count,

@@ -305,12 +305,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "float, double, half, bfloat16, int32, int64, uint8")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "sum, prod, min, max, avg")->capture_default_str();
-  cmd->add_option(
-         "--collective", flags->collective,
-         "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, nccl/ring, nccl/bruck, nccl/rd; all_gather_perf "
-         "columns) or reducescatter (ring, halving, nccl, 2d, nccl/ring, nccl/halving; reduce_scatter_perf columns): "
-         "size = the whole buffer, busbw = "
-         "algbw*(n-1)/n; with --table: the table's own")
+  cmd->add_option("--collective", flags->collective,
+                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, trees, nccl/ring, nccl/bruck, nccl/rd; "
+                  "all_gather_perf "
+                  "columns) or reducescatter (ring, halving, nccl, 2d, trees, nccl/ring, nccl/halving; "
+                  "reduce_scatter_perf columns): "
+                  "size = the whole buffer, busbw = "
+                  "algbw*(n-1)/n; with --table: the table's own")
       ->capture_default_str()
       ->each([flags](const std::string&) { flags->collective_given = true; });
   cmd->add_option("-n,--iters", flags->iterations, fmt::format("timed iterations per size (1 to {})", kMaxIterations))

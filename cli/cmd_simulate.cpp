@@ -19,6 +19,7 @@
 #include "artune/core/json_input.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/core/types.hpp"
+#include "artune/simulator/bound.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/topology/io.hpp"
@@ -47,28 +48,6 @@ struct SimulateFlags {
   bool has_gpu_perm = false;
   bool has_gather = false;
 };
-
-// The cost model: the backend's defaults (from --backend, else the overlay's
-// profile, else nccl), then the calibration overlay.
-CostModel make_model(const SimulateFlags& f) {
-  nlohmann::json overlay;
-  if (f.has_calibration) overlay = read_json_input(f.calibration, "--calibration");
-  BackendProfile profile = BackendProfile::kNccl;
-  if (f.has_backend) profile = parse_backend_profile(f.backend, "--backend");
-  if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
-    const BackendProfile file_profile =
-        parse_backend_profile(overlay["profile"].get<std::string>(), f.calibration + ": profile");
-    if (!f.has_backend) {
-      profile = file_profile;
-    } else if (file_profile != profile) {
-      throw InvalidInput(fmt::format("--calibration: {} was fitted for backend '{}', not --backend {}", f.calibration,
-                                     to_string(file_profile), f.backend));
-    }
-  }
-  CostModel model = CostModel::defaults(profile);
-  if (f.has_calibration) model.apply_overlay(overlay, f.calibration);
-  return model;
-}
 
 std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
   if (size == sizes.front()) return "-b/--minbytes";
@@ -141,7 +120,7 @@ void run_simulate(const SimulateFlags& f) {
   // nccl-tests prints "none" as the all-gather's redop: it reduces nothing.
   const std::string redop(collective == Collective::kAllGather ? "none" : to_string(op));
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
-  const CostModel model = make_model(f);
+  const CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
   const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
   const std::size_t es = element_size(type);
   for (const std::uint64_t size : sizes) {
@@ -175,6 +154,12 @@ void run_simulate(const SimulateFlags& f) {
     rows.push_back(std::move(row));
   }
   const int ranks = rows.empty() ? 0 : rows.front().result.ranks;
+  // The min-cut bound at the profile's rates: every row's share of it (plans over every GPU).
+  const CollectiveBound bound = effective_bound(topo, {}, collective, model);
+  const bool has_bound = bound.us_per_byte > 0 && static_cast<int>(topo.gpus().size()) == ranks;
+  const auto pct = [&](const Row& row) {
+    return has_bound ? 100.0 * bound_fraction(bound, static_cast<double>(row.size), row.result.time_us) : 0.0;
+  };
 
   if (f.json) {
     nlohmann::json doc;
@@ -187,6 +172,14 @@ void run_simulate(const SimulateFlags& f) {
     doc["segments"] = f.segments;
     doc["ranks"] = ranks;
     doc["cost_model"] = model.to_json();
+    if (has_bound) {
+      doc["bound"] = {{"busbw_gbps", bound.busbw_gbps},
+                      {"algbw_gbps", bound.algbw_gbps},
+                      {"us_per_byte", bound.us_per_byte},
+                      {"in_network", bound.in_network},
+                      {"set_by", bound.cuts.empty() ? std::string() : bound.cuts.front().what},
+                      {"cut", bound.cuts.empty() ? std::string() : cut_text(topo, bound.cuts.front())}};
+    }
     nlohmann::json results = nlohmann::json::array();
     for (const Row& row : rows) {
       const SimResult& r = row.result;
@@ -196,6 +189,7 @@ void run_simulate(const SimulateFlags& f) {
       j["bottleneck"] =
           r.bottleneck_link < 0 ? nlohmann::json(nullptr) : nlohmann::json(link_name(topo, r.bottleneck_link));
       j["critical_path_ops"] = r.critical_path.size();
+      if (has_bound) j["bound_pct"] = pct(row);
       if (!r.groups.empty()) j["nccl"] = nccl_json(r);
       results.push_back(std::move(j));
     }
@@ -212,24 +206,31 @@ void run_simulate(const SimulateFlags& f) {
       "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
       to_string(spec), to_string(model.profile), f.segments);
+  if (has_bound) {
+    fmt::print(
+        "# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the "
+        "row's\n",
+        bound.busbw_gbps, bound.cuts.front().what, cut_text(topo, bound.cuts.front()));
+  }
   fmt::print("#\n");
   // NCCL-run group ops get a column naming NCCL's algorithm/protocol/channels for each size.
   const bool nccl_column = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return !r.result.groups.empty(); });
   if (nccl_column) {
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>18}  {}\n", "size", "count", "type", "redop",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "nccl(algo/proto/ch)", "bottleneck");
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>6}  {:>18}  {}\n", "size", "count", "type",
+               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bound%", "nccl(algo/proto/ch)", "bottleneck");
   } else {
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {}\n", "size", "count", "type", "redop",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bottleneck");
+    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>12}  {:>11}  {:>11}  {:>6}  {}\n", "size", "count", "type", "redop",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "bound%", "bottleneck");
   }
   for (const Row& row : rows) {
     const SimResult& r = row.result;
     if (nccl_column) {
-      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>19}  {}\n", row.size, row.count,
-                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, nccl_text(r), bottleneck_text(topo, r));
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>6.1f}  {:>19}  {}\n", row.size,
+                 row.count, to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, pct(row), nccl_text(r),
+                 bottleneck_text(topo, r));
     } else {
-      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {}\n", row.size, row.count,
-                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, bottleneck_text(topo, r));
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>6.1f}  {}\n", row.size, row.count,
+                 to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, pct(row), bottleneck_text(topo, r));
     }
   }
   if (f.links && !rows.empty()) {
@@ -269,10 +270,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("-d,--datatype", flags->type, "element type (float, double, half, bfloat16, int32, int64, uint8)")
       ->capture_default_str();
   cmd->add_option("-o,--op", flags->op, "reduce op (sum, prod, min, max, avg)")->capture_default_str();
-  cmd->add_option("--collective", flags->collective,
-                  "allreduce, allgather (specs ring, bruck, rd, nccl, 2d; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
-                  "reducescatter (ring, halving, nccl, 2d; nccl/ring, nccl/halving); "
-                  "busbw = algbw*(n-1)/n for the last two, as nccl-tests")
+  cmd->add_option(
+         "--collective", flags->collective,
+         "allreduce, allgather (specs ring, bruck, rd, nccl, 2d, trees; hybrids nccl/ring, nccl/bruck, nccl/rd) or "
+         "reducescatter (ring, halving, nccl, 2d, trees; nccl/ring, nccl/halving); "
+         "busbw = algbw*(n-1)/n for the last two, as nccl-tests")
       ->capture_default_str();
   cmd->add_option("--segments", flags->segments, "pipeline segments per op (1 = no pipelining)")->capture_default_str();
   cmd->add_option("--backend", flags->backend,

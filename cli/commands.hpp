@@ -15,6 +15,10 @@ void add_plan_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 /// `artune run`.
 void add_run_command(CLI::App& app);
+/// `artune alloc`.
+void add_alloc_command(CLI::App& app);
+/// `artune bound`.
+void add_bound_command(CLI::App& app);
 /// `artune autotune`.
 void add_autotune_command(CLI::App& app);
 /// `artune calibrate`.

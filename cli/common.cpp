@@ -11,11 +11,33 @@
 #include "artune/algorithms/plan.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/input.hpp"
+#include "artune/core/json_input.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/sizes.hpp"
 #include "cli/flag_names.hpp"
 
 namespace artune::cli {
+
+CostModel cost_model_from_flags(const std::string& backend, bool has_backend, const std::string& calibration,
+                                bool has_calibration) {
+  nlohmann::json overlay;
+  if (has_calibration) overlay = read_json_input(calibration, "--calibration");
+  BackendProfile profile = BackendProfile::kNccl;
+  if (has_backend) profile = parse_backend_profile(backend, "--backend");
+  if (overlay.is_object() && overlay.contains("profile") && overlay["profile"].is_string()) {
+    const BackendProfile file_profile =
+        parse_backend_profile(overlay["profile"].get<std::string>(), calibration + ": profile");
+    if (!has_backend) {
+      profile = file_profile;
+    } else if (file_profile != profile) {
+      throw InvalidInput(fmt::format("--calibration: {} was fitted for backend '{}', not --backend {}", calibration,
+                                     to_string(file_profile), backend));
+    }
+  }
+  CostModel model = CostModel::defaults(profile);
+  if (has_calibration) model.apply_overlay(overlay, calibration);
+  return model;
+}
 
 void add_sweep_flags(CLI::App* cmd, SweepFlags& flags) {
   cmd->add_option("-b,--minbytes", flags.min_bytes, "smallest message size in bytes (K/M/G suffixes)")

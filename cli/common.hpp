@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artune/simulator/cost_model.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::cli {
@@ -48,6 +49,11 @@ CLI::Option* add_out_option(CLI::App* cmd, std::string& target, const std::strin
 void warn_deprecated_output(CLI::App* cmd);
 /// Whether the output file was given (by --out or the old -o/--output).
 bool output_given(CLI::App* cmd);
+
+/// The cost model of `--backend` (else the calibration overlay's profile, else nccl) with the `--calibration`
+/// overlay applied; InvalidInput naming the flags when the overlay was fitted for another backend.
+CostModel cost_model_from_flags(const std::string& backend, bool has_backend, const std::string& calibration,
+                                bool has_calibration);
 
 /// Prints `message` as the command's one error line on stderr ("artune: …"): control characters escaped,
 /// overlong text cut.

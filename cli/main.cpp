@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   artune::cli::add_plan_command(app);
   artune::cli::add_simulate_command(app);
   artune::cli::add_run_command(app);
+  artune::cli::add_bound_command(app);
+  artune::cli::add_alloc_command(app);
   artune::cli::add_autotune_command(app);
   artune::cli::add_calibrate_command(app);
   artune::cli::add_check_command(app);

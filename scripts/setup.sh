@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config cmake meson ninja-build
   nlohmann-json3-dev libcli11-dev libfmt-dev doctest-dev
-  libbenchmark-dev libeigen3-dev libhwloc-dev hwloc
+  libbenchmark-dev libeigen3-dev libhwloc-dev hwloc liblemon-dev
   libopenmpi-dev openmpi-bin
   gnuplot-nox python3 patchelf
   python3-dev python3-numpy python3-pybind11 pybind11-dev libdlpack-dev python3-torch

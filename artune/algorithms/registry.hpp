@@ -139,6 +139,8 @@ struct CandidateSeed {
   std::vector<int> gpu_perm;        ///< empty = identity
   std::vector<std::string> gather;  ///< gather devices by node id; empty = builder default
   Segments segments = Segments::kAll;
+  /// kAll: these pipeline depths instead of the tuner's (families whose pieces cross deep trees); empty = the tuner's.
+  std::vector<int> depths = {};
 };
 
 /// What the tuner knows when it asks families for candidates (machine 0 stands for every machine).
@@ -212,7 +214,8 @@ const Family& family_of(const AlgToken& token, Collective c = Collective::kAllRe
   X(nccl)                  \
   X(multi_ring)            \
   X(double_binary_tree)    \
-  X(two_d)
+  X(two_d)                 \
+  X(trees)
 
 // All-gather and reduce-scatter families (issue 17), same shape.
 #define ARTUNE_COLLECTIVE_FAMILIES(X) \
@@ -224,7 +227,9 @@ const Family& family_of(const AlgToken& token, Collective c = Collective::kAllRe
   X(reducescatter_ring)               \
   X(reducescatter_halving)            \
   X(reducescatter_nccl)               \
-  X(reducescatter_two_d)
+  X(reducescatter_two_d)              \
+  X(allgather_trees)                  \
+  X(reducescatter_trees)
 
 namespace family {
 #define ARTUNE_DECLARE_FAMILY(f) extern const Family f;

@@ -9,6 +9,7 @@
 
 #include "artune/core/error.hpp"
 #include "artune/core/json_reader.hpp"
+#include "artune/topology/link_rates.hpp"
 
 namespace artune {
 
@@ -24,8 +25,9 @@ constexpr double kNcclSimplePcieHopUs = 5.7;
 constexpr double kNcclSimpleNetHopUs = 14.0;
 
 // NCCL's ring search assumes 20 GB/s usable per sm70/sm80 NVLink of 25 GB/s
-// nominal (sm60 18 of 20, sm90 20.6 of 25): about 80% of the line rate.
-constexpr double kNcclNvlinkEfficiency = 0.8;
+// nominal (sm60 18 of 20, sm90 20.6 of 25): about 80% of the line rate (topology/link_rates.hpp, where the
+// plans derived from the topology read it too).
+constexpr double kNcclNvlinkEfficiency = kUsableNvlinkShare;
 // Copy engines (cudaMemcpyPeerAsync, the cuda backend's copies): p2pBandwidthLatencyTest's unidirectional P2P
 // writes on an HGX H100 reach 371-377 GB/s per GPU pair through NVSwitch, of 450 GB/s line rate: 0.83-0.84
 // (NVIDIA/nccl#1264; bidirectional 783 of 900, 0.87). NCCL's SM copies reach less (~20 of 25 GB/s per link with
@@ -34,7 +36,7 @@ constexpr double kCopyEngineNvlinkEfficiency = 0.84;
 // Network ports (InfiniBand): an assumption, ~90% of the port rate (e.g. ~11.3 of 12.5 GB/s EDR), not cited to a
 // measurement; what checks it is the NCCL model's multi-machine validation rows (tests/simulator/data,
 // regime large_multi, reports/nccl-validation/REPORT.md), whose held-out error the tuner's --min-gain uses.
-constexpr double kNetworkEfficiency = 0.9;
+constexpr double kNetworkEfficiency = kUsableNetworkShare;
 // The shipped configs carry PCIe and QPI/UPI at NCCL's usable figures
 // (12 GB/s Gen3 x16, 6/10 GB/s across sockets), so no further derating.
 constexpr double kPcieEfficiency = 1.0;

@@ -9,6 +9,7 @@
 
 #include "artune/topology/io_detail.hpp"
 #include "artune/topology/io_embedded.hpp"
+#include "artune/topology/subset.hpp"
 
 namespace artune {
 
@@ -45,13 +46,20 @@ Topology load_topology(std::string_view spec) {
         builtin_list()));
   }
   if (builtin_map().count(spec) != 0) return load_builtin(spec, true).topo;
-  if (auto generated = generate(spec)) return std::move(*generated);
   std::error_code ec;
   const std::string path(spec);
+  // TOPO[LIST]: a GPU subset of any source (a file whose own name ends in "]" is still that file).
+  if (const SubsetSpec subset = split_subset_spec(spec); !subset.base.empty() && !fs::exists(path, ec)) {
+    const Topology base = load_topology(subset.base);
+    const std::string where = fmt::format("topology {}", quote_text(spec));
+    const std::vector<int> gpus = parse_gpu_selection(base, subset.list, where);
+    return subset_topology(base, gpus, fmt::format("{}[{}]", base.name(), gpu_list_text(base, gpus)));
+  }
+  if (auto generated = generate(spec)) return std::move(*generated);
   if (fs::exists(path, ec)) return load_topology_file(path);
   throw InvalidInput(
       fmt::format("topology {}: not a built-in, a generator or an existing file (built-ins: {}; generators: uniform:G, "
-                  "uniform:NxG, NxNAME such as 4xdgx1-v100)",
+                  "uniform:NxG, NxNAME such as 4xdgx1-v100; a GPU subset of any of them: NAME[0,1,2,4,5])",
                   quote_text(spec), builtin_list()));
 }
 

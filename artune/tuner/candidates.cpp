@@ -318,12 +318,15 @@ class Generator {
       add(Candidate{family, std::move(seed.spec), std::move(seed.gpu_perm), std::move(seed.gather), 1});
       return;
     }
-    add_segmented(family, seed.spec, seed.gpu_perm, seed.gather, seed.segments == CandidateSeed::Segments::kAll);
+    add_segmented(family, seed.spec, seed.gpu_perm, seed.gather, seed.segments == CandidateSeed::Segments::kAll,
+                  seed.depths);
   }
 
   void add_segmented(const std::string& family, const std::string& spec, const std::vector<int>& perm,
-                     const std::vector<std::string>& gather, bool segmented) {
-    for (int seg : options_.segments) {
+                     const std::vector<std::string>& gather, bool segmented, const std::vector<int>& depths = {}) {
+    // A family's own depths replace the tuner's when the tuner pipelines at all (segments {1}: none anywhere).
+    const bool pipelined = std::any_of(options_.segments.begin(), options_.segments.end(), [](int s) { return s > 1; });
+    for (int seg : depths.empty() || !segmented || !pipelined ? options_.segments : depths) {
       if (seg < 1) continue;
       if (huge_ && seg > 1) continue;
       if (seg > 1 && !segmented) continue;

@@ -105,6 +105,7 @@ nlohmann::json point_json(const SizePoint& p) {
     doc["kept"] = {{"reason", p.kept}, {"fastest", p.fastest}, {"behind_fastest_pct", p.behind_fastest_pct}};
   }
   if (p.nccl_predicted.time_us > 0) doc["nccl"] = nlohmann::json{{"predicted", figures_json(p.nccl_predicted)}};
+  if (p.bound.time_us > 0) doc["bound"] = figures_json(p.bound);
   return doc;
 }
 
@@ -135,6 +136,8 @@ SizePoint point_from(const Field& f) {
   }
   // Tables written before the NCCL baseline (issue 12) have no "nccl" entry.
   if (f.has("nccl")) p.nccl_predicted = figures_from(f.at("nccl").at("predicted"));
+  // Tables written before the min-cut bound (issue 25) have no "bound" entry.
+  if (f.has("bound")) p.bound = figures_from(f.at("bound"));
   return p;
 }
 

@@ -66,6 +66,9 @@ struct SizePoint {
   std::string fastest;            ///< label of the fastest candidate when kept != ""
   double behind_fastest_pct = 0;  ///< pick time / fastest time − 1, in % (same basis as the margin)
   Figures nccl_predicted;         ///< NCCL's own choice (spec nccl), simulated (time 0 when not a candidate)
+  /// The min-cut bound (simulator/bound.hpp) at this size and the model's rates (time 0 when unknown: tables
+  /// written before issue 25, topologies without GPUs).
+  Figures bound;
   friend bool operator==(const SizePoint&, const SizePoint&) = default;
 };
 

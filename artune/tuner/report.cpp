@@ -354,8 +354,9 @@ std::string format_decision_table(const DecisionTable& table, const TableColumns
                      table.gpus, table.machines, table.machines == 1 ? "" : "s", to_string(table.type),
                      to_string(table.op),
                      measured ? fmt::format(", measured on {}", table.measured_backend) : std::string());
-  out << "# figures at the largest size of each range; margin = runner-up (another family) vs pick; vs NCCL = NCCL's "
-         "own choice's time / the pick's (=: the pick is NCCL's choice)\n";
+  out << "# figures at the largest size of each range; bound% = the min-cut bound's time / the pick's (artune bound); "
+         "margin = runner-up (another family) vs pick; vs NCCL = NCCL's own choice's time / the pick's (=: the pick is "
+         "NCCL's choice)\n";
   if (measured) {
     out << "# pred: simulated, meas: measured; margin (m) measured against measured, (p) simulated against simulated; "
            "nccl and vs NCCL simulated\n";
@@ -364,7 +365,7 @@ std::string format_decision_table(const DecisionTable& table, const TableColumns
   std::string header = fmt::format("{:>{}}  {:<{}} {:>10} {:>8} {:>8}", "size", size_w, "plan", plan_w, t_head,
                                    measured ? "p.algbw" : "algbw", measured ? "p.busbw" : "busbw");
   if (measured) header += fmt::format(" {:>10} {:>8} {:>6} {:>7}", "meas(us)", "m.busbw", "#wrong", "spread");
-  header += fmt::format(" {:>11} {:>10} {:>8}", "margin", measured ? "nccl.pred" : "nccl(us)", "vs NCCL");
+  header += fmt::format(" {:>6} {:>11} {:>10} {:>8}", "bound%", "margin", measured ? "nccl.pred" : "nccl(us)", "vs NCCL");
   if (columns.tf) header += fmt::format("  {:<{}} {:>10}", "TF choose_the_best", tf_w, measured ? "TF.pred" : "TF(us)");
   out << header << "\n";
   int differ = 0, baseline = 0;
@@ -386,7 +387,10 @@ std::string format_decision_table(const DecisionTable& table, const TableColumns
     std::string margin = margin_text(p);
     if (measured && !p.runner_up.empty()) margin += p.measured && p.runner_up_measured ? " (m)" : " (p)";
     const bool has_nccl = p.nccl_predicted.time_us > 0;
-    line += fmt::format(" {:>11} {:>10} {:>8}", margin, has_nccl ? fmt_time(p.nccl_predicted.time_us) : "-",
+    const std::string bound_pct = p.bound.time_us > 0 && p.predicted.time_us > 0
+                                      ? fmt::format("{:.1f}", 100.0 * p.bound.time_us / p.predicted.time_us)
+                                      : std::string("-");
+    line += fmt::format(" {:>6} {:>11} {:>10} {:>8}", bound_pct, margin, has_nccl ? fmt_time(p.nccl_predicted.time_us) : "-",
                         vs_nccl_text(p));
     if (columns.tf) line += fmt::format("  {:<{}} {:>10}", p.tf_pick, tf_w, fmt_time(p.tf_predicted.time_us));
     out << line << "\n";
@@ -587,10 +591,10 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       measured ? fmt::format("; top candidates measured on the {} backend", table.measured_backend) : std::string());
   md << "| sizes | plan | family | time (us) | busbw (GB/s) |";
   if (measured) md << " measured (us) | measured busbw | #wrong |";
-  md << " runner-up | margin | TF choose_the_best | TF time (us) | vs NCCL |\n";
+  md << " runner-up | margin | TF choose_the_best | TF time (us) | vs NCCL | bound% |\n";
   md << "|---|---|---|---:|---:|";
   if (measured) md << "---:|---:|---:|";
-  md << "---|---:|---|---:|---:|\n";
+  md << "---|---:|---|---:|---:|---:|\n";
   for (const auto& r : table.ranges) {
     const SizePoint& p = r.points.back();
     md << fmt::format("| {} | `{}` | {} | {} | {} |", range_text(r), r.plan.label(), r.plan.family,
@@ -607,8 +611,12 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
     const std::string vs_nccl = p.nccl_predicted.time_us > 0 && p.predicted.time_us > 0
                                     ? fmt::format("{:.2f}x", p.nccl_predicted.time_us / p.predicted.time_us)
                                     : "-";
-    md << fmt::format(" `{}` | {} | `{}` | {} | {} |\n", p.runner_up.empty() ? "-" : p.runner_up, margin_text(p),
-                      p.tf_pick, fmt_time(p.tf_predicted.time_us), vs_nccl);
+    // bound%: the min-cut bound's time over the pick's (artune bound; 100 = no plan can be faster).
+    const std::string bound_pct = p.bound.time_us > 0 && p.predicted.time_us > 0
+                                      ? fmt::format("{:.1f}", 100.0 * p.bound.time_us / p.predicted.time_us)
+                                      : "-";
+    md << fmt::format(" `{}` | {} | `{}` | {} | {} | {} |\n", p.runner_up.empty() ? "-" : p.runner_up, margin_text(p),
+                      p.tf_pick, fmt_time(p.tf_predicted.time_us), vs_nccl, bound_pct);
   }
   md << "\nFigures are at the largest size of each range; the margin compares the best plan of another family"
         " with the pick (measured times when both were measured), and is negative where the pick is not the"

@@ -19,6 +19,7 @@
 #include "artune/core/sizes.hpp"
 #include "artune/executor/backend.hpp"
 #include "artune/executor/runner.hpp"
+#include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/tuner/plan_scaling.hpp"
 #include "artune/tuner/size_sampling.hpp"
@@ -403,6 +404,11 @@ SearchResult search(const Topology& topo, const SearchOptions& options) {
 
 void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options) {
   const std::size_t esize = element_size(options.type);
+  // The min-cut bound of the collective over every GPU at the model's rates, for each size's % of it.
+  const Collective collective =
+      result.set.candidates.empty() ? Collective::kAllReduce : result.set.candidates.front().collective;
+  std::optional<CollectiveBound> bound;
+  if (topo.gpus().size() >= 2) bound = effective_bound(topo, {}, collective, options.model);
   std::vector<SizeChoice> choices;
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;
@@ -417,6 +423,9 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
     p.bytes = scores.bytes;
     p.count = scores.count;
     p.predicted = scores.predicted[pick].value_or(Figures{});
+    if (bound && bound->us_per_byte > 0) {
+      p.bound = Figures{bound->time_us(static_cast<double>(scores.bytes)), bound->algbw_gbps, bound->busbw_gbps};
+    }
     auto measured_of = [&](std::size_t c) -> std::optional<Measurement> {
       for (const auto& [idx, m] : scores.measured) {
         if (idx == c) return m;

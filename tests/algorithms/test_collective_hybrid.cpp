@@ -161,7 +161,7 @@ TEST_CASE("collective_hybrid.specs") {
   CHECK(to_string(r) == "nccl.pat/halving");
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "nccl/halving"),
                        "parameter spec 'nccl/halving': unknown allgather algorithm 'halving' (known: ring, bruck, rd, "
-                       "nccl, 2d; hybrids: nccl/ring, nccl/bruck, nccl/rd; a allgather spec has no '#n' or ranges)",
+                       "nccl, 2d, trees; hybrids: nccl/ring, nccl/bruck, nccl/rd; a allgather spec has no '#n' or ranges)",
                        InvalidInput);
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kReduceScatter, "ring/ring"),
                        "parameter spec 'ring/ring': ring/ring is not a supported reducescatter hierarchy (supported: "
@@ -176,10 +176,10 @@ TEST_CASE("collective_hybrid.specs") {
   CHECK_THROWS_AS(parse_collective_spec(Collective::kAllGather, "nccl.bogus/ring"), InvalidInput);
   // --help lists the hybrids after the families.
   const auto ag = collective_algorithms(Collective::kAllGather);
-  REQUIRE(ag.size() == 8);
-  CHECK(ag[5].first == "nccl/ring");
-  CHECK(ag[7].first == "nccl/rd");
-  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 6);
+  REQUIRE(ag.size() == 9);
+  CHECK(ag[6].first == "nccl/ring");
+  CHECK(ag[8].first == "nccl/rd");
+  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 7);
 }
 
 TEST_CASE("collective_hybrid.bad_grids_and_blocks") {

@@ -269,7 +269,7 @@ TEST_CASE("collectives.specs_and_flags") {
   CHECK(parse_collective_spec(Collective::kAllGather, "xring").ranges.front().intra.name == "ring");
   CHECK_THROWS_WITH_AS(
       parse_collective_spec(Collective::kAllGather, "halving"),
-      "parameter spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d; hybrids: nccl/ring, "
+      "parameter spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d, trees; hybrids: nccl/ring, "
       "nccl/bruck, nccl/rd; a allgather spec has no '#n' or ranges)",
       InvalidInput);
   CHECK_THROWS_AS(parse_collective_spec(Collective::kReduceScatter, "ring#2"), InvalidInput);
@@ -288,7 +288,7 @@ TEST_CASE("collectives.specs_and_flags") {
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "nccl.ring.ll.c99"),
                        "parameter spec 'nccl.ring.ll.c99': NCCL channel count 'c99' is not c1..c64 (e.g. nccl.ring.simple.c8)",
                        InvalidInput);
-  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 6);  // 4 families, 2 hybrids
+  CHECK(collective_algorithms(Collective::kReduceScatter).size() == 7);  // 4 families, 2 hybrids
   CHECK(bus_factor(Collective::kAllGather, 8) == doctest::Approx(7.0 / 8));
   CHECK(bus_factor(Collective::kReduceScatter, 4) == doctest::Approx(0.75));
   CHECK(bus_factor(Collective::kAllReduce, 4) == doctest::Approx(1.5));

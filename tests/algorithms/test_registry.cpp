@@ -16,7 +16,7 @@
 using namespace artune;
 
 TEST_CASE("registry.families_complete") {
-  CHECK(families().size() == 8);
+  CHECK(families().size() == 9);
   std::set<std::string> names, tokens;
   std::set<int> positions;
   for (const Family* f : families()) {
@@ -59,6 +59,8 @@ TEST_CASE("registry.readable_aliases") {
   CHECK(parse_spec("multi-ring#2") == parse_spec("mring#2"));
   CHECK(parse_spec("double-binary-tree") == parse_spec("tree"));
   CHECK(parse_spec("2d-hierarchical") == parse_spec("2d"));
+  CHECK(parse_spec("tree-packing") == parse_spec("trees"));
+  CHECK(parse_spec("tree-packing-two-phase") == parse_spec("trees2"));
   CHECK(parse_spec("shuffle-cpu/ring:64K:nccl/halving-doubling") == parse_spec("pscpu/xring:64K:nccl/rechd"));
   // Printed with TF's tokens, as tables and reports have always named them.
   CHECK(to_string(parse_spec("nccl:1K:halving-doubling")) == "nccl:1K:rechd");
@@ -99,14 +101,14 @@ TEST_CASE("registry.help_lists_every_token_and_hybrid") {
     }
   }
   CHECK(spec_algorithms().size() == tokens + hybrids);
-  CHECK(tokens == 10);
+  CHECK(tokens == 12);
   CHECK(hybrids == 7);
 }
 
 TEST_CASE("registry.collective_families_complete") {
   // All-gather and reduce-scatter families (issue 17): records of the same shape, looked up per collective.
-  CHECK(families(Collective::kAllGather).size() == 5);
-  CHECK(families(Collective::kReduceScatter).size() == 4);
+  CHECK(families(Collective::kAllGather).size() == 6);
+  CHECK(families(Collective::kReduceScatter).size() == 5);
   for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
     std::set<std::string> tokens;
     std::set<int> positions;

@@ -200,13 +200,13 @@ TEST_CASE("collective_sim.tuner_candidates_per_collective") {
     if (c.family == "ring" && !c.gpu_perm.empty()) ++permuted_rings;
     if (c.family == "nccl") CHECK(c.segments == 1);
   }
-  CHECK(families_seen == std::set<std::string>{"ring", "bruck", "rd", "nccl"});
+  CHECK(families_seen == std::set<std::string>{"ring", "bruck", "rd", "nccl", "trees"});
   CHECK(permuted_rings >= 2);
   o.collective = Collective::kReduceScatter;
   o.include_nccl = false;
   std::set<std::string> rs;
   for (const Candidate& c : generate_candidates(load_topology("uniform:2x4"), o).candidates) rs.insert(c.family);
-  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});  // the hybrids need the library
+  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});  // the hybrids need the library; trees: one machine
   // On a cluster the library's hybrids come in too (the library inside machines, a point-to-point family across).
   for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
     o.collective = c;

@@ -1,0 +1,503 @@
+// The min-cut bound (cut_bound.hpp): Dinkelbach's iteration over LEMON max flows.
+
+#include "artune/algorithms/synthesis/cut_bound.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <set>
+#include <tuple>
+
+#include "artune/algorithms/synthesis/max_flow.hpp"
+#include "artune/core/error.hpp"
+
+namespace artune {
+
+namespace {
+
+constexpr double kBytesPerUsPerGbps = 1e3;
+// Relative slack under which a max flow counts as meeting its demand: rates are sums of a few link figures,
+// so anything below it is rounding, not a cut.
+constexpr double kRelativeSlack = 1e-9;
+// Dinkelbach moves through distinct cut ratios, each strictly lower; on the shipped configs it stops after
+// 2–4 steps. This only guards against a loop that floating point could keep alive.
+constexpr int kMaxSteps = 200;
+
+// The flow network of a topology, with data moving the way routes move it. Devices that hold data (GPUs,
+// CPU sockets' memory, which can stage a copy) and switches through which routes turn every way between
+// such devices (NVSwitch, network switches) are one vertex each. A PCIe switch or a NIC is one vertex per
+// link end instead, joined by an arc of unbounded capacity for each turn a route takes through it (a PCIe
+// switch: the turns of the routes between the GPUs, CPUs and NICs of its machine; a NIC: between its
+// PCIe link and the network), so that no flow turns where no transfer can: not through a PCIe switch
+// between two NVLink peers below it, whose route is their NVLink, nor back out of a NIC. One arc per link
+// with a positive rate (reversed for the reduce-scatter), plus a source vertex (the last) with an arc of
+// capacity 0 to each participant.
+struct Network {
+  synthesis::FlowNetwork flow{0};
+  int source = -1;
+  std::vector<int> vertex_of_node;  // -1 for a switch split into link ends
+  std::vector<int> node_of_vertex;
+  std::vector<int> link_of_arc;  // -1 for turns and source arcs
+  std::vector<int> source_arcs;  // per participant
+  struct Arc {
+    int from, to;
+    double capacity;
+    int link;  // -1 for turns
+  };
+  std::vector<Arc> arcs;  // the links' and turns' arcs (not the source's), as added
+};
+
+// Turns (link in, link out) that routes take through each PCIe switch, from the routes between every GPU,
+// CPU and NIC of each machine (a route across machines is such routes joined by the network).
+std::vector<std::set<std::pair<int, int>>> pcie_turns(const Topology& topo) {
+  const auto& nodes = topo.nodes();
+  std::vector<std::set<std::pair<int, int>>> turns(nodes.size());
+  for (int m = 0; m < topo.machine_count(); ++m) {
+    std::vector<int> ends;
+    for (NodeKind kind : {NodeKind::kGpu, NodeKind::kCpu, NodeKind::kNic}) {
+      const auto of_kind = topo.nodes_of_kind(kind, m);
+      ends.insert(ends.end(), of_kind.begin(), of_kind.end());
+    }
+    for (int a : ends) {
+      for (int b : ends) {
+        if (a == b) continue;
+        const std::vector<int>& path = topo.route(a, b).links;
+        for (std::size_t k = 0; k + 1 < path.size(); ++k) {
+          const int w = topo.links()[static_cast<std::size_t>(path[k])].dst;
+          if (nodes[static_cast<std::size_t>(w)].kind == NodeKind::kPcieSwitch)
+            turns[static_cast<std::size_t>(w)].emplace(path[k], path[k + 1]);
+        }
+      }
+    }
+  }
+  return turns;
+}
+
+Network make_network(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates, bool reverse) {
+  const auto& nodes = topo.nodes();
+  const auto& links = topo.links();
+  auto turns = pcie_turns(topo);
+  std::vector<bool> split(nodes.size(), false);
+  std::vector<std::vector<int>> in_links(nodes.size());
+  for (std::size_t l = 0; l < links.size(); ++l)
+    in_links[static_cast<std::size_t>(links[l].dst)].push_back(static_cast<int>(l));
+  for (std::size_t w = 0; w < nodes.size(); ++w) {
+    split[w] = nodes[w].kind == NodeKind::kPcieSwitch || nodes[w].kind == NodeKind::kNic;
+    if (nodes[w].kind != NodeKind::kNic) continue;
+    for (int a : in_links[w]) {
+      for (int b : topo.out_links(static_cast<int>(w))) {
+        if (links[static_cast<std::size_t>(a)].src != links[static_cast<std::size_t>(b)].dst) turns[w].emplace(a, b);
+      }
+    }
+  }
+  Network net;
+  int vertices = 0;
+  net.vertex_of_node.assign(nodes.size(), -1);
+  for (std::size_t v = 0; v < nodes.size(); ++v) {
+    if (split[v]) continue;
+    net.vertex_of_node[v] = vertices++;
+    net.node_of_vertex.push_back(static_cast<int>(v));
+  }
+  // Link ends of split switches: the vertex where link l enters its destination, and where it leaves its source.
+  std::vector<int> enter(links.size(), -1), leave(links.size(), -1);
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const auto dst = static_cast<std::size_t>(links[l].dst), src = static_cast<std::size_t>(links[l].src);
+    if (split[dst]) {
+      enter[l] = vertices++;
+      net.node_of_vertex.push_back(static_cast<int>(dst));
+    }
+    if (split[src]) {
+      leave[l] = vertices++;
+      net.node_of_vertex.push_back(static_cast<int>(src));
+    }
+  }
+  net.source = vertices++;
+  net.node_of_vertex.push_back(-1);
+  net.flow = synthesis::FlowNetwork(vertices);
+  double unbounded = 1;
+  for (double r : rates) unbounded += r;
+  const auto add = [&](int from, int to, double cap, int link) {
+    if (reverse) std::swap(from, to);
+    net.flow.add_arc(from, to, cap);
+    net.link_of_arc.push_back(link);
+    net.arcs.push_back({from, to, cap, link});
+  };
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const Link& link = links[l];
+    if (!(rates[l] > 0) || link.src == link.dst) continue;
+    const int from = leave[l] >= 0 ? leave[l] : net.vertex_of_node[static_cast<std::size_t>(link.src)];
+    const int to = enter[l] >= 0 ? enter[l] : net.vertex_of_node[static_cast<std::size_t>(link.dst)];
+    add(from, to, rates[l], static_cast<int>(l));
+  }
+  for (std::size_t w = 0; w < nodes.size(); ++w) {
+    if (!split[w]) continue;
+    for (const auto& [a, b] : turns[w])
+      add(enter[static_cast<std::size_t>(a)], leave[static_cast<std::size_t>(b)], unbounded, -1);
+  }
+  for (int p : participants) {
+    net.source_arcs.push_back(net.flow.add_arc(net.source, net.vertex_of_node[static_cast<std::size_t>(p)], 0.0));
+    net.link_of_arc.push_back(-1);
+  }
+  return net;
+}
+
+void check_rates(const Topology& topo, const LinkRates& rates) {
+  ARTUNE_CHECK(rates.size() == topo.links().size(),
+               fmt::format("cut bound: {} link rates for {} links", rates.size(), topo.links().size()));
+}
+
+// Participants of the first machine when every machine of a cluster is built alike and all GPUs take part
+// (the max flow to a GPU is then the same as to its twins elsewhere); otherwise every participant.
+struct Twins {
+  bool alike = false;
+  std::vector<int> first;   // participants of machine 0
+  std::vector<int> second;  // participants of machine 1
+};
+
+Twins machine_twins(const Topology& topo, const std::vector<int>& participants) {
+  Twins t;
+  if (topo.machine_count() < 2) return t;
+  std::vector<int> sorted = participants;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> gpus = topo.gpus();
+  std::sort(gpus.begin(), gpus.end());
+  if (sorted != gpus) return t;
+  const auto& nodes = topo.nodes();
+  using Key = std::tuple<int, int, int>;
+  using Sig = std::tuple<Key, Key, int, double, int, double>;
+  std::vector<std::vector<Sig>> signature(static_cast<std::size_t>(topo.machine_count()));
+  const auto key = [&](int node, int machine) {
+    const Node& n = nodes[static_cast<std::size_t>(node)];
+    return n.machine == machine ? Key{0, static_cast<int>(n.kind), n.local_index} : Key{1, -1, node};
+  };
+  for (const Link& l : topo.links()) {
+    const int ms = nodes[static_cast<std::size_t>(l.src)].machine;
+    const int md = nodes[static_cast<std::size_t>(l.dst)].machine;
+    const auto add = [&](int m) {
+      signature[static_cast<std::size_t>(m)].emplace_back(key(l.src, m), key(l.dst, m), static_cast<int>(l.kind),
+                                                          l.bandwidth_gbps, l.lanes, l.latency_us);
+    };
+    if (ms >= 0) add(ms);
+    if (md >= 0 && md != ms) add(md);
+  }
+  for (auto& s : signature) std::sort(s.begin(), s.end());
+  for (const auto& s : signature) {
+    if (s != signature.front()) return t;
+  }
+  t.alike = true;
+  t.first = topo.gpus_of_machine(0);
+  t.second = topo.gpus_of_machine(1);
+  return t;
+}
+
+// The links a vertex set S leaves (in the network's direction, i.e. reversed for the reduce-scatter).
+double boundary_rate(const Network& net, const LinkRates& rates, const std::vector<bool>& side,
+                     std::vector<int>* links) {
+  double sum = 0;
+  for (int a = 0; a < net.flow.arcs(); ++a) {
+    const int l = net.link_of_arc[static_cast<std::size_t>(a)];
+    if (l < 0) continue;
+    const auto [tail, head] = net.flow.ends(a);
+    if (side[static_cast<std::size_t>(tail)] && !side[static_cast<std::size_t>(head)]) {
+      sum += rates[static_cast<std::size_t>(l)];
+      if (links != nullptr) links->push_back(l);
+    }
+  }
+  if (links != nullptr) std::sort(links->begin(), links->end());
+  return sum;
+}
+
+int ranks_in(const Network& net, const std::vector<int>& participants, const std::vector<bool>& side) {
+  int inside = 0;
+  for (int p : participants)
+    inside += side[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(p)])] ? 1 : 0;
+  return inside;
+}
+
+// The cut of the vertex set `side` (source excluded): the nodes any of whose vertices it holds.
+BoundCut make_cut(const Topology& topo, const Network& net, const std::vector<int>& participants,
+                  const LinkRates& rates, const std::vector<bool>& side, std::string what) {
+  BoundCut cut;
+  cut.what = std::move(what);
+  std::vector<bool> node_inside(topo.nodes().size(), false);
+  for (std::size_t v = 0; v < side.size(); ++v) {
+    const int node = net.node_of_vertex[v];
+    if (side[v] && node >= 0) node_inside[static_cast<std::size_t>(node)] = true;
+  }
+  for (std::size_t v = 0; v < node_inside.size(); ++v) {
+    if (node_inside[v]) cut.inside.push_back(static_cast<int>(v));
+  }
+  cut.ranks_inside = ranks_in(net, participants, side);
+  cut.ranks_outside = static_cast<int>(participants.size()) - cut.ranks_inside;
+  cut.gbps = boundary_rate(net, rates, side, &cut.links);
+  return cut;
+}
+
+// The most the participants `receivers` can take in together over their own links (all-gather; their
+// links out for the reduce-scatter, on the reversed network), with every GPU and CPU sending as much as it
+// likes: a max flow from a source joined to every data-holding device to a sink that collects the links
+// into the receivers. Each receiver needs N−1 blocks, so the rate per block is that flow over |R|·(N−1).
+BoundCut reception_cut(const Topology& topo, const Network& net, const std::vector<int>& participants,
+                       const LinkRates& rates, const std::vector<int>& receivers, const std::string& what) {
+  const int base = net.flow.nodes();  // the old source vertex stays unused
+  synthesis::FlowNetwork flow(base + 2);
+  const int source = base, sink = base + 1;
+  std::vector<bool> receiver(static_cast<std::size_t>(base), false);
+  for (int r : receivers) receiver[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(r)])] = true;
+  std::vector<int> link_of;
+  double unbounded = 1;
+  for (double r : rates) unbounded += r;
+  for (const Network::Arc& a : net.arcs) {
+    // Into a receiver: to the sink. Out of a receiver: from its own vertex, which the source feeds.
+    flow.add_arc(a.from, receiver[static_cast<std::size_t>(a.to)] ? sink : a.to, a.capacity);
+    link_of.push_back(a.link);
+  }
+  for (std::size_t v = 0; v < topo.nodes().size(); ++v) {
+    const NodeKind kind = topo.nodes()[v].kind;
+    if (kind == NodeKind::kGpu || kind == NodeKind::kCpu) {
+      flow.add_arc(source, net.vertex_of_node[v], unbounded);
+      link_of.push_back(-1);
+    }
+  }
+  std::vector<bool> side;
+  const double total = flow.max_flow(source, sink, &side);
+  BoundCut cut;
+  cut.what = what;
+  cut.receivers = receivers;
+  std::sort(cut.receivers.begin(), cut.receivers.end());
+  for (int a = 0; a < flow.arcs(); ++a) {
+    const auto [tail, head] = flow.ends(a);
+    if (link_of[static_cast<std::size_t>(a)] >= 0 && side[static_cast<std::size_t>(tail)] &&
+        !side[static_cast<std::size_t>(head)]) {
+      cut.links.push_back(link_of[static_cast<std::size_t>(a)]);
+      cut.gbps += rates[static_cast<std::size_t>(link_of[static_cast<std::size_t>(a)])];
+    }
+  }
+  std::sort(cut.links.begin(), cut.links.end());
+  cut.ranks_inside = static_cast<int>(participants.size()) - static_cast<int>(receivers.size());
+  cut.ranks_outside = static_cast<int>(receivers.size());
+  cut.rate_gbps = total / (static_cast<double>(receivers.size()) * (static_cast<double>(participants.size()) - 1));
+  return cut;
+}
+
+std::vector<int> default_participants(const Topology& topo, std::vector<int> participants) {
+  if (participants.empty()) participants = topo.gpus();
+  return participants;
+}
+
+}  // namespace
+
+BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates,
+                    bool reverse) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  const int n = static_cast<int>(participants.size());
+  const std::string what = reverse ? "reduce-scatter" : "all-gather";
+  if (n < 2) {
+    BoundCut none;
+    none.what = what;
+    none.rate_gbps = std::numeric_limits<double>::infinity();
+    return none;
+  }
+  Network net = make_network(topo, participants, rates, reverse);
+  const int vertices = net.flow.nodes();
+  // Start from the best single-participant cut: every vertex but u's sends u the N−1 other blocks.
+  std::vector<bool> in_s;
+  double x = std::numeric_limits<double>::infinity();
+  for (int u : participants) {
+    std::vector<bool> all_but_u(static_cast<std::size_t>(vertices), true);
+    all_but_u[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(u)])] = false;
+    all_but_u[static_cast<std::size_t>(net.source)] = false;
+    const double ratio = boundary_rate(net, rates, all_but_u, nullptr) / (n - 1);
+    if (ratio < x) {
+      x = ratio;
+      in_s = std::move(all_but_u);
+    }
+  }
+  if (!(x > 0)) {
+    throw InvalidInput(fmt::format("topology '{}': a participant has no link to the others", topo.name()));
+  }
+  const Twins twins = machine_twins(topo, participants);
+  const std::vector<int>& targets = twins.alike ? twins.first : participants;
+  std::vector<bool> side;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    for (int arc : net.source_arcs) net.flow.set_capacity(arc, x);
+    const double demand = x * n;
+    double best_ratio = x;
+    std::vector<bool> best_side;
+    for (int u : targets) {
+      const double flow = net.flow.max_flow(net.source, net.vertex_of_node[static_cast<std::size_t>(u)], &side);
+      if (flow >= demand * (1 - kRelativeSlack)) continue;
+      side[static_cast<std::size_t>(net.source)] = false;
+      const int inside = ranks_in(net, participants, side);
+      if (inside == 0) continue;
+      const double ratio = boundary_rate(net, rates, side, nullptr) / inside;
+      if (ratio < best_ratio * (1 - kRelativeSlack)) {
+        best_ratio = ratio;
+        best_side = side;
+      }
+    }
+    if (best_side.empty()) break;
+    x = best_ratio;
+    in_s = std::move(best_side);
+  }
+  BoundCut cut = make_cut(topo, net, participants, rates, in_s, what);
+  cut.rate_gbps = x;
+  // Two participants whose links share an upstream link (the uplink of the PCIe switch they sit under) can
+  // be fed less together than apart: every one of them takes N−1 blocks in over its own links.
+  {
+    const std::vector<int> firsts = twins.alike ? twins.first : participants;
+    std::vector<int> seconds = participants;
+    if (twins.alike) {
+      seconds = twins.first;
+      seconds.insert(seconds.end(), twins.second.begin(), twins.second.end());
+    }
+    for (int a : firsts) {
+      for (int b : seconds) {
+        if (b <= a && std::find(firsts.begin(), firsts.end(), b) != firsts.end()) continue;
+        if (a == b) continue;
+        BoundCut pair = reception_cut(topo, net, participants, rates, {a, b}, what);
+        if (pair.rate_gbps < cut.rate_gbps * (1 - kRelativeSlack)) cut = std::move(pair);
+      }
+    }
+  }
+  return cut;
+}
+
+BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  BoundCut best;
+  best.what = "in-network";
+  best.rate_gbps = std::numeric_limits<double>::infinity();
+  if (participants.size() < 2) return best;
+  Network net = make_network(topo, participants, rates, false);
+  const Twins twins = machine_twins(topo, participants);
+  const int v0 = twins.alike ? twins.first.front() : participants.front();
+  std::vector<int> others;
+  if (twins.alike) {
+    others = twins.first;
+    others.insert(others.end(), twins.second.begin(), twins.second.end());
+  } else {
+    others = participants;
+  }
+  std::vector<bool> side;
+  std::vector<bool> best_side;
+  const int a0 = net.vertex_of_node[static_cast<std::size_t>(v0)];
+  for (int u : others) {
+    if (u == v0) continue;
+    const int b0 = net.vertex_of_node[static_cast<std::size_t>(u)];
+    for (const auto& [a, b] : {std::pair{a0, b0}, std::pair{b0, a0}}) {
+      const double flow = net.flow.max_flow(a, b, &side);
+      if (flow < best.rate_gbps) {
+        best.rate_gbps = flow;
+        side[static_cast<std::size_t>(net.source)] = false;
+        best_side = side;
+      }
+    }
+  }
+  const double rate = best.rate_gbps;
+  best = make_cut(topo, net, participants, rates, best_side, "in-network");
+  best.rate_gbps = rate;
+  return best;
+}
+
+BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  const double n = static_cast<double>(participants.size());
+  if (participants.size() < 2) {
+    BoundCut none;
+    none.what = "volume";
+    none.rate_gbps = std::numeric_limits<double>::infinity();
+    return none;
+  }
+  const Network net = make_network(topo, participants, rates, false);
+  BoundCut cut = reception_cut(topo, net, participants, rates, participants, "volume");
+  // reception_cut's rate is per block of N−1 per receiver: the receptions' total is that times N(N−1).
+  cut.rate_gbps = cut.rate_gbps * n * (n - 1) / (2 * (n - 1));
+  return cut;
+}
+
+CollectiveBound collective_bound(const Topology& topo, std::vector<int> participants, Collective collective,
+                                 const LinkRates& rates, bool in_network_reduction) {
+  participants = default_participants(topo, std::move(participants));
+  CollectiveBound b;
+  b.collective = collective;
+  b.ranks = static_cast<int>(participants.size());
+  const int n = b.ranks;
+  if (n < 2) return b;
+  // Per block of M/N bytes at `x` GB/s: M/(N·x·1e3) µs per byte.
+  const auto per_block = [&](double x) { return 1.0 / (n * x * kBytesPerUsPerGbps); };
+  switch (collective) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter: {
+      BoundCut cut = spread_cut(topo, participants, rates, collective == Collective::kReduceScatter);
+      b.us_per_byte = per_block(cut.rate_gbps);
+      b.cuts.push_back(std::move(cut));
+      break;
+    }
+    case Collective::kAllReduce: {
+      // Every set splitting the participants sends the other side M bytes of results (in-network reduction
+      // included); without it, the GPUs also take in 2(N−1)·M bytes in all (reduce N inputs, then spread).
+      BoundCut split = splitting_cut(topo, participants, rates);
+      split.what = in_network_reduction ? "in-network" : "split";
+      b.us_per_byte = 1.0 / (split.rate_gbps * kBytesPerUsPerGbps);
+      b.in_network = in_network_reduction;
+      if (!in_network_reduction) {
+        BoundCut volume = volume_cut(topo, participants, rates);
+        const double us = 1.0 / (volume.rate_gbps * kBytesPerUsPerGbps);
+        if (us > b.us_per_byte) {
+          b.us_per_byte = us;
+          b.cuts.push_back(std::move(volume));
+          break;
+        }
+      }
+      b.cuts.push_back(std::move(split));
+      break;
+    }
+    default: throw InvalidInput(fmt::format("cut bound: {} is not a plan-level collective", to_string(collective)));
+  }
+  b.algbw_gbps = 1.0 / (b.us_per_byte * kBytesPerUsPerGbps);
+  b.busbw_gbps = b.algbw_gbps * bus_factor(collective, n);
+  return b;
+}
+
+std::string cut_text(const Topology& topo, const BoundCut& cut) {
+  // The GPUs on each side, senders first: S sends (all-gather, in-network); for the reduce-scatter the links
+  // were reversed, so the participants outside S send their partial sums into S.
+  std::vector<bool> in_s(topo.nodes().size(), false);
+  for (int v : cut.inside) in_s[static_cast<std::size_t>(v)] = true;
+  // A side of more than kNamedGpus GPUs is named by its first ones and its count (clusters of thousands).
+  constexpr std::size_t kNamedGpus = 16;
+  std::vector<std::string> sides[2];
+  for (int g : topo.gpus())
+    sides[in_s[static_cast<std::size_t>(g)] ? 0 : 1].push_back(topo.nodes()[static_cast<std::size_t>(g)].id);
+  const auto names = [&](const std::vector<std::string>& ids) {
+    std::string text;
+    for (std::size_t i = 0; i < ids.size() && i < kNamedGpus; ++i) text += (text.empty() ? "" : ",") + ids[i];
+    if (ids.size() > kNamedGpus) text += fmt::format(",… ({} GPUs)", ids.size());
+    return text;
+  };
+  std::string inside = names(sides[0]);
+  std::string outside = names(sides[1]);
+  if (cut.what == "reduce-scatter") std::swap(inside, outside);
+  std::set<LinkKind> kinds_crossed;
+  for (int l : cut.links) kinds_crossed.insert(topo.links()[static_cast<std::size_t>(l)].kind);
+  std::string kinds;
+  for (const LinkKind kind : kinds_crossed) kinds += (kinds.empty() ? "" : "+") + std::string(to_string(kind));
+  if (!cut.receivers.empty()) {
+    std::vector<std::string> ids;
+    for (int r : cut.receivers) ids.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);
+    const std::string who = names(ids);
+    return fmt::format("{{{}}} {} over {} links ({}), {:.2f} GB/s", who,
+                       cut.what == "reduce-scatter" ? "send out" : "take in", cut.links.size(),
+                       kinds.empty() ? "none" : kinds, cut.gbps);
+  }
+  return fmt::format("{{{}}} -> {{{}}}: {} links ({}), {:.2f} GB/s", inside.empty() ? "-" : inside,
+                     outside.empty() ? "-" : outside, cut.links.size(), kinds.empty() ? "none" : kinds, cut.gbps);
+}
+
+}  // namespace artune

@@ -1,0 +1,94 @@
+#pragma once
+// The min-cut throughput bound of a collective on a topology (ForestColl, arXiv 2402.06787): no schedule
+// moves data across a set of devices faster than the links crossing its boundary allow.
+//
+// All-gather of a buffer of M bytes over participants P (|P| = N, block M/N each): a set S of devices
+// (GPUs, switches, CPUs, NICs alike) holding some but not all participants has to send the |S ∩ P| blocks
+// it holds to the participants outside, over the links leaving S of total rate B⁺(S), so
+//
+//     T_allgather ≥ M/N · max_S |S ∩ P| / B⁺(S).
+//
+// Reduce-scatter is the same on the reversed links: every participant outside S needs its block reduced
+// over S's inputs, at least one block each (S may combine its own first). Both are refined by what two
+// participants can take in together over their own links (two GPUs under one PCIe switch share its uplink:
+// routes never turn in a switch between NVLink peers), each needing N−1 blocks.
+//
+// All-reduce: every set S splitting the participants must send the other side M bytes of results, so
+// T ≥ M / min_S B⁺(S), whatever reduces where (NVLS included: where the hardware reduces in the network
+// that is the bound). Plans that reduce on the participants also move 2(N−1)·M bytes into them in all
+// (N−1 transfers to combine N inputs and N−1 to spread the sum: the one-way gossip bound), so
+// T ≥ 2(N−1)·M / (what the participants can take in together); the bound is the larger. On rings of equal
+// links, fully connected machines and stars it is the classic 2(N−1)/N · M / B of one GPU's links B; where a
+// slow link splits the GPUs (QPI between DGX-1 quads) the split cut sets it, and a plan that runs its
+// reduce-scatter and all-gather in the two directions of that link at once can beat the sum of the two
+// collectives' bounds.
+//
+// The maximum over cuts is found without enumerating them. With a source s joined to every participant by
+// an arc of rate x, the minimum s–u cut over all u ∈ P is ≥ N·x exactly when B⁺(S) ≥ x·|S ∩ P| for every
+// S above, so the largest such x (the all-gather's rate per block) is a ratio min B⁺(S)/|S ∩ P|, which
+// Dinkelbach's iteration finds: start from a single GPU's in-rate over N−1, run the max flows, and as long
+// as one falls short, move x down to the ratio of the cut that fell short. Each step strictly lowers x
+// through cut ratios, so few steps suffice (2–4 on the shipped configs). Machines of a cluster that are
+// built alike are asked once: the max flow to a GPU equals the flow to its twins on the other machines.
+
+#include <string>
+#include <vector>
+
+#include "artune/algorithms/plan.hpp"
+#include "artune/topology/link_rates.hpp"
+#include "artune/topology/topology.hpp"
+
+namespace artune {
+
+/// A set of devices and the links crossing its boundary that bound a collective.
+struct BoundCut {
+  std::string what;         ///< "all-gather", "reduce-scatter", "split", "in-network" or "volume"
+  std::vector<int> inside;  ///< topology nodes of S (the side that sends), sorted
+  std::vector<int> links;   ///< links out of S, by index
+  int ranks_inside = 0;     ///< participants in S
+  int ranks_outside = 0;    ///< participants outside S
+  double gbps = 0;          ///< Σ rates of `links`
+  double rate_gbps = 0;     ///< what it allows: per block (all-gather, reduce-scatter), else the all-reduce's algbw
+  /// Set when the bound is on what a few participants can take in together (all-gather; send out, reduce-scatter)
+  /// over their own links rather than on a cut: these participants (nodes), each needing N−1 blocks.
+  std::vector<int> receivers;
+};
+
+/// The bound of one collective over a topology's participants at some link rates.
+struct CollectiveBound {
+  Collective collective = Collective::kAllReduce;  ///< all-reduce, all-gather or reduce-scatter
+  int ranks = 0;                                   ///< participants N
+  double us_per_byte = 0;   ///< the least time per byte of the buffer (nccl-tests' size); 0 for one rank
+  double algbw_gbps = 0;    ///< size / time at the bound (0 for one rank)
+  double busbw_gbps = 0;    ///< algbw · bus_factor(collective, N)
+  bool in_network = false;  ///< set by the in-network cut (all-reduce where the hardware reduces)
+  std::vector<BoundCut>
+      cuts;  ///< the cuts that set it (all-reduce: reduce-scatter's and all-gather's, or the in-network one)
+  /// The bound's time for a buffer of `bytes` (µs).
+  double time_us(double bytes) const { return bytes * us_per_byte; }
+};
+
+/// The all-gather's bound: the largest rate per block (GB/s) and the cut that sets it (`reverse`: the links
+/// reversed, i.e. the reduce-scatter's). `participants` are topology nodes (default: every GPU). InvalidInput
+/// when a participant cannot reach the others.
+BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                    bool reverse = false);
+/// The least rate (GB/s) of a cut splitting the participants, and that cut: no all-reduce delivers results
+/// faster (algbw ≤ it), whatever reduces where.
+BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
+/// The all-reduce's volume bound: an all-reduce whose reductions run on the participants moves 2(N−1) buffers
+/// into them in all (N−1 to combine N inputs, N−1 to spread the result: the one-way gossip bound), so
+/// algbw ≤ (what the participants can take in together, every GPU and CPU sending) / 2(N−1). `rate_gbps`
+/// is that algbw; `receivers` all participants.
+BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
+
+/// The bound of `collective` (all-reduce, all-gather or reduce-scatter) over `participants` (empty: every GPU)
+/// at `rates`; `in_network_reduction`: the hardware can reduce in the network (all-reduce only).
+CollectiveBound collective_bound(const Topology& topo, std::vector<int> participants, Collective collective,
+                                 const LinkRates& rates, bool in_network_reduction = false);
+
+/// "gpu0,gpu1 | 3 links, 60.00 GB/s": a cut for one line of text (S's participants, or its nodes when it
+/// holds none, then the boundary).
+std::string cut_text(const Topology& topo, const BoundCut& cut);
+
+}  // namespace artune

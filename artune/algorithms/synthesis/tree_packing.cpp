@@ -1,0 +1,481 @@
+// Spanning-tree packing (tree_packing.hpp): edges, the LP on LEMON/GLPK, Lovász's tree growing on LEMON max
+// flows, rounding to chunks.
+
+#include "artune/algorithms/synthesis/tree_packing.hpp"
+
+#include <fmt/format.h>
+
+#include <lemon/lp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "artune/algorithms/synthesis/max_flow.hpp"
+#include "artune/core/error.hpp"
+
+namespace artune::synthesis {
+
+namespace {
+
+// Capacities and demands are normalised so that every root needs weight 1: values are O(1) to O(10).
+// kTolerance absorbs the LP's and the max flows' rounding; kProbe is the infinitesimal weight by which a
+// candidate arc is tested (far above the rounding, far below any structural gap between cuts).
+constexpr double kTolerance = 1e-9;
+constexpr double kProbe = 1e-6;
+// Edge rates below this share of the per-root rate are LP noise.
+constexpr double kNegligible = 1e-9;
+// A root whose weight still to place is below this share is done (the rest rounds away in chunks).
+constexpr double kDone = 1e-7;
+
+// ---- 1. Tree edges --------------------------------------------------------------------------------------
+
+bool usable(const std::vector<int>& links, const LinkRates& rates) {
+  for (int l : links) {
+    if (!(rates[static_cast<std::size_t>(l)] > 0)) return false;
+  }
+  return !links.empty();
+}
+
+std::vector<TreeEdge> tree_edges(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                                 bool staging) {
+  const auto& nodes = topo.nodes();
+  const int n = static_cast<int>(participants.size());
+  std::vector<TreeEdge> edges;
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      const int na = participants[static_cast<std::size_t>(a)];
+      const int nb = participants[static_cast<std::size_t>(b)];
+      std::set<std::multiset<int>> seen;
+      TreeEdge direct{a, b, -1, topo.route(na, nb).links};
+      if (usable(direct.links, rates)) {
+        seen.insert(std::multiset<int>(direct.links.begin(), direct.links.end()));
+        edges.push_back(std::move(direct));
+      }
+      if (!staging) continue;
+      const int machine = nodes[static_cast<std::size_t>(na)].machine;
+      if (nodes[static_cast<std::size_t>(nb)].machine != machine) continue;
+      for (int cpu : topo.nodes_of_kind(NodeKind::kCpu, machine)) {
+        if (cpu == na || cpu == nb) continue;
+        TreeEdge staged{a, b, cpu, topo.route(na, cpu).links};
+        const auto& second = topo.route(cpu, nb).links;
+        staged.links.insert(staged.links.end(), second.begin(), second.end());
+        // A staged edge that crosses the links of one already listed adds nothing.
+        if (!usable(staged.links, rates) ||
+            !seen.insert(std::multiset<int>(staged.links.begin(), staged.links.end())).second)
+          continue;
+        edges.push_back(std::move(staged));
+      }
+    }
+  }
+  return edges;
+}
+
+// The arc of an edge in the problem's direction: out-trees follow the data, in-trees run against it.
+int arc_tail(const TreeEdge& e, bool toward_root) { return toward_root ? e.to : e.from; }
+int arc_head(const TreeEdge& e, bool toward_root) { return toward_root ? e.from : e.to; }
+
+// ---- 2. Capacities by LP --------------------------------------------------------------------------------
+
+struct Capacities {
+  double rate = 0;                     // per-root rate x (GB/s)
+  std::vector<std::vector<double>> y;  // per direction asked for, per edge (GB/s)
+};
+
+// One LP over every direction in `directions` (false: out-trees, true: in-trees): each has its own edge rates,
+// all share the links, and every direction carries every root's block at the same rate x (an all-reduce's
+// reduce-scatter and all-gather run side by side).
+Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
+                    const std::vector<bool>& directions) {
+  lemon::Lp lp;
+  lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
+  const lemon::Lp::Col x = lp.addCol();
+  lp.colLowerBound(x, 0);
+  std::vector<std::vector<lemon::Lp::Col>> y(directions.size());
+  std::vector<lemon::Lp::Expr> on_link(topo.links().size());
+  std::vector<bool> used(topo.links().size(), false);
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+      y[d].push_back(lp.addCol());
+      lp.colLowerBound(y[d].back(), 0);
+      // Links: Σ y_e over the edges crossing it (twice if an edge crosses it twice) ≤ its rate.
+      for (int l : edges[e].links) {
+        on_link[static_cast<std::size_t>(l)] += y[d][e];
+        used[static_cast<std::size_t>(l)] = true;
+      }
+    }
+  }
+  for (std::size_t l = 0; l < on_link.size(); ++l) {
+    if (used[l]) lp.addRow(on_link[l] <= rates[l]);
+  }
+  // Per direction, one flow per sink u: every other participant sends x to u within the edges' rates.
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (int u = 0; u < n; ++u) {
+      std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
+      for (std::size_t e = 0; e < edges.size(); ++e) {
+        const int tail = arc_tail(edges[e], directions[d]);
+        const int head = arc_head(edges[e], directions[d]);
+        if (tail == u) continue;  // nothing leaves the sink
+        const lemon::Lp::Col f = lp.addCol();
+        lp.colLowerBound(f, 0);
+        lp.addRow(f - y[d][e] <= 0);
+        balance[static_cast<std::size_t>(tail)] += f;
+        balance[static_cast<std::size_t>(head)] -= f;
+      }
+      for (int v = 0; v < n; ++v) {
+        if (v != u) lp.addRow(balance[static_cast<std::size_t>(v)] - x == 0);
+      }
+    }
+  }
+  lp.max();
+  lp.obj(x);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    throw InternalError("tree packing: the LP of the edges' rates found no optimum");
+  }
+  const double best = lp.primal(x);
+  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
+  // Keep the rate, spend as few link crossings as possible.
+  lp.colLowerBound(x, best * (1 - 1e-7));
+  lemon::Lp::Expr cost;
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) cost += static_cast<double>(edges[e].links.size()) * y[d][e];
+  }
+  lp.min();
+  lp.obj(cost);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    // Back to the first solution's values (the second LP only tidies them).
+    lp.max();
+    lp.obj(x);
+    lp.solve();
+  }
+  Capacities out;
+  out.rate = lp.primal(x);
+  out.y.resize(directions.size());
+  for (std::size_t d = 0; d < directions.size(); ++d) {
+    for (std::size_t e = 0; e < edges.size(); ++e) out.y[d].push_back(std::max(0.0, lp.primal(y[d][e])));
+  }
+  return out;
+}
+
+// ---- 3. Trees -------------------------------------------------------------------------------------------
+
+// The problem graph: participants 0..n−1, the source n, one arc per edge with capacity cap, one arc s→p per
+// root with its remaining demand.
+class Packer {
+ public:
+  Packer(int n, const std::vector<TreeEdge>& edges, std::vector<double> cap, bool toward_root)
+      : n_(n), edges_(edges), cap_(std::move(cap)), toward_(toward_root), net_(n + 1), demand_(n, 1.0) {
+    for (std::size_t e = 0; e < edges_.size(); ++e) {
+      arc_.push_back(net_.add_arc(arc_tail(edges_[e], toward_), arc_head(edges_[e], toward_), cap_[e]));
+    }
+    for (int p = 0; p < n_; ++p) source_arc_.push_back(net_.add_arc(n_, p, 1.0));
+  }
+
+  // The largest x ≤ 1 such that, with every demand x, every participant can receive n·x from the source
+  // (the LP's solution met this at x = 1 up to rounding; this makes it exact before anything is taken).
+  double feasible_scale() {
+    double x = 1.0;
+    std::vector<bool> side;
+    for (int step = 0; step < 100; ++step) {
+      for (int p = 0; p < n_; ++p) net_.set_capacity(source_arc_[static_cast<std::size_t>(p)], x);
+      double best = x;
+      for (int v = 0; v < n_; ++v) {
+        const double flow = net_.max_flow(n_, v, &side);
+        if (flow >= n_ * x * (1 - 1e-12)) continue;
+        // Cut ratio: arcs into the sink side from participants over the participants on the source side.
+        double into = 0;
+        int inside = 0;
+        for (int p = 0; p < n_; ++p) inside += side[static_cast<std::size_t>(p)] ? 1 : 0;
+        for (std::size_t e = 0; e < edges_.size(); ++e) {
+          const int t = arc_tail(edges_[e], toward_), h = arc_head(edges_[e], toward_);
+          if (side[static_cast<std::size_t>(t)] && !side[static_cast<std::size_t>(h)]) into += cap_[e];
+        }
+        if (inside > 0) best = std::min(best, into / inside);
+      }
+      if (best >= x) break;
+      x = best;
+    }
+    return x;
+  }
+
+  void scale_capacities(double factor) {
+    for (double& c : cap_) c *= factor;
+  }
+
+  // Grows and weighs trees until every root's demand is placed; returns (root, parent edges, weight).
+  struct Tree {
+    int root;
+    std::vector<int> parent_edge;
+    double weight;
+  };
+  std::vector<Tree> run() {
+    std::vector<Tree> trees;
+    const int limit = 64 * n_ + static_cast<int>(edges_.size()) * 4;
+    for (int round = 0; round < limit; ++round) {
+      int root = 0;
+      for (int p = 1; p < n_; ++p) {
+        if (demand_[static_cast<std::size_t>(p)] > demand_[static_cast<std::size_t>(root)]) root = p;
+      }
+      if (demand_[static_cast<std::size_t>(root)] < kDone) break;
+      Tree t{root, grow(root), 0.0};
+      t.weight = weigh(t.root, t.parent_edge);
+      if (!(t.weight > 0)) break;
+      for (int v = 0; v < n_; ++v) {
+        const int e = t.parent_edge[static_cast<std::size_t>(v)];
+        if (e >= 0) cap_[static_cast<std::size_t>(e)] = std::max(0.0, cap_[static_cast<std::size_t>(e)] - t.weight);
+      }
+      demand_[static_cast<std::size_t>(root)] = std::max(0.0, demand_[static_cast<std::size_t>(root)] - t.weight);
+      trees.push_back(std::move(t));
+    }
+    return trees;
+  }
+
+  const std::vector<double>& demand() const { return demand_; }
+
+ private:
+  double total_demand() const { return std::accumulate(demand_.begin(), demand_.end(), 0.0); }
+
+  // Loads the network with the capacities less `mu` on the arcs of the (partial) tree.
+  void load(int root, const std::vector<int>& parent_edge, double mu) {
+    for (std::size_t e = 0; e < edges_.size(); ++e) net_.set_capacity(arc_[e], cap_[e]);
+    for (int p = 0; p < n_; ++p) {
+      net_.set_capacity(source_arc_[static_cast<std::size_t>(p)], demand_[static_cast<std::size_t>(p)]);
+    }
+    net_.set_capacity(source_arc_[static_cast<std::size_t>(root)],
+                      std::max(0.0, demand_[static_cast<std::size_t>(root)] - mu));
+    for (int e : parent_edge) {
+      if (e >= 0)
+        net_.set_capacity(arc_[static_cast<std::size_t>(e)], std::max(0.0, cap_[static_cast<std::size_t>(e)] - mu));
+    }
+  }
+
+  // The participant `head` still gets the remaining demand (less `mu`) from the source. Taking an arc into
+  // `head` lowers only the cuts of the sets that hold `head`, and the least of those is the max flow to it:
+  // every other set kept its margin from the steps before.
+  bool extendable(int head, double mu) { return net_.max_flow(n_, head) >= total_demand() - mu - kTolerance; }
+
+  std::vector<int> grow(int root) {
+    std::vector<int> parent_edge(static_cast<std::size_t>(n_), -1);
+    std::vector<int> depth(static_cast<std::size_t>(n_), -1);
+    depth[static_cast<std::size_t>(root)] = 0;
+    int placed = 1;
+    while (placed < n_) {
+      // Candidates: arcs from the tree out of it with capacity left, shallow tails first (short trees
+      // pipeline better), then the widest, then routes before staging.
+      std::vector<int> candidates;
+      for (std::size_t e = 0; e < edges_.size(); ++e) {
+        const int t = arc_tail(edges_[e], toward_), h = arc_head(edges_[e], toward_);
+        if (depth[static_cast<std::size_t>(t)] >= 0 && depth[static_cast<std::size_t>(h)] < 0 && cap_[e] > kTolerance)
+          candidates.push_back(static_cast<int>(e));
+      }
+      std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
+        const auto key = [&](int e) {
+          const TreeEdge& edge = edges_[static_cast<std::size_t>(e)];
+          return std::tuple(depth[static_cast<std::size_t>(arc_tail(edge, toward_))], edge.via >= 0 ? 1 : 0,
+                            -cap_[static_cast<std::size_t>(e)]);
+        };
+        return key(a) < key(b);
+      });
+      int chosen = -1;
+      for (int e : candidates) {
+        const int h = arc_head(edges_[static_cast<std::size_t>(e)], toward_);
+        parent_edge[static_cast<std::size_t>(h)] = e;
+        load(root, parent_edge, kProbe);
+        if (extendable(h, kProbe)) {
+          chosen = e;
+          break;
+        }
+        parent_edge[static_cast<std::size_t>(h)] = -1;
+      }
+      if (chosen < 0) {
+        // Rounding left no arc provably safe; take the widest one (the weight step below keeps it feasible).
+        if (candidates.empty()) throw InternalError("tree packing: a tree cannot reach every participant");
+        chosen = *std::min_element(candidates.begin(), candidates.end(), [&](int a, int b) {
+          return cap_[static_cast<std::size_t>(a)] > cap_[static_cast<std::size_t>(b)];
+        });
+        parent_edge[static_cast<std::size_t>(arc_head(edges_[static_cast<std::size_t>(chosen)], toward_))] = chosen;
+      }
+      const TreeEdge& edge = edges_[static_cast<std::size_t>(chosen)];
+      depth[static_cast<std::size_t>(arc_head(edge, toward_))] =
+          depth[static_cast<std::size_t>(arc_tail(edge, toward_))] + 1;
+      ++placed;
+    }
+    return parent_edge;
+  }
+
+  // The largest weight the complete tree can take: each arc's capacity and the root's demand, then every
+  // cut X that would fall short (ρ(X) − μ·t(X) < K − μ with t(X) tree arcs into X) lowers it to
+  // (ρ(X) − K)/(t(X) − 1).
+  double weigh(int root, const std::vector<int>& parent_edge) {
+    double mu = demand_[static_cast<std::size_t>(root)];
+    for (int e : parent_edge) {
+      if (e >= 0) mu = std::min(mu, cap_[static_cast<std::size_t>(e)]);
+    }
+    std::vector<bool> side;
+    for (int step = 0; step < 100 && mu > 0; ++step) {
+      load(root, parent_edge, mu);
+      const double need = total_demand() - mu;
+      double lowest = mu;
+      for (int v = 0; v < n_; ++v) {
+        if (net_.max_flow(n_, v, &side) >= need - kTolerance) continue;
+        // ρ(X) and t(X) of the sink side X before subtracting μ.
+        double rho = 0;
+        int t = 0;
+        for (int p = 0; p < n_; ++p) {
+          if (side[static_cast<std::size_t>(p)]) continue;
+          rho += demand_[static_cast<std::size_t>(p)];
+          if (p == root) ++t;
+        }
+        for (std::size_t e = 0; e < edges_.size(); ++e) {
+          const int tail = arc_tail(edges_[e], toward_), head = arc_head(edges_[e], toward_);
+          if (!side[static_cast<std::size_t>(tail)] || side[static_cast<std::size_t>(head)]) continue;
+          rho += cap_[e];
+          if (parent_edge[static_cast<std::size_t>(head)] == static_cast<int>(e)) ++t;
+        }
+        if (t >= 2) lowest = std::min(lowest, std::max(0.0, (rho - total_demand()) / (t - 1)));
+      }
+      if (lowest >= mu * (1 - 1e-12)) break;
+      mu = lowest;
+    }
+    return mu;
+  }
+
+  int n_;
+  const std::vector<TreeEdge>& edges_;
+  std::vector<double> cap_;
+  bool toward_;
+  FlowNetwork net_;
+  std::vector<double> demand_;
+  std::vector<int> arc_;
+  std::vector<int> source_arc_;
+};
+
+// ---- 4. Chunks ------------------------------------------------------------------------------------------
+
+// Largest remainders: chunk counts proportional to `weights`, summing to `chunks`.
+std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  std::vector<int> out(weights.size(), 0);
+  std::vector<std::pair<double, std::size_t>> remainders;
+  int given = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const double exact = weights[i] / total * chunks;
+    out[i] = static_cast<int>(std::floor(exact));
+    given += out[i];
+    remainders.emplace_back(exact - out[i], i);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t k = 0; given < chunks && k < remainders.size(); ++k, ++given) ++out[remainders[k].second];
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Trees of one direction from the LP's edge rates at per-root rate `rate`.
+TreePacking decompose(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                      const std::vector<TreeEdge>& edges, const std::vector<double>& y, double rate, bool toward_root,
+                      const PackingOptions& options) {
+  const int n = static_cast<int>(participants.size());
+  TreePacking out;
+  out.toward_root = toward_root;
+  out.chunks = options.chunks;
+  out.bound_gbps = spread_cut(topo, participants, rates, toward_root).rate_gbps;
+
+  // Normalise to weight 1 per root; drop edges the LP left (almost) unused.
+  std::vector<TreeEdge> kept;
+  std::vector<double> cap;
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    if (y[e] <= kNegligible * rate) continue;
+    kept.push_back(edges[e]);
+    cap.push_back(y[e] / rate);
+  }
+  Packer packer(n, kept, cap, toward_root);
+  const double scale = packer.feasible_scale();
+  packer.scale_capacities(1.0 / scale);  // exact at weight 1 per root: the rate is rate · scale
+  out.rate_gbps = rate * scale;
+  const auto trees = packer.run();
+
+  // Chunks per root; edges renumbered to those the trees use.
+  std::vector<int> renumber(kept.size(), -1);
+  for (int root = 0; root < n; ++root) {
+    std::vector<const Packer::Tree*> mine;
+    std::vector<double> weights;
+    for (const auto& t : trees) {
+      if (t.root == root) {
+        mine.push_back(&t);
+        weights.push_back(t.weight);
+      }
+    }
+    if (mine.empty()) throw InternalError(fmt::format("tree packing: no tree for participant {}", root));
+    const std::vector<int> chunks = apportion(weights, options.chunks);
+    std::vector<WeightedTree> rooted;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      if (chunks[i] == 0) continue;
+      WeightedTree w{root, mine[i]->parent_edge, chunks[i]};
+      for (int& e : w.parent_edge) {
+        if (e < 0) continue;
+        if (renumber[static_cast<std::size_t>(e)] < 0) {
+          renumber[static_cast<std::size_t>(e)] = static_cast<int>(out.edges.size());
+          out.edges.push_back(kept[static_cast<std::size_t>(e)]);
+        }
+        e = renumber[static_cast<std::size_t>(e)];
+      }
+      rooted.push_back(std::move(w));
+    }
+    std::stable_sort(rooted.begin(), rooted.end(),
+                     [](const WeightedTree& a, const WeightedTree& b) { return a.chunks > b.chunks; });
+    out.trees.insert(out.trees.end(), rooted.begin(), rooted.end());
+  }
+  return out;
+}
+
+void check_inputs(const Topology& topo, const LinkRates& rates, const PackingOptions& options) {
+  ARTUNE_CHECK(rates.size() == topo.links().size(),
+               fmt::format("tree packing: {} link rates for {} links", rates.size(), topo.links().size()));
+  ARTUNE_CHECK(options.chunks >= 1, fmt::format("tree packing: {} chunks per block", options.chunks));
+}
+
+TreePacking single(int chunks, bool toward_root) {
+  TreePacking out;
+  out.toward_root = toward_root;
+  out.chunks = chunks;
+  out.trees.push_back(WeightedTree{0, {-1}, chunks});
+  return out;
+}
+
+}  // namespace
+
+TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                       bool toward_root, const PackingOptions& options) {
+  check_inputs(topo, rates, options);
+  const int n = static_cast<int>(participants.size());
+  if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks};
+  const std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
+  const Capacities lp = solve_lp(topo, n, edges, rates, {toward_root});
+  return decompose(topo, participants, rates, edges, lp.y[0], lp.rate, toward_root, options);
+}
+
+int max_depth(const TreePacking& packing) {
+  int deepest = 0;
+  for (const WeightedTree& t : packing.trees) {
+    for (std::size_t v = 0; v < t.parent_edge.size(); ++v) {
+      int d = 0;
+      for (int u = static_cast<int>(v);
+           t.parent_edge[static_cast<std::size_t>(u)] >= 0 && d <= static_cast<int>(t.parent_edge.size()); ++d) {
+        const TreeEdge& e = packing.edges[static_cast<std::size_t>(t.parent_edge[static_cast<std::size_t>(u)])];
+        u = packing.toward_root ? e.to : e.from;
+      }
+      deepest = std::max(deepest, d);
+    }
+  }
+  return deepest;
+}
+
+}  // namespace artune::synthesis

@@ -1,0 +1,78 @@
+#pragma once
+// Spanning-tree packing (Blink, MLSys'20; ForestColl, arXiv 2402.06787): weighted trees per root that move
+// every participant's block to all others (out-trees: all-gather) or reduce every block into its owner
+// (in-trees: reduce-scatter) at the rate the topology's capacity allows.
+//
+// How the trees are found:
+//  1. Tree edges. A transfer between two participants takes NCCL's route (routes never relay through a
+//     GPU), or is staged through a CPU socket's memory: two routes, GPU → CPU → GPU, which puts the PCIe
+//     links of NVLink peers to use. Each edge consumes every link of its route(s).
+//  2. Capacities by LP (LEMON on GLPK). Give every edge e a rate y_e with Σ_{e ∋ l} y_e ≤ rate(l) on every
+//     link l, and maximise the rate x per root such that for every participant u the others can send x each
+//     to u within y (one flow per u). By ForestColl's theorem (Edmonds' branchings on the graph with a source
+//     joined to every participant at rate x) this is exactly when arborescences from every root, x of
+//     weight each, fit within y. A second LP keeps that x and minimises Σ y_e · |links of e| (no idle detours).
+//  3. Trees by Lovász's constructive proof of Edmonds' theorem: grow an arborescence from the root with the
+//     most weight still to place, adding only arcs after which the arc's head can still get the remaining
+//     demand from the source (one max flow on LEMON: only the cuts of sets holding the head change), then
+//     give it the largest weight that keeps every participant fed (Dinkelbach over the cuts that fall
+//     short), subtract, repeat.
+//  4. Chunks. Each root's trees split its block in proportion to their weights, rounded to whole chunks of
+//     1/chunks of the block (largest remainders); a tree that rounds to no chunk is dropped.
+//
+// The packing's rate can fall short of the cut bound (cut_bound.hpp) only where the bound counts paths no
+// transfer takes: PCIe between NVLink peers without a CPU in the way, NVLink relayed through a GPU's copy
+// engines. `rate_gbps` and `bound_gbps` say how far.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "artune/algorithms/synthesis/cut_bound.hpp"
+#include "artune/topology/topology.hpp"
+
+namespace artune::synthesis {
+
+/// How data moves between two participants along a tree: the route between them, or staged through a CPU.
+struct TreeEdge {
+  int from = -1;           ///< participant (index into the participants) the data leaves
+  int to = -1;             ///< participant it reaches
+  int via = -1;            ///< topology node of the CPU socket it is staged through, or -1 (the route)
+  std::vector<int> links;  ///< topology links it crosses (both routes when staged), in order
+  friend bool operator==(const TreeEdge&, const TreeEdge&) = default;
+};
+
+/// One weighted tree of a root.
+struct WeightedTree {
+  int root = -1;                 ///< participant index
+  std::vector<int> parent_edge;  ///< per participant: the edge joining it to its parent (index into edges); root −1
+  int chunks = 0;                ///< its share of the root's block, in chunks
+  friend bool operator==(const WeightedTree&, const WeightedTree&) = default;
+};
+
+/// Trees for every root: out-trees (data flows from the root) or in-trees (toward it).
+struct TreePacking {
+  bool toward_root = false;         ///< in-trees: an edge carries data from a participant to its parent
+  int chunks = 0;                   ///< chunks per block
+  double rate_gbps = 0;             ///< per-root rate of the fractional packing (GB/s at the rates given)
+  double bound_gbps = 0;            ///< the cut bound's per-root rate at the same rates (≥ rate_gbps)
+  std::vector<TreeEdge> edges;      ///< every edge some tree uses
+  std::vector<WeightedTree> trees;  ///< by root, heaviest first; each root's chunks sum to `chunks`
+  friend bool operator==(const TreePacking&, const TreePacking&) = default;
+};
+
+/// Knobs of the packing.
+struct PackingOptions {
+  int chunks = 1024;    ///< chunks per block (the rounding of tree weights)
+  bool staging = true;  ///< allow edges staged through a CPU socket of the machine
+};
+
+/// Packs trees over `participants` (topology nodes, in rank order; at least 2) at `rates` (by link).
+/// InvalidInput when the participants are not connected at those rates.
+TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                       bool toward_root, const PackingOptions& options = {});
+
+/// Depth of the deepest tree (edges from root to the farthest participant).
+int max_depth(const TreePacking& packing);
+
+}  // namespace artune::synthesis

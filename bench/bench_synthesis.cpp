@@ -1,0 +1,116 @@
+// Speed of the plans derived from the topology (issue 25; Google Benchmark). Goals from the issue, reported
+// here and never asserted:
+//   bound + tree synthesis of one 8-GPU set (dgx1-v100)                                  < 50 ms
+//   all 247 GPU subsets of dgx1-v100: bound + synthesis + simulation of trees at 256 MiB  < 10 s on one core
+//   the bound of 64xdgx-h100 (512 GPUs)                                                    < 60 s, < 2 GiB
+//   alloc: every k-subset of dgx1-v100's 8 GPUs, all k, ranked by the bound               < 1 s
+// Run: build/bench/bench_synthesis --benchmark_min_time=1 (or a --benchmark_filter).
+
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "artune/algorithms/builders.hpp"
+#include "artune/algorithms/synthesis/cut_bound.hpp"
+#include "artune/algorithms/synthesis/tree_packing.hpp"
+#include "artune/simulator/bound.hpp"
+#include "artune/simulator/simulator.hpp"
+#include "artune/topology/io.hpp"
+#include "artune/topology/link_rates.hpp"
+#include "artune/tuner/allocation.hpp"
+
+namespace {
+
+using namespace artune;
+
+volatile double g_sink = 0;
+
+// Every subset of 2–8 GPUs of dgx1-v100, as the topology subsets `-t 'dgx1-v100[…]'` loads.
+std::vector<std::string> dgx1_subsets() {
+  std::vector<std::string> out;
+  for (int mask = 1; mask < 256; ++mask) {
+    if (__builtin_popcount(static_cast<unsigned>(mask)) < 2) continue;
+    std::string list;
+    for (int g = 0; g < 8; ++g) {
+      if ((mask >> g & 1) != 0) list += (list.empty() ? "" : ",") + std::to_string(g);
+    }
+    out.push_back(fmt::format("dgx1-v100[{}]", list));
+  }
+  return out;
+}
+
+// The bound of every collective and the in-trees and out-trees of one topology, nothing cached.
+double bound_and_synthesis(const Topology& t) {
+  const LinkRates usable = usable_link_rates(t);
+  double sink = collective_bound(t, {}, Collective::kAllReduce, usable).busbw_gbps;
+  for (bool toward : {false, true}) sink += synthesis::pack_trees(t, t.gpus(), usable, toward).rate_gbps;
+  return sink;
+}
+
+void BM_Dgx1BoundAndTrees(benchmark::State& state) {
+  const Topology t = load_topology("dgx1-v100");
+  for (auto _ : state) g_sink = bound_and_synthesis(t);
+}
+BENCHMARK(BM_Dgx1BoundAndTrees)->Unit(benchmark::kMillisecond);
+
+void BM_Dgx1Bound(benchmark::State& state) {
+  const Topology t = load_topology("dgx1-v100");
+  const LinkRates usable = usable_link_rates(t);
+  for (auto _ : state) g_sink = collective_bound(t, {}, Collective::kAllReduce, usable).busbw_gbps;
+}
+BENCHMARK(BM_Dgx1Bound)->Unit(benchmark::kMillisecond);
+
+// All 247 subsets: load the subset, its bound and both packings, then the trees plan (seg 16) built from them
+// and simulated at 256 MiB on the nccl profile.
+void BM_Dgx1AllSubsets(benchmark::State& state) {
+  const std::vector<std::string> sets = dgx1_subsets();
+  const CostModel model = CostModel::defaults(BackendProfile::kNccl);
+  for (auto _ : state) {
+    double sink = 0;
+    for (const std::string& name : sets) {
+      const Topology t = load_topology(name);
+      sink += bound_and_synthesis(t);
+      BuildOptions o;
+      o.count = std::int64_t{64} << 20;
+      o.segments = 16;
+      sink += simulate(build_plan(t, "trees", o), t, model, 4).time_us;
+    }
+    g_sink = sink;
+  }
+  state.counters["subsets"] = static_cast<double>(sets.size());
+}
+BENCHMARK(BM_Dgx1AllSubsets)->Unit(benchmark::kSecond)->Iterations(1);
+
+void BM_Bound64xDgxH100(benchmark::State& state) {
+  const Topology t = load_topology("64xdgx-h100");
+  const CostModel model = CostModel::defaults(BackendProfile::kNccl);
+  for (auto _ : state) {
+    double sink = 0;
+    for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter})
+      sink += effective_bound(t, {}, c, model).busbw_gbps;
+    g_sink = sink;
+  }
+}
+BENCHMARK(BM_Bound64xDgxH100)->Unit(benchmark::kSecond)->Iterations(1);
+
+void BM_AllocEveryK(benchmark::State& state) {
+  const Topology t = load_topology("dgx1-v100");
+  for (auto _ : state) {
+    double sink = 0;
+    for (int k = 1; k <= 8; ++k) {
+      AllocationOptions o;
+      o.k = k;
+      o.jobs = 1;
+      sink += rank_subsets(t, t.gpus(), o).ranked.front().best_us;
+    }
+    g_sink = sink;
+  }
+}
+BENCHMARK(BM_AllocEveryK)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

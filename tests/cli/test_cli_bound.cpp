@@ -1,0 +1,129 @@
+// Issue 25 through the built binary: GPU subsets in -t, `artune bound`, `artune alloc`, simulate's bound%
+// column, and the trees family run on the cpu and mpi backends with #wrong = 0; every mistake is one line and
+// exit 2.
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/cli_runner.hpp"
+
+using artune_test::run_artune;
+using artune_test::run_shell;
+
+namespace {
+
+void expect_bad(const std::vector<std::string>& args, const std::string& needle) {
+  const auto r = run_artune(args);
+  INFO(args[0] << " … " << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.err.find(needle) != std::string::npos);
+  CHECK(artune_test::count_of(r.err, "\n") <= 1);
+}
+
+}  // namespace
+
+TEST_CASE("cli_bound.bound") {
+  const auto r = run_artune({"bound", "-t", "dgx1-v100[0,1,2,4,5]"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("effective (profile nccl)        79.20") != std::string::npos);
+  CHECK(r.out.find("nominal                         97.20") != std::string::npos);
+  CHECK(r.out.find("volume") != std::string::npos);
+  const auto j = run_artune({"bound", "-t", "dgx1-v100", "--collective", "allgather", "--json"});
+  REQUIRE(j.status == 0);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["effective"]["busbw_gbps"].get<double>() == doctest::Approx(126));
+  CHECK(doc["effective"]["cuts"][0]["receivers"].size() == 2);
+  CHECK(doc["gpus"] == 8);
+  const auto h = run_artune({"bound", "-t", "dgx-h100"});
+  CHECK(h.out.find("in-network reduction (NVLS)") != std::string::npos);
+}
+
+TEST_CASE("cli_bound.alloc") {
+  const auto r = run_artune({"alloc", "-t", "dgx1-v100", "-k", "4", "--top", "2"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("1  0,1,2,3") != std::string::npos);
+  CHECK(r.out.find("2  4,5,6,7") != std::string::npos);
+  const auto j = run_artune({"alloc", "-t", "dgx1-v100", "--free", "0,1,2,4,5,6", "-k", "4", "--json"});
+  REQUIRE(j.status == 0);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["subsets"] == 15);
+  CHECK(doc["ranked"][0]["gpus"] == "1,2,5,6");
+  CHECK(doc["ranked"][0]["penalty_vs_best"].get<double>() == 0.0);
+  CHECK(doc["ranked"][1]["penalty_vs_best"].get<double>() > 0.0);
+  CHECK(doc["machine"]["best_busbw_gbps"].get<double>() == doctest::Approx(126));
+}
+
+TEST_CASE("cli_bound.simulate_bound_column") {
+  const auto r = run_artune({"simulate", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees", "--segments", "16", "-b", "256M",
+                             "-e", "256M", "--json"});
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["bound"]["busbw_gbps"].get<double>() == doctest::Approx(79.2));
+  const double pct = doc["results"][0]["bound_pct"].get<double>();
+  CHECK(pct > 70);
+  CHECK(pct <= 100);
+  const auto t = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "1M", "-e", "1M"});
+  CHECK(t.out.find("bound%") != std::string::npos);
+}
+
+TEST_CASE("cli_bound.trees_run_exact") {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"-s", "trees"},
+                                                {"-s", "trees2", "-o", "avg", "-d", "half"},
+                                                {"-s", "trees", "--collective", "allgather"},
+                                                {"-s", "trees", "--collective", "reducescatter", "-o", "max"}}) {
+    std::vector<std::string> args = {"run", "-t", "dgx1-v100[0,1,2,4,5]", "--backend", "cpu", "-b", "1K", "-e", "64K",
+                                     "-f",  "8"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_artune(args);
+    INFO(extra[1] << " " << r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
+  // Under mpirun: one rank per GPU, the staged copies on the ranks of the CPUs' plan devices.
+  const auto m = run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
+      "--oversubscribe " +
+      artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s trees --backend mpi -b 4K -e 64K -f 16 2>&1");
+  if (m.out.find("mpirun: not found") == std::string::npos) {
+    CHECK(m.status == 0);
+    CHECK(m.out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli_bound.trees_lowered") {
+  // Without a GPU: what the cuda and nccl backends would do with the plan (the staged copies in host memory).
+  const auto cuda =
+      run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees", "--count", "4096", "--lower", "cuda"});
+  CHECK(cuda.status == 0);
+  CHECK(cuda.out.find("cpu0 -> host memory") != std::string::npos);
+  const auto nccl =
+      run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees2", "--count", "4096", "--lower", "nccl"});
+  CHECK(nccl.status == 0);
+  CHECK(nccl.out.find("nccl lowering of trees2") != std::string::npos);
+}
+
+TEST_CASE("cli_bound.bad_input") {
+  expect_bad({"bound", "-t", "dgx1-v100[9]"}, "GPU 9 does not exist");
+  expect_bad({"bound", "-t", "dgx1-v100[0,0]"}, "named twice");
+  expect_bad({"bound", "--collective", "broadcast"}, "--collective");
+  expect_bad({"simulate", "-t", "dgx1-v100[0,x]", "-s", "trees"}, "'x' is neither a GPU index");
+  expect_bad({"alloc", "-k", "0"}, "-k/--gpus");
+  expect_bad({"alloc", "-k", "9"}, "-k/--gpus: 9 GPUs asked for, 8 free");
+  expect_bad({"alloc", "-k", "2", "--free", "0,0"}, "--free: GPU 'gpu0' is named twice");
+  expect_bad({"alloc", "-k", "2", "--plans", "best"}, "--plans");
+  expect_bad({"alloc", "-k", "2", "--size", "3"}, "--size");
+  expect_bad({"alloc", "-k", "16", "-t", "4xdgx-h100"}, "subsets");
+  expect_bad({"alloc"}, "--gpus");
+}
+
+TEST_CASE("cli_bound.help") {
+  for (const char* cmd : {"bound", "alloc"}) {
+    const auto r = run_artune({cmd, "--help"});
+    CHECK(r.status == 0);
+    CHECK(r.out.find("Examples:") != std::string::npos);
+  }
+}
