@@ -35,7 +35,9 @@ std::vector<std::string> dgx1_subsets() {
     if (__builtin_popcount(static_cast<unsigned>(mask)) < 2) continue;
     std::string list;
     for (int g = 0; g < 8; ++g) {
-      if ((mask >> g & 1) != 0) list += (list.empty() ? "" : ",") + std::to_string(g);
+      if ((mask >> g & 1) == 0) continue;
+      if (!list.empty()) list += ',';  // piecewise: g++ 12's false -Wrestrict (GCC bug 105329)
+      list += std::to_string(g);
     }
     out.push_back(fmt::format("dgx1-v100[{}]", list));
   }

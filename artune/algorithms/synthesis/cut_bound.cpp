@@ -477,7 +477,10 @@ std::string cut_text(const Topology& topo, const BoundCut& cut) {
     sides[in_s[static_cast<std::size_t>(g)] ? 0 : 1].push_back(topo.nodes()[static_cast<std::size_t>(g)].id);
   const auto names = [&](const std::vector<std::string>& ids) {
     std::string text;
-    for (std::size_t i = 0; i < ids.size() && i < kNamedGpus; ++i) text += (text.empty() ? "" : ",") + ids[i];
+    for (std::size_t i = 0; i < ids.size() && i < kNamedGpus; ++i) {
+      if (!text.empty()) text += ',';  // piecewise: g++ 12's false -Wrestrict (GCC bug 105329) on "," + string
+      text += ids[i];
+    }
     if (ids.size() > kNamedGpus) text += fmt::format(",… ({} GPUs)", ids.size());
     return text;
   };
@@ -487,7 +490,10 @@ std::string cut_text(const Topology& topo, const BoundCut& cut) {
   std::set<LinkKind> kinds_crossed;
   for (int l : cut.links) kinds_crossed.insert(topo.links()[static_cast<std::size_t>(l)].kind);
   std::string kinds;
-  for (const LinkKind kind : kinds_crossed) kinds += (kinds.empty() ? "" : "+") + std::string(to_string(kind));
+  for (const LinkKind kind : kinds_crossed) {
+    if (!kinds.empty()) kinds += '+';
+    kinds += to_string(kind);
+  }
   if (!cut.receivers.empty()) {
     std::vector<std::string> ids;
     for (int r : cut.receivers) ids.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);

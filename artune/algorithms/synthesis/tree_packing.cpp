@@ -456,7 +456,7 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
                        bool toward_root, const PackingOptions& options) {
   check_inputs(topo, rates, options);
   const int n = static_cast<int>(participants.size());
-  if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks};
+  if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks, 0, 0, {}, {}};
   const std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
   const Capacities lp = solve_lp(topo, n, edges, rates, {toward_root});
   return decompose(topo, participants, rates, edges, lp.y[0], lp.rate, toward_root, options);
