@@ -152,7 +152,9 @@ std::string family_style(std::string_view family) {
   // position among all families of the registry (every collective), in a palette of distinguishable colours.
   if (family == "nccl") return "lw 3 lc rgb '#000000'";
   static const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
-                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#393b79", "#637939"};
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#393b79", "#637939",
+                                   "#843c39", "#7b4173", "#aec7e8", "#ff9896", "#98df8a", "#c5b0d5",
+                                   "#ffbb78", "#9edae5", "#c49c94", "#f7b6d2"};
   std::vector<std::string> names;
   for (const Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
     for (const Family* f : families(c)) {

@@ -287,7 +287,7 @@ TEST_CASE("cli_ux.calibrate_progress_covers_validation") {
 TEST_CASE("cli_ux.autotune_table_against_nccl") {
   // NCCL's own choice is the baseline of every table: its time, the pick's gain over it ("=" where the pick is
   // NCCL's choice) and a closing line saying where the table differs; TF's choose_the_best only with --tf.
-  const CliResult r = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q"});
+  const CliResult r = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "2K", "-e", "1G", "-f", "4", "-q"});  // 128K: NCCL kept
   REQUIRE_MESSAGE(r.status == 0, r.err);
   CHECK(r.out.find("nccl(us)  vs NCCL") != std::string::npos);
   CHECK(r.out.find("TF choose_the_best") == std::string::npos);
@@ -300,7 +300,7 @@ TEST_CASE("cli_ux.autotune_table_against_nccl") {
   CHECK(tf.out.find("# TF choose_the_best: ") != std::string::npos);
   // --min-gain 0: the fastest prediction wins, NCCL is no longer kept for the gain.
   const CliResult fastest =
-      run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1G", "-f", "4", "-q", "--min-gain", "0"});
+      run_artune({"autotune", "-t", "pcie-8gpu", "-b", "2K", "-e", "1G", "-f", "4", "-q", "--min-gain", "0"});
   REQUIRE(fastest.status == 0);
   CHECK(fastest.out.find("kept by min-gain") == std::string::npos);
   CHECK(fastest.out != r.out);

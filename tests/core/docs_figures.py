@@ -18,6 +18,8 @@ Commands run from the repository root, `artune` being $ARTUNE_BIN. A fenced bloc
 pasted output cannot go stale unseen.
 
   docs_figures.py ROOT        checks README.md and docs/*.md; one line per stale figure; exit 1 on any
+  docs_figures.py --update ROOT   rewrites every stale `run` block with what its command prints now (the prose
+                              and `figures` markers around it stay for you to reread), then checks
 """
 
 import os
@@ -45,7 +47,9 @@ def fenced_block(lines, start):
 
 
 class Checker:
-    def __init__(self, root, artune):
+    def __init__(self, root, artune, update=False):
+        self.update = update
+        self.updated = 0
         self.root = root
         self.artune = artune
         self.cache = {}
@@ -104,6 +108,7 @@ class Checker:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
         marked_blocks = set()
+        changed = False
         i = 0
         while i < len(lines):
             m = MARKER.match(lines[i])
@@ -127,18 +132,27 @@ class Checker:
                 self.problems.append(f"{where}: no fenced block follows the marker")
                 i += 1
                 continue
-            marked_blocks.add(end)
             text = self.source(spec, where)
             if text is not None:
                 want = "\n".join(block).rstrip("\n")
                 got = text.rstrip("\n")
-                if want != got:
+                if want != got and self.update and spec.startswith("run "):
+                    start = end - 1 - len(block)  # the block's first line
+                    lines[start:end - 1] = got.splitlines()
+                    end = start + len(got.splitlines()) + 1
+                    self.updated += 1
+                    changed = True
+                elif want != got:
                     diff = next((k for k, (a, b) in enumerate(zip(want.splitlines(), got.splitlines())) if a != b),
                                 min(len(want.splitlines()), len(got.splitlines())))
                     got_lines = got.splitlines()
                     self.problems.append(f"{where}: the block differs from {spec} at its line {diff + 1}: now "
                                          f"'{got_lines[diff] if diff < len(got_lines) else '(end)'}'")
+            marked_blocks.add(end)
             i = end
+        if changed:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
         # Pasted artune output without a marker.
         i = 0
         while i < len(lines):
@@ -155,15 +169,21 @@ class Checker:
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+    args = sys.argv[1:]
+    update = args[:1] == ["--update"]
+    if update:
+        args = args[1:]
+    root = os.path.abspath(args[0] if args else ".")
     artune = os.environ.get("ARTUNE_BIN", os.path.join(root, "build", "cli", "artune"))
-    checker = Checker(root, artune)
+    checker = Checker(root, artune, update)
     pages = [os.path.join(root, "README.md")]
     docs = os.path.join(root, "docs")
     if os.path.isdir(docs):
         pages += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
     for page in pages:
         checker.check_markdown(page)
+    if update:
+        print(f"docs_figures: {checker.updated} block(s) rewritten")
     for p in checker.problems:
         print(f"STALE {p}")
     print(f"docs_figures: {checker.checked} markers in {len(pages)} pages, {len(checker.problems)} problem(s)")
