@@ -3,9 +3,10 @@
 
 The order (artune/<module>/, lowest first; modules on one level may not include each other):
 
-  core  <  topology, logs  <  algorithms  <  simulator, executor  <  tuner  <  comm
+  core  <  topology, logs  <  algorithms  <  simulator, executor  <  tuner  <  comm, report
 
-comm (the communicator, the C API) is the library's top module; its public headers in include/artune/
+comm (the communicator, the C API) is the library's top module; report (the decision table as text, the
+autotune report, lowering printouts) sits beside it, linked by the CLI and the tests only, never into libartune; its public headers in include/artune/
 (communicator.hpp, artune.h) include nothing but core. Above the library, cli/, nccl_tuner/ and python/ may
 include anything. Reads every #include "artune/..." of the library's sources and headers.
 
@@ -19,7 +20,7 @@ import sys
 import tempfile
 
 LEVEL = {"core": 0, "topology": 1, "logs": 1, "algorithms": 2, "simulator": 3, "executor": 3, "tuner": 4,
-         "comm": 5}
+         "comm": 5, "report": 5}
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]artune/([a-z_]+)(/|\.h)')
 SUFFIXES = (".hpp", ".cpp", ".h", ".cu", ".cuh")
 PUBLIC = {"communicator.hpp", "artune.h"}  # include/artune/: the public API, allowed core only
