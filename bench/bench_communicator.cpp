@@ -47,7 +47,7 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/communicator.hpp"
-#include "artune/executor/api/call_split.hpp"
+#include "artune/comm/call_split.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
 #include "artune/topology/io.hpp"

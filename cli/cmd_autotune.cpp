@@ -35,7 +35,7 @@
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 #include "artune/tuner/nccl_target.hpp"
-#include "artune/tuner/report.hpp"
+#include "artune/report/report.hpp"
 #include "artune/tuner/search.hpp"
 
 namespace artune::cli {

@@ -23,7 +23,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/core/types.hpp"
-#include "artune/executor/lowering_report.hpp"
+#include "artune/report/lowering_report.hpp"
 #include "artune/simulator/nccl_model.hpp"
 #include "artune/topology/io.hpp"
 

@@ -42,13 +42,12 @@ enum class OpKind {
   kGroup,   ///< a collective a library performs on a device subset
 };
 
-/// The collective of a group op. A group op acts on the same region (dst.buffer,
+/// The collective of a group op (`Collective`, in core/types.hpp). A group op acts on the same region (dst.buffer,
 /// dst.offset, dst.count) of every device in `group`. For reduce-scatter and
 /// all-gather the region is split with even_piece(dst.count, group.size(), k)
 /// and shard k belongs to group[k]: reduce-scatter leaves the reduced shard k in
 /// place on group[k] (the rest of its region is unspecified afterwards);
 /// all-gather takes shard k from group[k] and leaves the whole region on all.
-enum class Collective { kAllReduce, kBroadcast, kReduce, kReduceScatter, kAllGather };
 
 /// A region of one device's buffer, in elements.
 struct Location {

@@ -1,5 +1,6 @@
 #pragma once
-// Element types and reduction operators shared by plans, simulator and executors.
+// Element types, reduction operators, collectives and backends: the vocabulary every module and the public API
+// (include/artune/communicator.hpp) share.
 
 #include <cstddef>
 #include <string>
@@ -13,6 +14,14 @@ enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, k
 
 /// Reduction operator; kAvg is a sum followed by a scale by 1/ranks.
 enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg };
+
+/// What a group op or a communicator call computes. For reduce-scatter and all-gather a region is split with
+/// even_piece(count, ranks, k) and shard k belongs to rank k: reduce-scatter leaves the reduced shard k on rank k,
+/// all-gather takes shard k from rank k and leaves the whole region on every rank (algorithms/plan.hpp).
+enum class Collective { kAllReduce, kBroadcast, kReduce, kReduceScatter, kAllGather };
+
+/// Which backend executes a plan (artune/executor/backend.hpp).
+enum class BackendKind { kCpu, kMpi, kCuda, kNccl };
 
 /// Bytes per element of a type.
 std::size_t element_size(DataType type) noexcept;

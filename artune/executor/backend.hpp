@@ -16,8 +16,7 @@ namespace artune {
 
 class Topology;
 
-/// Which backend executes a plan.
-enum class BackendKind { kCpu, kMpi, kCuda, kNccl };
+// BackendKind, which backend executes a plan, is defined in core/types.hpp (the public API names it).
 
 /// The longest --timeout a backend honours (about 11.6 days): longer values saturate to it, so deadline
 /// arithmetic (now + timeout) never overflows a clock.

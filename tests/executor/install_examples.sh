@@ -29,6 +29,8 @@ expect '[ ! -e "$incdir/artune/executor/test_fault.hpp" ]' "test_fault.hpp not i
 expect '[ -z "$(find "$incdir" -name "*_backend.hpp")" ]' "backend internals not installed"
 expect 'readelf -d "$libdir/libartune.so" | grep -q "SONAME.*libartune\.so\.0\.1"' "SONAME libartune.so.0.1"
 expect '[ -f "$libdir/libartune.a" ]' "static library installed"
+expect '! grep -q gnuplot "$libdir/libartune.so"' "libartune carries no report code (no gnuplot launcher: artune/report is the CLI's)"
+expect '[ ! -e "$incdir/artune/report" ] && [ ! -e "$incdir/artune/tuner/report.hpp" ]' "report headers not installed"
 expect '[ -z "$(find "$dest" -name "libartune_*.a")" ]' "no internal static library installed"
 # The NCCL tuner plugin: artune.pc names it, and what it names loads as NCCL loads it (dlopen, the v5 symbol).
 plugin=$(pkg-config --variable=nccl_tuner_plugin artune)

@@ -23,7 +23,7 @@
 #if ARTUNE_HAVE_CUDA_BACKEND
 #include "artune/executor/cuda/cuda_backend.hpp"
 #endif
-#include "artune/executor/api/call_split.hpp"
+#include "artune/comm/call_split.hpp"
 #include "tests/executor/comm_threads.hpp"
 #include "artune/executor/verification.hpp"
 #include "tests/test_support.hpp"

@@ -17,7 +17,7 @@
 #include "tests/test_support.hpp"
 #include "artune/topology/io.hpp"
 #include "artune/algorithms/registry.hpp"
-#include "artune/tuner/report.hpp"
+#include "artune/report/report.hpp"
 #include "artune/tuner/search.hpp"
 
 using namespace artune;

@@ -1,4 +1,4 @@
-#include "artune/executor/api/call_split.hpp"
+#include "artune/comm/call_split.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "artune/executor/lowering_report.hpp"
+#include "artune/report/lowering_report.hpp"
 
 #include <fmt/format.h>
 

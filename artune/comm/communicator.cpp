@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "artune/executor/api/comm_group.hpp"
+#include "artune/comm/comm_group.hpp"
 #include "artune/topology/io.hpp"
 #include "artune_config.hpp"
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "artune/communicator.hpp"
-#include "artune/executor/api/call_split.hpp"
+#include "artune/comm/call_split.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/topology/topology.hpp"

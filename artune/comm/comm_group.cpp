@@ -1,4 +1,4 @@
-#include "artune/executor/api/comm_group.hpp"
+#include "artune/comm/comm_group.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "artune/tuner/report.hpp"
+#include "artune/report/report.hpp"
 
 #include <fmt/format.h>
 

@@ -24,7 +24,7 @@
 // collective's decision table was tuned at (CommOptions::tune_sizes without a table); bucket k's plan is the
 // table's pick for that size. A call of any count runs the plan of the smallest bucket that holds it, built
 // for the call's exact count: the cpu backend re-targets the bucket's compiled plan to that count (same ops,
-// element ranges recomputed by the builder; see executor/api/comm_group.hpp), so it runs one exact plan
+// element ranges recomputed by the builder; see artune/comm/comm_group.hpp), so it runs one exact plan
 // straight on the caller's buffer. All-reduces on the other backends, and counts whose plan changes shape,
 // are padded to the bucket's count in communicator-owned scratch (up to CommOptions::pad_limit bytes) or run
 // as bucket plans on consecutive parts of the buffer (call_split.hpp); all-gathers and reduce-scatters there
@@ -50,7 +50,6 @@
 
 #include "artune/core/error.hpp"
 #include "artune/core/types.hpp"
-#include "artune/executor/backend.hpp"
 
 namespace artune {
 
