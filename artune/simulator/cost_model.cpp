@@ -444,16 +444,18 @@ LaunchMode parse_launch_mode(std::string_view text, int gpus_per_machine, std::s
     long g = 0;
     bool ok = !digits.empty() && digits.size() <= 4;
     for (const char c : digits) {
-      if (c < '0' || c > '9') ok = false;
-      else g = g * 10 + (c - '0');
+      if (c < '0' || c > '9')
+        ok = false;
+      else
+        g = g * 10 + (c - '0');
     }
     if (ok && g >= 1 && (gpus_per_machine < 1 || g <= gpus_per_machine)) {
       mode.gpus_per_thread = static_cast<int>(g);
       return mode;
     }
     if (ok && g >= 1) {
-      throw InvalidInput(fmt::format("{}: '{}': one thread drives at most the {} GPUs of a machine", what, text,
-                                     gpus_per_machine));
+      throw InvalidInput(
+          fmt::format("{}: '{}': one thread drives at most the {} GPUs of a machine", what, text, gpus_per_machine));
     }
   }
   throw InvalidInput(fmt::format(

@@ -212,8 +212,8 @@ TEST_CASE("cli_simulate.launch_mode") {
   // driving the 8 GPUs (all_reduce_perf -g 8) launches 8 kernels per call, one process per GPU (the default) one,
   // a CUDA graph (all_reduce_perf -G) none. Only the launch term moves: every size by the same amount.
   auto times = [](const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "64M", "-f", "64",
-                                     "--json"};
+    std::vector<std::string> args = {"simulate", "-t", "dgx-h100", "-s", "nccl", "-b",
+                                     "8",        "-e", "128M",     "-f", "64",   "--json"};
     args.insert(args.end(), extra.begin(), extra.end());
     const Result r = run_artune(args);
     REQUIRE(r.status == 0);
@@ -240,7 +240,8 @@ TEST_CASE("cli_simulate.launch_mode") {
     CHECK(base[i] - graph[i] == doctest::Approx(2.6).epsilon(1e-6));
   }
   // The table's header names a launch mode other than the default.
-  const Result text = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8", "--launch", "thread:8"});
+  const Result text =
+      run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8", "--launch", "thread:8"});
   REQUIRE(text.status == 0);
   CHECK(text.out.find("segments 1, launch thread:8\n") != std::string::npos);
   const Result plain = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8"});
