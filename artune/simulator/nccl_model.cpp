@@ -612,6 +612,17 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
     g.rings.push_back(std::move(ch));
   }
+  // The fabric the channels cross: search.cc copies each channel's NIC latency into the graph (latencyInter);
+  // with ports of different kinds the slowest figures count (net_kind.hpp combine).
+  if (net) {
+    std::vector<NetFigures> ports;
+    for (const Channel& ch : g.rings) {
+      for (const int nic : ch.nics) {
+        if (nic >= 0) ports.push_back(net_figures(topo.nodes()[static_cast<std::size_t>(nic)].net));
+      }
+    }
+    g.net = combine(ports);
+  }
   // Link classes of the ring edges inside a machine (tuning.cc: NVLINK latencies when typeIntra is NVL).
   g.nvlink_intra = g.ppn > 1;
   PathType worst = PathType::kLoc;
@@ -658,7 +669,19 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
 
 namespace {
 
-Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+// What a network step adds beyond NCCL's NET row on `g`'s fabric: NCCL's cost table adds the plugin's reported
+// latency (graph latencyInter), once more for Simple (tuning.cc ncclTopoTuneModel: "Also add the flush extra
+// latency"); the simulator's device time adds the port's extra step time (net_kind.cpp: by default the same).
+enum class NetView { kNccl, kDevice };
+double net_extra_us(const Graph& g, Proto proto, NetView view) {
+  if (g.machines <= 1) return 0.0;
+  const int p = static_cast<int>(proto);
+  if (view == NetView::kDevice) return g.net.extra_step_us[p];
+  return g.net.reported_latency_us * (proto == Proto::kSimple ? 2 : 1);
+}
+
+Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust,
+                       NetView view = NetView::kNccl) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
   Latencies l;
@@ -666,6 +689,7 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   l.intra_us = t.hw[intra_hw][a][p];
   // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
   l.inter_us = g.ppn == 1 ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
+  l.inter_us += net_extra_us(g, proto, view);
   if (algo == Algo::kRing && g.machines > 1) {
     double overhead = g.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
     if (proto == Proto::kSimple) overhead *= 3;
@@ -676,16 +700,17 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   return l;
 }
 
-double pat_latency_in(const LatencyTables& t, const Graph& g) {
+double pat_latency_in(const LatencyTables& t, const Graph& g, NetView view = NetView::kNccl) {
   if (!pat_enabled(g)) return -1.0;
-  const double net = t.hw[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
+  const double net = t.hw[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)] +
+                     net_extra_us(g, Proto::kSimple, view);
   return t.base[static_cast<int>(Algo::kPat)][static_cast<int>(Proto::kSimple)] + log2i(g.machines) * net / kPatLevelDivisor +
          kPatPerRankUs * g.ranks;
 }
 
 double collective_latency_in(const LatencyTables& t, const Graph& g, Collective coll, Algo algo, Proto proto,
-                             const HopAdjust& adjust) {
-  const Latencies l = latencies_in(t, g, algo, proto, adjust);
+                             const HopAdjust& adjust, NetView view = NetView::kNccl) {
+  const Latencies l = latencies_in(t, g, algo, proto, adjust, view);
   const bool all_reduce = coll == Collective::kAllReduce;
   // tuning.cc: all-reduce takes 2(k−1) ring steps, 2(nodes−1) of them across machines; the others half.
   const int nsteps = (all_reduce ? 2 : 1) * (g.ranks - 1);
@@ -697,7 +722,7 @@ double collective_latency_in(const LatencyTables& t, const Graph& g, Collective 
     case Algo::kTree: return l.base_us + 2 * ((g.ppn - 1) * l.intra_us + log2i(g.machines) * l.inter_us);
     case Algo::kNvls: return l.intra_us + (g.machines > 1 ? l.inter_us : 0.0);
     case Algo::kNvlsTree: return l.base_us + l.intra_us + 2 * log2i(g.machines) * l.inter_us;
-    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_in(t, g));
+    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_in(t, g, view));
   }
   return l.base_us;
 }
@@ -739,9 +764,11 @@ double launch_us(int gpus_per_thread, bool cuda_graph) {
 double nvls_round_us(int gpus) { return kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, gpus - 2); }
 
 double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust, Collective coll) {
-  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return collective_latency_us(g, coll, algo, proto, adjust);
+  const LatencyTables& t = LatencyTables::defaults();
+  if (algo != Algo::kNvls && algo != Algo::kNvlsTree)
+    return collective_latency_in(t, g, coll, algo, proto, adjust, NetView::kDevice);
   // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
-  const Latencies l = latencies(g, algo, proto, adjust);
+  const Latencies l = latencies_in(t, g, algo, proto, adjust, NetView::kDevice);
   const double round = std::max(0.0, nvls_round_us(g.ppn) + adjust.intra_us);
   if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
   return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
@@ -804,6 +831,8 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
+      // A fabric that allows only some protocols (aws-ofi-nccl sets NCCL_PROTO=simple on EFA, net_kind.cpp).
+      if (g.machines > 1 && (g.net.protocols & (1u << p)) == 0) on = false;
       t.bandwidth[a][p] = on ? bus : 0.0;
       t.latency_us[a][p] = collective_latency_in(tables, g, coll, algo, proto, {});
     }
@@ -857,8 +886,12 @@ Choice choose(const Graph& graph, double bytes, const Forced& forced, std::strin
     throw InvalidInput(fmt::format(
         "{}: NCCL {} is not available for {} here ({} GPUs on {} machine(s), sm{}, {} NVSwitch; NVLS needs an "
         "NVSwitch and sm90+ on one machine, NVLSTree several such machines, LL128 NVLink and sm70+, PAT one GPU "
-        "per machine and does not run all-reduce, Tree and NVLSTree run all-reduce only)",
-        what, to_string(forced), to_string(coll), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no"));
+        "per machine and does not run all-reduce, Tree and NVLSTree run all-reduce only{})",
+        what, to_string(forced), to_string(coll), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no",
+        g.machines > 1 && g.net.protocols != kNetAllProtocols
+            ? fmt::format("; the network ({}) allows only {}", artune::to_string(g.net.kind),
+                          protocols_text(g.net.protocols))
+            : ""));
   }
   best.nccl_time_us = best_time;
   best.channels = (best.algo == Algo::kNvls || best.algo == Algo::kNvlsTree) ? g.nvls_channels : g.channels;

@@ -421,3 +421,71 @@ TEST_CASE("nccl.all_gather_and_reduce_scatter") {
   CHECK(r.groups[0].algorithm == "pat");
   CHECK(r.groups[0].latency_us == doctest::Approx(nccl::launch_us() + 8 + 2 * 4.0 + 2.8 * 4));
 }
+
+TEST_CASE("nccl.network_kind_per_nic") {
+  // A cluster whose NICs state their fabric: 2 DGX H100 joined by EFA (aws-ofi-nccl reports 75 µs and runs
+  // Simple only, net_kind.cpp), the same over InfiniBand (stated and unstated), RoCE (NCCL's IB transport).
+  auto cluster = [](const nlohmann::json& fabric) {
+    nlohmann::json doc = {{"machines", {{{"config", "dgx-h100"}, {"count", 2}}}}, {"network", {{"nic_bandwidth", 50}}}};
+    if (!fabric.is_null()) doc["network"]["fabric"] = fabric;
+    return topology_from_json(doc, "test.json");
+  };
+  const Topology plain = cluster(nullptr), ib = cluster("ib"), roce = cluster("roce"), efa = cluster("efa");
+  const nccl::Graph gp = nccl::search(plain, plain.gpus());
+  const nccl::Graph gi = nccl::search(ib, ib.gpus());
+  const nccl::Graph gr = nccl::search(roce, roce.gpus());
+  const nccl::Graph ge = nccl::search(efa, efa.gpus());
+  CHECK(gp.net == net_kind_defaults(NetKind::kInfiniBand));
+  CHECK(gi.net == gp.net);
+  CHECK(gr.net.kind == NetKind::kRoce);
+  CHECK(ge.net.kind == NetKind::kEfa);
+  CHECK(ge.net.reported_latency_us == 75);
+  CHECK(ge.net.protocols == kNetSimple);
+  CHECK(ge.channels == gp.channels);
+  // NCCL's cost table: every network step + 75 µs, + 150 under Simple (tuning.cc latencyInter and the flush).
+  // Ring all-reduce over 2 machines crosses 2·(2−1) = 2 network steps; Tree 2·log2(2) = 2.
+  const nccl::CostTable tp = nccl::all_reduce_table(gp), te = nccl::all_reduce_table(ge),
+                        tr = nccl::all_reduce_table(gr);
+  const int ring = static_cast<int>(nccl::Algo::kRing), tree = static_cast<int>(nccl::Algo::kTree);
+  const int simple = static_cast<int>(nccl::Proto::kSimple);
+  CHECK(te.latency_us[ring][simple] - tp.latency_us[ring][simple] == doctest::Approx(2 * 150));
+  CHECK(te.latency_us[tree][simple] - tp.latency_us[tree][simple] == doctest::Approx(2 * 150));
+  // LL and LL128 are off across EFA; on InfiniBand and RoCE they stay on, and RoCE is costed as InfiniBand.
+  for (int a = 0; a < nccl::kAlgos; ++a) {
+    for (int p = 0; p < nccl::kProtos; ++p) {
+      CAPTURE(a);
+      CAPTURE(p);
+      if (p != simple) CHECK(te.bandwidth[a][p] == 0);
+      CHECK(tr.bandwidth[a][p] == tp.bandwidth[a][p]);
+      CHECK(tr.latency_us[a][p] == tp.latency_us[a][p]);
+    }
+  }
+  CHECK(tp.bandwidth[ring][static_cast<int>(nccl::Proto::kLL)] > 0);
+  CHECK(pick(ge, 8).find(".simple") != std::string::npos);
+  CHECK(pick(gp, 8).find(".simple") == std::string::npos);
+  CHECK_THROWS_WITH_AS(nccl::choose(ge, 8, nccl::parse_variant("ring.ll", "test"), "test"),
+                       doctest::Contains("the network (efa) allows only simple"), InvalidInput);
+  // The simulator's device time pays NCCL's own estimate on EFA: ring/simple 2 steps × 150 µs more.
+  CHECK(nccl::device_latency_us(ge, nccl::Algo::kRing, nccl::Proto::kSimple) -
+            nccl::device_latency_us(gp, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(300));
+  const SimResult se = sim(efa, "nccl.ring.simple", 8), sp = sim(plain, "nccl.ring.simple", 8);
+  CHECK(se.time_us - sp.time_us == doctest::Approx(300));
+  // A port's own figures replace the kind's: the extra step time on every protocol, the reported latency, the
+  // protocols, the efficiency of its network links (large transfers at half the rate: twice the time at 1 GiB
+  // where the NICs bound the ring).
+  const Topology tuned = cluster(
+      {{"kind", "efa"}, {"extra_step_us", 10}, {"reported_latency_us", 35}, {"protocols", {"simple", "ll128"}}});
+  const nccl::Graph gt = nccl::search(tuned, tuned.gpus());
+  CHECK(gt.net.reported_latency_us == 35);
+  CHECK(gt.net.protocols == (kNetSimple | kNetLL128));
+  CHECK(nccl::all_reduce_table(gt).latency_us[ring][simple] - tp.latency_us[ring][simple] == doctest::Approx(2 * 70));
+  CHECK(nccl::device_latency_us(gt, nccl::Algo::kRing, nccl::Proto::kSimple) -
+            nccl::device_latency_us(gp, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(20));
+  const Topology slow = cluster({{"efficiency", 0.45}});
+  const double big = 1024.0 * 1024 * 1024;
+  const SimResult ss = sim(slow, "nccl.ring.simple", static_cast<std::uint64_t>(big));
+  const SimResult sb = sim(plain, "nccl.ring.simple", static_cast<std::uint64_t>(big));
+  CHECK(ss.busbw_gbps == doctest::Approx(sb.busbw_gbps / 2).epsilon(0.02));
+}
