@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "artune/algorithms/builders.hpp"
@@ -488,4 +489,49 @@ TEST_CASE("nccl.network_kind_per_nic") {
   const SimResult ss = sim(slow, "nccl.ring.simple", static_cast<std::uint64_t>(big));
   const SimResult sb = sim(plain, "nccl.ring.simple", static_cast<std::uint64_t>(big));
   CHECK(ss.busbw_gbps == doctest::Approx(sb.busbw_gbps / 2).epsilon(0.02));
+}
+
+TEST_CASE("nccl.every_nic_port_carries_channels_up_to_its_speed") {
+  // search.cc takes a channel's bandwidth from its NIC port too (`if (net->net.bw < bw) continue;`, then
+  // `net.bw -= bw`), and paths.cc bounds a GPU's path to the network by the port's speed: an A100 machine with
+  // 16 ports of 100 Gb/s (12.5 GB/s, 4 under each PCIe switch) runs 16 channels of 12 GB/s (sm80's inter speed
+  // step below 12.5), one per port, where the ports' speed used to be ignored (8 channels of 24 GB/s on 8 of the
+  // 16 ports, half the busbw). Its 16 × 12.5 GB/s equal the DGX A100's 8 × 25, and so does the busbw.
+  const nlohmann::json a16 = {{"name", "a100-16nic"},
+                              {"compact",
+                               {{"gpus", 8},
+                                {"arch", "sm80"},
+                                {"nvswitch", {{"lanes_per_gpu", 12}, {"lane_bandwidth", 25}}},
+                                {"pcie_switches", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+                                {"sockets", {{0, 1}, {2, 3}}},
+                                {"pcie_bandwidth", 24},
+                                {"smp_bandwidth", 16},
+                                {"nics_per_switch", 4},
+                                {"nic_bandwidth", 12.5}}}};
+  const Topology machine = topology_from_json(a16, "a16.json");
+  const Topology c16 = join_machines({machine, machine}, NetworkSpec{12.5, 2.7, 1.0}, "2xa100-16nic");
+  const Topology c8 = load_topology("2xdgx-a100");
+  const nccl::Graph g16 = nccl::search(c16, c16.gpus());
+  const nccl::Graph g8 = nccl::search(c8, c8.gpus());
+  CHECK(g16.channels == 16);
+  CHECK(g16.bw_inter == 12.0);
+  CHECK(g8.channels == 8);
+  CHECK(g8.bw_inter == 24.0);
+  for (int m = 0; m < 2; ++m) {
+    std::set<int> ports;
+    for (const nccl::Channel& ch : g16.rings) ports.insert(ch.nics[static_cast<std::size_t>(m)]);
+    CHECK(ports.size() == 16);
+  }
+  const std::uint64_t big = std::uint64_t{1} << 30;
+  CHECK(sim(c16, "nccl.ring.simple", big).busbw_gbps ==
+        doctest::Approx(sim(c8, "nccl.ring.simple", big).busbw_gbps).epsilon(1e-6));
+  // A port slower than a channel's speed step takes none at that step: 8 ports of 12.5 GB/s give 8 channels of
+  // 12 GB/s (the GPUs' 24 GB/s PCIe no longer sets the channel speed).
+  nlohmann::json a8 = a16;
+  a8["compact"]["nics_per_switch"] = 2;
+  const Topology m8 = topology_from_json(a8, "a8.json");
+  const Topology slow = join_machines({m8, m8}, NetworkSpec{12.5, 2.7, 1.0}, "2xa100-8slow");
+  const nccl::Graph gs = nccl::search(slow, slow.gpus());
+  CHECK(gs.channels == 8);
+  CHECK(gs.bw_inter == 12.0);
 }
