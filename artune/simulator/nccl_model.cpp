@@ -270,6 +270,10 @@ class MachineSearch {
     const int nics = static_cast<int>(m_.nics.size());
     std::vector<int> reverse;  // the reverse of the last ring (same NIC), tried next when pairing
     int reverse_nic = -1;
+    // The farthest GPU-to-NIC path type the channels may take: search.cc widens typeInter for the whole graph
+    // only while it finds no channel, and every channel then searches at that type (NICs under a CPU: PHB/SYS
+    // for every channel, not only the first).
+    PathType nic_floor = PathType::kPxb;
     // All links of a ring: its GPU-to-GPU routes, and through its NIC between its last and first GPU.
     auto ring_links = [&](const std::vector<int>& r, int nic) {
       std::vector<int> links;
@@ -308,6 +312,7 @@ class MachineSearch {
         // ring at the NIC and ends it there): within PXB of it first, farther (PHB, SYS) only when no
         // GPU is that close, as search.cc widens typeInter only while it finds nothing.
         for (const PathType nic_type : {PathType::kPxb, PathType::kSys}) {
+          if (nic_type < nic_floor) continue;
           for (int t = 0; t < nics && !found; ++t) {
             nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
             for (int s = 0; s < n && !found; ++s) {
@@ -318,6 +323,7 @@ class MachineSearch {
               found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
             }
           }
+          if (found) nic_floor = nic_type;
           if (found || !out.empty()) break;
         }
       }

@@ -535,3 +535,28 @@ TEST_CASE("nccl.every_nic_port_carries_channels_up_to_its_speed") {
   CHECK(gs.channels == 8);
   CHECK(gs.bw_inter == 12.0);
 }
+
+TEST_CASE("nccl.nics_under_the_cpus_carry_every_channel_at_the_widened_type") {
+  // A DGX-1 V100 whose two 100 Gb/s NICs hang off the CPUs (one per socket) instead of the PCIe switches: no GPU
+  // is within PXB of a NIC, so search.cc widens typeInter for the whole graph and every channel searches at it.
+  // Both ports then carry a channel of 12 GB/s (the first channel alone used to, at half the busbw).
+  nlohmann::json doc = nlohmann::json::parse(builtin_topology_text("dgx1-v100"));
+  doc["name"] = "dgx1-cpu-nics";
+  doc["compact"].erase("nics_per_switch");
+  doc["compact"]["nics_per_socket"] = 1;
+  doc["compact"]["nic_bandwidth"] = 12.5;
+  const Topology machine = topology_from_json(doc, "dgx1-cpu-nics.json");
+  REQUIRE(machine.nodes_of_kind(NodeKind::kNic).size() == 2);
+  const Topology c = join_machines({machine, machine}, NetworkSpec{12.5, 2.7, 1.0}, "2xdgx1-cpu-nics");
+  const nccl::Graph g = nccl::search(c, c.gpus());
+  CHECK(g.channels == 2);
+  CHECK(g.bw_inter == 12.0);
+  std::set<int> ports;
+  for (const nccl::Channel& ch : g.rings) ports.insert(ch.nics[0]);
+  CHECK(ports.size() == 2);
+  // Both ports busy: the 1 GiB ring's busbw is bounded by two ports at the network efficiency (2 × 12.5 × 0.9),
+  // where one channel was bounded by one.
+  const double busbw = sim(c, "nccl.ring.simple", std::uint64_t{1} << 30).busbw_gbps;
+  CHECK(busbw > 1.8 * 12.5 * 0.9);
+  CHECK(busbw <= 2 * 12.5 * 0.9 * 16.0 / 15.0);
+}
