@@ -460,8 +460,8 @@ LaunchMode parse_launch_mode(std::string_view text, int gpus_per_machine, std::s
   }
   throw InvalidInput(fmt::format(
       "{}: '{}' is not a launch mode (process: one process per GPU, the default; thread:G: one thread driving G "
-      "GPUs, as all_reduce_perf -g G; thread: every GPU of a machine; graph: CUDA graph replay, as "
-      "all_reduce_perf -G)",
+      "GPUs, as nccl-tests with G GPUs per process; thread: every GPU of a machine; graph: CUDA graph replay, as "
+      "nccl-tests in graph mode)",
       what, text));
 }
 
