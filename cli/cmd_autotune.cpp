@@ -57,6 +57,7 @@ struct AutotuneFlags {
   int jobs = 0;
   bool exhaustive = false;
   std::string calibration;
+  std::string launch;  ///< --launch: how the program issues its NCCL calls (process, thread:G, graph); "" = process
   std::string profile;
   std::vector<std::string> fusion;
   std::vector<std::string> report_notes;
@@ -93,6 +94,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   if (f.collective != "allreduce") cmd += " --collective " + shell_word(f.collective);
   if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
   if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
+  if (!f.launch.empty()) cmd += " --launch " + shell_word(f.launch);
   if (!f.measure.empty()) {
     cmd +=
         fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
@@ -361,6 +363,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     so.model.apply_overlay(read_json_file(f.calibration, "--calibration"), f.calibration);
     so.calibration = f.calibration;
     notes.push_back("cost model calibrated by " + f.calibration);
+  }
+  if (!f.launch.empty()) {
+    so.model.launch = parse_launch_mode(f.launch, topo.gpus_per_machine(), "--launch");
+    notes.push_back("NCCL calls issued as --launch " + to_string(so.model.launch));
   }
   const Collective kind = parse_collective_kind(f.collective);
   if (kind != Collective::kAllReduce && !f.fusion.empty()) {
@@ -634,6 +640,10 @@ void add_autotune_command(CLI::App& app) {
   at->add_option("--measure-max", flags->measure_max, "measure only sizes up to this many bytes (K/M/G)");
   at->add_option("--timeout", flags->timeout, "seconds before a stuck backend run fails")->capture_default_str();
   at->add_option("--calibration", flags->calibration, "cost-model overlay JSON written by artune calibrate");
+  at->add_option("--launch", flags->launch,
+                 "how the program issues its NCCL calls, charged per call: process (one process per GPU, the "
+                 "default), thread:G (one thread driving G GPUs, all_reduce_perf -g G), thread (every GPU of a "
+                 "machine), graph (CUDA graph replay, all_reduce_perf -G)");
   at->add_option("--profile", flags->profile,
                  "cost-model profile (nccl, cuda, cpu, mpi); default: the --measure backend's, else nccl");
   at->add_option("--fusion", flags->fusion,

@@ -38,6 +38,7 @@ struct SimulateFlags {
   int segments = 1;
   std::string backend;
   std::string calibration;
+  std::string launch;
   std::string gpu_perm;
   std::string gather;
   bool links = false;
@@ -45,6 +46,7 @@ struct SimulateFlags {
   // Set when the flag was given at all, so that an explicitly empty value is an error, not the default.
   bool has_backend = false;
   bool has_calibration = false;
+  bool has_launch = false;
   bool has_gpu_perm = false;
   bool has_gather = false;
 };
@@ -120,7 +122,8 @@ void run_simulate(const SimulateFlags& f) {
   // nccl-tests prints "none" as the all-gather's redop: it reduces nothing.
   const std::string redop(collective == Collective::kAllGather ? "none" : to_string(op));
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
-  const CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
+  CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
+  if (f.has_launch) model.launch = parse_launch_mode(f.launch, topo.gpus_per_machine(), "--launch");
   const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
   const std::size_t es = element_size(type);
   for (const std::uint64_t size : sizes) {
@@ -170,6 +173,7 @@ void run_simulate(const SimulateFlags& f) {
     doc["redop"] = redop;
     doc["collective"] = std::string(collective_flag_name(collective));
     doc["segments"] = f.segments;
+    doc["launch"] = to_string(model.launch);
     doc["ranks"] = ranks;
     doc["cost_model"] = model.to_json();
     if (has_bound) {
@@ -203,9 +207,10 @@ void run_simulate(const SimulateFlags& f) {
   }
 
   fmt::print(
-      "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}\n", topo.name(), ranks,
+      "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}{}\n", topo.name(), ranks,
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
-      to_string(spec), to_string(model.profile), f.segments);
+      to_string(spec), to_string(model.profile), f.segments,
+      model.launch == LaunchMode{} ? "" : ", launch " + to_string(model.launch));
   if (has_bound) {
     fmt::print(
         "# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the "
@@ -282,6 +287,11 @@ void add_simulate_command(CLI::App& app) {
       ->each([flags](const std::string&) { flags->has_backend = true; });
   cmd->add_option("--calibration", flags->calibration, "JSON cost-model overlay (from artune calibrate)")
       ->each([flags](const std::string&) { flags->has_calibration = true; });
+  cmd->add_option("--launch", flags->launch,
+                  "how the program issues its NCCL calls, charged per call: process (one process per GPU, the "
+                  "default), thread:G (one thread driving G GPUs: all_reduce_perf -g G), thread (every GPU of a "
+                  "machine), graph (CUDA graph replay: all_reduce_perf -G)")
+      ->each([flags](const std::string&) { flags->has_launch = true; });
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4")
       ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
   cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)")

@@ -127,6 +127,7 @@ constexpr double kMinEfficiency = 1e-6;
 constexpr double kMinHostCores = 0.01;  // an effective share of one core on a crowded host
 constexpr double kMaxHostCores = 1e6;
 constexpr double kMaxCacheBytes = 1e15;  // 1 PB
+constexpr double kMaxGpusPerThread = 1024;  // the most GPUs a machine may have (topology JSON)
 
 // A latency in µs: finite, ≥ 0, at most kMaxLatencyUs.
 double latency_at(const nlohmann::json& v, std::string_view source, const std::string& path) {
@@ -364,6 +365,20 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
               "unknown key (run_overhead_us, serial_devices, cores, cache_bytes, cache_gbps, dram_gbps)");
         }
       }
+    } else if (key == "launch") {
+      json_reader::expect_object(value, source, key);
+      for (const auto& [field, v] : value.items()) {
+        const std::string fpath = fmt::format("launch.{}", field);
+        if (field == "gpus_per_thread") {
+          const double x = number_at(v, source, fpath, false, kMaxGpusPerThread);
+          if (x != std::floor(x)) bad(source, fpath, fmt::format("must be a whole number ≥ 1 (got {:g})", x));
+          m.launch.gpus_per_thread = static_cast<int>(x);
+        } else if (field == "cuda_graph") {
+          m.launch.cuda_graph = json_reader::boolean(v, source, fpath);
+        } else {
+          bad(source, fpath, "unknown key (gpus_per_thread, cuda_graph)");
+        }
+      }
     } else if (key == "nccl_intra") {
       // For the NCCL tuner plugin (nccl_tuning.hpp): the simulator sees the topology itself.
       if (!value.is_string() || (value.get<std::string>() != "nvlink" && value.get<std::string>() != "pcie")) {
@@ -372,7 +387,7 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices, gpu_arch, host, nccl_intra)");
+          "transfer_cap_gbps, links, devices, gpu_arch, host, launch, nccl_intra)");
     }
   }
   *this = std::move(m);
@@ -411,7 +426,51 @@ nlohmann::json CostModel::to_json() const {
                  {"cache_bytes", host.cache_bytes},
                  {"cache_gbps", host.cache_gbps},
                  {"dram_gbps", host.dram_gbps}};
+  doc["launch"] = {{"gpus_per_thread", launch.gpus_per_thread}, {"cuda_graph", launch.cuda_graph}};
   return doc;
+}
+
+LaunchMode parse_launch_mode(std::string_view text, int gpus_per_machine, std::string_view what) {
+  LaunchMode mode;
+  if (text == "process") return mode;
+  if (text == "graph") {
+    mode.cuda_graph = true;
+    return mode;
+  }
+  if (text == "thread" && gpus_per_machine >= 1) {
+    mode.gpus_per_thread = gpus_per_machine;
+    return mode;
+  }
+  if (text.substr(0, 7) == "thread:") {
+    const std::string_view digits = text.substr(7);
+    long g = 0;
+    bool ok = !digits.empty() && digits.size() <= 4;
+    for (const char c : digits) {
+      if (c < '0' || c > '9')
+        ok = false;
+      else
+        g = g * 10 + (c - '0');
+    }
+    if (ok && g >= 1 && (gpus_per_machine < 1 || g <= gpus_per_machine)) {
+      mode.gpus_per_thread = static_cast<int>(g);
+      return mode;
+    }
+    if (ok && g >= 1) {
+      throw InvalidInput(
+          fmt::format("{}: '{}': one thread drives at most the {} GPUs of a machine", what, text, gpus_per_machine));
+    }
+  }
+  throw InvalidInput(fmt::format(
+      "{}: '{}' is not a launch mode (process: one process per GPU, the default; thread:G: one thread driving G "
+      "GPUs, as nccl-tests with G GPUs per process; thread: every GPU of a machine; graph: CUDA graph replay, as "
+      "nccl-tests in graph mode)",
+      what, text));
+}
+
+std::string to_string(const LaunchMode& mode) {
+  if (mode.cuda_graph) return "graph";
+  if (mode.gpus_per_thread > 1) return fmt::format("thread:{}", mode.gpus_per_thread);
+  return "process";
 }
 
 BackendProfile parse_backend_profile(std::string_view text, std::string_view what) {

@@ -81,6 +81,23 @@ struct HostModel {
   friend bool operator==(const HostModel&, const HostModel&) = default;
 };
 
+/// How the program issues its NCCL calls, which the simulator charges as host time per call (nccl::launch_us):
+/// one process (or thread) per GPU launches one kernel per call; one thread driving G GPUs (nccl-tests
+/// `all_reduce_perf -g G`) launches G, one after another; calls replayed from a CUDA graph (nccl-tests `-G`)
+/// launch none per call.
+struct LaunchMode {
+  int gpus_per_thread = 1;  ///< GPUs one thread issues each call to (≥ 1)
+  bool cuda_graph = false;  ///< calls replayed from a CUDA graph
+  friend bool operator==(const LaunchMode&, const LaunchMode&) = default;
+};
+/// Parses a --launch value: "process" (one process per GPU, the default), "thread:G" (one thread driving G GPUs,
+/// as `all_reduce_perf -g G`), "thread" (one thread driving every GPU of a machine: G = `gpus_per_machine`),
+/// "graph" (CUDA graph replay, as `all_reduce_perf -G`). InvalidInput naming `what` for anything else, and for
+/// G < 1 or G > `gpus_per_machine` (when that is ≥ 1).
+LaunchMode parse_launch_mode(std::string_view text, int gpus_per_machine, std::string_view what);
+/// "process", "thread:G" or "graph".
+std::string to_string(const LaunchMode& mode);
+
 /// Executor profiles whose per-op overhead differs.
 enum class BackendProfile { kCuda, kNccl, kCpu, kMpi };
 
@@ -104,18 +121,21 @@ struct CostModel {
   double group_hop_latency_us = 0;         ///< per ring step inside a library collective (NVLink hop)
   double transfer_cap_gbps = 0;            ///< per-transfer rate limit (a host thread's memcpy); 0 = none
   HostModel host;                          ///< the host under host backends (all 0 for GPU profiles)
+  LaunchMode launch;                       ///< how the program issues its NCCL calls (NCCL group ops only)
   BackendProfile profile = BackendProfile::kNccl;
 
   /// Defaults for a backend profile (documented in cost_model.cpp with sources).
   static CostModel defaults(BackendProfile profile = BackendProfile::kNccl);
-  /// Applies a calibration overlay (only the fields present are replaced; "nccl_intra", the class NCCL's rings
+  /// Applies a calibration overlay (only the fields present are replaced; "launch" is
+  /// {"gpus_per_thread": G, "cuda_graph": bool}; "nccl_intra", the class NCCL's rings
   /// use inside the fitted machine, is for the NCCL tuner plugin and checked only); InvalidInput names
   /// `source` and the JSON path ("calib.json: links.nvlink.efficiency: must be in (0, 1]").
   void apply_overlay(const nlohmann::json& overlay, std::string_view source);
   /// The whole model as JSON (same schema as an overlay):
   /// {"profile","op_overhead_us","group_base_latency_us","group_hop_latency_us","transfer_cap_gbps",
   ///  "links":{"nvlink":{"alpha_us","efficiency"},…},"devices":{"gpu":{"reduce_gbps","memory_gbps"},…},
-  ///  "host":{"run_overhead_us","serial_devices","cores","cache_bytes","cache_gbps","dram_gbps"}}.
+  ///  "host":{"run_overhead_us","serial_devices","cores","cache_bytes","cache_gbps","dram_gbps"},
+  ///  "launch":{"gpus_per_thread","cuda_graph"}}.
   nlohmann::json to_json() const;
   /// Reduce throughput of a device kind; InvalidInput when the model has none for it.
   double reduce_for(NodeKind kind) const;

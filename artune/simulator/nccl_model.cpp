@@ -133,6 +133,14 @@ int compcap_of(const Node& n) {
   return 70;  // no arch given: NCCL's Volta-class tables (the oldest it tunes for with NVLink)
 }
 
+// A NIC port's network link (the port's own speed: NCCL's NET node bandwidth, net.bw); -1 when it has none.
+int port_link(const Topology& topo, int nic) {
+  for (const int l : topo.out_links(nic)) {
+    if (topo.links()[l].kind == LinkKind::kNetwork) return l;
+  }
+  return -1;
+}
+
 // Link capacities as the search sees them: NVLink = lanes × per-lane usable GB/s of the GPU generation,
 // others their nominal figure (the shipped configs carry PCIe and QPI at NCCL's PCI_BW / QPI figures).
 class Capacities {
@@ -197,6 +205,9 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
         if (out.type > nic_type || in.type > nic_type) return false;
         back = out.links;
         back.insert(back.end(), in.links.begin(), in.links.end());
+        // search.cc: a channel takes its bandwidth from the port too (`if (net->net.bw < bw) continue;`, then
+        // `net.bw -= bw` on the port's NET nodes), so a port carries as many channels as its speed holds.
+        if (const int port = port_link(topo, nic); port >= 0) back.push_back(port);
       } else {
         if (n == 1) return true;
         if (topo.route(gpus[cur], gpus[start]).type > max_type) return false;
@@ -259,6 +270,10 @@ class MachineSearch {
     const int nics = static_cast<int>(m_.nics.size());
     std::vector<int> reverse;  // the reverse of the last ring (same NIC), tried next when pairing
     int reverse_nic = -1;
+    // The farthest GPU-to-NIC path type the channels may take: search.cc widens typeInter for the whole graph
+    // only while it finds no channel, and every channel then searches at that type (NICs under a CPU: PHB/SYS
+    // for every channel, not only the first).
+    PathType nic_floor = PathType::kPxb;
     // All links of a ring: its GPU-to-GPU routes, and through its NIC between its last and first GPU.
     auto ring_links = [&](const std::vector<int>& r, int nic) {
       std::vector<int> links;
@@ -268,6 +283,7 @@ class MachineSearch {
           const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
           links.insert(links.end(), o.begin(), o.end());
           links.insert(links.end(), in.begin(), in.end());
+          if (const int port = port_link(topo_, nic); port >= 0) links.push_back(port);
         } else if (n > 1) {
           const auto& l = topo_.route(m_.gpus[r[i]], m_.gpus[r[(i + 1) % n]]).links;
           links.insert(links.end(), l.begin(), l.end());
@@ -296,15 +312,18 @@ class MachineSearch {
         // ring at the NIC and ends it there): within PXB of it first, farther (PHB, SYS) only when no
         // GPU is that close, as search.cc widens typeInter only while it finds nothing.
         for (const PathType nic_type : {PathType::kPxb, PathType::kSys}) {
+          if (nic_type < nic_floor) continue;
           for (int t = 0; t < nics && !found; ++t) {
             nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
             for (int s = 0; s < n && !found; ++s) {
               if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
-              const auto& in = topo_.route(nic, m_.gpus[s]).links;
+              std::vector<int> in = topo_.route(nic, m_.gpus[s]).links;
+              if (const int port = port_link(topo_, nic); port >= 0) in.push_back(port);
               if (!caps.fits(in, bw)) continue;
               found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
             }
           }
+          if (found) nic_floor = nic_type;
           if (found || !out.empty()) break;
         }
       }
@@ -381,6 +400,8 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
       for (const int nic : m.nics) {
         double b = std::numeric_limits<double>::infinity();
         for (const int l : topo.route(g, nic).links) b = std::min(b, caps.get(l));
+        // paths.cc: the GPU-to-NET path ends on the port, whose speed bounds it.
+        if (const int port = port_link(topo, nic); port >= 0) b = std::min(b, caps.get(port));
         nic_bw = std::max(nic_bw, b);
       }
     }
@@ -612,6 +633,17 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
     g.rings.push_back(std::move(ch));
   }
+  // The fabric the channels cross: search.cc copies each channel's NIC latency into the graph (latencyInter);
+  // with ports of different kinds the slowest figures count (net_kind.hpp combine).
+  if (net) {
+    std::vector<NetFigures> ports;
+    for (const Channel& ch : g.rings) {
+      for (const int nic : ch.nics) {
+        if (nic >= 0) ports.push_back(net_figures(topo.nodes()[static_cast<std::size_t>(nic)].net));
+      }
+    }
+    g.net = combine(ports);
+  }
   // Link classes of the ring edges inside a machine (tuning.cc: NVLINK latencies when typeIntra is NVL).
   g.nvlink_intra = g.ppn > 1;
   PathType worst = PathType::kLoc;
@@ -658,7 +690,19 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
 
 namespace {
 
-Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
+// What a network step adds beyond NCCL's NET row on `g`'s fabric: NCCL's cost table adds the plugin's reported
+// latency (graph latencyInter), once more for Simple (tuning.cc ncclTopoTuneModel: "Also add the flush extra
+// latency"); the simulator's device time adds the port's extra step time (net_kind.cpp: by default the same).
+enum class NetView { kNccl, kDevice };
+double net_extra_us(const Graph& g, Proto proto, NetView view) {
+  if (g.machines <= 1) return 0.0;
+  const int p = static_cast<int>(proto);
+  if (view == NetView::kDevice) return g.net.extra_step_us[p];
+  return g.net.reported_latency_us * (proto == Proto::kSimple ? 2 : 1);
+}
+
+Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust,
+                       NetView view = NetView::kNccl) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
   Latencies l;
@@ -666,6 +710,7 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   l.intra_us = t.hw[intra_hw][a][p];
   // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
   l.inter_us = g.ppn == 1 ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
+  l.inter_us += net_extra_us(g, proto, view);
   if (algo == Algo::kRing && g.machines > 1) {
     double overhead = g.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
     if (proto == Proto::kSimple) overhead *= 3;
@@ -676,16 +721,17 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   return l;
 }
 
-double pat_latency_in(const LatencyTables& t, const Graph& g) {
+double pat_latency_in(const LatencyTables& t, const Graph& g, NetView view = NetView::kNccl) {
   if (!pat_enabled(g)) return -1.0;
-  const double net = t.hw[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)];
+  const double net = t.hw[kHwNet][static_cast<int>(Algo::kTree)][static_cast<int>(Proto::kSimple)] +
+                     net_extra_us(g, Proto::kSimple, view);
   return t.base[static_cast<int>(Algo::kPat)][static_cast<int>(Proto::kSimple)] + log2i(g.machines) * net / kPatLevelDivisor +
          kPatPerRankUs * g.ranks;
 }
 
 double collective_latency_in(const LatencyTables& t, const Graph& g, Collective coll, Algo algo, Proto proto,
-                             const HopAdjust& adjust) {
-  const Latencies l = latencies_in(t, g, algo, proto, adjust);
+                             const HopAdjust& adjust, NetView view = NetView::kNccl) {
+  const Latencies l = latencies_in(t, g, algo, proto, adjust, view);
   const bool all_reduce = coll == Collective::kAllReduce;
   // tuning.cc: all-reduce takes 2(k−1) ring steps, 2(nodes−1) of them across machines; the others half.
   const int nsteps = (all_reduce ? 2 : 1) * (g.ranks - 1);
@@ -697,7 +743,7 @@ double collective_latency_in(const LatencyTables& t, const Graph& g, Collective 
     case Algo::kTree: return l.base_us + 2 * ((g.ppn - 1) * l.intra_us + log2i(g.machines) * l.inter_us);
     case Algo::kNvls: return l.intra_us + (g.machines > 1 ? l.inter_us : 0.0);
     case Algo::kNvlsTree: return l.base_us + l.intra_us + 2 * log2i(g.machines) * l.inter_us;
-    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_in(t, g));
+    case Algo::kPat: return all_reduce ? l.base_us : std::max(0.0, pat_latency_in(t, g, view));
   }
   return l.base_us;
 }
@@ -739,9 +785,11 @@ double launch_us(int gpus_per_thread, bool cuda_graph) {
 double nvls_round_us(int gpus) { return kNvlsTwoGpuUs + kNvlsPerGpuUs * std::max(0, gpus - 2); }
 
 double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust, Collective coll) {
-  if (algo != Algo::kNvls && algo != Algo::kNvlsTree) return collective_latency_us(g, coll, algo, proto, adjust);
+  const LatencyTables& t = LatencyTables::defaults();
+  if (algo != Algo::kNvls && algo != Algo::kNvlsTree)
+    return collective_latency_in(t, g, coll, algo, proto, adjust, NetView::kDevice);
   // NVLS: the multicast round for this many GPUs per machine, shifted as the NVLink steps are.
-  const Latencies l = latencies(g, algo, proto, adjust);
+  const Latencies l = latencies_in(t, g, algo, proto, adjust, NetView::kDevice);
   const double round = std::max(0.0, nvls_round_us(g.ppn) + adjust.intra_us);
   if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
   return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
@@ -804,6 +852,8 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
+      // A fabric that allows only some protocols (aws-ofi-nccl sets NCCL_PROTO=simple on EFA, net_kind.cpp).
+      if (g.machines > 1 && (g.net.protocols & (1u << p)) == 0) on = false;
       t.bandwidth[a][p] = on ? bus : 0.0;
       t.latency_us[a][p] = collective_latency_in(tables, g, coll, algo, proto, {});
     }
@@ -857,8 +907,12 @@ Choice choose(const Graph& graph, double bytes, const Forced& forced, std::strin
     throw InvalidInput(fmt::format(
         "{}: NCCL {} is not available for {} here ({} GPUs on {} machine(s), sm{}, {} NVSwitch; NVLS needs an "
         "NVSwitch and sm90+ on one machine, NVLSTree several such machines, LL128 NVLink and sm70+, PAT one GPU "
-        "per machine and does not run all-reduce, Tree and NVLSTree run all-reduce only)",
-        what, to_string(forced), to_string(coll), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no"));
+        "per machine and does not run all-reduce, Tree and NVLSTree run all-reduce only{})",
+        what, to_string(forced), to_string(coll), g.ranks, g.machines, g.compcap, g.nvswitch > 0 ? "with" : "no",
+        g.machines > 1 && g.net.protocols != kNetAllProtocols
+            ? fmt::format("; the network ({}) allows only {}", artune::to_string(g.net.kind),
+                          protocols_text(g.net.protocols))
+            : ""));
   }
   best.nccl_time_us = best_time;
   best.channels = (best.algo == Algo::kNvls || best.algo == Algo::kNvlsTree) ? g.nvls_channels : g.channels;

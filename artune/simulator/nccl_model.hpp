@@ -21,6 +21,7 @@
 
 #include "artune/algorithms/plan.hpp"
 #include "artune/simulator/nccl_tuning.hpp"
+#include "artune/topology/net_kind.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::nccl {
@@ -77,6 +78,10 @@ struct Graph {
   double nvls_bw = 0;          ///< NVLS per-head GB/s
   double nvls_bw_inter = 0;    ///< NVLS graph's bwInter on one machine (search.cc raises it to the top speed)
   std::vector<Channel> rings;  ///< one per channel
+  /// The fabric of the NICs the channels cross (net_kind.hpp combine; InfiniBand's on one machine): NCCL adds
+  /// its reported latency to each network step (twice for Simple), the simulator its extra step time, and
+  /// protocols it does not allow are disabled across machines.
+  NetFigures net;
 };
 
 /// The most channels `algo` runs on `graph`: the search's ring/tree channels, NVLS's heads (0: not here).

@@ -128,9 +128,17 @@ class Simulation {
       if (!(link.bandwidth_gbps > 0) || !std::isfinite(link.bandwidth_gbps)) {
         throw InvalidInput(fmt::format("topology '{}': link {} has no usable bandwidth", topo.name(), l));
       }
-      const double eff = model.link_for(link.kind).efficiency;
+      double eff = model.link_for(link.kind).efficiency;
       if (!(eff > 0) || eff > 1) {
         throw InvalidInput(fmt::format("cost model: efficiency of {} links must be in (0, 1]", to_string(link.kind)));
+      }
+      // A NIC port whose fabric states its own efficiency (topology JSON fabric.efficiency) runs its network
+      // links at it in place of the cost model's.
+      if (link.kind == LinkKind::kNetwork) {
+        for (const int end : {link.src, link.dst}) {
+          const Node& n = topo.nodes()[static_cast<std::size_t>(end)];
+          if (n.kind == NodeKind::kNic && n.net.efficiency > 0) eff = n.net.efficiency;
+        }
       }
       link_capacity_[l] = capacities[l] = link.bandwidth_gbps * eff * kBytesPerUsPerGbps;
     }

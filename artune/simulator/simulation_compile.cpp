@@ -307,8 +307,10 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const CostModel defaults = CostModel::defaults(model_.profile);
   auto shift = [&](LinkKind kind) { return model_.link_for(kind).alpha_us - defaults.link_for(kind).alpha_us; };
   const nccl::HopAdjust adjust{shift(g.nvlink_intra ? LinkKind::kNvLink : LinkKind::kPcie), shift(LinkKind::kNetwork)};
-  // The time the call's latency takes (one launch, the device's steps), not NCCL's choice weights.
-  const double latency = nccl::launch_us() + nccl::device_latency_us(g, choice.algo, choice.proto, adjust, coll);
+  // The time the call's latency takes (the host's launches as the program issues the call, the device's steps),
+  // not NCCL's choice weights.
+  const double latency = nccl::launch_us(model_.launch.gpus_per_thread, model_.launch.cuda_graph) +
+                         nccl::device_latency_us(g, choice.algo, choice.proto, adjust, coll);
   const double wire = nccl::wire_factor(choice.proto);
   const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -273,6 +274,7 @@ struct XNic {
   Parent parent;
   double bw = 0;
   int line = 0;
+  double latency_us = -1;  // the net plugin's reported latency (NCCL's <net latency=>), -1 = not given
 };
 
 class XmlImporter {
@@ -473,6 +475,16 @@ class XmlImporter {
       XNic nic;
       if (const std::string* name = child.attr("name")) nic.name = *name;
       if (child.attr("speed")) nic.speed_mbps = int_attr(child, "speed", 0, 100000000);
+      // NCCL writes the net plugin's reported latency (src/graph/topo.cc, <net latency=>): NCCL adds it to each
+      // network step of its cost table (net_kind.hpp).
+      if (const std::string* lat = child.attr("latency")) {
+        char* end = nullptr;
+        const double v = std::strtod(lat->c_str(), &end);
+        if (lat->empty() || end != lat->c_str() + lat->size() || !(v >= 0) || v > 1e6)
+          fail(child.line,
+               fmt::format("<net> latency=\"{}\": expected a number of µs in [0, 1e6]", detail::printable(*lat)));
+        nic.latency_us = v;
+      }
       nic.bus_id = bus_id;
       nic.parent = parent;
       nic.bw = bw;
@@ -597,6 +609,7 @@ class XmlImporter {
       node.local_index = static_cast<int>(k);
       node.arch = nics_[k].name;
       node.bus_id = nics_[k].bus_id;
+      if (nics_[k].latency_us > 0) node.net.reported_latency_us = nics_[k].latency_us;
       int n = topo.add_node(node);
       topo.add_duplex_link(n, up(nics_[k].parent), LinkKind::kPcie, nics_[k].bw, detail::kPcieLatencyUs);
       if (nics_[k].speed_mbps > 0)

@@ -61,7 +61,7 @@ void finalize_checked(Topology& topo, const Reader& reader, const std::string& p
 
 NetworkSpec parse_network(const json& value, const Reader& reader, const std::string& path, double default_nic) {
   reader.expect_object(value, path);
-  reader.allow_keys(value, path, {"nic_bandwidth", "latency", "oversubscription"});
+  reader.allow_keys(value, path, {"nic_bandwidth", "latency", "oversubscription", "fabric"});
   NetworkSpec spec;
   spec.nic_bandwidth_gbps = default_nic > 0 ? default_nic : kDefaultNicBandwidth;
   if (const json* v = Reader::find(value, "nic_bandwidth"))
@@ -72,7 +72,66 @@ NetworkSpec parse_network(const json& value, const Reader& reader, const std::st
     if (spec.oversubscription < 1)
       reader.fail(field(path, "oversubscription"), fmt::format("must be >= 1 (got {})", spec.oversubscription));
   }
+  if (const json* f = Reader::find(value, "fabric")) spec.fabric = parse_fabric(*f, reader, field(path, "fabric"));
   return spec;
+}
+
+NicNet parse_fabric(const json& value, const Reader& reader, const std::string& path) {
+  NicNet net;
+  auto kind_at = [&](const json& v, const std::string& p) {
+    const std::string text = reader.string(v, p);
+    const auto kind = parse_net_kind(text);
+    if (!kind)
+      reader.fail(p, fmt::format("unknown network kind {} (expected ib, roce, efa or socket)", quote_text(text)));
+    return *kind;
+  };
+  if (value.is_string()) {
+    net.kind = kind_at(value, path);
+    return net;
+  }
+  if (!value.is_object()) reader.fail(path, json_reader::type_error("a network kind or an object", value));
+  reader.allow_keys(value, path, {"kind", "reported_latency_us", "extra_step_us", "efficiency", "protocols"});
+  if (const json* v = Reader::find(value, "kind")) net.kind = kind_at(*v, field(path, "kind"));
+  if (const json* v = Reader::find(value, "reported_latency_us"))
+    net.reported_latency_us = reader.non_negative(*v, field(path, "reported_latency_us"));
+  if (const json* v = Reader::find(value, "extra_step_us"))
+    net.extra_step_us = reader.non_negative(*v, field(path, "extra_step_us"));
+  if (const json* v = Reader::find(value, "efficiency")) {
+    net.efficiency = reader.number(*v, field(path, "efficiency"));
+    if (!(net.efficiency > 0) || net.efficiency > 1)
+      reader.fail(field(path, "efficiency"), fmt::format("must be in (0, 1] (got {:g})", net.efficiency));
+  }
+  if (const json* v = Reader::find(value, "protocols")) {
+    const std::string p = field(path, "protocols");
+    reader.expect_array(*v, p);
+    if (v->empty()) reader.fail(p, "must list at least one protocol (ll, ll128, simple)");
+    unsigned bits = 0;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const std::string text = reader.string((*v)[i], item(p, i));
+      const unsigned bit = text == "ll" ? kNetLL : text == "ll128" ? kNetLL128 : text == "simple" ? kNetSimple : 0u;
+      if (bit == 0)
+        reader.fail(item(p, i), fmt::format("unknown protocol {} (expected ll, ll128 or simple)", quote_text(text)));
+      bits |= bit;
+    }
+    net.protocols = static_cast<int>(bits);
+  }
+  return net;
+}
+
+json fabric_to_json(const NicNet& net) {
+  json f = json::object();
+  if (net.kind) f["kind"] = std::string(to_string(*net.kind));
+  if (net.reported_latency_us >= 0) f["reported_latency_us"] = net.reported_latency_us;
+  if (net.extra_step_us >= 0) f["extra_step_us"] = net.extra_step_us;
+  if (net.efficiency >= 0) f["efficiency"] = net.efficiency;
+  if (net.protocols >= 0) {
+    json list = json::array();
+    for (const auto& [bit, name] :
+         {std::pair{kNetLL, "ll"}, std::pair{kNetLL128, "ll128"}, std::pair{kNetSimple, "simple"}})
+      if ((static_cast<unsigned>(net.protocols) & bit) != 0) list.push_back(name);
+    f["protocols"] = std::move(list);
+  }
+  return f;
 }
 
 // Which link kinds may join which node kinds.

@@ -205,6 +205,11 @@ struct Loaded {
 /// Runs Topology's own checks (finalize) and names the source on failure.
 void finalize_checked(Topology& topo, const Reader& reader, const std::string& path);
 NetworkSpec parse_network(const json& value, const Reader& reader, const std::string& path, double default_nic);
+/// A NIC's fabric: "ib" (a kind alone) or {"kind", "reported_latency_us", "extra_step_us", "efficiency",
+/// "protocols"} (net_kind.hpp); fails naming the field.
+NicNet parse_fabric(const json& value, const Reader& reader, const std::string& path);
+/// The JSON of a stated fabric (the object form; parse_fabric reads it back).
+json fabric_to_json(const NicNet& net);
 /// Which link kinds may join which node kinds.
 bool endpoint_allowed(LinkKind link, NodeKind node);
 /// Fails when some device cannot be reached from the first one.

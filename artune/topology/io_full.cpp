@@ -30,7 +30,7 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     const std::string p = item(devices_path, i);
     const json& d = devices[i];
     reader.expect_object(d, p);
-    reader.allow_keys(d, p, {"id", "kind", "machine", "local", "arch", "bus_id"});
+    reader.allow_keys(d, p, {"id", "kind", "machine", "local", "arch", "bus_id", "fabric"});
     Node node;
     node.id = reader.name(reader.required(d, p, "id"), field(p, "id"));
     const std::string kind_text = reader.string(reader.required(d, p, "kind"), field(p, "kind"));
@@ -61,6 +61,10 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     }
     if (const json* a = Reader::find(d, "arch")) node.arch = reader.string(*a, field(p, "arch"));
     if (const json* b = Reader::find(d, "bus_id")) node.bus_id = reader.string(*b, field(p, "bus_id"));
+    if (const json* f = Reader::find(d, "fabric")) {
+      if (node.kind != NodeKind::kNic) reader.fail(field(p, "fabric"), "only a nic has a fabric");
+      node.net = parse_fabric(*f, reader, field(p, "fabric"));
+    }
     const auto [it, fresh] = index_of.emplace(node.id, i);
     if (!fresh) {
       reader.fail(field(p, "id"), fmt::format("duplicate id {} (first given at {})", quote_text(node.id),
@@ -114,7 +118,14 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     }
   }
 
-  for (Node& node : nodes) topo.add_node(std::move(node));
+  // The network's fabric is every NIC's that states none of its own.
+  std::optional<NetworkSpec> network;
+  if (const json* n = Reader::find(doc, "network"))
+    network = parse_network(*n, reader, field(path, "network"), out.nic_bandwidth);
+  for (Node& node : nodes) {
+    if (network && node.kind == NodeKind::kNic && !node.net.stated()) node.net = network->fabric;
+    topo.add_node(std::move(node));
+  }
 
   const std::string links_path = field(path, "links");
   const json& links = reader.required(doc, path, "links");
@@ -199,8 +210,7 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
     }
   }
   check_connected(topo, edges, reader, links_path);
-  if (const json* n = Reader::find(doc, "network"))
-    topo.set_network(parse_network(*n, reader, field(path, "network"), out.nic_bandwidth));
+  if (network) topo.set_network(*network);
   finalize_checked(topo, reader, devices_path);
   return out;
 }

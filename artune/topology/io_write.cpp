@@ -37,6 +37,7 @@ Topology join_machines(const std::vector<Topology>& machines, const NetworkSpec&
       copy.id = prefix + node.id;
       copy.machine = static_cast<int>(k);
       copy.global_index = -1;
+      if (copy.kind == NodeKind::kNic && !copy.net.stated()) copy.net = network.fabric;
       const int index = out.add_node(std::move(copy));
       if (node.kind == NodeKind::kNic) {
         nics.push_back(index);
@@ -82,6 +83,7 @@ nlohmann::json topology_model_to_json(const Topology& topo) {
     d["local"] = node.local_index;
     if (!node.arch.empty()) d["arch"] = node.arch;
     if (!node.bus_id.empty()) d["bus_id"] = node.bus_id;
+    if (node.net.stated()) d["fabric"] = fabric_to_json(node.net);
     devices.push_back(std::move(d));
   }
   doc["devices"] = std::move(devices);
@@ -125,6 +127,7 @@ nlohmann::json topology_model_to_json(const Topology& topo) {
     doc["network"] = {{"nic_bandwidth", net->nic_bandwidth_gbps},
                       {"latency", net->latency_us},
                       {"oversubscription", net->oversubscription}};
+    if (net->fabric.stated()) doc["network"]["fabric"] = fabric_to_json(net->fabric);
   }
   return doc;
 }

@@ -42,6 +42,13 @@ constexpr std::array<std::pair<LinkKind, std::string_view>, 5> kLinkKindNames = 
     {LinkKind::kLoopback, "loopback"},
 }};
 
+constexpr std::array<std::pair<NetKind, std::string_view>, 4> kNetKindNames = {{
+    {NetKind::kInfiniBand, "ib"},
+    {NetKind::kRoce, "roce"},
+    {NetKind::kEfa, "efa"},
+    {NetKind::kSocket, "socket"},
+}};
+
 // A breadth-first search by hop count that, among the shortest paths, keeps
 // the widest one (largest bottleneck). `allowed_link` filters links and
 // `may_cross` filters the intermediate nodes a path may pass through.
@@ -433,6 +440,12 @@ std::string Topology::fingerprint() const {
   std::uint64_t hash = 1469598103934665603ull;
   for (const Node& node : nodes_) {
     hash = fnv1a(hash, fmt::format("n|{}|{}|{}|{};", node.id, to_string(node.kind), node.machine, node.local_index));
+    // A stated fabric changes what the machine runs (topologies that state none keep their fingerprints).
+    if (node.net.stated()) {
+      hash = fnv1a(hash, fmt::format("nn|{}|{:.6g}|{:.6g}|{:.6g}|{};", node.net.kind ? to_string(*node.net.kind) : "-",
+                                     node.net.reported_latency_us, node.net.extra_step_us, node.net.efficiency,
+                                     node.net.protocols));
+    }
   }
   for (const Link& link : links_) {
     hash = fnv1a(hash, fmt::format("l|{}|{}|{}|{:.6g}|{:.6g}|{};", nodes_[link.src].id, nodes_[link.dst].id,
@@ -483,6 +496,20 @@ std::optional<NodeKind> parse_node_kind(std::string_view text) {
 
 std::optional<LinkKind> parse_link_kind(std::string_view text) {
   for (const auto& [k, name] : kLinkKindNames) {
+    if (name == text) return k;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(NetKind kind) noexcept {
+  for (const auto& [k, name] : kNetKindNames) {
+    if (k == kind) return name;
+  }
+  return "?";
+}
+
+std::optional<NetKind> parse_net_kind(std::string_view text) {
+  for (const auto& [k, name] : kNetKindNames) {
     if (name == text) return k;
   }
   return std::nullopt;

@@ -24,6 +24,34 @@ enum class LinkKind { kNvLink, kPcie, kSmp, kNetwork, kLoopback };
 /// nvidia-smi class for crossing PCIe host bridges inside one NUMA node.
 enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kNode, kSys, kNet };
 
+/// The fabric a NIC port sits on (NCCL's network transport or plugin for it): what the latency NCCL charges per
+/// network step, the port's achievable rate and the protocols NCCL may run across it depend on. Defaults per kind
+/// and their sources: net_kind.hpp, net_kind.cpp.
+enum class NetKind {
+  kInfiniBand,  ///< "ib": InfiniBand through NCCL's IB verbs transport
+  kRoce,        ///< "roce": RoCE (RDMA over Ethernet) through the same IB verbs transport
+  kEfa,         ///< "efa": AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin
+  kSocket,      ///< "socket": TCP sockets through NCCL's socket transport (NCCL_NET=Socket, no RDMA)
+};
+
+/// Protocols NCCL may run across a network: bit per NCCL protocol.
+enum NetProtocol : unsigned { kNetLL = 1u, kNetLL128 = 2u, kNetSimple = 4u, kNetAllProtocols = 7u };
+
+/// A NIC port's fabric as the topology states it: the kind and any figure given for this port in place of the
+/// kind's default (negative = the kind's). Everything unset means "not stated": an InfiniBand port.
+struct NicNet {
+  std::optional<NetKind> kind;      ///< the fabric; nullopt = not stated (InfiniBand)
+  double reported_latency_us = -1;  ///< latency the net plugin reports to NCCL (its graph latencyInter, µs)
+  double extra_step_us = -1;        ///< time each network step takes beyond NCCL's NET figure (µs, every protocol)
+  double efficiency = -1;           ///< fraction of the port's line rate large transfers reach, in (0, 1]
+  int protocols = -1;               ///< NetProtocol bits NCCL may run across this port
+  /// Whether anything is stated.
+  bool stated() const {
+    return kind || reported_latency_us >= 0 || extra_step_us >= 0 || efficiency >= 0 || protocols >= 0;
+  }
+  friend bool operator==(const NicNet&, const NicNet&) = default;
+};
+
 /// A device of the topology.
 struct Node {
   std::string id;  ///< unique name, e.g. "gpu3" or "m1/gpu3" in clusters
@@ -33,6 +61,7 @@ struct Node {
   int global_index = -1;  ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
   std::string arch;       ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
   std::string bus_id;     ///< PCI bus id when known (importers, discovery)
+  NicNet net{};           ///< NICs: the port's fabric (unstated: InfiniBand)
 };
 
 /// A directed link; a full-duplex physical link is two Links.
@@ -58,6 +87,7 @@ struct NetworkSpec {
   double nic_bandwidth_gbps = 12.5;  ///< per NIC and direction
   double latency_us = 2.7;           ///< NIC to switch hop
   double oversubscription = 1.0;     ///< ≥ 1; divides the uplink bandwidth
+  NicNet fabric{};                   ///< the fabric of every NIC that states none of its own
 };
 
 /// A machine or a cluster: nodes, directed links and derived routes.
@@ -150,6 +180,10 @@ std::string_view to_string(PathType type) noexcept;
 std::optional<NodeKind> parse_node_kind(std::string_view text);
 /// Parses a link kind name; nullopt if unknown.
 std::optional<LinkKind> parse_link_kind(std::string_view text);
+/// Short name of a network kind ("ib", "roce", "efa", "socket").
+std::string_view to_string(NetKind kind) noexcept;
+/// Parses a network kind name; nullopt if unknown.
+std::optional<NetKind> parse_net_kind(std::string_view text);
 
 /// GPU×GPU DMA peer matrix (row/column = global GPU index).
 std::vector<std::vector<bool>> peer_matrix(const Topology& topo);

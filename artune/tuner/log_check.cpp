@@ -262,8 +262,9 @@ Prediction predict(const Topology& topo, const Placement& p, Collective coll, st
   const Plan plan = build_plan(topo, parse_collective_spec(coll, spec), o);
   const SimResult s = simulate(plan, topo, options.model, static_cast<std::size_t>(type_bytes));
   Prediction r;
-  // The simulator charges one launch per call; the run paid its own (nccl-tests -g, -G).
-  const double launches = nccl::launch_us(gpus_per_thread, graph) - nccl::launch_us();
+  // The simulator charges the model's launches per call; the run paid its own (nccl-tests -g, -G).
+  const double launches = nccl::launch_us(gpus_per_thread, graph) -
+                          nccl::launch_us(options.model.launch.gpus_per_thread, options.model.launch.cuda_graph);
   r.time_us = s.time_us + launches;
   r.bottleneck_link = s.bottleneck_link;
   if (!s.groups.empty()) {
@@ -581,7 +582,8 @@ std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun&
   const Placement p = place(topo, run);
   const Forcing forcing = forcing_of(options, run, info);
   const nccl::Graph graph = nccl::search(topo, p.gpus);
-  const double launches = nccl::launch_us(std::max(1, run.gpus_per_thread), run.graph > 0) - nccl::launch_us();
+  const double launches = nccl::launch_us(std::max(1, run.gpus_per_thread), run.graph > 0) -
+                          nccl::launch_us(options.model.launch.gpus_per_thread, options.model.launch.cuda_graph);
   for (const logs::TestRow& row : run.rows) {
     const int tb = logs::type_bytes(row.type);
     if (row.bytes == 0 || tb <= 0 || row.bytes % static_cast<std::uint64_t>(tb) != 0) continue;

@@ -186,3 +186,34 @@ TEST_CASE("cli_bad_input_topo.discover_flags") {
   expect_bad({"topo", "discover", "--require-gpu", "--allow-no-gpu"}, {"--require-gpu", "--allow-no-gpu"});
   expect_bad({"topo", "discover", "--hostname", ""}, {"--hostname", "empty"});
 }
+
+TEST_CASE("cli_bad_input_topo.nic_fabric") {
+  // A NIC's fabric (topology JSON `fabric`, net_kind.hpp): a bad value is one line naming the field, exit 2, on
+  // every command that loads the topology.
+  Dir dir;
+  auto cluster = [&](const std::string& name, const std::string& fabric) {
+    return dir.write(name,
+                     R"({"machines": [{"config": "dgx-h100", "count": 2}], "network": {"fabric": )" + fabric + "}}");
+  };
+  const auto kind = cluster("kind.json", R"("infiniband")");
+  expect_bad({"topo", "show", "-t", kind}, {"kind.json: network.fabric: unknown network kind 'infiniband'"});
+  expect_bad({"simulate", "-t", kind, "-s", "nccl"}, {"kind.json: network.fabric", "infiniband"});
+  const auto eff = cluster("eff.json", R"({"kind": "efa", "efficiency": 2})");
+  expect_bad({"simulate", "-t", eff, "-s", "nccl"}, {"eff.json: network.fabric.efficiency: must be in (0, 1] (got 2)"});
+  expect_bad({"autotune", "-t", eff, "-q"}, {"eff.json: network.fabric.efficiency"});
+  const auto proto = cluster("proto.json", R"({"protocols": ["LL"]})");
+  expect_bad({"simulate", "-t", proto, "-s", "nccl"},
+             {"proto.json: network.fabric.protocols[0]: unknown protocol 'LL'"});
+  const auto step = cluster("step.json", R"({"extra_step_us": -3})");
+  expect_bad({"simulate", "-t", step, "-s", "nccl"},
+             {"step.json: network.fabric.extra_step_us: must be >= 0 (got -3)"});
+  // A good one loads and changes NCCL's pick: EFA runs Simple only.
+  const auto efa = cluster("efa.json", R"("efa")");
+  const auto r = run_limited({"simulate", "-t", efa, "-s", "nccl", "-b", "8", "-e", "8"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("/simple/") != std::string::npos);
+  const auto ll = run_limited({"simulate", "-t", efa, "-s", "nccl.ring.ll", "-b", "8", "-e", "8"});
+  CHECK(ll.status == 2);
+  CHECK(ll.err.find('\n') == ll.err.size() - 1);
+  CHECK(ll.err.find("the network (efa) allows only simple") != std::string::npos);
+}

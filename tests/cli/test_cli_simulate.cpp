@@ -206,3 +206,45 @@ TEST_CASE("cli_simulate.nccl_algorithm_protocol_channels") {
   CHECK(p["nccl"][0]["rings"].size() == 4);
   CHECK(p["nccl"][0]["rings"][0]["nics"].size() == 2);
 }
+
+TEST_CASE("cli_simulate.launch_mode") {
+  // --launch charges the host time of issuing each NCCL call as the program issues it (nccl::launch_us): one thread
+  // driving the 8 GPUs (all_reduce_perf -g 8) launches 8 kernels per call, one process per GPU (the default) one,
+  // a CUDA graph (all_reduce_perf -G) none. Only the launch term moves: every size by the same amount.
+  auto times = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"simulate", "-t", "dgx-h100", "-s", "nccl", "-b",
+                                     "8",        "-e", "128M",     "-f", "64",   "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Result r = run_artune(args);
+    REQUIRE(r.status == 0);
+    const json doc = json::parse(r.out);
+    std::vector<double> t;
+    for (const json& row : doc["results"]) t.push_back(row["time_us"].get<double>());
+    return std::make_pair(t, doc["launch"].get<std::string>());
+  };
+  const auto [base, base_mode] = times({});
+  const auto [process, process_mode] = times({"--launch", "process"});
+  const auto [g8, g8_mode] = times({"--launch", "thread:8"});
+  const auto [all, all_mode] = times({"--launch", "thread"});
+  const auto [graph, graph_mode] = times({"--launch", "graph"});
+  CHECK(base_mode == "process");
+  CHECK(g8_mode == "thread:8");
+  CHECK(all_mode == "thread:8");  // every GPU of a dgx-h100
+  CHECK(graph_mode == "graph");
+  REQUIRE(base.size() == 5);
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    CAPTURE(i);
+    CHECK(process[i] == base[i]);
+    CHECK(g8[i] - base[i] == doctest::Approx(7 * 2.6).epsilon(1e-6));
+    CHECK(all[i] == g8[i]);
+    CHECK(base[i] - graph[i] == doctest::Approx(2.6).epsilon(1e-6));
+  }
+  // The table's header names a launch mode other than the default.
+  const Result text =
+      run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8", "--launch", "thread:8"});
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("segments 1, launch thread:8\n") != std::string::npos);
+  const Result plain = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8"});
+  REQUIRE(plain.status == 0);
+  CHECK(plain.out.find("launch") == std::string::npos);
+}

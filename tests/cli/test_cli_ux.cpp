@@ -349,3 +349,24 @@ TEST_CASE("cli_ux.report_regenerate_line_names_the_topology_file_absolutely") {
         std::string::npos);
   CHECK(report.find("cost model: profile nccl, default constants") != std::string::npos);
 }
+
+TEST_CASE("cli_ux.autotune_launch_mode") {
+  // autotune --launch: NCCL's calls cost what the program's way of issuing them costs (one thread driving 8 GPUs
+  // launches 8 kernels per call), the table's cost model records it, and the regenerate line repeats it.
+  auto nccl_time = [](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"autotune", "-t", "dgx-h100", "-b", "8", "-e", "8", "-q", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_artune(args);
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const nlohmann::json doc = nlohmann::json::parse(r.out);
+    const nlohmann::json& table = doc.contains("tables") ? doc["tables"][0] : doc;
+    return std::make_pair(table["ranges"][0]["points"][0]["nccl"]["predicted"]["time_us"].get<double>(),
+                          table["cost_model"]["launch"]);
+  };
+  const auto [process, process_launch] = nccl_time({});
+  const auto [thread, thread_launch] = nccl_time({"--launch", "thread:8"});
+  CHECK(thread - process == doctest::Approx(7 * 2.6).epsilon(1e-6));
+  CHECK(process_launch["gpus_per_thread"] == 1);
+  CHECK(thread_launch["gpus_per_thread"] == 8);
+  CHECK(thread_launch["cuda_graph"] == false);
+}

@@ -195,3 +195,55 @@ TEST_CASE("cost_model.h100_plans_reduce_faster_than_v100_rates") {
   v100_rates.gpu_arch.clear();
   CHECK(simulate(plan, topo, h100, 4).time_us < simulate(plan, topo, v100_rates, 4).time_us);
 }
+
+TEST_CASE("cost_model.launch_mode") {
+  // --launch's grammar: one process per GPU (the default), one thread driving G GPUs, CUDA graph replay.
+  CHECK(parse_launch_mode("process", 8, "--launch") == LaunchMode{});
+  CHECK(parse_launch_mode("thread:8", 8, "--launch") == LaunchMode{8, false});
+  CHECK(parse_launch_mode("thread:2", 8, "--launch") == LaunchMode{2, false});
+  CHECK(parse_launch_mode("thread", 4, "--launch") == LaunchMode{4, false});
+  CHECK(parse_launch_mode("graph", 8, "--launch") == LaunchMode{1, true});
+  CHECK(to_string(LaunchMode{}) == "process");
+  CHECK(to_string(LaunchMode{8, false}) == "thread:8");
+  CHECK(to_string(LaunchMode{1, true}) == "graph");
+  for (const char* bad : {"", "threads", "thread:", "thread:0", "thread:-1", "thread:9", "thread:8x", "Graph", "g8"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_launch_mode(bad, 8, "--launch"), doctest::Contains("--launch: '"), InvalidInput);
+  }
+  // "thread" needs the machines' GPU count: a cluster of unequal machines has none.
+  CHECK_THROWS_AS(parse_launch_mode("thread", -1, "--launch"), InvalidInput);
+  // In an overlay and back.
+  CostModel m = CostModel::defaults();
+  CHECK(m.launch == LaunchMode{});
+  m.apply_overlay(nlohmann::json::parse(R"({"launch": {"gpus_per_thread": 8}})"), "calib.json");
+  CHECK(m.launch == LaunchMode{8, false});
+  CostModel other = CostModel::defaults();
+  other.apply_overlay(m.to_json(), "roundtrip");
+  CHECK(other == m);
+  CHECK(overlay_error(R"({"launch": {"gpus_per_thread": 0}})").rfind("calib.json: launch.gpus_per_thread: ", 0) == 0);
+  CHECK(overlay_error(R"({"launch": {"gpus_per_thread": 1.5}})").rfind("calib.json: launch.gpus_per_thread: ", 0) == 0);
+  CHECK(overlay_error(R"({"launch": {"gpus_per_thread": 1e9}})").rfind("calib.json: launch.gpus_per_thread: ", 0) == 0);
+  CHECK(overlay_error(R"({"launch": {"cuda_graph": 1}})").rfind("calib.json: launch.cuda_graph: ", 0) == 0);
+  CHECK(overlay_error(R"({"launch": {"graph": true}})").rfind("calib.json: launch.graph: unknown key", 0) == 0);
+  CHECK(overlay_error(R"({"launch": 8})").rfind("calib.json: launch: must be an object", 0) == 0);
+}
+
+TEST_CASE("cost_model.launch_mode_moves_only_nccl_launches") {
+  // The simulator charges nccl::launch_us(gpus_per_thread, cuda_graph) per NCCL call: the same plan on a model
+  // that issues from one thread per 8 GPUs takes 7 launches more per call, with a CUDA graph one fewer.
+  const Topology t = load_topology("dgx-h100");
+  BuildOptions o;
+  o.count = 2;
+  const Plan plan = build_plan(t, "nccl", o);
+  CostModel m = CostModel::defaults();
+  const double base = simulate(plan, t, m, 4).time_us;
+  m.launch = LaunchMode{8, false};
+  CHECK(simulate(plan, t, m, 4).time_us - base == doctest::Approx(7 * 2.6));
+  m.launch = LaunchMode{1, true};
+  CHECK(base - simulate(plan, t, m, 4).time_us == doctest::Approx(2.6));
+  // A plan of point-to-point steps issues no NCCL collective: its time does not change.
+  const Plan ring = build_plan(t, "xring", o);
+  CostModel graph = CostModel::defaults();
+  graph.launch = LaunchMode{8, true};
+  CHECK(simulate(ring, t, graph, 4).time_us == simulate(ring, t, CostModel::defaults(), 4).time_us);
+}

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "artune/algorithms/builders.hpp"
@@ -420,4 +421,142 @@ TEST_CASE("nccl.all_gather_and_reduce_scatter") {
   REQUIRE(r.groups.size() == 1);
   CHECK(r.groups[0].algorithm == "pat");
   CHECK(r.groups[0].latency_us == doctest::Approx(nccl::launch_us() + 8 + 2 * 4.0 + 2.8 * 4));
+}
+
+TEST_CASE("nccl.network_kind_per_nic") {
+  // A cluster whose NICs state their fabric: 2 DGX H100 joined by EFA (aws-ofi-nccl reports 75 µs and runs
+  // Simple only, net_kind.cpp), the same over InfiniBand (stated and unstated), RoCE (NCCL's IB transport).
+  auto cluster = [](const nlohmann::json& fabric) {
+    nlohmann::json doc = {{"machines", {{{"config", "dgx-h100"}, {"count", 2}}}}, {"network", {{"nic_bandwidth", 50}}}};
+    if (!fabric.is_null()) doc["network"]["fabric"] = fabric;
+    return topology_from_json(doc, "test.json");
+  };
+  const Topology plain = cluster(nullptr), ib = cluster("ib"), roce = cluster("roce"), efa = cluster("efa");
+  const nccl::Graph gp = nccl::search(plain, plain.gpus());
+  const nccl::Graph gi = nccl::search(ib, ib.gpus());
+  const nccl::Graph gr = nccl::search(roce, roce.gpus());
+  const nccl::Graph ge = nccl::search(efa, efa.gpus());
+  CHECK(gp.net == net_kind_defaults(NetKind::kInfiniBand));
+  CHECK(gi.net == gp.net);
+  CHECK(gr.net.kind == NetKind::kRoce);
+  CHECK(ge.net.kind == NetKind::kEfa);
+  CHECK(ge.net.reported_latency_us == 75);
+  CHECK(ge.net.protocols == kNetSimple);
+  CHECK(ge.channels == gp.channels);
+  // NCCL's cost table: every network step + 75 µs, + 150 under Simple (tuning.cc latencyInter and the flush).
+  // Ring all-reduce over 2 machines crosses 2·(2−1) = 2 network steps; Tree 2·log2(2) = 2.
+  const nccl::CostTable tp = nccl::all_reduce_table(gp), te = nccl::all_reduce_table(ge),
+                        tr = nccl::all_reduce_table(gr);
+  const int ring = static_cast<int>(nccl::Algo::kRing), tree = static_cast<int>(nccl::Algo::kTree);
+  const int simple = static_cast<int>(nccl::Proto::kSimple);
+  CHECK(te.latency_us[ring][simple] - tp.latency_us[ring][simple] == doctest::Approx(2 * 150));
+  CHECK(te.latency_us[tree][simple] - tp.latency_us[tree][simple] == doctest::Approx(2 * 150));
+  // LL and LL128 are off across EFA; on InfiniBand and RoCE they stay on, and RoCE is costed as InfiniBand.
+  for (int a = 0; a < nccl::kAlgos; ++a) {
+    for (int p = 0; p < nccl::kProtos; ++p) {
+      CAPTURE(a);
+      CAPTURE(p);
+      if (p != simple) CHECK(te.bandwidth[a][p] == 0);
+      CHECK(tr.bandwidth[a][p] == tp.bandwidth[a][p]);
+      CHECK(tr.latency_us[a][p] == tp.latency_us[a][p]);
+    }
+  }
+  CHECK(tp.bandwidth[ring][static_cast<int>(nccl::Proto::kLL)] > 0);
+  CHECK(pick(ge, 8).find(".simple") != std::string::npos);
+  CHECK(pick(gp, 8).find(".simple") == std::string::npos);
+  CHECK_THROWS_WITH_AS(nccl::choose(ge, 8, nccl::parse_variant("ring.ll", "test"), "test"),
+                       doctest::Contains("the network (efa) allows only simple"), InvalidInput);
+  // The simulator's device time pays NCCL's own estimate on EFA: ring/simple 2 steps × 150 µs more.
+  CHECK(nccl::device_latency_us(ge, nccl::Algo::kRing, nccl::Proto::kSimple) -
+            nccl::device_latency_us(gp, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(300));
+  const SimResult se = sim(efa, "nccl.ring.simple", 8), sp = sim(plain, "nccl.ring.simple", 8);
+  CHECK(se.time_us - sp.time_us == doctest::Approx(300));
+  // A port's own figures replace the kind's: the extra step time on every protocol, the reported latency, the
+  // protocols, the efficiency of its network links (large transfers at half the rate: twice the time at 1 GiB
+  // where the NICs bound the ring).
+  const Topology tuned = cluster(
+      {{"kind", "efa"}, {"extra_step_us", 10}, {"reported_latency_us", 35}, {"protocols", {"simple", "ll128"}}});
+  const nccl::Graph gt = nccl::search(tuned, tuned.gpus());
+  CHECK(gt.net.reported_latency_us == 35);
+  CHECK(gt.net.protocols == (kNetSimple | kNetLL128));
+  CHECK(nccl::all_reduce_table(gt).latency_us[ring][simple] - tp.latency_us[ring][simple] == doctest::Approx(2 * 70));
+  CHECK(nccl::device_latency_us(gt, nccl::Algo::kRing, nccl::Proto::kSimple) -
+            nccl::device_latency_us(gp, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(20));
+  const Topology slow = cluster({{"efficiency", 0.45}});
+  const double big = 1024.0 * 1024 * 1024;
+  const SimResult ss = sim(slow, "nccl.ring.simple", static_cast<std::uint64_t>(big));
+  const SimResult sb = sim(plain, "nccl.ring.simple", static_cast<std::uint64_t>(big));
+  CHECK(ss.busbw_gbps == doctest::Approx(sb.busbw_gbps / 2).epsilon(0.02));
+}
+
+TEST_CASE("nccl.every_nic_port_carries_channels_up_to_its_speed") {
+  // search.cc takes a channel's bandwidth from its NIC port too (`if (net->net.bw < bw) continue;`, then
+  // `net.bw -= bw`), and paths.cc bounds a GPU's path to the network by the port's speed: an A100 machine with
+  // 16 ports of 100 Gb/s (12.5 GB/s, 4 under each PCIe switch) runs 16 channels of 12 GB/s (sm80's inter speed
+  // step below 12.5), one per port, where the ports' speed used to be ignored (8 channels of 24 GB/s on 8 of the
+  // 16 ports, half the busbw). Its 16 × 12.5 GB/s equal the DGX A100's 8 × 25, and so does the busbw.
+  const nlohmann::json a16 = {{"name", "a100-16nic"},
+                              {"compact",
+                               {{"gpus", 8},
+                                {"arch", "sm80"},
+                                {"nvswitch", {{"lanes_per_gpu", 12}, {"lane_bandwidth", 25}}},
+                                {"pcie_switches", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+                                {"sockets", {{0, 1}, {2, 3}}},
+                                {"pcie_bandwidth", 24},
+                                {"smp_bandwidth", 16},
+                                {"nics_per_switch", 4},
+                                {"nic_bandwidth", 12.5}}}};
+  const Topology machine = topology_from_json(a16, "a16.json");
+  const Topology c16 = join_machines({machine, machine}, NetworkSpec{12.5, 2.7, 1.0}, "2xa100-16nic");
+  const Topology c8 = load_topology("2xdgx-a100");
+  const nccl::Graph g16 = nccl::search(c16, c16.gpus());
+  const nccl::Graph g8 = nccl::search(c8, c8.gpus());
+  CHECK(g16.channels == 16);
+  CHECK(g16.bw_inter == 12.0);
+  CHECK(g8.channels == 8);
+  CHECK(g8.bw_inter == 24.0);
+  for (int m = 0; m < 2; ++m) {
+    std::set<int> ports;
+    for (const nccl::Channel& ch : g16.rings) ports.insert(ch.nics[static_cast<std::size_t>(m)]);
+    CHECK(ports.size() == 16);
+  }
+  const std::uint64_t big = std::uint64_t{1} << 30;
+  CHECK(sim(c16, "nccl.ring.simple", big).busbw_gbps ==
+        doctest::Approx(sim(c8, "nccl.ring.simple", big).busbw_gbps).epsilon(1e-6));
+  // A port slower than a channel's speed step takes none at that step: 8 ports of 12.5 GB/s give 8 channels of
+  // 12 GB/s (the GPUs' 24 GB/s PCIe no longer sets the channel speed).
+  nlohmann::json a8 = a16;
+  a8["compact"]["nics_per_switch"] = 2;
+  const Topology m8 = topology_from_json(a8, "a8.json");
+  const Topology slow = join_machines({m8, m8}, NetworkSpec{12.5, 2.7, 1.0}, "2xa100-8slow");
+  const nccl::Graph gs = nccl::search(slow, slow.gpus());
+  CHECK(gs.channels == 8);
+  CHECK(gs.bw_inter == 12.0);
+}
+
+TEST_CASE("nccl.nics_under_the_cpus_carry_every_channel_at_the_widened_type") {
+  // A DGX-1 V100 whose two 100 Gb/s NICs hang off the CPUs (one per socket) instead of the PCIe switches: no GPU
+  // is within PXB of a NIC, so search.cc widens typeInter for the whole graph and every channel searches at it.
+  // Both ports then carry a channel of 12 GB/s (the first channel alone used to, at half the busbw).
+  nlohmann::json doc = nlohmann::json::parse(builtin_topology_text("dgx1-v100"));
+  doc["name"] = "dgx1-cpu-nics";
+  doc["compact"].erase("nics_per_switch");
+  doc["compact"]["nics_per_socket"] = 1;
+  doc["compact"]["nic_bandwidth"] = 12.5;
+  const Topology machine = topology_from_json(doc, "dgx1-cpu-nics.json");
+  REQUIRE(machine.nodes_of_kind(NodeKind::kNic).size() == 2);
+  const Topology c = join_machines({machine, machine}, NetworkSpec{12.5, 2.7, 1.0}, "2xdgx1-cpu-nics");
+  const nccl::Graph g = nccl::search(c, c.gpus());
+  CHECK(g.channels == 2);
+  CHECK(g.bw_inter == 12.0);
+  std::set<int> ports;
+  for (const nccl::Channel& ch : g.rings) ports.insert(ch.nics[0]);
+  CHECK(ports.size() == 2);
+  // Both ports busy: the 1 GiB ring's busbw is bounded by two ports at the network efficiency (2 × 12.5 × 0.9),
+  // where one channel was bounded by one.
+  const double busbw = sim(c, "nccl.ring.simple", std::uint64_t{1} << 30).busbw_gbps;
+  CHECK(busbw > 1.8 * 12.5 * 0.9);
+  CHECK(busbw <= 2 * 12.5 * 0.9 * 16.0 / 15.0);
 }

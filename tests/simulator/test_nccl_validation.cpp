@@ -217,11 +217,12 @@ Outcome evaluate(const Row& r, const CostModel& model) {
     options.count = static_cast<std::int64_t>(r.size / kFloatBytes);
     options.verify = false;  // the builders' own tests prove their plans; here only the timing matters
     const Plan plan = build_plan(topo, spec, options);
-    const SimResult s = simulate(plan, topo, model, kFloatBytes);
-    // The simulator charges one launch per call; nccl-tests as the row ran it, r.gpus_per_thread launches
-    // (none with CUDA graphs). The busbw follows the time.
-    const double time = s.time_us - nccl::launch_us() + nccl::launch_us(r.gpus_per_thread, r.cuda_graph);
-    o.predicted = r.metric == "time_us" ? time : s.busbw_gbps * s.time_us / time;
+    // nccl-tests as the row ran it: r.gpus_per_thread launches per call from one thread, none with CUDA graphs
+    // (artune simulate --launch thread:G / graph).
+    CostModel as_run = model;
+    as_run.launch = LaunchMode{r.gpus_per_thread, r.cuda_graph};
+    const SimResult s = simulate(plan, topo, as_run, kFloatBytes);
+    o.predicted = r.metric == "time_us" ? s.time_us : s.busbw_gbps;
   } catch (const Error& e) {
     o.failed = e.what();
   }

@@ -449,3 +449,21 @@ TEST_CASE("importers.pcie_and_nvlink_rates") {
   CHECK(smp_bandwidth_gbps("x86_64", "AuthenticAMD", 23, 49) == 16);
   CHECK(smp_bandwidth_gbps("ppc64le", "IBM", -1, -1) == 32);
 }
+
+TEST_CASE("importers.xml_net_latency_is_the_plugins_reported_latency") {
+  // NCCL's XML carries the latency the net plugin reports (<net latency=>; 75 µs from aws-ofi-nccl on p4d/p5):
+  // the NIC's fabric keeps it as reported_latency_us; 0 (NCCL's IB and socket transports) states nothing.
+  auto text = [](const std::string& latency) {
+    return R"(<system version="1"><cpu numaid="0" vendor="GenuineIntel" arch="x86_64">
+  <pci busid="0000:0a:00.0" class="0x030200" vendor="0x10de" link_speed="16.0 GT/s PCIe" link_width="16">
+   <gpu dev="0" sm="80"/></pci>
+  <nic><net name="rdmap16s27" speed="100000" )" +
+           latency + R"(/></nic></cpu></system>)";
+  };
+  const Topology efa = import_nccl_xml(text(R"(latency="75")"), "t.xml");
+  CHECK(efa.nodes()[static_cast<std::size_t>(efa.nodes_of_kind(NodeKind::kNic)[0])].net.reported_latency_us == 75);
+  const Topology ib = import_nccl_xml(text(R"(latency="0")"), "t.xml");
+  CHECK(!ib.nodes()[static_cast<std::size_t>(ib.nodes_of_kind(NodeKind::kNic)[0])].net.stated());
+  CHECK(xml_error(text(R"(latency="fast")")).find("latency=\"fast\": expected a number") != std::string::npos);
+  CHECK(xml_error(text(R"(latency="-1")")).find("latency=\"-1\"") != std::string::npos);
+}

@@ -655,3 +655,66 @@ TEST_CASE("io.generator_limits_hold_for_every_input_path") {
   CHECK(error_of(json{{"devices", devices}, {"links", links}}) ==
         "x.json: devices: machine 0 has 1025 GPUs, more than the supported 1024 per machine");
 }
+
+TEST_CASE("io.nic_fabric") {
+  // A NIC's fabric (net_kind.hpp): a kind alone or an object of overrides; the network's fabric is every NIC's
+  // that states none; written back and read again unchanged.
+  json doc = base();
+  doc["devices"][3]["fabric"] = "efa";
+  Topology t = topology_from_json(doc, "x.json");
+  const Node& nic = t.nodes()[static_cast<std::size_t>(t.find_node("nic0"))];
+  CHECK(nic.net.kind == NetKind::kEfa);
+  CHECK(nic.net.extra_step_us < 0);
+  doc["devices"][3]["fabric"] = {{"kind", "roce"},
+                                 {"reported_latency_us", 5},
+                                 {"extra_step_us", 12.5},
+                                 {"efficiency", 0.8},
+                                 {"protocols", {"simple", "ll"}}};
+  t = topology_from_json(doc, "x.json");
+  const NicNet want{NetKind::kRoce, 5, 12.5, 0.8, static_cast<int>(kNetSimple | kNetLL)};
+  CHECK(t.nodes()[static_cast<std::size_t>(t.find_node("nic0"))].net == want);
+  const Topology back = topology_from_json(topology_model_to_json(t), "y.json");
+  CHECK(back.nodes()[static_cast<std::size_t>(back.find_node("nic0"))].net == want);
+  CHECK(back.fingerprint() == t.fingerprint());
+  CHECK(topology_from_json(base(), "x.json").fingerprint() != t.fingerprint());
+  // A cluster's network fabric reaches every NIC; its own fabric wins.
+  const json cluster = {{"machines", {{{"config", "dgx-h100"}, {"count", 2}}}},
+                        {"network", {{"nic_bandwidth", 50}, {"fabric", {{"kind", "socket"}, {"extra_step_us", 40}}}}}};
+  const Topology c = topology_from_json(cluster, "c.json");
+  for (const int n : c.nodes_of_kind(NodeKind::kNic)) {
+    CHECK(c.nodes()[static_cast<std::size_t>(n)].net == NicNet{NetKind::kSocket, -1, 40, -1, -1});
+  }
+  const Topology c2 = topology_from_json(topology_model_to_json(c), "c2.json");
+  CHECK(c2.fingerprint() == c.fingerprint());
+  // Bad values: one line naming the field.
+  auto with = [](const json& fabric) {
+    json d = base();
+    d["devices"][3]["fabric"] = fabric;
+    return d;
+  };
+  CHECK(error_of(with("eth")) ==
+        "x.json: devices[3].fabric: unknown network kind 'eth' (expected ib, roce, efa or socket)");
+  CHECK(error_of(with(3)).rfind("x.json: devices[3].fabric: must be a network kind or an object", 0) == 0);
+  CHECK(error_of(with({{"kind", "ib"}, {"speed", 1}})).rfind("x.json: devices[3].fabric.speed: unknown field", 0) == 0);
+  CHECK(error_of(with({{"efficiency", 0}})) == "x.json: devices[3].fabric.efficiency: must be in (0, 1] (got 0)");
+  CHECK(error_of(with({{"efficiency", 1.5}})) == "x.json: devices[3].fabric.efficiency: must be in (0, 1] (got 1.5)");
+  CHECK(error_of(with({{"extra_step_us", -1}})) == "x.json: devices[3].fabric.extra_step_us: must be >= 0 (got -1)");
+  CHECK(error_of(with({{"reported_latency_us", "75"}})) ==
+        "x.json: devices[3].fabric.reported_latency_us: must be a number, not a string");
+  CHECK(error_of(with({{"protocols", json::array()}})) ==
+        "x.json: devices[3].fabric.protocols: must list at least one protocol (ll, ll128, simple)");
+  CHECK(error_of(with({{"protocols", {"simple", "fast"}}})) ==
+        "x.json: devices[3].fabric.protocols[1]: unknown protocol 'fast' (expected ll, ll128 or simple)");
+  json on_gpu = base();
+  on_gpu["devices"][0]["fabric"] = "ib";
+  CHECK(error_of(on_gpu) == "x.json: devices[0].fabric: only a nic has a fabric");
+  json bad_network = cluster;
+  bad_network["network"]["fabric"] = "tcp";
+  try {
+    topology_from_json(bad_network, "c.json");
+    FAIL("loaded");
+  } catch (const InvalidInput& e) {
+    CHECK(std::string(e.what()) ==
+          "c.json: network.fabric: unknown network kind 'tcp' (expected ib, roce, efa or socket)");
+  }
+}
