@@ -23,6 +23,11 @@ enum class Collective { kAllReduce, kBroadcast, kReduce, kReduceScatter, kAllGat
 /// Which backend executes a plan (artune/executor/backend.hpp).
 enum class BackendKind { kCpu, kMpi, kCuda, kNccl };
 
+/// Name of a backend kind ("cpu", "mpi", "cuda", "nccl").
+std::string_view to_string(BackendKind kind) noexcept;
+/// Parses "cpu", "mpi", "cuda", "nccl"; InvalidInput naming `what`.
+BackendKind parse_backend_kind(std::string_view text, std::string_view what = "parameter backend");
+
 /// Bytes per element of a type.
 std::size_t element_size(DataType type) noexcept;
 /// nccl-tests style name of a type ("float", "double", "half", "bfloat16", "int32", "int64", "uint8").

@@ -94,21 +94,4 @@ void check_host_memory(double needed, std::int64_t count, DataType type, std::st
                   gib(available)));
 }
 
-BackendKind parse_backend_kind(std::string_view text, std::string_view what) {
-  for (BackendKind k : {BackendKind::kCpu, BackendKind::kMpi, BackendKind::kCuda, BackendKind::kNccl}) {
-    if (text == to_string(k)) return k;
-  }
-  throw InvalidInput(fmt::format("{}: unknown backend '{}' (cpu, mpi, cuda, nccl)", what, text));
-}
-
-std::string_view to_string(BackendKind kind) noexcept {
-  switch (kind) {
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kMpi: return "mpi";
-    case BackendKind::kCuda: return "cuda";
-    case BackendKind::kNccl: return "nccl";
-  }
-  return "?";
-}
-
 }  // namespace artune

@@ -110,10 +110,6 @@ std::uint64_t available_host_memory();
 /// (the largest message size) and the amount needed, instead of an allocation failure or the OOM killer.
 /// `who` names the backend and what it holds ("cpu backend, 8 devices").
 void check_host_memory(double needed, std::int64_t count, DataType type, std::string_view who);
-/// Parses "cpu", "mpi", "cuda", "nccl"; InvalidInput naming `what`.
-BackendKind parse_backend_kind(std::string_view text, std::string_view what = "parameter backend");
-/// Name of a backend kind.
-std::string_view to_string(BackendKind kind) noexcept;
 
 }  // namespace artune
 
