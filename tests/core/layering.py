@@ -23,7 +23,6 @@ LEVEL = {"core": 0, "topology": 1, "logs": 1, "algorithms": 2, "simulator": 3, "
          "comm": 5, "report": 5}
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]artune/([a-z_]+)(/|\.h)')
 SUFFIXES = (".hpp", ".cpp", ".h", ".cu", ".cuh")
-PUBLIC = {"communicator.hpp", "artune.h"}  # include/artune/: the public API, allowed core only
 
 
 def target_of(name, slash):
