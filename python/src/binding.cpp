@@ -481,6 +481,28 @@ void order_after_producer(const Buffer& b, void* stream, const std::string& call
 #endif
 }
 
+// The stream a call runs on (the caller's, else the input's producer stream), after the producers of its input and
+// its result on CUDA.
+void* call_stream(const Buffer& in, const Buffer& target, const std::optional<std::uintptr_t>& stream,
+                  const std::string& call) {
+  void* s = as_stream(stream.has_value() ? stream : in.producer_stream);
+  if (in.cuda) {
+    order_after_producer(in, s, call);
+    order_after_producer(target, s, call);
+  }
+  return s;
+}
+
+// The result buffer of an all-gather or reduce-scatter of `count` elements: `out`, checked, or a new one like the
+// input.
+Buffer result_of(const Buffer& in, py::handle out, std::int64_t count, const std::string& call,
+                 const std::optional<std::uintptr_t>& stream) {
+  Buffer target = out.is_none() ? new_result(in, count, call) : acquire(out, call, "out", stream);
+  check_same(target, in, count, call);
+  check_writable(target, call, "out");
+  return target;
+}
+
 py::object allreduce(artune::Communicator& c, py::handle array, const std::string& op, py::handle out, bool async_op,
                      py::handle stream_arg) {
   const std::string call = "allreduce";
@@ -496,11 +518,7 @@ py::object allreduce(artune::Communicator& c, py::handle array, const std::strin
   } else {
     check_writable(in, call, "array");
   }
-  void* s = as_stream(stream.has_value() ? stream : in.producer_stream);
-  if (in.cuda) {
-    order_after_producer(in, s, call);
-    order_after_producer(target, s, call);
-  }
+  void* s = call_stream(in, target, stream, call);
   return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
                      [&](bool async) {
                        if (async) return c.allreduce_async(in.data, target.data, in.count, in.type, reduce, s);
@@ -515,14 +533,8 @@ py::object allgather(artune::Communicator& c, py::handle array, py::handle out, 
   Buffer in = acquire(array, call, "array", stream);
   check_place(c, in, call, "array", stream.has_value());
   const std::int64_t total = in.count * c.size();
-  Buffer target = out.is_none() ? new_result(in, total, call) : acquire(out, call, "out", stream);
-  check_same(target, in, total, call);
-  check_writable(target, call, "out");
-  void* s = as_stream(stream.has_value() ? stream : in.producer_stream);
-  if (in.cuda) {
-    order_after_producer(in, s, call);
-    order_after_producer(target, s, call);
-  }
+  const Buffer target = result_of(in, out, total, call, stream);
+  void* s = call_stream(in, target, stream, call);
   return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
                      [&](bool async) {
                        if (async) return c.allgather_async(in.data, target.data, in.count, in.type, s);
@@ -544,14 +556,8 @@ py::object reducescatter(artune::Communicator& c, py::handle array, const std::s
             " ranks");
   }
   const std::int64_t count = in.count / c.size();
-  Buffer target = out.is_none() ? new_result(in, count, call) : acquire(out, call, "out", stream);
-  check_same(target, in, count, call);
-  check_writable(target, call, "out");
-  void* s = as_stream(stream.has_value() ? stream : in.producer_stream);
-  if (in.cuda) {
-    order_after_producer(in, s, call);
-    order_after_producer(target, s, call);
-  }
+  const Buffer target = result_of(in, out, count, call, stream);
+  void* s = call_stream(in, target, stream, call);
   return finish_call(async_op, target.object, {in.owner, target.owner, in.object, target.object}, call,
                      [&](bool async) {
                        if (async) return c.reducescatter_async(in.data, target.data, count, in.type, reduce, s);
