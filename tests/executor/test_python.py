@@ -16,34 +16,12 @@ import numpy as np
 
 import artune
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED:", what, file=sys.stderr)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, failures, on_threads  # noqa: E402 - beside this file
 
 
 # The module says which artune it is (the project's version, as `artune --version` prints it).
 check(isinstance(artune.__version__, str) and len(artune.__version__.split(".")) == 3, "artune.__version__")
-
-
-def on_threads(comms, fn):
-    errors = [None] * len(comms)
-
-    def body(r):
-        try:
-            fn(r)
-        except Exception as e:  # noqa: BLE001 - reported per rank
-            errors[r] = e
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
 
 
 comms = artune.local_communicators(4, topology="uniform:4", spec="rechd")

@@ -6,8 +6,8 @@ DLPack producers; asynchronous calls; the DDP hook's future. Exits 77 (skip) wit
 The 4-rank DDP training and the torch.distributed backend run under mpirun: test_torch_ddp.py."""
 
 import ctypes
+import os
 import sys
-import threading
 
 try:
     import torch
@@ -20,30 +20,8 @@ import numpy as np
 import artune
 import artune.torch
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAILED:", what, file=sys.stderr)
-
-
-def on_threads(comms, fn):
-    errors = [None] * len(comms)
-
-    def body(r):
-        try:
-            fn(r)
-        except Exception as e:  # noqa: BLE001 - reported per rank
-            errors[r] = e
-
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, failures, on_threads  # noqa: E402 - beside this file
 
 
 comms = artune.local_communicators(4, topology="uniform:4", spec="rechd")
