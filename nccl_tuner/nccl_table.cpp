@@ -14,29 +14,31 @@
 #include "artune/core/error.hpp"
 #include "artune/core/json_input.hpp"
 #include "artune/core/json_reader.hpp"
+#include "artune/core/nccl_names.hpp"
+#include "artune/core/decision_table_schema.hpp"
 #include "nccl_tuner/tuner_abi.h"
 
 namespace artune::nccl_tuner {
 
 namespace {
 
-// The table schema of tuner/decision_table.hpp (kDecisionTableSchema, kDecisionTableSchemaVersion); stated
-// again here because the plugin does not link the tuner.
-constexpr std::string_view kSchema = "artune.decision_table";
-constexpr int kSchemaVersion = 1;
+constexpr std::string_view kSchema = kDecisionTableSchema;
+constexpr int kSchemaVersion = kDecisionTableSchemaVersion;
+
+// The names' cost-table indices (core/nccl_names.hpp) are those of NCCL's tuner interface (tuner_abi.h).
+static_assert(nccl_name(NcclAlgo::kTree).index == ARTUNE_NCCL_ALGO_TREE);
+static_assert(nccl_name(NcclAlgo::kRing).index == ARTUNE_NCCL_ALGO_RING);
+static_assert(nccl_name(NcclAlgo::kNvls).index == ARTUNE_NCCL_ALGO_NVLS);
+static_assert(nccl_name(NcclAlgo::kNvlsTree).index == ARTUNE_NCCL_ALGO_NVLS_TREE);
+static_assert(nccl_name(NcclAlgo::kPat).index == ARTUNE_NCCL_ALGO_PAT);
+static_assert(nccl_name(NcclProto::kLL).index == ARTUNE_NCCL_PROTO_LL);
+static_assert(nccl_name(NcclProto::kLL128).index == ARTUNE_NCCL_PROTO_LL128);
+static_assert(nccl_name(NcclProto::kSimple).index == ARTUNE_NCCL_PROTO_SIMPLE);
 
 struct NameIndex {
   std::string_view name;
   int index;
 };
-// Spec names (algorithms/spec.cpp, nccl.ALGO[.PROTO]) → NCCL's cost-table indices (nccl_tuner.h).
-constexpr NameIndex kAlgos[] = {{"tree", ARTUNE_NCCL_ALGO_TREE},
-                                {"ring", ARTUNE_NCCL_ALGO_RING},
-                                {"nvls", ARTUNE_NCCL_ALGO_NVLS},
-                                {"nvlstree", ARTUNE_NCCL_ALGO_NVLS_TREE},
-                                {"pat", ARTUNE_NCCL_ALGO_PAT}};
-constexpr NameIndex kProtos[] = {
-    {"ll", ARTUNE_NCCL_PROTO_LL}, {"ll128", ARTUNE_NCCL_PROTO_LL128}, {"simple", ARTUNE_NCCL_PROTO_SIMPLE}};
 // A plan's "collective" (tuner/candidates.cpp candidate_to_json; collective_flag_name) → ncclFunc_t.
 constexpr NameIndex kCollectives[] = {{"allreduce", artuneNcclFuncAllReduce},
                                       {"allgather", artuneNcclFuncAllGather},
@@ -45,8 +47,7 @@ constexpr NameIndex kCollectives[] = {{"allreduce", artuneNcclFuncAllReduce},
 constexpr NameIndex kCollectiveNames[] = {{"all-reduce", artuneNcclFuncAllReduce},
                                           {"all-gather", artuneNcclFuncAllGather},
                                           {"reduce-scatter", artuneNcclFuncReduceScatter}};
-// The most channels a `.cN` names (NCCL's MAXCHANNELS, algorithms/spec.hpp kNcclVariantMaxChannels).
-constexpr int kMaxChannels = 64;
+constexpr int kMaxChannels = kNcclMaxChannels;  // the most channels a `.cN` names
 
 // `.cN`'s N: 1..kMaxChannels; 0 when `part` is not one.
 int channel_count(std::string_view part) {
@@ -89,14 +90,10 @@ Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
     return part;
   };
   const std::string_view algo = next_part();
-  for (const auto& a : kAlgos) {
-    if (a.name == algo) pick.algo = a.index;
-  }
+  if (const auto a = nccl_algo_of(algo)) pick.algo = nccl_name(*a).index;
   if (pick.algo < 0) not_nccl();
   std::string_view part = next_part();
-  for (const auto& p : kProtos) {
-    if (p.name == part) pick.proto = p.index;
-  }
+  if (const auto p = nccl_proto_of(part)) pick.proto = nccl_name(*p).index;
   if (pick.proto >= 0) part = next_part();
   if (!part.empty()) {
     pick.channels = channel_count(part);
@@ -255,15 +252,15 @@ const char* collective_name(int collective) {
 }
 
 const char* algo_name(int algo) {
-  for (const auto& a : kAlgos) {
-    if (a.index == algo) return a.name.data();
+  for (const NcclName& a : kNcclAlgoNames) {
+    if (a.index == algo) return a.spec.data();  // a literal: NUL-terminated
   }
   return "?";
 }
 
 const char* proto_name(int proto) {
-  for (const auto& p : kProtos) {
-    if (p.index == proto) return p.name.data();
+  for (const NcclName& p : kNcclProtoNames) {
+    if (p.index == proto) return p.spec.data();
   }
   return "?";
 }

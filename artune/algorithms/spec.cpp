@@ -63,22 +63,22 @@ std::string known_hybrids() {
   return out;
 }
 
-constexpr std::string_view kNcclAlgos[] = {"ring", "tree", "nvls", "nvlstree", "pat"};
-constexpr std::string_view kNcclProtos[] = {"ll", "ll128", "simple"};
-
+// "ring, tree, …": the spec names of a core/nccl_names.hpp table, for error messages.
 template <std::size_t N>
-bool one_of(const std::string_view (&names)[N], std::string_view name) {
-  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+std::string spec_names(const NcclName (&names)[N]) {
+  std::string out;
+  for (const NcclName& n : names) out += (out.empty() ? "" : ", ") + std::string(n.spec);
+  return out;
 }
 
-// `.cN`'s N: 1..kNcclVariantMaxChannels, digits only; 0 when `part` is not a channel count at all.
+// `.cN`'s N: 1..kNcclMaxChannels, digits only; 0 when `part` is not a channel count at all.
 int channel_count(std::string_view part, std::string_view what) {
   if (part.size() < 2 || part[0] != 'c' || part[1] < '0' || part[1] > '9') return 0;
   const std::string_view digits = part.substr(1);
   if (digits.size() > 2 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      std::stoi(std::string(digits)) < 1 || std::stoi(std::string(digits)) > kNcclVariantMaxChannels) {
+      std::stoi(std::string(digits)) < 1 || std::stoi(std::string(digits)) > kNcclMaxChannels) {
     throw InvalidInput(fmt::format("{}: NCCL channel count '{}' is not c1..c{} (e.g. nccl.ring.simple.c8)", what,
-                                   part, kNcclVariantMaxChannels));
+                                   part, kNcclMaxChannels));
   }
   return std::stoi(std::string(digits));
 }
@@ -95,15 +95,16 @@ NcclVariant parse_nccl_variant(std::string_view variant, std::string_view what) 
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
-  if (!one_of(kNcclAlgos, parts[0])) {
-    throw InvalidInput(fmt::format(
-        "{}: unknown NCCL algorithm '{}' (ring, tree, nvls, nvlstree, pat)", what, parts[0]));
+  if (!nccl_algo_of(parts[0])) {
+    throw InvalidInput(
+        fmt::format("{}: unknown NCCL algorithm '{}' ({})", what, parts[0], spec_names(kNcclAlgoNames)));
   }
   out.algo = std::string(parts[0]);
   std::size_t next = 1;
   if (next < parts.size() && channel_count(parts[next], what) == 0) {
-    if (!one_of(kNcclProtos, parts[next])) {
-      throw InvalidInput(fmt::format("{}: unknown NCCL protocol '{}' (ll, ll128, simple)", what, parts[next]));
+    if (!nccl_proto_of(parts[next])) {
+      throw InvalidInput(
+          fmt::format("{}: unknown NCCL protocol '{}' ({})", what, parts[next], spec_names(kNcclProtoNames)));
     }
     out.proto = std::string(parts[next++]);
   }

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "artune/core/nccl_names.hpp"
+
 namespace artune {
 
 /// One algorithm token: a name and its optional `#n` argument.
@@ -41,7 +43,7 @@ std::string to_string(const AllReduceSpec& spec);
 /// Canonical text of one range (no limit).
 std::string to_string(const SpecRange& range);
 /// What a `nccl.VARIANT` token forces, VARIANT = ALGO[.PROTO][.cN]: NCCL's algorithm (ring, tree, nvls,
-/// nvlstree, pat), protocol (ll, ll128, simple) and channel count (1..kNcclVariantMaxChannels), as
+/// nvlstree, pat), protocol (ll, ll128, simple) and channel count (1..kNcclMaxChannels), as
 /// NCCL_ALGO, NCCL_PROTO and ncclConfig_t's minCTAs = maxCTAs force them. The one parser of this grammar in
 /// the library (the simulator's NCCL model and the nccl backend's forcing read their names from it).
 struct NcclVariant {
@@ -50,8 +52,6 @@ struct NcclVariant {
   int channels = 0;   ///< `.cN`; 0 = NCCL's own channel count
   friend bool operator==(const NcclVariant&, const NcclVariant&) = default;
 };
-/// The most channels NCCL runs (MAXCHANNELS in NCCL 2.28), the largest `.cN`.
-inline constexpr int kNcclVariantMaxChannels = 64;
 /// Parses a variant ("" = nothing forced); InvalidInput "WHAT: unknown NCCL algorithm …" otherwise.
 NcclVariant parse_nccl_variant(std::string_view variant, std::string_view what);
 /// Canonical text of a variant ("ring.simple.c8"; "" when nothing is forced).

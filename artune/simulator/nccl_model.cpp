@@ -474,35 +474,15 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
 
 }  // namespace
 
-std::string_view to_string(Algo algo) noexcept {
-  switch (algo) {
-    case Algo::kTree: return "tree";
-    case Algo::kRing: return "ring";
-    case Algo::kNvls: return "nvls";
-    case Algo::kNvlsTree: return "nvlstree";
-    case Algo::kPat: return "pat";
-  }
-  return "?";
-}
+std::string_view to_string(Algo algo) noexcept { return nccl_name(algo).spec; }
 
-std::string_view to_string(Proto proto) noexcept {
-  switch (proto) {
-    case Proto::kLL: return "ll";
-    case Proto::kLL128: return "ll128";
-    case Proto::kSimple: return "simple";
-  }
-  return "?";
-}
+std::string_view to_string(Proto proto) noexcept { return nccl_name(proto).spec; }
 
 Forced parse_variant(std::string_view variant, std::string_view what) {
   const NcclVariant v = parse_nccl_variant(variant, what);  // the grammar's one parser checks the names
   Forced out;
-  for (int i = 0; i < kAlgos; ++i) {
-    if (v.algo == to_string(static_cast<Algo>(i))) out.algo = static_cast<Algo>(i);
-  }
-  for (int i = 0; i < kProtos; ++i) {
-    if (v.proto == to_string(static_cast<Proto>(i))) out.proto = static_cast<Proto>(i);
-  }
+  out.algo = nccl_algo_of(v.algo);
+  out.proto = nccl_proto_of(v.proto);
   out.channels = v.channels;
   return out;
 }

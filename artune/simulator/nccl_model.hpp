@@ -20,20 +20,18 @@
 #include <vector>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/core/nccl_names.hpp"
 #include "artune/simulator/nccl_tuning.hpp"
 #include "artune/topology/net_kind.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::nccl {
 
-/// NCCL's algorithms (NCCL_ALGO names), CollNet left out (it needs SHARP switches).
-enum class Algo { kTree, kRing, kNvls, kNvlsTree, kPat };
-/// NCCL's protocols (NCCL_PROTO names).
-enum class Proto { kLL, kLL128, kSimple };
-/// Number of algorithms / protocols above.
-inline constexpr int kAlgos = 5;
-/// Number of protocols.
-inline constexpr int kProtos = 3;
+/// NCCL's algorithms and protocols (core/nccl_names.hpp names them for the whole project).
+using Algo = NcclAlgo;
+using Proto = NcclProto;
+inline constexpr int kAlgos = kNcclAlgos;
+inline constexpr int kProtos = kNcclProtos;
 
 /// "ring", "tree", "nvls", "nvlstree", "pat".
 std::string_view to_string(Algo algo) noexcept;

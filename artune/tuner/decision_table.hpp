@@ -13,19 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/core/decision_table_schema.hpp"
 #include "artune/core/types.hpp"
 #include "artune/topology/topology.hpp"
 #include "artune/tuner/candidates.hpp"
 
 namespace artune {
-
-/// The schema version of a file holding one (type, op) table; this build writes it for single tables and reads it.
-inline constexpr int kDecisionTableSchemaVersion = 1;
-/// The schema version of a file holding several (type, op) tables (`autotune -d float,half --op sum,avg`):
-/// the common header plus "tables": [version-1 tables]. Written only when there is more than one.
-inline constexpr int kDecisionTableMultiSchemaVersion = 2;
-/// The value of the "schema" field that marks a decision table.
-inline constexpr std::string_view kDecisionTableSchema = "artune.decision_table";
 
 /// Time and bandwidths of one all-reduce (predicted or measured).
 struct Figures {

@@ -172,7 +172,7 @@ TEST_CASE("spec.nccl_variants_with_channels") {
                        "x: 'ring.c8.ll' after the NCCL choice (expected ALGO[.PROTO][.cN], e.g. ring.ll128.c8)",
                        InvalidInput);
   CHECK_THROWS_WITH_AS(parse_nccl_variant("c8", "x"),
-                       "x: unknown NCCL algorithm 'c8' (ring, tree, nvls, nvlstree, pat)", InvalidInput);
+                       "x: unknown NCCL algorithm 'c8' (tree, ring, nvls, nvlstree, pat)", InvalidInput);
   CHECK_THROWS_WITH_AS(parse_nccl_variant("ring.fast", "x"), "x: unknown NCCL protocol 'fast' (ll, ll128, simple)",
                        InvalidInput);
 }

@@ -39,7 +39,7 @@ TEST_CASE("nccl_forced_choice.parse_into_nccl_names") {
   CHECK(parse_nccl_forced_choice("ring.c2", "x") == NcclForcedChoice{"Ring", "", 2});
   using artune_test::error_of;
   CHECK(error_of([] { (void)parse_nccl_forced_choice("collnet", "op 3"); }) ==
-        "op 3: unknown NCCL algorithm 'collnet' (ring, tree, nvls, nvlstree, pat)");
+        "op 3: unknown NCCL algorithm 'collnet' (tree, ring, nvls, nvlstree, pat)");
   CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.ll64", "op 3"); }) ==
         "op 3: unknown NCCL protocol 'll64' (ll, ll128, simple)");
   CHECK(error_of([] { (void)parse_nccl_forced_choice("ring.c65", "op 3"); }) ==

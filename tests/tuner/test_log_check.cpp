@@ -69,7 +69,7 @@ TEST_CASE("log_check.sources_verdicts") {
     }
   }
   CHECK(normal >= 20);
-  CHECK(slow >= 1);
+  CHECK(slow >= 11);  // NVIDIA/nccl#1184's wrong row and NVIDIA/nccl-tests#319's 10 slow ones
 }
 
 TEST_CASE("log_check.which_algorithm_ran") {

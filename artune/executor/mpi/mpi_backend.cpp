@@ -25,6 +25,7 @@
 #include "artune/core/parameters.hpp"
 #include "artune/executor/mpi/launcher.hpp"
 #include "artune/executor/mpi/mpi_init.hpp"
+#include "artune/executor/mpi/peer_wait.hpp"
 #include "artune/executor/mpi/root_notice.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/schedule.hpp"
@@ -83,6 +84,17 @@ MPI_User_function* user_function(ReduceOp op) {
 int encode(ErrorCode code) { return static_cast<int>(code) + 1; }
 ErrorCode decode(int v) { return static_cast<ErrorCode>(v - 1); }
 
+/// Whether the ranks of `comm` on this machine outnumber its cores.
+bool ranks_outnumber_cores(MPI_Comm comm) {
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return false;
+  int ranks = 1;
+  MPI_Comm_size(local, &ranks);
+  MPI_Comm_free(&local);
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 0 && static_cast<unsigned>(ranks) > cores;
+}
+
 class MpiBackend final : public Backend {
  public:
   explicit MpiBackend(const BackendOptions& options) : options_(options) {
@@ -104,6 +116,7 @@ class MpiBackend final : public Backend {
     notice_ = std::make_unique<RootNotice>(comm_);
     fault_ = read_test_fault();
     machine_index_ = declared_machine_index(options.machine_index);
+    waiter_.set_oversubscribed(ranks_outnumber_cores(comm_));
   }
 
   ~MpiBackend() override {
@@ -268,7 +281,9 @@ class MpiBackend final : public Backend {
 
   // Waits for one request, polling, with the backend's timeout.
   void wait_request(MPI_Request& req, const char* what) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(options_.timeout_s);
+    const auto since = Clock::now();
+    const auto deadline = since + std::chrono::duration<double>(options_.timeout_s);
+    waiter_.progress();
     for (;;) {
       int done = 0;
       mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -277,7 +292,7 @@ class MpiBackend final : public Backend {
         fail(Timeout(fmt::format("mpi backend: {} did not complete within {} s (a peer stopped or died)", what,
                                  options_.timeout_s)));
       }
-      sched_yield();
+      waiter_.idle(since);
     }
   }
 
@@ -355,6 +370,7 @@ class MpiBackend final : public Backend {
   ErrorCode failure_code_ = ErrorCode::kBackendFailure;
   std::string failure_message_;
   std::unique_ptr<RootNotice> notice_;  // who reports a failure (see the destructor)
+  PeerWaiter waiter_;                    // how run() and wait_request() wait for peers
 
   bool prepared_ = false;
   bool user_buffers_ = false;  // buffer 0 of this rank is the caller's (run_on)
@@ -709,9 +725,6 @@ void MpiBackend::stuck() {
                            waiting.empty() ? "" : fmt::format("; next unstarted: {}", waiting))));
 }
 
-// MPI_Testsome calls without progress before the engine starts yielding the core.
-constexpr int kSpinPolls = 256;
-
 void MpiBackend::run() {
   require_prepared("run");
   if (user_buffers_ && user0_ == nullptr && plan_.count > 0) {
@@ -741,7 +754,7 @@ void MpiBackend::run() {
   const auto timeout = std::chrono::duration<double>(options_.timeout_s);
   const int total = static_cast<int>(slots_.size());
   std::vector<int> indices;
-  int idle = 0;  // polls in a row without progress
+  waiter_.progress();
   while (completed_ < total) {
     while (!ready_.empty()) {
       const int i = ready_.back();
@@ -773,14 +786,10 @@ void MpiBackend::run() {
       }
     }
     if (outcount == 0 && ready_.empty()) {
-      // Poll a while first (a peer on another core answers within microseconds, as a blocking MPI call
-      // spins), then yield: ranks may outnumber cores, so let the peer we wait for run.
-      if (++idle > kSpinPolls) {
-        if (Clock::now() - last_progress_ > timeout) stuck();
-        sched_yield();
-      }
+      if (Clock::now() - last_progress_ > timeout) stuck();
+      waiter_.idle(last_progress_);
     } else {
-      idle = 0;
+      waiter_.progress();
     }
   }
 }

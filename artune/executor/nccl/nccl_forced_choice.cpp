@@ -10,30 +10,13 @@
 
 namespace artune {
 
-namespace {
-
-struct Name {
-  std::string_view ours;
-  std::string_view nccl;
-};
-constexpr Name kAlgos[] = {
-    {"ring", "Ring"}, {"tree", "Tree"}, {"nvls", "NVLS"}, {"nvlstree", "NVLSTree"}, {"pat", "PAT"}};
-constexpr Name kProtos[] = {{"ll", "LL"}, {"ll128", "LL128"}, {"simple", "Simple"}};
-
-template <std::size_t N>
-std::string_view find_name(const Name (&names)[N], std::string_view ours) {
-  for (const Name& n : names) {
-    if (n.ours == ours) return n.nccl;
-  }
-  return {};
-}
-
-}  // namespace
-
 NcclForcedChoice parse_nccl_forced_choice(std::string_view algo, std::string_view where) {
   const NcclVariant variant = parse_nccl_variant(algo, where);  // names checked there
-  return NcclForcedChoice{std::string(find_name(kAlgos, variant.algo)), std::string(find_name(kProtos, variant.proto)),
-                          variant.channels};
+  NcclForcedChoice out;
+  if (const auto a = nccl_algo_of(variant.algo)) out.algo = std::string(nccl_name(*a).nccl);
+  if (const auto p = nccl_proto_of(variant.proto)) out.proto = std::string(nccl_name(*p).nccl);
+  out.channels = variant.channels;
+  return out;
 }
 
 std::vector<NcclForcedChoice> nccl_forced_choices(const Plan& plan) {
