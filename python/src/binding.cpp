@@ -419,7 +419,14 @@ py::object finish_call(bool async_op, py::object result, std::vector<py::object>
     }
     return result;
   }
-  artune::Request request = start(true);
+  artune::Request request;
+  {
+    // Without the GIL: on cuda and nccl the call is queued before it returns, which for a group of this process's
+    // threads is a rendezvous with the other ranks, whose threads need the GIL to reach it (the first GPU run of
+    // the CUDA tensor test found every asynchronous call of a 4-thread group timing out).
+    py::gil_scoped_release release;
+    request = start(true);
+  }
   auto held = std::make_shared<Held>();
   held->objects = std::move(keep);
   // The buffers' owners live until the call has finished, even when the Work is dropped.
@@ -583,19 +590,21 @@ PYBIND11_MODULE(_artune, m) {
   static py::exception<artune::Unsupported> unsupported(m, "Unsupported", error.ptr());
   static py::exception<artune::BackendFailure> remote(m, "RemoteError", error.ptr());
   static py::exception<artune::Timeout> timeout(m, "Timeout", error.ptr());
+  // PyErr_SetString, not exception<T>::operator() (deprecated in pybind11 2.12 in favour of set_error, which
+  // Debian's 2.10 lacks): the same call either way.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const artune::InvalidInput& e) {
-      invalid(e.what());
+      PyErr_SetString(invalid.ptr(), e.what());
     } catch (const artune::Unsupported& e) {
-      unsupported(e.what());
+      PyErr_SetString(unsupported.ptr(), e.what());
     } catch (const artune::BackendFailure& e) {
-      remote(e.what());
+      PyErr_SetString(remote.ptr(), e.what());
     } catch (const artune::Timeout& e) {
-      timeout(e.what());
+      PyErr_SetString(timeout.ptr(), e.what());
     } catch (const artune::Error& e) {
-      error(e.what());
+      PyErr_SetString(error.ptr(), e.what());
     }
   });
 

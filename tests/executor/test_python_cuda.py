@@ -122,7 +122,8 @@ def post(r):
     works[r] = comms[r].allreduce(async_bufs[r], async_op=True)
 
 
-check(on_threads(comms, post) == [None] * RANKS, "async allreduce posted")
+errors = on_threads(comms, post)
+check(errors == [None] * RANKS, f"async allreduce posted: {errors}")
 waited = [None] * RANKS
 
 
@@ -130,10 +131,11 @@ def wait(r):
     waited[r] = works[r].wait()
 
 
-check(on_threads(comms, wait) == [None] * RANKS, "async allreduce waited")
+errors = on_threads(comms, wait)
+check(errors == [None] * RANKS, f"async allreduce waited: {errors}")
 torch.cuda.synchronize()
 for r in range(RANKS):
-    check(bool((async_bufs[r] == float(sum(range(RANKS)))).all()), f"async rank {r}")
+    check(bool((async_bufs[r] == float(sum(range(RANKS)))).all()), f"async rank {r}: {async_bufs[r][:2].tolist()}")
 
 # A host backend refuses device memory with a clear error, before any rank blocks.
 cpu = artune.local_communicators(2, backend="cpu", topology="uniform:2")[0]

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -455,8 +457,9 @@ class CudaBackend final : public Backend {
     streams_.clear();
   }
 
-  // Once per placement: a sweep prepares the same placement for every size (the first GPU run printed it on
-  // every row of the table).
+  // Once per placement and process: a sweep prepares the same placement for every size (the first GPU run
+  // printed it on every row of the table), and a communicator makes a backend per cached plan (a Python test
+  // of every type printed it 32 times).
   void log_placement(const Plan& plan) {
     if (!shares_gpus(placement_)) return;
     std::string map;
@@ -465,8 +468,12 @@ class CudaBackend final : public Backend {
       map += placement_[d].host ? fmt::format("{}→host", plan.devices[d].name)
                                 : fmt::format("{}→cuda:{}", plan.devices[d].name, placement_[d].cuda_device);
     }
-    if (map == logged_placement_) return;
-    logged_placement_ = map;
+    static std::mutex logged_mutex;
+    static std::set<std::string> logged;
+    {
+      const std::lock_guard<std::mutex> lock(logged_mutex);
+      if (!logged.insert(map).second) return;
+    }
     fmt::print(stderr, "artune: cuda: {} plan devices share {} GPU(s) of this machine ({})\n", placement_.size(), gpus_,
                map);
   }
@@ -601,7 +608,6 @@ class CudaBackend final : public Backend {
   std::vector<Event> events_;
   std::vector<Call> calls_;
   std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> graph_exec_;  // null until built
-  std::string logged_placement_;  // the shared-GPU placement last printed (log_placement)
   PinnedBuffer host_io_;
   std::vector<int> participants_;
   std::vector<int> sms_;              // multiprocessors per GPU (launch geometry)
