@@ -32,6 +32,8 @@ benchmarks=(
   "communicator_resnet_8|1|$b/bench_communicator resnet 8 configs/fusion/resnet50.json 3"
   "calibrate_cpu|3|$build/cli/artune calibrate -t uniform:4 --backend cpu -q"
   "calibrate_mpi|3|$mpirun_cmd -np 4 $build/cli/artune calibrate -t uniform:4 --backend mpi -b 4K -e 4M -f 4 -q"
+  "torch_allreduce|2|$mpirun_cmd -np 4 -x PYTHONPATH=$build/python /usr/bin/python3 bench/bench_torch.py allreduce"
+  "torch_ddp|2|$mpirun_cmd -np 4 -x PYTHONPATH=$build/python /usr/bin/python3 bench/bench_torch.py ddp"
   "autotune|1|bash bench/bench_autotune.sh $build/cli/artune 3 dgx1-v100 4xdgx1-v100 16xdgx-h100 128xdgx-h100"
 )
 
