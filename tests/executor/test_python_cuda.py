@@ -1,7 +1,7 @@
 """torch CUDA tensors through the binding, on threads of one process (the cuda backend; every rank on the GPUs there
 are, round-robin, so one GPU runs every rank): every type artune has in place and into `out`, the result in the
-caller's device storage; all-gather and reduce-scatter; the caller's stream (explicit `stream=` and torch's current
-stream) ordering the call after the producer's kernels; asynchronous calls; and CUDA memory refused on the cpu
+caller's device storage; all-gather and reduce-scatter; the call ordered after the producer's kernels (on the
+caller's `stream=`, or on the legacy default stream after DLPack's export); asynchronous calls; and CUDA memory refused on the cpu
 backend. Exits 77 (skip) without PyTorch, without CUDA in it, or without a GPU; runs in scripts/gpu_check.sh
 (phase 1) from a binding built on the GPU machine (scripts/gpu_python.sh)."""
 
@@ -90,8 +90,9 @@ for dtype in (torch.bfloat16, torch.float32, torch.int64):
     for r in range(RANKS):
         check(torch.equal(scattered[r].cpu(), total[4 * r:4 * r + 4]), f"reducescatter {dtype} rank {r}")
 
-# The caller's stream: a producer kernel on a side stream, the all-reduce on that stream (stream=, and torch's
-# current stream through DLPack), then the consumer on it; no device-wide synchronization in between.
+# The caller's stream: a producer kernel on a side stream, the all-reduce on that stream (stream=) or, given none,
+# on the legacy default stream after the producer (DLPack's export orders it), then the consumer on the side
+# stream; no device-wide synchronization in between.
 streams = [torch.cuda.Stream(device=device[r]) for r in range(RANKS)]
 bufs = [torch.zeros(1 << 20, device=device[r]) for r in range(RANKS)]
 torch.cuda.synchronize()
@@ -103,7 +104,7 @@ def on_stream(r):
         if r % 2:
             comms[r].allreduce(bufs[r], stream=streams[r].cuda_stream)
         else:
-            comms[r].allreduce(bufs[r])  # torch's current stream, from the tensor's DLPack export
+            comms[r].allreduce(bufs[r])  # no stream: the legacy default stream, after torch's pending work (DLPack)
         bufs[r].mul_(2.0)  # the consumer, after the all-reduce in stream order
 
 
