@@ -7,7 +7,8 @@
 #   bash bench/run_reports.sh [--runs N] [--list] [NAME...]     (from the repository root, after a build)
 #
 # NAME picks benchmarks from the list below (default: all of them; --list prints it). --runs N overrides each
-# benchmark's own number of runs. Nothing is asserted: these are measurements, and on a shared machine the
+# benchmark's own number of runs. BUILD names the build folder (default build), OUT the output folder (default
+# reports/bench). Nothing is asserted: these are measurements, and on a shared machine the
 # load lines say how far to trust them. A benchmark that fails leaves its previous file in place (the output is
 # written beside it and moved over it only when every run succeeded) and makes the script exit 1.
 set -uo pipefail
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
       case $runs_override in '' | *[!0-9]* | 0) echo "run_reports: --runs needs a whole number >= 1" >&2; exit 2 ;; esac
       shift 2 ;;
     --list) for e in "${benchmarks[@]}"; do IFS='|' read -r n r c <<<"$e"; printf '%-26s %s run(s): %s\n' "$n" "$r" "$c"; done; exit 0 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run_reports: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) names+=("$1"); shift ;;
   esac
@@ -62,7 +63,9 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit-dirty"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 machine="$(nproc) cores ($cpu), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(. /etc/os-release && echo "$PRETTY_NAME")"
 
-mkdir -p reports/bench
+out_dir=${OUT:-reports/bench}
+if [ -e "$out_dir" ] && [ ! -d "$out_dir" ]; then echo "run_reports: OUT=$out_dir is not a folder" >&2; exit 2; fi
+mkdir -p "$out_dir"
 status=0
 tmp=""
 trap '[ -z "$tmp" ] || rm -f "$tmp"' EXIT
@@ -70,8 +73,8 @@ for e in "${benchmarks[@]}"; do
   IFS='|' read -r name runs cmd <<<"$e"
   if [ ${#names[@]} -gt 0 ] && ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then continue; fi
   [ -z "$runs_override" ] || runs=$runs_override
-  out=reports/bench/$name.txt
-  tmp=$(mktemp reports/bench/.$name.XXXXXX)
+  out=$out_dir/$name.txt
+  tmp=$(mktemp "$out_dir/.$name.XXXXXX")
   {
     echo "# $cmd"
     echo "# commit $commit, $(date -u '+%Y-%m-%d %H:%M UTC'), $machine"
