@@ -20,6 +20,7 @@ pasted output cannot go stale unseen.
   docs_figures.py ROOT        checks README.md and docs/*.md; one line per stale figure; exit 1 on any
   docs_figures.py --update ROOT   rewrites every stale `run` block with what its command prints now (the prose
                               and `figures` markers around it stay for you to reread), then checks
+  docs_figures.py --self-test     the checker and --update on a scratch page (ARTUNE_BIN names artune)
 """
 
 import os
@@ -168,8 +169,58 @@ class Checker:
                 i += 1
 
 
+def self_test():
+    """The checker on a scratch page: a stale `run` block, a `file` block that matches, a figure missing from its
+    file, and pasted output without a marker are found; --update rewrites the stale block (and only it), after which
+    the other two problems remain."""
+    import tempfile
+    artune = os.environ.get("ARTUNE_BIN", "artune")
+    if os.sep in artune:
+        artune = os.path.abspath(artune)  # the checker runs commands from the scratch root
+    failures = []
+    with tempfile.TemporaryDirectory() as root:
+        with open(os.path.join(root, "out.txt"), "w", encoding="utf-8") as f:
+            f.write("busbw 42.0\n")
+        page = os.path.join(root, "README.md")
+        text = "\n".join([
+            "<!-- check: run artune --version -->", "```", "0.0.0-stale", "```", "",
+            "<!-- check: file out.txt -->", "```", "busbw 42.0", "```", "",
+            "<!-- check: figures 42.0; 43.5 in file out.txt -->", "",
+            "```", "# artune simulate: pasted", "```", ""])
+        with open(page, "w", encoding="utf-8") as f:
+            f.write(text)
+        first = Checker(root, artune)
+        first.check_markdown(page)
+        if len(first.problems) != 3 or not any("differs from run artune --version" in p for p in first.problems) \
+                or not any("'43.5'" in p for p in first.problems) \
+                or not any("without a check marker" in p for p in first.problems) \
+                or any("'42.0'" in p for p in first.problems):
+            failures.append(f"check: expected the stale run block, figure 43.5 and the unmarked block, got "
+                            f"{first.problems}")
+        second = Checker(root, artune, update=True)
+        second.check_markdown(page)
+        with open(page, encoding="utf-8") as f:
+            rewritten = f.read()
+        version = subprocess.run([artune, "--version"], capture_output=True, text=True).stdout.strip()
+        if second.updated != 1 or "0.0.0-stale" in rewritten or version not in rewritten:
+            failures.append(f"--update: expected the run block rewritten to '{version}', got {second.updated} "
+                            f"update(s):\n{rewritten}")
+        if "busbw 42.0" not in rewritten or "# artune simulate: pasted" not in rewritten:
+            failures.append("--update changed what it must leave alone")
+        third = Checker(root, artune)
+        third.check_markdown(page)
+        if len(third.problems) != 2:
+            failures.append(f"after --update: expected 2 problems left, got {third.problems}")
+    for f in failures:
+        print("FAIL", f)
+    print(f"docs_figures self-test: {'ok' if not failures else 'FAILED'}")
+    return 1 if failures else 0
+
+
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--self-test"]:
+        return self_test()
     update = args[:1] == ["--update"]
     if update:
         args = args[1:]
