@@ -14,7 +14,6 @@ The figures are rank 0's; the load average of the machine is printed before and 
 than anything else on a shared machine). Run with PYTHONPATH pointing at the package (the build tree's python/
 folder, or an installed artune)."""
 
-import datetime
 import os
 import statistics
 import sys
@@ -32,15 +31,7 @@ import artune.torch
 def setup():
     comm = artune.Communicator(backend="mpi", timeout=120)
     rank, size = comm.rank, comm.size
-    timeout = datetime.timedelta(seconds=120)
-    port = np.zeros(1, dtype=np.int64)
-    if rank == 0:
-        store = dist.TCPStore("127.0.0.1", 0, size, True, timeout)
-        port[0] = store.port
-    comm.allreduce(port, op="max")
-    if rank != 0:
-        store = dist.TCPStore("127.0.0.1", int(port[0]), size, False, timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
+    dist.init_process_group("gloo", store=artune.torch.tcp_store(comm, timeout=120), rank=rank, world_size=size)
     torch.set_num_threads(1)
     return comm, rank, size
 

@@ -11,9 +11,7 @@ parameters bit for bit. Needs artune's Python package (meson install, or PYTHONP
 (Debian: python3-torch)."""
 
 import argparse
-import datetime
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -31,14 +29,7 @@ def main():
     # One artune communicator per process (mpirun's ranks); it also tells the others rank 0's store port.
     comm = artune.Communicator(backend="mpi")
     rank, size = comm.rank, comm.size
-    timeout = datetime.timedelta(seconds=60)
-    port = np.zeros(1, dtype=np.int64)
-    if rank == 0:
-        store = dist.TCPStore("127.0.0.1", 0, size, True, timeout)
-        port[0] = store.port
-    comm.allreduce(port, op="max")
-    if rank != 0:
-        store = dist.TCPStore("127.0.0.1", int(port[0]), size, False, timeout)
+    store = artune.torch.tcp_store(comm)
 
     if args.backend:
         if not artune.torch.backend_supported():

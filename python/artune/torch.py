@@ -33,6 +33,7 @@ import artune
 __all__ = [
     "allreduce_hook",
     "backend_supported",
+    "tcp_store",
     "ProcessGroupArtune",
     "register_backend",
     "BACKEND_NAME",
@@ -60,6 +61,27 @@ def backend_supported():
     except ImportError:
         return False
     return _version_tuple(torch.__version__) >= (1, 13)
+
+
+def tcp_store(comm, timeout=60.0, host="127.0.0.1"):
+    """A torch.distributed TCPStore for the ranks of `comm` (e.g. under mpirun, where no MASTER_ADDR/PORT is set):
+    rank 0 listens on a port the system picks at `host` (rank 0's address; the default serves one machine) and
+    tells the others through one all-reduce on the communicator. Pass it to init_process_group(store=…, rank=
+    comm.rank, world_size=comm.size)."""
+    import datetime
+
+    import numpy as np
+
+    wait = datetime.timedelta(seconds=timeout)
+    port = np.zeros(1, dtype=np.int64)
+    store = None
+    if comm.rank == 0:
+        store = dist.TCPStore(host, 0, comm.size, True, wait)
+        port[0] = store.port
+    comm.allreduce(port, op="max")
+    if comm.rank != 0:
+        store = dist.TCPStore(host, int(port[0]), comm.size, False, wait)
+    return store
 
 
 def _communicator_of(state, what):

@@ -10,7 +10,6 @@ parameters must match gloo's to rounding (1e-5) only. In both, every rank must h
 bit (replicas identical) and the loss must fall. Then torch.distributed's all_reduce, all_gather_into_tensor and reduce_scatter_tensor on
 the artune group, every type, exact. Exits 77 (skip) without PyTorch."""
 
-import datetime
 import sys
 
 try:
@@ -39,15 +38,7 @@ def check(ok, what):
 
 
 # torch.distributed's store: rank 0 listens on a port the system picks and tells the others through artune.
-timeout = datetime.timedelta(seconds=60)
-port = np.zeros(1, dtype=np.int64)
-if rank == 0:
-    store = dist.TCPStore("127.0.0.1", 0, size, True, timeout)
-    port[0] = store.port
-comm.allreduce(port, op="max")
-if rank != 0:
-    store = dist.TCPStore("127.0.0.1", int(port[0]), size, False, timeout)
-dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
+dist.init_process_group("gloo", store=artune.torch.tcp_store(comm), rank=rank, world_size=size)
 artune_group = dist.new_group(backend="artune") if artune.torch.backend_supported() else None
 
 
