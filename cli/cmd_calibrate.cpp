@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/mpi_session.hpp"
+#include "cli/log_files.hpp"
 #include "cli/tuner_common.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/output_file.hpp"
@@ -59,27 +60,11 @@ void run_calibrate_from(const CalibrateFlags& f) {
   }
   if (f.output_given && f.output.empty()) throw InvalidInput("--out: empty file name");
   if (!f.output.empty()) check_output_file(f.output, "--out");
-  CheckOptions options;
-  options.spec = f.spec;
-  if (!f.collective.empty()) options.collective = parse_collective_kind(f.collective, "--collective");
-  if (!f.calibration.empty()) {
-    options.model.apply_overlay(read_json_input(f.calibration, "--calibration"), f.calibration);
-  }
-  struct File {
-    std::vector<logs::TestRun> runs;
-    logs::InfoLog info;
-  };
-  std::vector<File> files;
-  for (const std::string& path : f.from) {
-    File file;
-    const std::string text = read_input_file(path, "--from");
-    file.runs = logs::parse_nccl_tests(text, path);
-    file.info = logs::parse_nccl_info(text, path);
-    files.push_back(std::move(file));
-  }
+  const CheckOptions options = log_model_options(f.spec, f.collective, f.calibration);
+  const std::vector<LogFile> files = read_log_files(f.from, "--from");
   const Topology topo = load_topology(f.topo);
   std::vector<LoggedRun> runs;
-  for (const File& file : files) {
+  for (const LogFile& file : files) {
     for (const auto& r : file.runs) runs.push_back({&r, file.info.empty() ? nullptr : &file.info, f.spec});
   }
   if (runs.empty()) throw InvalidInput("--from: the files hold no nccl-tests table");

@@ -22,6 +22,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/flag_names.hpp"
+#include "cli/log_files.hpp"
 
 namespace artune::cli {
 namespace {
@@ -33,13 +34,6 @@ struct CheckFlags {
   std::string collective;
   std::string calibration;
   bool json = false;
-};
-
-/// One file: its tables and its NCCL lines.
-struct LogFile {
-  std::string path;
-  std::vector<logs::TestRun> runs;
-  logs::InfoLog info;
 };
 
 Topology resolve_topology(const CheckFlags& f, std::vector<std::string>& notes) {
@@ -55,24 +49,12 @@ Topology resolve_topology(const CheckFlags& f, std::vector<std::string>& notes) 
 
 void run_check(const CheckFlags& f) {
   if (f.logs.empty()) throw InvalidInput("RUN.log: name at least one nccl-tests output file");
-  CheckOptions options;
-  options.spec = f.spec;
-  if (!f.collective.empty()) options.collective = parse_collective_kind(f.collective, "--collective");
-  if (!f.calibration.empty()) {
-    options.model.apply_overlay(read_json_input(f.calibration, "--calibration"), f.calibration);
-  }
-  // Every file is read before anything is simulated: a damaged log is its one line, whatever comes after it.
-  std::vector<LogFile> files;
-  for (const std::string& path : f.logs) {
-    LogFile lf;
-    lf.path = path;
-    const std::string text = read_input_file(path, "RUN.log");
-    lf.runs = logs::parse_nccl_tests(text, path);
-    lf.info = logs::parse_nccl_info(text, path);
+  const CheckOptions options = log_model_options(f.spec, f.collective, f.calibration);
+  const std::vector<LogFile> files = read_log_files(f.logs, "RUN.log");
+  for (const LogFile& lf : files) {
     if (lf.runs.empty() && lf.info.empty()) {
-      throw InvalidInput(fmt::format("{}: no nccl-tests table and no NCCL INFO line", path));
+      throw InvalidInput(fmt::format("{}: no nccl-tests table and no NCCL INFO line", lf.path));
     }
-    files.push_back(std::move(lf));
   }
   std::vector<std::string> notes;
   const Topology topo = resolve_topology(f, notes);
