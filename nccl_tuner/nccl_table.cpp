@@ -47,18 +47,6 @@ constexpr NameIndex kCollectives[] = {{"allreduce", artuneNcclFuncAllReduce},
 constexpr NameIndex kCollectiveNames[] = {{"all-reduce", artuneNcclFuncAllReduce},
                                           {"all-gather", artuneNcclFuncAllGather},
                                           {"reduce-scatter", artuneNcclFuncReduceScatter}};
-constexpr int kMaxChannels = kNcclMaxChannels;  // the most channels a `.cN` names
-
-// `.cN`'s N: 1..kMaxChannels; 0 when `part` is not one.
-int channel_count(std::string_view part) {
-  if (part.size() < 2 || part.size() > 3 || part[0] != 'c') return 0;
-  int n = 0;
-  for (const char c : part.substr(1)) {
-    if (c < '0' || c > '9') return 0;
-    n = n * 10 + (c - '0');
-  }
-  return n <= kMaxChannels ? n : 0;
-}
 
 [[noreturn]] void fail(std::string_view where, std::string_view reason) {
   throw TableError(std::string(where) + ": " + std::string(reason));
@@ -96,7 +84,7 @@ Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
   if (const auto p = nccl_proto_of(part)) pick.proto = nccl_name(*p).index;
   if (pick.proto >= 0) part = next_part();
   if (!part.empty()) {
-    pick.channels = channel_count(part);
+    pick.channels = std::max(nccl_channel_count(part), 0);
     if (pick.channels == 0) not_nccl();
   }
   if (!rest.empty() || (spec.back() == '.')) not_nccl();

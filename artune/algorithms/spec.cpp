@@ -71,16 +71,14 @@ std::string spec_names(const NcclName (&names)[N]) {
   return out;
 }
 
-// `.cN`'s N: 1..kNcclMaxChannels, digits only; 0 when `part` is not a channel count at all.
+// `.cN`'s N: 1..kNcclMaxChannels (core/nccl_names.hpp reads it); 0 when `part` is not a channel count at all.
 int channel_count(std::string_view part, std::string_view what) {
-  if (part.size() < 2 || part[0] != 'c' || part[1] < '0' || part[1] > '9') return 0;
-  const std::string_view digits = part.substr(1);
-  if (digits.size() > 2 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      std::stoi(std::string(digits)) < 1 || std::stoi(std::string(digits)) > kNcclMaxChannels) {
+  const int n = nccl_channel_count(part);
+  if (n == 0) {
     throw InvalidInput(fmt::format("{}: NCCL channel count '{}' is not c1..c{} (e.g. nccl.ring.simple.c8)", what,
                                    part, kNcclMaxChannels));
   }
-  return std::stoi(std::string(digits));
+  return std::max(n, 0);
 }
 
 }  // namespace

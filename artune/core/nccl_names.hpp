@@ -41,6 +41,22 @@ inline constexpr NcclName kNcclProtoNames[kNcclProtos] = {{"ll", "LL", 0}, {"ll1
 constexpr const NcclName& nccl_name(NcclAlgo algo) noexcept { return kNcclAlgoNames[static_cast<int>(algo)]; }
 constexpr const NcclName& nccl_name(NcclProto proto) noexcept { return kNcclProtoNames[static_cast<int>(proto)]; }
 
+/// A spec's `.cN` part (`nccl.ring.simple.c8`): N in 1..kNcclMaxChannels; 0 when `part` starts like one (c and a
+/// digit) but is not (c0, c65, c8x, c123); -1 when it is not a channel count at all (a protocol name).
+constexpr int nccl_channel_count(std::string_view part) noexcept {
+  if (part.size() < 2 || part[0] != 'c' || part[1] < '0' || part[1] > '9') return -1;
+  if (part.size() > 3) return 0;
+  int n = 0;
+  for (const char c : part.substr(1)) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n >= 1 && n <= kNcclMaxChannels ? n : 0;
+}
+
+/// A NetProtocol-style bit of a protocol (bit i for NcclProto i).
+constexpr unsigned nccl_proto_bit(NcclProto proto) noexcept { return 1u << static_cast<int>(proto); }
+
 /// The algorithm artune spells `spec` ("ring"), if any.
 constexpr std::optional<NcclAlgo> nccl_algo_of(std::string_view spec) noexcept {
   for (int i = 0; i < kNcclAlgos; ++i) {

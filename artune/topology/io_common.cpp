@@ -1,6 +1,7 @@
 // Helpers shared by the topology JSON readers (io_detail.hpp).
 
 #include "artune/topology/io_detail.hpp"
+#include "artune/topology/net_kind.hpp"
 
 namespace artune::io_detail {
 
@@ -108,10 +109,10 @@ NicNet parse_fabric(const json& value, const Reader& reader, const std::string& 
     unsigned bits = 0;
     for (std::size_t i = 0; i < v->size(); ++i) {
       const std::string text = reader.string((*v)[i], item(p, i));
-      const unsigned bit = text == "ll" ? kNetLL : text == "ll128" ? kNetLL128 : text == "simple" ? kNetSimple : 0u;
-      if (bit == 0)
+      const auto proto = nccl_proto_of(text);
+      if (!proto)
         reader.fail(item(p, i), fmt::format("unknown protocol {} (expected ll, ll128 or simple)", quote_text(text)));
-      bits |= bit;
+      bits |= nccl_proto_bit(*proto);
     }
     net.protocols = static_cast<int>(bits);
   }
@@ -126,9 +127,8 @@ json fabric_to_json(const NicNet& net) {
   if (net.efficiency >= 0) f["efficiency"] = net.efficiency;
   if (net.protocols >= 0) {
     json list = json::array();
-    for (const auto& [bit, name] :
-         {std::pair{kNetLL, "ll"}, std::pair{kNetLL128, "ll128"}, std::pair{kNetSimple, "simple"}})
-      if ((static_cast<unsigned>(net.protocols) & bit) != 0) list.push_back(name);
+    for (const std::string_view name : protocol_names(static_cast<unsigned>(net.protocols)))
+      list.push_back(std::string(name));
     f["protocols"] = std::move(list);
   }
   return f;

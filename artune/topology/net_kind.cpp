@@ -73,11 +73,17 @@ NetFigures combine(const std::vector<NetFigures>& ports) noexcept {
   return f;
 }
 
+std::vector<std::string_view> protocol_names(unsigned protocols) {
+  std::vector<std::string_view> out;
+  for (int p = 0; p < kNcclProtos; ++p) {
+    if ((protocols & nccl_proto_bit(static_cast<NcclProto>(p))) != 0) out.push_back(kNcclProtoNames[p].spec);
+  }
+  return out;
+}
+
 std::string protocols_text(unsigned protocols) {
   std::string out;
-  const std::pair<unsigned, const char*> names[] = {{kNetLL, "ll"}, {kNetLL128, "ll128"}, {kNetSimple, "simple"}};
-  for (const auto& [bit, name] : names) {
-    if ((protocols & bit) == 0) continue;
+  for (const std::string_view name : protocol_names(protocols)) {
     if (!out.empty()) out += ",";
     out += name;
   }

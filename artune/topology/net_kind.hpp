@@ -16,6 +16,9 @@
 // or `network.fabric` for every NIC of a cluster that states none: configs/README.md, Network kinds); a port that
 // states nothing is InfiniBand.
 
+#include <string_view>
+#include <vector>
+
 #include "artune/topology/topology.hpp"
 
 namespace artune {
@@ -41,6 +44,8 @@ NetFigures net_figures(const NicNet& net) noexcept;
 /// The figures a collective whose channels cross `ports` sees: the slowest of each (largest latencies, smallest
 /// efficiency, the protocols every port allows); the kind of the first port. InfiniBand's for none.
 NetFigures combine(const std::vector<NetFigures>& ports) noexcept;
+/// The protocols of a NetProtocol set, in NCCL's order ("ll", "ll128", "simple").
+std::vector<std::string_view> protocol_names(unsigned protocols);
 /// "ll", "ll128", "simple" joined by "," for a NetProtocol set.
 std::string protocols_text(unsigned protocols);
 

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "artune/core/nccl_names.hpp"
+
 namespace artune {
 
 /// What a topology node is.
@@ -34,8 +36,13 @@ enum class NetKind {
   kSocket,      ///< "socket": TCP sockets through NCCL's socket transport (NCCL_NET=Socket, no RDMA)
 };
 
-/// Protocols NCCL may run across a network: bit per NCCL protocol.
-enum NetProtocol : unsigned { kNetLL = 1u, kNetLL128 = 2u, kNetSimple = 4u, kNetAllProtocols = 7u };
+/// Protocols NCCL may run across a network: bit per NCCL protocol (core/nccl_names.hpp nccl_proto_bit).
+enum NetProtocol : unsigned {
+  kNetLL = nccl_proto_bit(NcclProto::kLL),
+  kNetLL128 = nccl_proto_bit(NcclProto::kLL128),
+  kNetSimple = nccl_proto_bit(NcclProto::kSimple),
+  kNetAllProtocols = kNetLL | kNetLL128 | kNetSimple,
+};
 
 /// A NIC port's fabric as the topology states it: the kind and any figure given for this port in place of the
 /// kind's default (negative = the kind's). Everything unset means "not stated": an InfiniBand port.
