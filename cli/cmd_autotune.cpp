@@ -640,10 +640,7 @@ void add_autotune_command(CLI::App& app) {
   at->add_option("--measure-max", flags->measure_max, "measure only sizes up to this many bytes (K/M/G)");
   at->add_option("--timeout", flags->timeout, "seconds before a stuck backend run fails")->capture_default_str();
   at->add_option("--calibration", flags->calibration, "cost-model overlay JSON written by artune calibrate");
-  at->add_option("--launch", flags->launch,
-                 "how the program issues its NCCL calls, charged per call: process (one process per GPU, the "
-                 "default), thread:G (one thread driving G GPUs, all_reduce_perf -g G), thread (every GPU of a "
-                 "machine), graph (CUDA graph replay, all_reduce_perf -G)");
+  at->add_option("--launch", flags->launch, kLaunchHelp);
   at->add_option("--profile", flags->profile,
                  "cost-model profile (nccl, cuda, cpu, mpi); default: the --measure backend's, else nccl");
   at->add_option("--fusion", flags->fusion,

@@ -287,10 +287,7 @@ void add_simulate_command(CLI::App& app) {
       ->each([flags](const std::string&) { flags->has_backend = true; });
   cmd->add_option("--calibration", flags->calibration, "JSON cost-model overlay (from artune calibrate)")
       ->each([flags](const std::string&) { flags->has_calibration = true; });
-  cmd->add_option("--launch", flags->launch,
-                  "how the program issues its NCCL calls, charged per call: process (one process per GPU, the "
-                  "default), thread:G (one thread driving G GPUs: all_reduce_perf -g G), thread (every GPU of a "
-                  "machine), graph (CUDA graph replay: all_reduce_perf -G)")
+  cmd->add_option("--launch", flags->launch, kLaunchHelp)
       ->each([flags](const std::string&) { flags->has_launch = true; });
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4")
       ->each([flags](const std::string&) { flags->has_gpu_perm = true; });

@@ -52,6 +52,12 @@ bool output_given(CLI::App* cmd);
 
 /// The cost model of `--backend` (else the calibration overlay's profile, else nccl) with the `--calibration`
 /// overlay applied; InvalidInput naming the flags when the overlay was fitted for another backend.
+/// --launch's help, shared by simulate and autotune.
+inline constexpr const char* kLaunchHelp =
+    "how the program issues its NCCL calls, charged per call: process (one process per GPU, the default), thread:G "
+    "(one thread driving G GPUs: all_reduce_perf -g G), thread (every GPU of a machine), graph (CUDA graph replay: "
+    "all_reduce_perf -G)";
+
 CostModel cost_model_from_flags(const std::string& backend, bool has_backend, const std::string& calibration,
                                 bool has_calibration);
 

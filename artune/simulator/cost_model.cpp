@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -443,14 +444,9 @@ LaunchMode parse_launch_mode(std::string_view text, int gpus_per_machine, std::s
   }
   if (text.substr(0, 7) == "thread:") {
     const std::string_view digits = text.substr(7);
-    long g = 0;
-    bool ok = !digits.empty() && digits.size() <= 4;
-    for (const char c : digits) {
-      if (c < '0' || c > '9')
-        ok = false;
-      else
-        g = g * 10 + (c - '0');
-    }
+    int g = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), g);
+    const bool ok = ec == std::errc() && end == digits.data() + digits.size() && digits.size() <= 4;
     if (ok && g >= 1 && (gpus_per_machine < 1 || g <= gpus_per_machine)) {
       mode.gpus_per_thread = static_cast<int>(g);
       return mode;

@@ -252,6 +252,12 @@ struct Prediction {
   int bottleneck_link = -1;
 };
 
+// What a run's own launches add to the simulated time: the simulator charges the model's launches per call, the
+// run paid its own (nccl-tests -g, -G).
+double launch_difference_us(const CostModel& model, int gpus_per_thread, bool graph) {
+  return nccl::launch_us(gpus_per_thread, graph) - nccl::launch_us(model.launch.gpus_per_thread, model.launch.cuda_graph);
+}
+
 Prediction predict(const Topology& topo, const Placement& p, Collective coll, std::uint64_t bytes, int type_bytes,
                    const std::string& spec, const CheckOptions& options, int gpus_per_thread, bool graph) {
   BuildOptions o;
@@ -262,9 +268,7 @@ Prediction predict(const Topology& topo, const Placement& p, Collective coll, st
   const Plan plan = build_plan(topo, parse_collective_spec(coll, spec), o);
   const SimResult s = simulate(plan, topo, options.model, static_cast<std::size_t>(type_bytes));
   Prediction r;
-  // The simulator charges the model's launches per call; the run paid its own (nccl-tests -g, -G).
-  const double launches = nccl::launch_us(gpus_per_thread, graph) -
-                          nccl::launch_us(options.model.launch.gpus_per_thread, options.model.launch.cuda_graph);
+  const double launches = launch_difference_us(options.model, gpus_per_thread, graph);
   r.time_us = s.time_us + launches;
   r.bottleneck_link = s.bottleneck_link;
   if (!s.groups.empty()) {
@@ -582,8 +586,7 @@ std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun&
   const Placement p = place(topo, run);
   const Forcing forcing = forcing_of(options, run, info);
   const nccl::Graph graph = nccl::search(topo, p.gpus);
-  const double launches = nccl::launch_us(std::max(1, run.gpus_per_thread), run.graph > 0) -
-                          nccl::launch_us(options.model.launch.gpus_per_thread, options.model.launch.cuda_graph);
+  const double launches = launch_difference_us(options.model, std::max(1, run.gpus_per_thread), run.graph > 0);
   for (const logs::TestRow& row : run.rows) {
     const int tb = logs::type_bytes(row.type);
     if (row.bytes == 0 || tb <= 0 || row.bytes % static_cast<std::uint64_t>(tb) != 0) continue;

@@ -412,21 +412,15 @@ struct Work {
 template <typename Start>
 py::object finish_call(bool async_op, py::object result, std::vector<py::object> keep, const std::string& call,
                        Start&& start) {
-  if (!async_op) {
-    {
-      py::gil_scoped_release release;
-      start(false);
-    }
-    return result;
-  }
   artune::Request request;
   {
-    // Without the GIL: on cuda and nccl the call is queued before it returns, which for a group of this process's
-    // threads is a rendezvous with the other ranks, whose threads need the GIL to reach it (the first GPU run of
-    // the CUDA tensor test found every asynchronous call of a 4-thread group timing out).
+    // Without the GIL, asynchronous calls too: on cuda and nccl the call is queued before it returns, which for a
+    // group of this process's threads is a rendezvous with the other ranks, whose threads need the GIL to reach it
+    // (the first GPU run of the CUDA tensor test found every asynchronous call of a 4-thread group timing out).
     py::gil_scoped_release release;
-    request = start(true);
+    request = start(async_op);
   }
+  if (!async_op) return result;
   auto held = std::make_shared<Held>();
   held->objects = std::move(keep);
   // The buffers' owners live until the call has finished, even when the Work is dropped.

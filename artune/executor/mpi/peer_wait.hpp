@@ -43,7 +43,6 @@ class PeerWaiter {
   using Clock = std::chrono::steady_clock;
 
   void set_oversubscribed(bool oversubscribed) noexcept { oversubscribed_ = oversubscribed; }
-  bool oversubscribed() const noexcept { return oversubscribed_; }
   /// Something completed: the next wait starts with polling again.
   void progress() noexcept { polls_ = 0; }
   /// One poll found nothing; `since` is when the wait began (the last progress).
