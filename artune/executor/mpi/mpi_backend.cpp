@@ -786,8 +786,7 @@ void MpiBackend::run() {
       }
     }
     if (outcount == 0 && ready_.empty()) {
-      if (Clock::now() - last_progress_ > timeout) stuck();
-      waiter_.idle(last_progress_);
+      if (waiter_.idle(last_progress_) && Clock::now() - last_progress_ > timeout) stuck();
     } else {
       waiter_.progress();
     }

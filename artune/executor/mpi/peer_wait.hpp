@@ -45,11 +45,15 @@ class PeerWaiter {
   void set_oversubscribed(bool oversubscribed) noexcept { oversubscribed_ = oversubscribed; }
   /// Something completed: the next wait starts with polling again.
   void progress() noexcept { polls_ = 0; }
-  /// One poll found nothing; `since` is when the wait began (the last progress).
-  void idle(Clock::time_point since) {
-    const PeerWaitStep step = peer_wait_step(++polls_, Clock::now() - since, oversubscribed_);
+  /// One poll found nothing; `since` is when the wait began (the last progress). Returns false while it only
+  /// polls, without reading the clock (the polling loop stays as tight as before), true once it yields or sleeps:
+  /// from then on the caller checks its timeout.
+  bool idle(Clock::time_point since) {
+    if (++polls_ <= kPeerWaitSpinPolls) return false;
+    const PeerWaitStep step = peer_wait_step(polls_, Clock::now() - since, oversubscribed_);
     if (step.kind == PeerWaitStep::kYield) sched_yield();
     if (step.kind == PeerWaitStep::kSleep) std::this_thread::sleep_for(step.sleep);
+    return true;
   }
 
  private:
