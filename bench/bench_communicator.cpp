@@ -50,7 +50,7 @@
 #include "artune/comm/call_split.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using Clock = std::chrono::steady_clock;

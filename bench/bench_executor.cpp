@@ -32,11 +32,12 @@
 #include <vector>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/executor/backend.hpp"
-#include "artune/executor/runner.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/executor/backend_factory.hpp"
+#include "artune/executor/harness/runner.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace {
 

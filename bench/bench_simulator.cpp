@@ -16,7 +16,7 @@
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace {
 

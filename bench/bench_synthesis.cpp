@@ -18,7 +18,7 @@
 #include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/link_rates.hpp"
 #include "artune/tuner/allocation.hpp"
 

@@ -14,7 +14,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/core/types.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/subset.hpp"
 #include "artune/tuner/allocation.hpp"
 #include "cli/commands.hpp"

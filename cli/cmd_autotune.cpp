@@ -29,13 +29,14 @@
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/topology/discovery.hpp"
-#include "artune/topology/io.hpp"
-#include "artune/tuner/calibration.hpp"
+#include "artune/topology/io/io.hpp"
+#include "artune/tuner/calibration/calibration.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 #include "artune/tuner/nccl_target.hpp"
 #include "artune/report/report.hpp"
+#include "artune/tuner/autotune.hpp"
 #include "artune/tuner/search.hpp"
 
 namespace artune::cli {
@@ -417,83 +418,34 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
         std::filesystem::is_regular_file(f.topo, ec) ? std::filesystem::absolute(f.topo).string() : f.topo;
   }
 
-  std::vector<SearchResult> results;
-  std::vector<SearchOptions> searched;
-  for (const DataType type : types) {
-    for (const ReduceOp op : ops) {
-      SearchOptions one = so;
-      one.type = type;
-      one.op = op;
-      if (types.size() * ops.size() > 1) progress.note(fmt::format("tuning {} {}", to_string(type), to_string(op)));
-      SearchResult r = search(topo, one);
-      progress.finish();
-      if (measure) {
-        MeasureOptions mo;
-        mo.backend = *measure;
-        mo.top_k = f.target == "nccl" ? kNcclMeasureAll : f.top;
-        mo.iterations = f.iters;
-        mo.warmup = f.warmup;
-        mo.timeout_s = f.timeout;
-        if (!f.measure_max.empty()) mo.max_bytes = parse_size(f.measure_max, "--measure-max");
-        mo.progress = progress.fn();
-        measure_top(r, topo, one, mo);
-        progress.finish();
-        if (!r.unmeasured_for_memory.empty()) {
-          std::vector<std::string> skipped;
-          for (const auto bytes : r.unmeasured_for_memory) skipped.push_back(format_size(bytes));
-          const std::string line = fmt::format(
-              "not measured (predicted only): sizes {} need more memory than the {} backend may use here ({} MiB)",
-              fmt::join(skipped, ", "), f.measure, host_memory_budget() >> 20);
-          progress.note(line);
-          notes.push_back(line);
-        }
-      }
-      r.table.topology_source = topology_source;
-      results.push_back(std::move(r));
-      searched.push_back(std::move(one));
-    }
+  AutotuneRequest request;
+  request.search = so;
+  request.types = types;
+  request.ops = ops;
+  if (measure) {
+    MeasureOptions mo;
+    mo.backend = *measure;
+    mo.top_k = f.target == "nccl" ? kNcclMeasureAll : f.top;
+    mo.iterations = f.iters;
+    mo.warmup = f.warmup;
+    mo.timeout_s = f.timeout;
+    if (!f.measure_max.empty()) mo.max_bytes = parse_size(f.measure_max, "--measure-max");
+    mo.progress = progress.fn();
+    request.measure = mo;
   }
-  SearchResult& result = results.front();  // the report and the fusion default
-
-  // Tensor fusion: each pack all-reduced with the pick of the table for the list's type (the first table when
-  // none matches), simulated at its exact size.
-  std::vector<FusionReport> fusion;
-  for (auto& list : fusion_lists) {
-    std::size_t which = 0;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (searched[i].type == list.type && searched[i].op == so.op) {
-        which = i;
-        break;
-      }
-    }
-    const DecisionTable& table = results[which].table;
-    const ReduceOp op = searched[which].op;
-    const std::size_t esize = element_size(list.type);
-    const AllReduceTimeFn time = [&](std::uint64_t bytes) {
-      const std::int64_t count = static_cast<std::int64_t>((bytes + esize - 1) / esize);
-      const Plan plan = plan_from_table(table, topo, count, esize, op);
-      return simulate(plan, topo, so.model, esize).time_us;
-    };
-    FusionReport fr;
-    const double memory_gbps = so.model.memory_for(NodeKind::kGpu);
-    // The tensors picked sparse leave the packs: each is its own sparse all-reduce (issue 17).
-    fr.sparse = decide_sparse_tensors(list, topo, so.model);
-    std::vector<SeparateTensor> separate;
-    std::uint64_t packed_elements = list.total_elements();
-    for (std::size_t i = 0; i < fr.sparse.size(); ++i) {
-      if (!fr.sparse[i].sparse) continue;
-      separate.push_back({list.sparse[i].tensor, fr.sparse[i].sparse_us});
-      packed_elements -= list.elements[list.sparse[i].tensor];
-    }
-    fr.result = tune_fusion(list.bytes(), default_pack_sizes(packed_elements * esize), time, memory_gbps,
-                            list.backward_times(memory_gbps), separate);
-    fr.list = std::move(list);
-    fusion.push_back(std::move(fr));
-  }
+  request.fusion = std::move(fusion_lists);
+  request.topology_source = topology_source;
+  request.note = [&progress](const std::string& line) { progress.note(line); };
+  request.stage_done = [&progress] { progress.finish(); };
+  AutotuneResult tuned = autotune(topo, request);
+  for (const auto& line : tuned.notes) notes.push_back(line);
+  const std::vector<SearchResult>& results = tuned.results;
+  const std::vector<SearchOptions>& searched = tuned.searched;
+  const std::vector<FusionReport>& fusion = tuned.fusion;
+  const SearchResult& result = results.front();  // the report's
 
   if (!root) return;  // cluster mode: rank 0 writes and prints
-  std::vector<DecisionTable> tables;
-  for (const auto& r : results) tables.push_back(r.table);
+  const std::vector<DecisionTable> tables = tuned.tables();
   if (!f.output.empty()) write_decision_tables(f.output, tables);
   if (!f.report.empty()) {
     ReportInput in;
@@ -517,19 +469,6 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     }
     in.fusion = fusion;
     write_report(f.report, topo, result, in);
-  }
-
-  std::int64_t wrong = 0;
-  std::vector<std::string> wrong_plans;
-  for (const auto& r : results) {
-    for (const auto& s : r.sizes) {
-      for (const auto& [c, m] : s.measured) {
-        if (m.wrong != 0) {
-          wrong += m.wrong;
-          wrong_plans.push_back(fmt::format("{} at {}", r.set.candidates[c].label(), format_size(s.bytes)));
-        }
-      }
-    }
   }
 
   if (f.json) {
@@ -586,9 +525,9 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     if (!f.output.empty()) fmt::print("# decision table written to {}\n", f.output);
     if (!f.report.empty()) fmt::print("# report written to {}/REPORT.md\n", f.report);
   }
-  if (wrong != 0) {
-    throw Error(ErrorCode::kWrongResult,
-                fmt::format("{} wrong elements while measuring: {}", wrong, fmt::join(wrong_plans, "; ")));
+  if (tuned.wrong != 0) {
+    throw Error(ErrorCode::kWrongResult, fmt::format("{} wrong elements while measuring: {}", tuned.wrong,
+                                                     fmt::join(tuned.wrong_plans, "; ")));
   }
 }
 

@@ -11,7 +11,7 @@
 #include "artune/algorithms/plan.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 

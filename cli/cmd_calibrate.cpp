@@ -19,13 +19,13 @@
 #include "artune/core/error.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/sizes.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/logs/nccl_tests_log.hpp"
-#include "artune/tuner/calibration.hpp"
-#include "artune/tuner/log_calibration.hpp"
+#include "artune/tuner/calibration/calibration.hpp"
+#include "artune/tuner/calibration/from_logs.hpp"
 
 namespace artune::cli {
 namespace {

@@ -17,7 +17,7 @@
 #include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
 #include "artune/topology/discovery.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/log_check.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"

@@ -17,7 +17,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/plan.hpp"
 #include "artune/algorithms/spec.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "artune/core/error.hpp"
@@ -25,7 +25,7 @@
 #include "artune/core/types.hpp"
 #include "artune/report/lowering_report.hpp"
 #include "artune/simulator/nccl_model.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace artune::cli {
 

@@ -23,9 +23,9 @@
 #include "artune/executor/backend_factory.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
 #include "artune/executor/mpi/launcher.hpp"
-#include "artune/executor/runner.hpp"
-#include "artune/topology/io.hpp"
-#include "artune/tuner/calibration.hpp"
+#include "artune/executor/harness/runner.hpp"
+#include "artune/topology/io/io.hpp"
+#include "artune/tuner/calibration/calibration.hpp"
 #include "artune/tuner/decision_table.hpp"
 
 namespace artune::cli {
@@ -56,7 +56,7 @@ struct RunFlags {
   bool topology_given = false;  // -t on the command line (else --table names the topology)
 };
 
-void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend);
+void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<HarnessBackend>& backend);
 
 std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
   if (size == sizes.front()) return "-b/--minbytes";
@@ -74,7 +74,7 @@ void run_command(const RunFlags& f) {
   const BackendKind kind = parse_backend_kind(f.backend, "--backend");
   const bool distributed = kind == BackendKind::kMpi || kind == BackendKind::kNccl;
   Topology topo;  // outlives the backend, which keeps a pointer to it
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<HarnessBackend> backend;
   try {
     run_with(f, kind, topo, backend);
   } catch (const Error& e) {
@@ -90,7 +90,7 @@ void run_command(const RunFlags& f) {
   }
 }
 
-void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<Backend>& backend) {
+void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<HarnessBackend>& backend) {
   SweepConfig config;
   config.sizes = sweep_sizes(f.sweep);
   config.type = parse_data_type(f.type, "-d/--datatype");

@@ -22,7 +22,7 @@
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace artune::cli {
 

@@ -20,8 +20,8 @@
 #include "artune/core/error.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/input.hpp"
-#include "artune/topology/importers.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/import/importers.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace artune::cli {
 
@@ -227,7 +227,7 @@ std::string gpu_generation_names() {
 }
 
 /// The rates and facts of `nvidia-smi topo -m` text, which names link classes (NV4, PIX) but not speeds: from --gpu
-/// (artune/topology/importers.hpp gpu_generations, sources in configs/HARDWARE.md) and --nvlink-lane-gbps.
+/// (artune/topology/import/importers.hpp gpu_generations, sources in configs/HARDWARE.md) and --nvlink-lane-gbps.
 NvidiaSmiImportOptions nvidia_smi_rates(const ImportOptions& opts) {
   NvidiaSmiImportOptions rates;
   if (!opts.gpu.empty()) {

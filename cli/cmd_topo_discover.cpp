@@ -22,7 +22,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/topology/discovery.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune::cli {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 #if ARTUNE_HAVE_MPI
 #include "artune/executor/mpi/mpi_init.hpp"

@@ -1,7 +1,7 @@
 // Fuzz target: the `nvidia-smi topo -m` importer.
 
 #include "fuzz/fuzz_target.hpp"
-#include "artune/topology/importers.hpp"
+#include "artune/topology/import/importers.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return artune_fuzz::run_one(data, size, [](std::string_view text) { (void)artune::import_nvidia_smi(text, "fuzz"); });

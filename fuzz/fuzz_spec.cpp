@@ -4,7 +4,7 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const artune::Topology machine = artune::load_topology("uniform:4");

@@ -2,7 +2,7 @@
 
 #include "artune/core/json_input.hpp"
 #include "fuzz/fuzz_target.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return artune_fuzz::run_one(data, size, [](std::string_view text) {

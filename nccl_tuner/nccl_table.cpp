@@ -56,9 +56,7 @@ constexpr NameIndex kCollectiveNames[] = {{"all-reduce", artuneNcclFuncAllReduce
 
 const Range& Table::lookup(std::uint64_t bytes) const {
   // Ranges ascend by min_bytes (read_table_json checks it): a binary search, the call NCCL makes per collective.
-  const auto after = std::upper_bound(ranges.begin(), ranges.end(), bytes,
-                                      [](std::uint64_t b, const Range& r) { return b < r.min_bytes; });
-  return after == ranges.begin() ? ranges.front() : *(after - 1);
+  return artune::range_for(ranges, bytes);
 }
 
 Pick parse_nccl_spec(std::string_view spec, std::string_view where) {
@@ -128,14 +126,9 @@ Table read_table_json(std::string_view text, std::string_view source) {
     Range r;
     r.min_bytes = range.at("min_bytes").unsigned_integer();
     r.max_bytes = range.at("max_bytes").unsigned_integer();
-    if (r.max_bytes < r.min_bytes) {
-      range.at("max_bytes")
-          .fail("must be ≥ min_bytes " + std::to_string(r.min_bytes) + ", not " + std::to_string(r.max_bytes));
-    }
-    if (!table.ranges.empty() && r.min_bytes <= table.ranges.back().max_bytes) {
-      range.at("min_bytes")
-          .fail("must be above the previous range's max_bytes " + std::to_string(table.ranges.back().max_bytes) +
-                ", not " + std::to_string(r.min_bytes) + " (ranges ascend without overlapping)");
+    const std::uint64_t* previous = table.ranges.empty() ? nullptr : &table.ranges.back().max_bytes;
+    if (const auto problem = artune::range_bounds_problem(r.min_bytes, r.max_bytes, previous)) {
+      range.at(problem->field).fail(problem->message);
     }
     const JsonField plan = range.at("plan");
     const std::string family = plan.at("family").str();

@@ -14,9 +14,9 @@
 #include <string>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/families.hpp"
+#include "artune/algorithms/families/families.hpp"
 #include "artune/algorithms/registry.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"

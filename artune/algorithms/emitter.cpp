@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "artune/algorithms/families.hpp"
+#include "artune/algorithms/families/families.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parameters.hpp"
 

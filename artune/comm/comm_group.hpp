@@ -1,6 +1,8 @@
 #pragma once
-// The shared state of a Communicator's ranks (internal): per collective the decision table and size buckets,
-// the plan cache, the padding scratch, and the rendezvous of the ranks of one process.
+// The shared state of a Communicator's ranks (internal). Its jobs live in their own classes: where plans come
+// from (plan_source.hpp: table, in-memory tuning or fixed spec), the compiled plans (plan_cache.hpp), the padding
+// scratch (scratch.hpp); the group itself keeps the rendezvous of the ranks of one process, the progress queues and
+// the call path: a warm call crosses the group, the cache and Backend::run_on (run_on_streams), nothing else.
 //
 // A cached plan serves its size bucket (a tuned size) for one collective, type and op. It is compiled at the
 // bucket's count and re-targeted to the count a call asks for: the plan is built again at that count (the
@@ -31,10 +33,11 @@
 
 #include "artune/communicator.hpp"
 #include "artune/comm/call_split.hpp"
-#include "artune/executor/cpu/cpu_backend.hpp"
-#include "artune/simulator/cost_model.hpp"
+#include "artune/comm/plan_cache.hpp"
+#include "artune/comm/plan_source.hpp"
+#include "artune/comm/scratch.hpp"
+#include "artune/executor/backend.hpp"
 #include "artune/topology/topology.hpp"
-#include "artune/tuner/decision_table.hpp"
 #include "artune_config.hpp"
 
 #if ARTUNE_HAVE_MPI
@@ -44,18 +47,6 @@
 #endif
 
 namespace artune {
-
-// What a compiled plan is cached under: the collective, its size bucket (index of a tuned size), type and op.
-struct CacheKey {
-  Collective collective = Collective::kAllReduce;
-  int bucket = 0;
-  DataType type = DataType::kFloat32;
-  ReduceOp op = ReduceOp::kSum;
-  friend bool operator<(const CacheKey& a, const CacheKey& b) {
-    return std::tie(a.collective, a.bucket, a.type, a.op) < std::tie(b.collective, b.bucket, b.type, b.op);
-  }
-  friend bool operator==(const CacheKey&, const CacheKey&) = default;
-};
 
 // One call's arguments as a rank gave them (checked equal over the ranks of a local group). `count` is the
 // plan's count: all-reduce elements per rank, all-gather and reduce-scatter the whole buffer (ranks blocks).
@@ -102,40 +93,20 @@ struct CallQueue {
   void shutdown();
 };
 
-/// The default sizes tuned in memory: 4 B to 256 MiB, x2.
-std::vector<std::uint64_t> default_tune_sizes();
-/// The size buckets of a decision table: the sizes it was tuned at, ascending (InvalidInput when it has none).
-std::vector<std::uint64_t> table_buckets(const DecisionTable& table);
+// The meeting of a process's local ranks for one call (cpu, cuda): each gives its arguments; the last to arrive
+// runs the call for all (Group::call) and the others wait for its outcome. Guarded by the group's mutex.
+struct Rendezvous {
+  std::condition_variable cv;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+  std::exception_ptr result;  // outcome of the last completed generation
+  std::vector<CallArgs> args;  // per local rank
+};
 
 struct Communicator::Group {
-  struct Entry {
-    CacheKey key;
-    PlanInfo info;
-    std::int64_t target = 0;           // the count the compiled state runs now
-    std::unique_ptr<Backend> backend;  // mpi, cuda, nccl: one prepared backend per plan
-    CpuBackend::Prepared held;         // cpu: the plan's state while another plan is current
-  };
-  // The plans of one collective: its decision table (none for a fixed all-reduce spec) and size buckets.
-  struct Tuning {
-    bool ready = false;
-    std::optional<DecisionTable> table;
-    std::vector<std::uint64_t> buckets;  // bytes, ascending
-    std::string profile;                 // cost-model profile of its table ("" for a fixed spec)
-  };
-  // Padding (all-reduce) and input (reduce-scatter) scratch of a local rank: host, or device memory.
-  struct Pad {
-    void* data = nullptr;
-    std::size_t bytes = 0;
-    std::size_t dirty = 0;  // bytes from the start that may be non-zero
-    int device = -1;
-    void* event = nullptr;  // cudaEvent_t recorded after the last use
-    bool used = false;
-    Pad() = default;
-    Pad(const Pad&) = delete;
-    Pad& operator=(const Pad&) = delete;
-    ~Pad() { release(); }
-    void release();
-  };
+  // Everything below is built by create_local / create_mpi / create_nccl (communicator.cpp), in this order.
+  Group(BackendKind kind, const CommOptions& options, int ranks);
+  ~Group();
 
   BackendKind kind = BackendKind::kCpu;
   CommOptions options;
@@ -150,75 +121,41 @@ struct Communicator::Group {
 #if ARTUNE_HAVE_MPI
   MPI_Comm mpi_comm = MPI_COMM_NULL;  // duplicated from the caller's (mpi)
 #endif
-  std::array<Tuning, 3> tunings;  // all-reduce, all-gather, reduce-scatter
-  std::uint64_t pad_limit = 0;
-  std::uint64_t compiles = 0;                      // plans compiled so far
-  std::uint64_t retargets = 0;                     // re-targets done so far
-  std::vector<Pad> pads;                           // per local rank
+  PlanSource source;                               // where each collective's plans come from
+  std::unique_ptr<PlanCache> cache;                // compiled plans (made once the backend options are final)
+  std::unique_ptr<Scratch> scratch;                // per local rank
   std::vector<std::shared_ptr<CallQueue>> queues;  // per local rank, started at its first asynchronous call
+  std::vector<PlanInfo> last;                      // per local rank
 
-  // The cache: most recently used first.
-  std::list<Entry> lru;
-  std::map<CacheKey, std::list<Entry>::iterator> index;
-  std::unique_ptr<CpuBackend> cpu;  // cpu: the one backend whose workers every plan shares
-  Entry* current = nullptr;         // cpu: the entry whose state is inside `cpu`
-  std::vector<PlanInfo> last;       // per local rank
+  std::mutex mutex;  // guards the group's state for every rank's call
+  Rendezvous rendezvous;
 
-  // Rendezvous of the local ranks (cpu, cuda).
-  std::mutex mutex;
-  std::condition_variable cv;
-  int arrived = 0;
-  std::uint64_t generation = 0;
-  std::exception_ptr result;  // outcome of the last completed generation
-  std::vector<CallArgs> args;
-
-  ~Group();
-
+  // Binds the group to `local` ranks driven by this process out of `ranks` (the first being `rank_base`) and
+  // makes its cache and scratch (the backend options are final then).
+  void bind(int ranks, int local, int rank_base);
   bool gpu() const noexcept { return kind == BackendKind::kCuda || kind == BackendKind::kNccl; }
   // Runs a call of local rank `rank` now, or behind the rank's asynchronous calls still in flight.
   void run(int rank, const std::function<void()>& job);
   // Submits a call of local rank `rank` (checked already): host backends queue it on the rank's progress thread;
   // cuda/nccl run it now (queued on `stream`) and finish the request when the stream has run it.
   Request submit(int rank, void* stream, const void* buffer, std::function<void()> job);
-  // The cost-model profile in-memory tuning uses (CommOptions::profile, else the backend's).
-  BackendProfile tuning_profile() const;
-  // The table and buckets of collective `c`, tuned or read on first use.
-  Tuning& tuning(Collective c);
-  // The plan `c` runs at size bucket `bucket`, built for `count` elements (and verified unless `verify` is false).
-  Plan build(Collective c, std::int64_t count, ReduceOp op, int bucket, bool verify = true);
   // The compiled plan of `key` at its bucket's count, compiling it (build, verify, prepare) on a miss.
-  Entry& lookup(const CacheKey& key, std::int64_t bucket_count);
-  // What `plan`'s group ops run as on this backend (PlanInfo::runs_as).
-  std::string runs_as(const Plan& plan) const;
-  // Compiles `plan` (built for e's key) into `e`, replacing what it held.
-  void prepare(Entry& e, const Plan& plan);
-  // cpu: makes `e` the plan inside the backend.
-  void make_current(Entry& e);
-  // Makes `e` run `count` elements: re-targets it (cpu) or, when `recompile`, compiles it again at `count`;
-  // false when neither (the caller pads).
-  bool target(Entry& e, std::int64_t count, bool recompile);
+  PlanCache::Entry& lookup(const CacheKey& key, std::int64_t bucket_count);
+  // Makes `e` run `count` elements: re-targets it where the backend can or, when `recompile`, compiles it again
+  // at `count`; false when neither (the caller pads).
+  bool target(PlanCache::Entry& e, std::int64_t count, bool recompile);
   // Runs entry `e` once, in place, on the local ranks' buffers `at` (GPU backends: on the callers' streams).
-  void run_entry(Entry& e, std::span<void* const> at, std::span<void* const> streams);
-  // Copies `bytes` from `src` to `dst` (host, or device memory on `stream`).
-  void copy(void* dst, const void* src, std::size_t bytes, void* stream) const;
-  // Local rank i's scratch, at least `bytes` long, with zeros from `keep` bytes on, ready on `stream`.
-  void* pad_buffer(std::size_t i, std::size_t bytes, std::size_t keep, const void* user, void* stream);
-  // After a run on local rank i's scratch on `stream`: only the first `keep` bytes can be non-zero.
-  void pad_done(std::size_t i, std::size_t keep, void* stream);
+  void run_entry(PlanCache::Entry& e, std::span<void* const> at, std::span<void* const> streams);
   // One call on the local ranks' buffers: an all-reduce of send[i] into buffers[i], split into runs of bucket
   // plans (split_call); an all-gather or reduce-scatter as one plan in place on buffers[i].
   void execute(const CallArgs& call, std::span<const void* const> send, std::span<void* const> buffers,
                std::span<void* const> streams);
-  // The whole call of local rank `rank` (args.send/recv as execute takes them): a local group meets at a
+  // The whole call of local rank `rank` (args.send/recv as execute takes them): a local group meets at the
   // rendezvous and its last rank runs it for all; a single-rank group runs it directly.
   void call(int rank, const CallArgs& args);
   void check_usable() const;
   // InvalidInput (naming `what`) for a negative count, null buffers or a stream on a host backend.
   void check_call(std::string_view what, std::int64_t count, const void* send, const void* recv, void* stream) const;
-  // One line on stderr, once per group, when a table or calibration was priced for another profile than the
-  // backend's (`what` names it).
-  void warn_profile(std::string_view what, std::string_view profile);
-  bool warned_profile = false;
 
  private:
   void execute_allreduce(const CallArgs& call, std::span<const void* const> send, std::span<void* const> buffers,

@@ -7,7 +7,8 @@
 #include <thread>
 
 #include "artune/comm/comm_group.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/executor/backend_factory.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune_config.hpp"
 
 namespace artune {
@@ -20,34 +21,16 @@ Communicator::~Communicator() = default;
 namespace {
 
 std::shared_ptr<Communicator::Group> make_group(BackendKind kind, const CommOptions& options, int ranks) {
-  auto g = std::make_shared<Communicator::Group>();
-  g->kind = kind;
-  g->options = options;
-  if (!(options.timeout_s > 0)) throw InvalidInput("CommOptions::timeout_s: must be > 0");
-  g->backend_options.timeout_s = effective_timeout_s(options.timeout_s);
-  g->options.timeout_s = g->backend_options.timeout_s;
-  g->topo = load_topology(options.topology.empty() ? fmt::format("uniform:{}", ranks) : options.topology);
-  g->backend_options.topology = &g->topo;
+  auto g = std::make_shared<Communicator::Group>(kind, options, ranks);
   // All-reduce plans are tuned (or read) now; all-gather and reduce-scatter ones on their first call.
-  (void)g->tuning(Collective::kAllReduce);
-  g->pad_limit = options.pad_limit;
+  (void)g->source.tuning(Collective::kAllReduce);
   return g;
-}
-
-// A group of one local rank among `ranks` processes (mpi, nccl): this process drives rank `rank`.
-[[maybe_unused]] void bind_one_rank(Communicator::Group& g, int ranks, int rank) {
-  g.ranks = ranks;
-  g.local = 1;
-  g.rank_base = rank;
-  g.last.assign(1, PlanInfo{});
-  g.pads = std::vector<Communicator::Group::Pad>(1);
-  g.queues.resize(1);
 }
 
 }  // namespace
 
 std::vector<Communicator> Communicator::create_local(BackendKind backend, const CommOptions& options, int ranks) {
-  if (backend != BackendKind::kCpu && backend != BackendKind::kCuda) {
+  if (!drives_local_ranks(backend)) {
     throw InvalidInput(fmt::format("create_local: the {} backend runs one rank per process (create_mpi / create_nccl)",
                                    to_string(backend)));
   }
@@ -62,17 +45,8 @@ std::vector<Communicator> Communicator::create_local(BackendKind backend, const 
     throw InvalidInput(fmt::format("create_local: {} ranks asked but the topology '{}' has {} GPUs", ranks,
                                    g->topo.name(), topo_ranks));
   }
-  if (backend == BackendKind::kCpu) {
-    g->cpu = std::make_unique<CpuBackend>(g->backend_options);
-  } else {
-    (void)make_backend(backend, g->backend_options);  // Unsupported now rather than at the first call
-  }
-  g->ranks = ranks;
-  g->local = ranks;
-  g->last.assign(static_cast<std::size_t>(ranks), PlanInfo{});
-  g->pads = std::vector<Communicator::Group::Pad>(static_cast<std::size_t>(ranks));
-  g->queues.resize(static_cast<std::size_t>(ranks));
-  g->args.assign(static_cast<std::size_t>(ranks), CallArgs{});
+  g->bind(ranks, ranks, 0);
+  g->cache->open();  // Unsupported now rather than at the first call
   std::vector<Communicator> out;
   out.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) out.push_back(Communicator(g, r));
@@ -96,7 +70,7 @@ Communicator Communicator::create_mpi(const CommOptions& options, const void* mp
   }
   if (MPI_Comm_dup(parent, &g->mpi_comm) != MPI_SUCCESS) throw BackendFailure("create_mpi: MPI_Comm_dup failed");
   g->backend_options.mpi_comm = &g->mpi_comm;
-  bind_one_rank(*g, size, rank);
+  g->bind(size, 1, rank);
   return Communicator(g, rank);
 #else
   (void)options;
@@ -115,7 +89,7 @@ Communicator Communicator::create_nccl(const CommOptions& options) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   auto g = make_group(BackendKind::kNccl, options, size);
-  bind_one_rank(*g, size, rank);
+  g->bind(size, 1, rank);
   return Communicator(g, rank);
 #else
   (void)options;
@@ -182,7 +156,7 @@ std::function<void()> allgather_job(const std::shared_ptr<Group>& group, int ran
                    "allgather: send overlaps recv without being this rank's block of it");
   }
   return [group, rank, send, recv, count_per_rank, type, stream, block, own] {
-    group->copy(own, send, block, stream);
+    group->scratch->copy(own, send, block, stream);
     group->call(rank, CallArgs{Collective::kAllGather, send, recv, stream, count_per_rank * group->ranks, type,
                                ReduceOp::kSum});
   };
@@ -206,13 +180,13 @@ std::function<void()> reducescatter_job(const std::shared_ptr<Group>& group, int
     const std::size_t i = g.local == 1 ? 0 : static_cast<std::size_t>(rank);
     void* at = static_cast<std::byte*>(recv) - block * static_cast<std::size_t>(rank);
     if (!in_place && block > 0) {
-      at = g.pad_buffer(i, whole, whole, recv, stream);
-      g.copy(at, send, whole, stream);
+      at = g.scratch->acquire(i, whole, whole, recv, stream);
+      g.scratch->copy(at, send, whole, stream);
     }
     g.call(rank, CallArgs{Collective::kReduceScatter, at, at, stream, count_per_rank * g.ranks, type, op});
     if (!in_place && block > 0) {
-      g.copy(recv, static_cast<const std::byte*>(at) + block * static_cast<std::size_t>(rank), block, stream);
-      g.pad_done(i, whole, stream);
+      g.scratch->copy(recv, static_cast<const std::byte*>(at) + block * static_cast<std::size_t>(rank), block, stream);
+      g.scratch->release(i, whole, stream);
     }
   };
 }
@@ -255,7 +229,7 @@ BackendKind Communicator::backend() const noexcept { return group_->kind; }
 
 std::string Communicator::profile() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  return group_->tuning(Collective::kAllReduce).profile;
+  return group_->source.tuning(Collective::kAllReduce).profile;
 }
 
 PlanInfo Communicator::last_plan() const {
@@ -267,7 +241,7 @@ PlanInfo Communicator::last_plan() const {
 std::vector<PlanInfo> Communicator::cached_plans() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
   std::vector<PlanInfo> out;
-  for (const auto& e : group_->lru) out.push_back(e.info);
+  for (const auto& e : group_->cache->entries()) out.push_back(e.info);
   return out;
 }
 
@@ -288,22 +262,22 @@ std::string Communicator::dump_cache() const {
 
 std::uint64_t Communicator::compiled_plans() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  return group_->compiles;
+  return group_->cache->compiles();
 }
 
 std::vector<std::uint64_t> Communicator::size_buckets(Collective collective) const {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  return group_->tuning(collective).buckets;
+  return group_->source.tuning(collective).buckets;
 }
 
 std::uint64_t Communicator::retargeted_plans() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  return group_->retargets;
+  return group_->cache->retargeted();
 }
 
 std::size_t Communicator::worker_threads() const {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  return group_->cpu ? group_->cpu->worker_count() : 0;
+  return group_->cache->worker_threads();
 }
 
 }  // namespace artune

@@ -21,6 +21,11 @@ void Backend::run_on(std::span<void* const> user) {
   throw Unsupported(fmt::format("{} backend: cannot run on caller buffers", name()));
 }
 
+void Backend::swap_slot(PlanSlot& slot) {
+  (void)slot;
+  throw Unsupported(fmt::format("{} backend: cannot hold several plans", name()));
+}
+
 void Backend::run_on_streams(std::span<void* const> user, std::span<void* const> streams) {
   (void)user;
   (void)streams;

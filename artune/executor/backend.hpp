@@ -1,6 +1,9 @@
 #pragma once
 // The executor interface: one Backend per kind (cpu, mpi, cuda, nccl), all
-// running the same verified Plan. Prepare once, run many times.
+// running the same verified Plan. Prepare once, run many times on the caller's
+// buffers (run_on): what the communicator needs. The nccl-tests-style harness
+// (own inputs, in-place runs, checks) is harness/harness.hpp's HarnessBackend,
+// which every built-in backend is; make_backend is in backend_factory.hpp.
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +44,13 @@ struct BackendOptions {
   bool nccl_graph = false;
 };
 
+/// A prepared plan held outside its backend (Backend::new_slot / swap_slot); each backend that can hold
+/// several defines its own.
+class PlanSlot {
+ public:
+  virtual ~PlanSlot() = default;
+};
+
 /// Runs plans of one data type and reduce op on one kind of hardware.
 class Backend {
  public:
@@ -53,16 +63,6 @@ class Backend {
   virtual void check_plan(const Plan& plan, DataType type) const {
     (void)plan;
     (void)type;
-  }
-  /// Fills every participant's buffer 0 of this process with the inputs of iteration `iteration`
-  /// (values from verification.hpp's input_value).
-  virtual void fill_inputs(int iteration) = 0;
-  /// Executes the prepared plan once, in place; blocks until done on this process.
-  virtual void run() = 0;
-  /// Executes the prepared plan `n` times back to back and waits once at the end, as nccl-tests times
-  /// (the cuda backend launches its CUDA graph n times on one stream). Default: n calls of run().
-  virtual void run_back_to_back(int n) {
-    for (int i = 0; i < n; ++i) run();
   }
   /// Like prepare(), for a plan that will only run on caller memory (run_on): a backend may leave the
   /// ranks' buffer 0 unallocated. Default: prepare().
@@ -84,19 +84,27 @@ class Backend {
   /// queued on them afterwards starts after the plan; returns without waiting (no timeout applies, as with
   /// NCCL). Default (host backends): Unsupported.
   virtual void run_on_streams(std::span<void* const> user, std::span<void* const> streams);
-  /// Counts elements of this process's participant buffers that differ from the expected
-  /// result for `iteration` (nccl-tests #wrong; summed over all ranks by the caller for mpi/nccl).
-  virtual std::int64_t count_wrong(int iteration) = 0;
   /// Participants (ranks) whose buffers live in this process.
   virtual std::vector<int> local_ranks() const = 0;
-  /// True on the process that prints (rank 0 under mpirun; always for single-process backends).
-  virtual bool is_root() const { return true; }
-  /// Combines a per-process value over all processes (sum); identity for single-process backends.
-  virtual double all_sum(double value) { return value; }
-  /// Combines a per-process value over all processes (max).
-  virtual double all_max(double value) { return value; }
   /// The backend's name.
   virtual std::string_view name() const = 0;
+  /// What a plan's group op of collective `c` runs as here (the communicator's PlanInfo::runs_as):
+  /// "cpu group op", "MPI_Iallreduce", "cuda kernels", "ncclAllReduce".
+  virtual std::string_view group_op_name(Collective c) const = 0;
+  /// True when plans run on caller memory through run_on_streams (cuda, nccl), false through run_on.
+  virtual bool runs_on_streams() const { return false; }
+  /// True when retarget() re-targets a same-shape plan in place (cpu); false when it always says no.
+  virtual bool retargets() const { return false; }
+
+  /// Several prepared plans on one backend (the communicator's plan cache): new_slot() gives an empty
+  /// slot, swap_slot() exchanges the backend's prepared plan with the slot's (between runs; workers and
+  /// threads are kept). A backend that cannot returns null from new_slot(): its callers keep one backend
+  /// per plan. Default: null.
+  virtual std::unique_ptr<PlanSlot> new_slot() { return nullptr; }
+  /// See new_slot(). Default: Unsupported.
+  virtual void swap_slot(PlanSlot& slot);
+  /// Worker threads the backend owns now (cpu; 0 for the others).
+  virtual std::size_t worker_count() const { return 0; }
 };
 
 /// The timeout a backend waits: `seconds` saturated to kMaxTimeoutSeconds; InvalidInput naming --timeout
@@ -112,7 +120,3 @@ std::uint64_t available_host_memory();
 void check_host_memory(double needed, std::int64_t count, DataType type, std::string_view who);
 
 }  // namespace artune
-
-// make_backend lives in backend_factory.hpp; included here so that callers of the interface keep
-// compiling unchanged (new code includes backend_factory.hpp where it creates backends).
-#include "artune/executor/backend_factory.hpp"  // IWYU pragma: export

@@ -15,7 +15,7 @@
 
 namespace artune {
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& given) {
+std::unique_ptr<HarnessBackend> make_backend(BackendKind kind, const BackendOptions& given) {
   BackendOptions options = given;
   options.timeout_s = effective_timeout_s(given.timeout_s);
   switch (kind) {
@@ -41,5 +41,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& gi
   }
   throw Unsupported("unknown backend");
 }
+
+bool drives_local_ranks(BackendKind kind) { return kind == BackendKind::kCpu || kind == BackendKind::kCuda; }
 
 }  // namespace artune

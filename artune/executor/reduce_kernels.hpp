@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "artune/core/types.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune {
 

@@ -24,7 +24,7 @@
 #include "artune/core/output_file.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace artune {
 
@@ -445,17 +445,18 @@ std::string gnuplot_png_terminal() {
   return terminal;
 }
 
-void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input) {
-  namespace fs = std::filesystem;
-  make_output_folder(dir, parameter("report_dir"));
-  const fs::path root(dir);
-  const DecisionTable& table = result.table;
-  const bool measured = !table.measured_backend.empty();
-  std::vector<std::uint64_t> sizes;
-  for (const auto& s : result.sizes) sizes.push_back(s.bytes);
-  const FamilyCurves curves = family_curves(result);
+namespace {
 
-  // ---- plots -----------------------------------------------------------------------------------
+// The plots (PNG through gnuplot, in `root`): best busbw and time per family, the speed-up over NCCL, measured
+// against predicted; and a note for each that could not be rendered.
+struct RenderedPlots {
+  std::vector<std::string> plots;  // file names in the report folder
+  std::vector<std::string> notes;
+};
+RenderedPlots render_plots(const std::filesystem::path& root, const Topology& topo, const DecisionTable& table,
+                           const std::vector<std::uint64_t>& sizes, const FamilyCurves& curves) {
+  namespace fs = std::filesystem;
+  const bool measured = !table.measured_backend.empty();
   std::vector<std::string> plot_notes;
   std::vector<std::string> plots;
   const std::string terminal = gnuplot_png_terminal();
@@ -536,8 +537,14 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       }
     }
   }
+  return {plots, plot_notes};
+}
 
-  // ---- results.json ----------------------------------------------------------------------------
+// results.json: the command, the topology, the candidates, every family's best curve, the table, fusion and
+// calibration.
+nlohmann::json results_json(const Topology& topo, const SearchResult& result, const FamilyCurves& curves,
+                            const std::vector<std::uint64_t>& sizes, const ReportInput& input) {
+  const DecisionTable& table = result.table;
   nlohmann::json results;
   results["command"] = input.command;
   results["topology"] = {{"name", topo.name()},
@@ -565,10 +572,14 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
     for (const auto& f : input.fusion) results["fusion"].push_back(fusion_to_json(f.result, f.list));
   }
   if (!input.calibration.is_null()) results["calibration"] = input.calibration;
-  write_text(root / "results.json", results.dump(1) + "\n");
+  return results;
+}
 
-  // ---- REPORT.md -------------------------------------------------------------------------------
-  std::ostringstream md;
+// REPORT.md's head: the command, the notes, the topology, the candidates and the decision table.
+void summary_markdown(std::ostringstream& md, const Topology& topo, const SearchResult& result,
+                      const ReportInput& input) {
+  const DecisionTable& table = result.table;
+  const bool measured = !table.measured_backend.empty();
   md << fmt::format("# artune autotune: {}\n\n", input.title.empty() ? topo.name() : input.title);
   md << "Regenerate with:\n\n```\n" << input.command << "\n```\n\n";
   for (const auto& n : input.notes) md << "- " << n << "\n";
@@ -627,6 +638,11 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
         " the candidates differ by less than their run-to-run spread (the previous or simpler pick stays). vs NCCL"
         " is NCCL's own choice (spec `nccl`: its channels, algorithm and protocol, simulated) over the pick's"
         " predicted time.\n\n";
+}
+
+// REPORT.md's every-size table: the pick, its figures, TF's and NCCL's at each tuned size.
+void every_size_markdown(std::ostringstream& md, const DecisionTable& table) {
+  const bool measured = !table.measured_backend.empty();
   md << "### Every size\n\n| size | plan | time (us) | algbw | busbw |";
   if (measured) md << " measured (us) | measured busbw | spread |";
   md << " kept | TF (us) | gain vs TF | basis | NCCL (us) | vs NCCL |\n|---:|---|---:|---:|---:|";
@@ -656,6 +672,15 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
   md << "\nGain vs TF = TF's time / the pick's time, like with like: measured against measured where both ran"
         " (TF's choose_the_best is measured beside the top candidates), else predicted against predicted;"
         " `basis` says which. Spread = interquartile range of the timed iterations / their median.\n";
+}
+
+// REPORT.md's crossovers, plots, best busbw per family and, when measured, the picks' prediction error.
+void curves_markdown(std::ostringstream& md, const SearchResult& result, const RenderedPlots& rendered,
+                     const FamilyCurves& curves, const std::vector<std::uint64_t>& sizes) {
+  const DecisionTable& table = result.table;
+  const bool measured = !table.measured_backend.empty();
+  const std::vector<std::string>& plots = rendered.plots;
+  const std::vector<std::string>& plot_notes = rendered.notes;
   md << "\n## Crossovers\n\n";
   for (const auto& n : crossover_notes(result)) md << "- " << n << "\n";
   md << "\n## Plots\n\n";
@@ -690,7 +715,11 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
                         100.0 * sum / n, n);
     }
   }
-  if (!input.fusion.empty()) {
+}
+
+// REPORT.md's tensor fusion section, one table of pack sizes per gradient list.
+void fusion_markdown(std::ostringstream& md, const std::vector<FusionReport>& fusion) {
+  if (!fusion.empty()) {
     md << "\n## Tensor fusion\n\n";
     md << "Packs follow TF's `group_by_size`; each pack is all-reduced with the table's pick (simulated at its exact"
           " size), and packs holding more than one tensor pay a concat and a split copy. The step overlaps"
@@ -699,7 +728,7 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
           " when both backward and the last all-reduce have (`step`). Layer backward times come from the list's"
           " `backward_us`, else from a bandwidth lower bound (3 x the layer's bytes at the GPU memory rate)."
           " `no overlap` is the sum of all-reduce and packing times, as if communication started after backward.\n\n";
-    for (const auto& f : input.fusion) {
+    for (const auto& f : fusion) {
       const auto& best = f.result.options.at(f.result.best);
       const auto& flat = f.result.options.at(f.result.best_no_overlap);
       md << fmt::format("### {} ({} tensors, {} bytes, {})\n\n", f.list.model.empty() ? f.list.source : f.list.model,
@@ -732,6 +761,23 @@ void write_report(const std::string& dir, const Topology& topo, const SearchResu
       md << "\n";
     }
   }
+}
+
+}  // namespace
+
+void write_report(const std::string& dir, const Topology& topo, const SearchResult& result, const ReportInput& input) {
+  make_output_folder(dir, parameter("report_dir"));
+  const std::filesystem::path root(dir);
+  std::vector<std::uint64_t> sizes;
+  for (const auto& s : result.sizes) sizes.push_back(s.bytes);
+  const FamilyCurves curves = family_curves(result);
+  const RenderedPlots rendered = render_plots(root, topo, result.table, sizes, curves);
+  write_text(root / "results.json", results_json(topo, result, curves, sizes, input).dump(1) + "\n");
+  std::ostringstream md;
+  summary_markdown(md, topo, result, input);
+  every_size_markdown(md, result.table);
+  curves_markdown(md, result, rendered, curves, sizes);
+  fusion_markdown(md, input.fusion);
   if (!input.calibration.is_null() && input.calibration.contains("summary")) {
     md << "\n## Calibration\n\n```\n" << input.calibration["summary"].get<std::string>() << "```\n";
   }

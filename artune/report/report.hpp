@@ -9,18 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/topology/topology.hpp"
+#include "artune/tuner/autotune.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 #include "artune/tuner/search.hpp"
 
 namespace artune {
-
-/// A fusion result and the gradient list it was computed for.
-struct FusionReport {
-  GradientList list;
-  FusionResult result;
-  std::vector<SparseDecision> sparse;  ///< the choice of each tensor list.sparse marks, in its order
-};
 
 /// Everything a report shows.
 struct ReportInput {

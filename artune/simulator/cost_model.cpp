@@ -172,7 +172,7 @@ double bandwidth_at(const nlohmann::json& v, std::string_view source, const std:
 // on for cpu; mpi ranks post sends and receives without blocking, so it is
 // off there. Run overhead, cores, cache size and the aggregate memory rates
 // belong to the machine, not the backend: they stay 0 (not modelled) until
-// `artune calibrate` measures them (tuner/calibration.cpp), because no
+// `artune calibrate` measures them (tuner/calibration/calibration.cpp), because no
 // default would fit both a 2-core VM and a 64-core server.
 CostModel CostModel::defaults(BackendProfile profile) {
   CostModel m;

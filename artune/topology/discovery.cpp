@@ -31,8 +31,8 @@
 
 #include "artune_config.hpp"
 #include "artune/core/error.hpp"
-#include "artune/topology/import_util.hpp"
-#include "artune/topology/importers.hpp"
+#include "artune/topology/import/util.hpp"
+#include "artune/topology/import/importers.hpp"
 
 #if ARTUNE_HAVE_HWLOC
 #include <hwloc.h>

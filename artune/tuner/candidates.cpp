@@ -14,7 +14,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/registry.hpp"
 #include "artune/core/output_file.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parallel.hpp"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/output_file.hpp"
 #include "artune/core/input.hpp"
@@ -30,11 +30,7 @@ using tuner_detail::Field;
 
 const TableRange& DecisionTable::lookup(std::uint64_t bytes) const {
   if (ranges.empty()) throw InvalidInput("decision table has no size ranges");
-  const TableRange* pick = &ranges.front();
-  for (const auto& range : ranges) {
-    if (range.min_bytes <= bytes) pick = &range;
-  }
-  return *pick;
+  return range_for(ranges, bytes);
 }
 
 std::vector<TableRange> merge_ranges(const std::vector<SizeChoice>& choices) {
@@ -227,9 +223,9 @@ DecisionTable table_from_json(const nlohmann::json& doc, std::string_view source
     TableRange range;
     range.min_bytes = r.at("min_bytes").unsigned_integer();
     range.max_bytes = r.at("max_bytes").unsigned_integer();
-    if (range.max_bytes < range.min_bytes) r.fail("max_bytes < min_bytes");
-    if (!t.ranges.empty() && range.min_bytes <= t.ranges.back().max_bytes) {
-      r.fail("ranges must ascend without overlapping");
+    const std::uint64_t* previous = t.ranges.empty() ? nullptr : &t.ranges.back().max_bytes;
+    if (const auto problem = range_bounds_problem(range.min_bytes, range.max_bytes, previous)) {
+      r.at(problem->field).fail(problem->message);
     }
     range.plan = candidate_from_json(r.at("plan").value(), r.at("plan").where());
     const Field points = r.at("points");
@@ -364,11 +360,14 @@ DecisionTable load_decision_table(const std::string& path, const Topology& topo)
   return table;
 }
 
+Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::uint64_t bytes, std::int64_t count,
+                     ReduceOp op, bool verify) {
+  return build_candidate(topo, table.lookup(bytes).plan, count, op, verify);
+}
+
 Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int64_t count, std::size_t element_bytes,
                      ReduceOp op) {
-  const auto bytes = static_cast<std::uint64_t>(count) * element_bytes;
-  const TableRange& range = table.lookup(bytes);
-  return build_candidate(topo, range.plan, count, op);
+  return plan_from_table(table, topo, static_cast<std::uint64_t>(count) * element_bytes, count, op, true);
 }
 
 }  // namespace artune

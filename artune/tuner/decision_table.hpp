@@ -133,11 +133,15 @@ std::vector<DecisionTable> read_decision_tables(const std::string& path);
 const DecisionTable& select_table(const std::vector<DecisionTable>& tables, DataType type, ReduceOp op,
                                   std::string_view source);
 
-/// What `artune run --table` needs for one size: the plan the table picks, built for `count` elements.
+/// The plan the table picks for a message of `bytes`, built for `count` elements (and proven by the verifier unless
+/// `verify` is false): the one way a table's pick becomes a plan (run --table, fusion, the communicator's buckets).
+Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::uint64_t bytes, std::int64_t count,
+                     ReduceOp op, bool verify);
+/// What `artune run --table` needs for one size: the plan the table picks for `count` elements of `element_bytes`.
 Plan plan_from_table(const DecisionTable& table, const Topology& topo, std::int64_t count, std::size_t element_bytes,
                      ReduceOp op);
 
-/// A plan factory for `artune run --table` (compatible with executor/runner.hpp's PlanFactory): for `count`
+/// A plan factory for `artune run --table` (compatible with executor/harness/runner.hpp's PlanFactory): for `count`
 /// elements, the table's pick for count · element_bytes bytes, built on `topo` and proven by the verifier.
 /// `topo` must outlive the factory.
 std::function<Plan(std::int64_t count)> table_plan_factory(DecisionTable table, const Topology& topo,

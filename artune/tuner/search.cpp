@@ -12,13 +12,14 @@
 #include <numeric>
 #include <string>
 
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune_config.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parallel.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/executor/backend.hpp"
-#include "artune/executor/runner.hpp"
+#include "artune/executor/backend_factory.hpp"
+#include "artune/executor/harness/runner.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/tuner/plan_scaling.hpp"
@@ -96,311 +97,382 @@ double default_min_gain(int machines, std::uint64_t bytes) {
   return (bytes <= kSmallMessageBytes ? e.small_pct : machines > 1 ? e.large_multi_pct : e.large_single_pct) / 100.0;
 }
 
-SearchResult search(const Topology& topo, const SearchOptions& options) {
-  if (options.sizes.empty()) throw InvalidInput("autotune: no sizes to tune");
-  SearchResult result;
-  result.topology_name = topo.name();
-  if (options.progress) options.progress(0, 1, "generating and verifying candidates");
-  CandidateOptions candidate_options = options.candidates;
-  candidate_options.jobs = options.jobs;
-  result.set =
-      options.generate ? options.generate(topo, candidate_options) : generate_candidates(topo, candidate_options);
-  if (result.set.candidates.empty()) {
-    throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo.name(),
-                                  result.set.rejected.empty() ? "" : " (" + result.set.rejected.front() + ")"));
+namespace {
+
+// One search, stage by stage (search() runs them in order). Its grid holds, per (size si, candidate c) slot
+// si * n + c, the candidate's figures at that size, whether they were simulated (else interpolated, see
+// size_sampling.hpp), the class of the simulated bottleneck link and whether the plan passed the verifier. Each
+// stage fills only slots of its own on options.jobs threads, and everything after reads them in order: the table
+// is the same whatever the number of threads.
+class Search {
+ public:
+  Search(const Topology& topo, const SearchOptions& options) : topo_(topo), options_(options) {}
+
+  SearchResult run() {
+    if (options_.sizes.empty()) throw InvalidInput("autotune: no sizes to tune");
+    result_.topology_name = topo_.name();
+    generate();
+    seed_pruning();
+    SimulationProgress tracker(options_.progress, n_);
+    sample_grid(tracker);
+    simulate_contenders();
+    verify_fastest();
+    pick_sizes();
+    tracker.finish();
+    result_.simulations = simulations_.load();
+    result_.pruned = pruned_.load();
+    rebuild_table(result_, topo_, options_);
+    return std::move(result_);
   }
-  const std::size_t esize = element_size(options.type);
-  const std::size_t n = result.set.candidates.size();
-  const std::size_t n_sizes = options.sizes.size();
-  // predicted[si * n + c]: candidate c at size si; simulated[...] says whether that figure was simulated (else it
-  // was interpolated, see size_sampling.hpp). Each candidate fills only its own slots, on options.jobs threads,
-  // and everything after reads them in order: the table is the same whatever the number of threads.
-  std::vector<std::optional<Figures>> predicted(n * n_sizes);
-  std::vector<char> simulated(n * n_sizes, 0);
-  std::vector<int> bottleneck(n * n_sizes, -1);  // simulated slots: their bottleneck link's class
-  // The sampler compares bottlenecks by class (link kind and bandwidth), not by index: on symmetric machines
-  // which of several equally loaded links saturates longest flips with rounding from size to size, while the
-  // time keeps the same slope (bytes over the same capacity); the middle size still has to sit on the line.
-  std::vector<int> link_class(topo.links().size() + 1, -1);
-  {
-    std::map<std::pair<int, double>, int> classes;
-    for (std::size_t l = 0; l < topo.links().size(); ++l) {
-      const Link& link = topo.links()[l];
-      const auto key = std::make_pair(static_cast<int>(link.kind), link.bandwidth_gbps);
-      link_class[l + 1] = classes.emplace(key, static_cast<int>(classes.size())).first->second;
+
+ private:
+  // Stage 1: the candidates, built and verified (CandidateOptions), and the grid they fill.
+  void generate() {
+    if (options_.progress) options_.progress(0, 1, "generating and verifying candidates");
+    CandidateOptions candidate_options = options_.candidates;
+    candidate_options.jobs = options_.jobs;
+    result_.set =
+        options_.generate ? options_.generate(topo_, candidate_options) : generate_candidates(topo_, candidate_options);
+    if (result_.set.candidates.empty()) {
+      throw Unsupported(fmt::format("autotune: no candidate plan builds on '{}'{}", topo_.name(),
+                                    result_.set.rejected.empty() ? "" : " (" + result_.set.rejected.front() + ")"));
     }
+    esize_ = element_size(options_.type);
+    n_ = result_.set.candidates.size();
+    n_sizes_ = options_.sizes.size();
+    predicted_.assign(n_ * n_sizes_, std::nullopt);
+    simulated_.assign(n_ * n_sizes_, 0);
+    bottleneck_.assign(n_ * n_sizes_, -1);
+    verified_.assign(n_ * n_sizes_, 0);
+    // The sampler compares bottlenecks by class (link kind and bandwidth), not by index: on symmetric machines
+    // which of several equally loaded links saturates longest flips with rounding from size to size, while the
+    // time keeps the same slope (bytes over the same capacity); the middle size still has to sit on the line.
+    link_class_.assign(topo_.links().size() + 1, -1);
+    std::map<std::pair<int, double>, int> classes;
+    for (std::size_t l = 0; l < topo_.links().size(); ++l) {
+      const Link& link = topo_.links()[l];
+      const auto key = std::make_pair(static_cast<int>(link.kind), link.bandwidth_gbps);
+      link_class_[l + 1] = classes.emplace(key, static_cast<int>(classes.size())).first->second;
+    }
+    // The costliest candidates first (most plan ops), so that no large one is left to run alone at the end; the
+    // slots each fills do not depend on the order.
+    order_.resize(n_);
+    std::iota(order_.begin(), order_.end(), std::size_t{0});
+    if (result_.set.plan_ops.size() == n_) {
+      std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+        return result_.set.plan_ops[a] > result_.set.plan_ops[b];
+      });
+    }
+    for (const std::uint64_t bytes : options_.sizes) counts_.push_back(count_for(bytes, esize_));
+    for (std::size_t c = 0; c < n_; ++c) by_label_.emplace(result_.set.candidates[c].label(), c);
+    // NCCL's own choice, where it is a candidate: the baseline a pick must beat by the minimum gain.
+    nccl_ = nccl_baseline(result_.set, options_);
   }
-  std::atomic<std::size_t> simulations{0};
-  // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
-  // simulation on large machines, and only the plans a size keeps need its proof, below).
-  // Without `plans` the plan is built; with them (the candidate's SweepPlans, plan_scaling.hpp) it is built or
-  // scaled from a smaller size's.
-  auto simulate_at = [&](std::size_t si, std::size_t c, SweepPlans* plans = nullptr) -> std::optional<SimResult> {
-    const std::size_t slot = si * n + c;
-    simulated[slot] = 1;
-    simulations.fetch_add(1, std::memory_order_relaxed);
-    try {
-      SimResult r = plans != nullptr ? plans->simulate(si)
-                                     : simulate(build_candidate(topo, result.set.candidates[c],
-                                                                count_for(options.sizes[si], esize), options.op, false),
-                                                topo, options.model, esize);
-      predicted[slot] = figures_of(r);
-      bottleneck[slot] = link_class[static_cast<std::size_t>(r.bottleneck_link + 1)];
-      return r;
-    } catch (const InvalidInput&) {
-      // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
-    } catch (const Unsupported&) {}
-    predicted[slot].reset();
-    return std::nullopt;
-  };
-  // The costliest candidates first (most plan ops), so that no large one is left to run alone at the end; the
-  // slots each fills do not depend on the order.
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (result.set.plan_ops.size() == n) {
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return result.set.plan_ops[a] > result.set.plan_ops[b]; });
-  }
-  std::vector<std::int64_t> counts;
-  for (const std::uint64_t bytes : options.sizes) counts.push_back(count_for(bytes, esize));
-  auto sweep_plans = [&](std::size_t c) {
-    return SweepPlans(topo, result.set.candidates[c], counts, options.op, options.model, esize);
-  };
-  std::map<std::string, std::size_t> by_label;
-  for (std::size_t c = 0; c < n; ++c) by_label.emplace(result.set.candidates[c].label(), c);
-  // NCCL's own choice, where it is a candidate: the baseline a pick must beat by the minimum gain.
-  const std::optional<std::size_t> nccl = nccl_baseline(result.set, options);
-  // Pruning: a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports both
-  // anyway) and the cheapest candidate (fewest plan ops) of every family. The second fastest family there bounds
-  // the sizes: a candidate whose lower bound is above it is slower than seeds of two families, so it can be
+
+  // Stage 2 (pruning): a few seeds are simulated at every size first: NCCL's plan, TF's pick (the table reports
+  // both anyway) and the cheapest candidate (fewest plan ops) of every family. The second fastest family there
+  // bounds the sizes: a candidate whose lower bound is above it is slower than seeds of two families, so it can be
   // neither the pick (slower than either) nor the runner-up (one of them is of another family than the pick, and
   // faster). The bound is fixed before the candidates run: the same pairs are pruned whatever the threads.
-  const bool prune = options.prune && !options.exhaustive;
-  std::vector<double> prune_above(n_sizes, std::numeric_limits<double>::infinity());
-  std::vector<char> seed(n, 0);
-  if (prune) {
-    if (const auto nccl = by_label.find("nccl"); nccl != by_label.end()) seed[nccl->second] = 1;
-    for (const std::uint64_t bytes : options.sizes) {
-      if (const auto tf = by_label.find(tf_choose_the_best(topo, bytes).label()); tf != by_label.end()) {
-        seed[tf->second] = 1;
+  void seed_pruning() {
+    prune_ = options_.prune && !options_.exhaustive;
+    prune_above_.assign(n_sizes_, std::numeric_limits<double>::infinity());
+    seed_.assign(n_, 0);
+    if (!prune_) return;
+    if (const auto nccl = by_label_.find("nccl"); nccl != by_label_.end()) seed_[nccl->second] = 1;
+    for (const std::uint64_t bytes : options_.sizes) {
+      if (const auto tf = by_label_.find(tf_choose_the_best(topo_, bytes).label()); tf != by_label_.end()) {
+        seed_[tf->second] = 1;
       }
     }
     std::map<std::string, std::size_t> cheapest;  // family → candidate
-    for (std::size_t c = 0; c < n && result.set.plan_ops.size() == n; ++c) {
-      const auto [it, added] = cheapest.emplace(result.set.candidates[c].family, c);
-      if (!added && result.set.plan_ops[c] < result.set.plan_ops[it->second]) it->second = c;
+    for (std::size_t c = 0; c < n_ && result_.set.plan_ops.size() == n_; ++c) {
+      const auto [it, added] = cheapest.emplace(result_.set.candidates[c].family, c);
+      if (!added && result_.set.plan_ops[c] < result_.set.plan_ops[it->second]) it->second = c;
     }
-    for (const auto& [family, c] : cheapest) seed[c] = 1;
+    for (const auto& [family, c] : cheapest) seed_[c] = 1;
     // One seed candidate per item, its sizes in order (its plans scale from one size to the next).
     std::vector<std::size_t> seed_order;
-    for (const std::size_t c : order) {
-      if (seed[c]) seed_order.push_back(c);
+    for (const std::size_t c : order_) {
+      if (seed_[c]) seed_order.push_back(c);
     }
-    parallel_for(seed_order.size(), options.jobs, [&](std::size_t i) {
+    parallel_for(seed_order.size(), options_.jobs, [&](std::size_t i) {
       SweepPlans plans = sweep_plans(seed_order[i]);
-      for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, seed_order[i], &plans);
+      for (std::size_t si = 0; si < n_sizes_; ++si) (void)simulate_at(si, seed_order[i], &plans);
     });
-    for (std::size_t si = 0; si < n_sizes; ++si) {
+    for (std::size_t si = 0; si < n_sizes_; ++si) {
       std::map<std::string, double> fastest;  // family → its fastest seed here
-      for (std::size_t c = 0; c < n; ++c) {
-        const auto& f = predicted[si * n + c];
-        if (!seed[c] || !f) continue;
-        const auto [it, added] = fastest.emplace(result.set.candidates[c].family, f->time_us);
+      for (std::size_t c = 0; c < n_; ++c) {
+        const auto& f = predicted_[si * n_ + c];
+        if (!seed_[c] || !f) continue;
+        const auto [it, added] = fastest.emplace(result_.set.candidates[c].family, f->time_us);
         if (!added) it->second = std::min(it->second, f->time_us);
       }
       std::vector<double> times;
       for (const auto& [family, t] : fastest) times.push_back(t);
       std::sort(times.begin(), times.end());
-      if (times.size() >= 2) prune_above[si] = times[1];
+      if (times.size() >= 2) prune_above_[si] = times[1];
     }
   }
-  std::atomic<std::size_t> pruned{0};
+
+  // Stage 3: every candidate over the sizes, on options.jobs threads: all simulated (exhaustive), or the sizes
+  // at either end where its lower bound prunes it skipped and the ones between sampled (simulated where the
+  // curve bends, interpolated where it is affine).
+  void sample_grid(SimulationProgress& tracker) {
+    parallel_for(n_, options_.jobs, [&](std::size_t k) {
+      const std::size_t c = order_[k];
+      SweepPlans plans = sweep_plans(c);
+      if (options_.exhaustive) {
+        for (std::size_t si = 0; si < n_sizes_; ++si) (void)simulate_at(si, c);
+      } else {
+        sample_candidate(c, plans);
+      }
+      tracker.item_done();
+    });
+  }
+
+  void sample_candidate(std::size_t c, SweepPlans& plans) {
+    const std::size_t n = n_;
+    std::size_t lo = 0, hi = n_sizes_;
+    if (prune_ && !seed_[c]) {
+      while (lo < hi && prunable(lo, plans)) ++lo;
+      while (hi > lo && prunable(hi - 1, plans)) --hi;
+      pruned_.fetch_add(n_sizes_ - (hi - lo), std::memory_order_relaxed);
+    }
+    if (lo == hi) return;
+    const std::vector<std::uint64_t> range(options_.sizes.begin() + static_cast<std::ptrdiff_t>(lo),
+                                           options_.sizes.begin() + static_cast<std::ptrdiff_t>(hi));
+    auto times = sample_sizes(range, [&](std::size_t i) -> std::optional<SizeSample> {
+      // Seeds were simulated at some sizes already: their figures are in their slots.
+      const std::size_t slot = (lo + i) * n + c;
+      if (!simulated_[slot]) (void)simulate_at(lo + i, c, &plans);
+      if (!predicted_[slot]) return std::nullopt;
+      return SizeSample{predicted_[slot]->time_us, bottleneck_[slot]};
+    });
+    times.insert(times.begin(), lo, std::nullopt);
+    times.resize(n_sizes_);
+    // busbw / algbw is the same at every size of a plan (2(n−1)/n): take it from a simulated size.
+    double bus_per_alg = 0;
+    for (std::size_t si = 0; si < n_sizes_ && bus_per_alg == 0; ++si) {
+      const auto& f = predicted_[si * n + c];
+      if (simulated_[si * n + c] && f && f->algbw_gbps > 0) bus_per_alg = f->busbw_gbps / f->algbw_gbps;
+    }
+    for (std::size_t si = 0; si < n_sizes_; ++si) {
+      // Slots simulated before (seeds) keep their simulated figures.
+      if (!times[si] || times[si]->simulated || simulated_[si * n + c]) continue;
+      const double t = times[si]->time_us;
+      const double algbw = t > 0 ? static_cast<double>(options_.sizes[si]) / (t * kBytesPerUsPerGbps) : 0;
+      predicted_[si * n + c] = Figures{t, algbw, algbw * bus_per_alg};
+    }
+  }
+
+  // Stage 4: the figures a table reports are simulated, never interpolated: every candidate that can be the
+  // fastest when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
+  // runner-up of another family, NCCL's own choice and TF's, simulated for every size at once on options.jobs
+  // threads (each size fills its own row). The previous pick depends on the sizes before: pick_sizes() does it.
+  void simulate_contenders() {
+    const std::size_t n = n_;
+    parallel_for(n_sizes_, options_.jobs, [&](std::size_t si) {
+      double fastest = std::numeric_limits<double>::infinity();
+      for (std::size_t c = 0; c < n; ++c) {
+        if (const auto& f = predicted_[si * n + c]) fastest = std::min(fastest, f->time_us);
+      }
+      const double window =
+          (1.0 + options_.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
+      for (std::size_t c = 0; c < n; ++c) {
+        const auto& f = predicted_[si * n + c];
+        if (f && f->time_us <= fastest * window) exact(si, c);
+      }
+      for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo_, options_.sizes[si]).label()}) {
+        if (const auto it = by_label_.find(label); it != by_label_.end()) exact(si, it->second);
+      }
+      simulate_runner_up(si);
+    });
+  }
+
+  // Stage 5: the pick must pass the verifier at its size. It is each size's fastest unless the previous pick is
+  // within keep_within of it: those are verified ahead on options.jobs threads, the rare others when they come up.
+  void verify_fastest() {
+    std::vector<std::pair<std::size_t, std::size_t>> ahead;  // (size, candidate)
+    for (std::size_t si = 0; si < n_sizes_; ++si) {
+      const std::vector<std::size_t> ranking = ranking_at(si);
+      if (!ranking.empty()) ahead.emplace_back(si, ranking.front());
+    }
+    parallel_for(ahead.size(), options_.jobs, [&](std::size_t k) { (void)verify_at(ahead[k].first, ahead[k].second); });
+  }
+
+  // Stage 6: the pick of every size in order (result.pick, result.sizes): the fastest verified candidate, the
+  // previous size's pick where it is within keep_within, NCCL's own choice unless beaten by the minimum gain.
+  void pick_sizes() {
+    const std::size_t n = n_;
+    for (std::size_t si = 0; si < n_sizes_; ++si) {
+      const std::uint64_t bytes = options_.sizes[si];
+      if (!result_.pick.empty() && !simulated_[si * n + result_.pick.back()]) {
+        exact(si, result_.pick.back());
+        simulate_runner_up(si);
+      }
+      SizeScores scores;
+      scores.bytes = bytes;
+      scores.count = count_for(bytes, esize_);
+      scores.predicted.assign(predicted_.begin() + static_cast<std::ptrdiff_t>(si * n),
+                              predicted_.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
+      scores.ranking = ranking_at(si);
+      // A candidate that fails the verifier leaves the ranking (as a plan that does not build here would have) and
+      // the next one is tried.
+      std::size_t pick = 0;
+      for (;;) {
+        if (scores.ranking.empty()) {
+          throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo_.name()));
+        }
+        pick = scores.ranking.front();
+        if (!result_.pick.empty()) {
+          const std::size_t previous = result_.pick.back();
+          if (scores.predicted[previous] &&
+              scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options_.keep_within)) {
+            pick = previous;
+          }
+        }
+        // NCCL's own choice stays unless the pick beats it by more than the minimum gain. It stays as the first
+        // candidate of the ranking with its time: an explicit pair equal to it (--target nccl, which the plugin can
+        // steer to) where one is listed before plain `nccl`, as a tie is broken anyway.
+        if (nccl_ && scores.predicted[*nccl_] && scores.predicted[pick]->time_us < scores.predicted[*nccl_]->time_us &&
+            scores.predicted[*nccl_]->time_us <=
+                scores.predicted[pick]->time_us * (1.0 + min_gain_at(options_, topo_, bytes))) {
+          const double nccl_us = scores.predicted[*nccl_]->time_us;
+          pick = *nccl_;
+          for (const std::size_t c : scores.ranking) {
+            if (scores.predicted[c]->time_us == nccl_us) {
+              pick = c;
+              break;
+            }
+          }
+        }
+        if (verify_at(si, pick)) break;
+        scores.predicted[pick].reset();
+        scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
+      }
+      result_.pick.push_back(pick);
+      result_.sizes.push_back(std::move(scores));
+    }
+  }
+
+  // ----- the grid's slots -----
+
+  // Simulates candidate c at size si into its slot (unverified: the verifier costs about as much as the
+  // simulation on large machines, and only the plans a size keeps need its proof, in pick_sizes).
+  // Without `plans` the plan is built; with them (the candidate's SweepPlans, plan_scaling.hpp) it is built or
+  // scaled from a smaller size's.
+  std::optional<SimResult> simulate_at(std::size_t si, std::size_t c, SweepPlans* plans = nullptr) {
+    const std::size_t n = n_;
+    const std::size_t slot = si * n + c;
+    simulated_[slot] = 1;
+    simulations_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      SimResult r = plans != nullptr ? plans->simulate(si)
+                                     : simulate(build_candidate(topo_, result_.set.candidates[c],
+                                                                count_for(options_.sizes[si], esize_), options_.op,
+                                                                false),
+                                                topo_, options_.model, esize_);
+      predicted_[slot] = figures_of(r);
+      bottleneck_[slot] = link_class_[static_cast<std::size_t>(r.bottleneck_link + 1)];
+      return r;
+    } catch (const InvalidInput&) {
+      // Some plans do not apply at every size (e.g. fewer elements than pieces): skip that size.
+    } catch (const Unsupported&) {}
+    predicted_[slot].reset();
+    return std::nullopt;
+  }
+
+  SweepPlans sweep_plans(std::size_t c) {
+    return SweepPlans(topo_, result_.set.candidates[c], counts_, options_.op, options_.model, esize_);
+  }
+
   // Whether candidate c can be skipped at size si: its lower bound is above prune_above (a plan that does not
   // build there is skipped too: it has no figures either way).
-  auto prunable = [&](std::size_t si, SweepPlans& plans) {
-    if (!std::isfinite(prune_above[si])) return false;
+  bool prunable(std::size_t si, SweepPlans& plans) {
+    if (!std::isfinite(prune_above_[si])) return false;
     try {
-      return plans.lower_bound(si) > prune_above[si];
+      return plans.lower_bound(si) > prune_above_[si];
     } catch (const InvalidInput&) {
     } catch (const Unsupported&) {}
     return false;
-  };
-  SimulationProgress tracker(options.progress, n);
-  parallel_for(n, options.jobs, [&](std::size_t k) {
-    const std::size_t c = order[k];
-    SweepPlans plans = sweep_plans(c);
-    if (options.exhaustive) {
-      for (std::size_t si = 0; si < n_sizes; ++si) (void)simulate_at(si, c);
-    } else {
-      // The sizes at either end where the candidate is pruned; the ones between are sampled.
-      std::size_t lo = 0, hi = n_sizes;
-      if (prune && !seed[c]) {
-        while (lo < hi && prunable(lo, plans)) ++lo;
-        while (hi > lo && prunable(hi - 1, plans)) --hi;
-        pruned.fetch_add(n_sizes - (hi - lo), std::memory_order_relaxed);
-      }
-      if (lo == hi) {
-        tracker.item_done();
-        return;
-      }
-      const std::vector<std::uint64_t> range(options.sizes.begin() + static_cast<std::ptrdiff_t>(lo),
-                                             options.sizes.begin() + static_cast<std::ptrdiff_t>(hi));
-      auto times = sample_sizes(range, [&](std::size_t i) -> std::optional<SizeSample> {
-        // Seeds were simulated at some sizes already: their figures are in their slots.
-        const std::size_t slot = (lo + i) * n + c;
-        if (!simulated[slot]) (void)simulate_at(lo + i, c, &plans);
-        if (!predicted[slot]) return std::nullopt;
-        return SizeSample{predicted[slot]->time_us, bottleneck[slot]};
-      });
-      times.insert(times.begin(), lo, std::nullopt);
-      times.resize(n_sizes);
-      // busbw / algbw is the same at every size of a plan (2(n−1)/n): take it from a simulated size.
-      double bus_per_alg = 0;
-      for (std::size_t si = 0; si < n_sizes && bus_per_alg == 0; ++si) {
-        const auto& f = predicted[si * n + c];
-        if (simulated[si * n + c] && f && f->algbw_gbps > 0) bus_per_alg = f->busbw_gbps / f->algbw_gbps;
-      }
-      for (std::size_t si = 0; si < n_sizes; ++si) {
-        // Slots simulated before (seeds) keep their simulated figures.
-        if (!times[si] || times[si]->simulated || simulated[si * n + c]) continue;
-        const double t = times[si]->time_us;
-        const double algbw = t > 0 ? static_cast<double>(options.sizes[si]) / (t * kBytesPerUsPerGbps) : 0;
-        predicted[si * n + c] = Figures{t, algbw, algbw * bus_per_alg};
-      }
-    }
-    tracker.item_done();
-  });
-  // The figures a table reports are simulated, never interpolated: every candidate that can be the fastest
-  // when interpolated figures are off by up to the tolerance either way (or within keep_within of it), the
-  // previous pick, the runner-up of another family, NCCL's own choice and TF's. All but the previous pick depend
-  // on the size alone: simulated for every size at once on options.jobs threads (each size fills its own row).
-  auto exact = [&](std::size_t si, std::size_t c) {
-    if (!simulated[si * n + c]) (void)simulate_at(si, c);
-  };
+  }
+
+  void exact(std::size_t si, std::size_t c) {
+    if (!simulated_[si * n_ + c]) (void)simulate_at(si, c);
+  }
+
   // Candidates with figures at size si, fastest first (ties keep generation order: simpler plans first).
-  auto ranking_at = [&](std::size_t si) {
+  std::vector<std::size_t> ranking_at(std::size_t si) const {
+    const std::size_t n = n_;
     std::vector<std::size_t> ranking;
     for (std::size_t c = 0; c < n; ++c) {
-      if (predicted[si * n + c]) ranking.push_back(c);
+      if (predicted_[si * n + c]) ranking.push_back(c);
     }
     std::stable_sort(ranking.begin(), ranking.end(), [&](std::size_t a, std::size_t b) {
-      return predicted[si * n + a]->time_us < predicted[si * n + b]->time_us;
+      return predicted_[si * n + a]->time_us < predicted_[si * n + b]->time_us;
     });
     return ranking;
-  };
+  }
+
   // The runner-up (the fastest of another family than the fastest) simulated too; simulating it may reorder.
-  auto simulate_runner_up = [&](std::size_t si) {
+  void simulate_runner_up(std::size_t si) {
     for (bool changed = true; changed;) {
       changed = false;
       const std::vector<std::size_t> ranking = ranking_at(si);
       if (ranking.empty()) return;
-      const std::string& family = result.set.candidates[ranking.front()].family;
+      const std::string& family = result_.set.candidates[ranking.front()].family;
       for (const std::size_t c : ranking) {
-        if (result.set.candidates[c].family == family) continue;
-        if (!simulated[si * n + c]) {
+        if (result_.set.candidates[c].family == family) continue;
+        if (!simulated_[si * n_ + c]) {
           exact(si, c);
           changed = true;
         }
         break;
       }
     }
-  };
-  parallel_for(n_sizes, options.jobs, [&](std::size_t si) {
-    double fastest = std::numeric_limits<double>::infinity();
-    for (std::size_t c = 0; c < n; ++c) {
-      if (const auto& f = predicted[si * n + c]) fastest = std::min(fastest, f->time_us);
-    }
-    const double window =
-        (1.0 + options.keep_within) * (1.0 + kInterpolationTolerance) / (1.0 - kInterpolationTolerance);
-    for (std::size_t c = 0; c < n; ++c) {
-      const auto& f = predicted[si * n + c];
-      if (f && f->time_us <= fastest * window) exact(si, c);
-    }
-    for (const std::string& label : {std::string("nccl"), tf_choose_the_best(topo, options.sizes[si]).label()}) {
-      if (const auto it = by_label.find(label); it != by_label.end()) exact(si, it->second);
-    }
-    simulate_runner_up(si);
-  });
-  // The pick must pass the verifier at its size. It is each size's fastest unless the previous pick is within
-  // keep_within of it: those are verified ahead on options.jobs threads (verified[si * n + c]: 1 passed, 2
-  // failed), the rare others when they come up.
-  std::vector<char> verified(n * n_sizes, 0);
-  auto verify_at = [&](std::size_t si, std::size_t c) {
-    char& v = verified[si * n + c];
+  }
+
+  // Whether candidate c passes the verifier at size si (verified_: 1 passed, 2 failed, 0 not yet).
+  bool verify_at(std::size_t si, std::size_t c) {
+    char& v = verified_[si * n_ + c];
     if (v == 0) {
       v = 2;
       try {
-        (void)build_candidate(topo, result.set.candidates[c], count_for(options.sizes[si], esize), options.op,
+        (void)build_candidate(topo_, result_.set.candidates[c], count_for(options_.sizes[si], esize_), options_.op,
                               /*verify=*/true);
         v = 1;
       } catch (const InvalidInput&) {
       } catch (const Unsupported&) {}
     }
     return v == 1;
-  };
-  {
-    std::vector<std::pair<std::size_t, std::size_t>> ahead;  // (size, candidate)
-    for (std::size_t si = 0; si < n_sizes; ++si) {
-      const std::vector<std::size_t> ranking = ranking_at(si);
-      if (!ranking.empty()) ahead.emplace_back(si, ranking.front());
-    }
-    parallel_for(ahead.size(), options.jobs, [&](std::size_t k) { (void)verify_at(ahead[k].first, ahead[k].second); });
   }
-  for (std::size_t si = 0; si < n_sizes; ++si) {
-    const std::uint64_t bytes = options.sizes[si];
-    if (!result.pick.empty() && !simulated[si * n + result.pick.back()]) {
-      exact(si, result.pick.back());
-      simulate_runner_up(si);
-    }
-    SizeScores scores;
-    scores.bytes = bytes;
-    scores.count = count_for(bytes, esize);
-    scores.predicted.assign(predicted.begin() + static_cast<std::ptrdiff_t>(si * n),
-                            predicted.begin() + static_cast<std::ptrdiff_t>((si + 1) * n));
-    scores.ranking = ranking_at(si);
-    // A candidate that fails the verifier leaves the ranking (as a plan that does not build here would have) and
-    // the next one is tried.
-    std::size_t pick = 0;
-    for (;;) {
-      if (scores.ranking.empty()) {
-        throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo.name()));
-      }
-      pick = scores.ranking.front();
-      if (!result.pick.empty()) {
-        const std::size_t previous = result.pick.back();
-        if (scores.predicted[previous] &&
-            scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options.keep_within)) {
-          pick = previous;
-        }
-      }
-      // NCCL's own choice stays unless the pick beats it by more than the minimum gain. It stays as the first
-      // candidate of the ranking with its time: an explicit pair equal to it (--target nccl, which the plugin can
-      // steer to) where one is listed before plain `nccl`, as a tie is broken anyway.
-      if (nccl && scores.predicted[*nccl] && scores.predicted[pick]->time_us < scores.predicted[*nccl]->time_us &&
-          scores.predicted[*nccl]->time_us <=
-              scores.predicted[pick]->time_us * (1.0 + min_gain_at(options, topo, bytes))) {
-        const double nccl_us = scores.predicted[*nccl]->time_us;
-        pick = *nccl;
-        for (const std::size_t c : scores.ranking) {
-          if (scores.predicted[c]->time_us == nccl_us) {
-            pick = c;
-            break;
-          }
-        }
-      }
-      if (verify_at(si, pick)) break;
-      scores.predicted[pick].reset();
-      scores.ranking.erase(std::find(scores.ranking.begin(), scores.ranking.end(), pick));
-    }
-    result.pick.push_back(pick);
-    result.sizes.push_back(std::move(scores));
-  }
-  tracker.finish();
-  result.simulations = simulations.load();
-  result.pruned = pruned.load();
-  rebuild_table(result, topo, options);
-  return result;
-}
+
+  const Topology& topo_;
+  const SearchOptions& options_;
+  SearchResult result_;
+  std::size_t esize_ = 4;
+  std::size_t n_ = 0;        // candidates
+  std::size_t n_sizes_ = 0;  // sizes
+  std::vector<std::optional<Figures>> predicted_;  // [si * n + c]
+  std::vector<char> simulated_;                    // its figures were simulated (else interpolated)
+  std::vector<int> bottleneck_;                    // simulated slots: their bottleneck link's class
+  std::vector<char> verified_;                     // 1 passed the verifier, 2 failed, 0 not yet
+  std::vector<int> link_class_;                    // [link + 1] (0: none)
+  std::vector<std::size_t> order_;                 // candidates, costliest first
+  std::vector<std::int64_t> counts_;               // elements at each size
+  std::map<std::string, std::size_t> by_label_;
+  std::optional<std::size_t> nccl_;  // NCCL's own choice, the baseline
+  bool prune_ = false;
+  std::vector<double> prune_above_;  // per size
+  std::vector<char> seed_;           // per candidate
+  std::atomic<std::size_t> simulations_{0};
+  std::atomic<std::size_t> pruned_{0};
+};
+
+}  // namespace
+
+SearchResult search(const Topology& topo, const SearchOptions& options) { return Search(topo, options).run(); }
 
 void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptions& options) {
   const std::size_t esize = element_size(options.type);
@@ -530,7 +602,7 @@ void rebuild_table(SearchResult& result, const Topology& topo, const SearchOptio
   t.ranges = merge_ranges(choices);
 }
 
-Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations) {
+Measurement measure_plan(HarnessBackend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations) {
   if (iterations < 1) throw InvalidInput("measure: iterations must be ≥ 1");
   // The runner of `artune run`: the same figures autotune records are what a run of the table shows.
   SweepConfig config;
@@ -594,7 +666,7 @@ void measure_top(SearchResult& result, const Topology& topo, const SearchOptions
   BackendOptions bo;
   bo.timeout_s = options.timeout_s;
   bo.topology = &topo;
-  std::unique_ptr<Backend> backend = make_backend(options.backend, bo);
+  std::unique_ptr<HarnessBackend> backend = make_backend(options.backend, bo);
   const int k = std::max(1, options.top_k);
   std::map<std::string, std::size_t> by_label;
   for (std::size_t c = 0; c < result.set.candidates.size(); ++c) by_label[result.set.candidates[c].label()] = c;

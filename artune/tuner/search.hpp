@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "artune/core/types.hpp"
-#include "artune/executor/backend.hpp"
+#include "artune/executor/harness/harness.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/topology/topology.hpp"
 #include "artune/tuner/candidates.hpp"
@@ -110,7 +110,7 @@ struct MeasureOptions {
 
 /// Runs one plan for real: warm-up, timed iterations (the max over processes), then a verification
 /// pass; the figures are the mean time. Throws BackendFailure/Timeout from the backend.
-Measurement measure_plan(Backend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations);
+Measurement measure_plan(HarnessBackend& backend, const Plan& plan, DataType type, ReduceOp op, int warmup, int iterations);
 
 /// The measured pick among `measured` (candidate index, measurement): the fastest with #wrong = 0, except that
 /// candidates within the run-to-run spread of the fastest (gap ≤ the larger spread_pct of the two) tie, and a tie

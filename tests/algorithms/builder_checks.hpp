@@ -12,9 +12,9 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/plan.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace artune::test {
 

@@ -8,7 +8,7 @@
 
 #include "artune/algorithms/synthesis/cut_bound.hpp"
 #include "artune/algorithms/synthesis/max_flow.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/link_rates.hpp"
 
 using namespace artune;

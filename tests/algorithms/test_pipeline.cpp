@@ -6,10 +6,10 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/plan.hpp"
 #include "artune/algorithms/spec.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "hand_plans.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using namespace artune::test;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "artune/algorithms/families.hpp"
+#include "artune/algorithms/families/families.hpp"
 #include "builder_checks.hpp"
 
 using namespace artune;

@@ -1,7 +1,7 @@
 // Double binary tree: NCCL's trees and the plan they give.
 #include <doctest/doctest.h>
 
-#include "artune/algorithms/families.hpp"
+#include "artune/algorithms/families/families.hpp"
 #include "builder_checks.hpp"
 
 using namespace artune;

@@ -12,9 +12,9 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/synthesis/tree_packing.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/link_rates.hpp"
 
 using namespace artune;

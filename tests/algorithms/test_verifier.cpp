@@ -3,7 +3,7 @@
 #include <ctime>
 #include <string>
 
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "hand_plans.hpp"
 

@@ -15,7 +15,7 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "tests/cli_runner.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using json = nlohmann::json;
 using namespace artune;

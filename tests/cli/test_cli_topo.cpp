@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli_runner.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using json = nlohmann::json;
 

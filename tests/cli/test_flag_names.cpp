@@ -15,7 +15,7 @@
 #include "artune/core/error.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/core/sizes.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "cli/flag_names.hpp"
 #include "tests/test_support.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // One rank's all-gather or reduce-scatter through a Communicator with the verification inputs of
-// executor/verification.hpp, checked exactly (shared by test_communicator_collectives and the mpi program).
+// executor/harness/verification.hpp, checked exactly (shared by test_communicator_collectives and the mpi program).
 
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "artune/communicator.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune_test {
 

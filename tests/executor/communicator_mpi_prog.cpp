@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "artune/communicator.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "tests/executor/collective_calls.hpp"
 
 using namespace artune;

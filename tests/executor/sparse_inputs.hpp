@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "artune/algorithms/sparse_allreduce.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune::test {
 

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "artune/algorithms/collectives.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
-#include "artune/executor/runner.hpp"
-#include "artune/executor/verification.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/executor/harness/runner.hpp"
+#include "artune/executor/harness/verification.hpp"
+#include "artune/topology/io/io.hpp"
 #include "tests/test_support.hpp"
 
 using namespace artune;

@@ -25,9 +25,9 @@
 #endif
 #include "artune/comm/call_split.hpp"
 #include "tests/executor/comm_threads.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "tests/test_support.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "artune/tuner/search.hpp"
 

@@ -17,7 +17,7 @@
 #include "artune/communicator.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "artune/tuner/search.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "tests/executor/comm_threads.hpp"
 #include "tests/test_support.hpp"
 

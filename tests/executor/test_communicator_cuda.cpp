@@ -14,7 +14,7 @@
 #include "artune/communicator.hpp"
 #include "artune/executor/cuda/cuda_backend.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "tests/executor/comm_threads.hpp"
 
 using namespace artune;

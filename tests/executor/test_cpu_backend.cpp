@@ -9,9 +9,10 @@
 
 #include "artune/core/error.hpp"
 #include "artune/executor/backend.hpp"
+#include "artune/executor/backend_factory.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
-#include "artune/executor/runner.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/runner.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "hand_plans.hpp"
 #include "tests/test_support.hpp"
 
@@ -195,8 +196,8 @@ TEST_CASE("cpu_backend.backend_kinds") {
 #include <set>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/verifier.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
+#include "artune/topology/io/io.hpp"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include "artune/executor/cuda/kernel_dispatch.hpp"
 #include "artune/executor/cuda/reduce_kernels.hpp"
 #include "artune/executor/reduce_kernels.hpp"
-#include "artune/executor/verification.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/executor/harness/verification.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 using namespace artune;

@@ -18,7 +18,7 @@
 #include "artune/executor/cuda/kernel_dispatch.hpp"
 #include "artune/executor/cuda/reduce_kernels.hpp"
 #include "artune/executor/reduce_kernels.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 using namespace artune;
 using namespace artune::cuda;

@@ -28,15 +28,15 @@
 #include <vector>
 
 #include "artune/algorithms/builders.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "artune/executor/cuda/cuda_program.hpp"
 #include "artune/executor/nccl/nccl_program.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/schedule.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "hand_plans.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 using namespace artune;

@@ -12,13 +12,14 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/error.hpp"
 #include "artune/executor/backend.hpp"
-#include "artune/executor/sparse_allreduce.hpp"
+#include "artune/executor/harness/sparse_allreduce.hpp"
 #include "hand_plans.hpp"
 #include "sparse_inputs.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/executor/backend_factory.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using namespace artune::test;
@@ -36,8 +37,8 @@ const Topology& topology() {
 }
 
 // One backend for the whole program: MPI can be initialised only once per process.
-Backend& mpi() {
-  static std::unique_ptr<Backend> backend = [] {
+HarnessBackend& mpi() {
+  static std::unique_ptr<HarnessBackend> backend = [] {
     BackendOptions options;
     options.timeout_s = 60;
     options.topology = &topology();
@@ -57,7 +58,7 @@ Plan on_topology(Plan plan) {
 
 // Runs twice; returns #wrong of the second run summed over ranks.
 std::int64_t wrong_after_runs(const Plan& plan, DataType type, ReduceOp op, int flip_rank = -1) {
-  Backend& b = mpi();
+  HarnessBackend& b = mpi();
   b.prepare(on_topology(plan), type, op);
   double wrong = 0;
   for (int it = 0; it < 2; ++it) {
@@ -87,7 +88,7 @@ const char* const kSpecs[] = {"xring",        "xring#2",     "rechd",       "psc
 }  // namespace
 
 TEST_CASE("mpi_backend.rank_layout") {
-  Backend& b = mpi();
+  HarnessBackend& b = mpi();
   CHECK(b.name() == "mpi");
   CHECK(b.local_ranks().size() == 1);
   CHECK(b.is_root() == (b.local_ranks().front() == 0));

@@ -24,7 +24,7 @@
 #include "artune/executor/backend.hpp"
 #include "artune/executor/cuda/cuda_backend.hpp"
 #include "artune/executor/nccl/nccl_backend.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 using namespace artune;

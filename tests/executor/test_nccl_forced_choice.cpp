@@ -11,7 +11,7 @@
 #include "artune/core/error.hpp"
 #include "artune/executor/nccl/nccl_forced_choice.hpp"
 #include "tests/test_support.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 

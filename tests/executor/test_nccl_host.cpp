@@ -17,7 +17,7 @@
 #include "artune/executor/nccl/nccl_registry.hpp"
 #include "artune/executor/nccl/nccl_watchdog.hpp"
 #include "artune/executor/schedule.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using nccl::WatchVerdict;

@@ -8,7 +8,7 @@
 
 #include "artune/core/types.hpp"
 #include "artune/executor/reduce_kernels.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 using namespace artune;
 

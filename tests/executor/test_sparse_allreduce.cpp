@@ -8,9 +8,9 @@
 
 #include "artune/core/error.hpp"
 #include "artune/executor/cpu/cpu_backend.hpp"
-#include "artune/executor/sparse_allreduce.hpp"
+#include "artune/executor/harness/sparse_allreduce.hpp"
 #include "sparse_inputs.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using namespace artune::test;

@@ -11,7 +11,7 @@
 
 #include "artune/core/error.hpp"
 #include "artune/core/types.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 using namespace artune;
 

@@ -19,7 +19,7 @@
 #endif
 #include "tests/nccl_tuner/plugin_loader.hpp"
 #include "tests/test_support.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "artune/tuner/nccl_target.hpp"
 #include "artune/tuner/search.hpp"

@@ -9,7 +9,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/candidates.hpp"
 
 using namespace artune;

@@ -19,7 +19,7 @@
 #include "artune/algorithms/spec.hpp"
 #include "artune/simulator/closed_form.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 

@@ -16,7 +16,7 @@
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/closed_form.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 

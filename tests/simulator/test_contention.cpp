@@ -9,7 +9,7 @@
 #include "artune/core/sizes.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using namespace artune::testing;

@@ -8,7 +8,7 @@
 #include "artune/core/error.hpp"
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 

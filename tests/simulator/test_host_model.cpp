@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "tests/simulator/sim_fixtures.hpp"
 
 using namespace artune;

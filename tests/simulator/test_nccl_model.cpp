@@ -17,7 +17,7 @@
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/nccl_model.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 #include <nlohmann/json.hpp>
 

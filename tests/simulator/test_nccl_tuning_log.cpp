@@ -22,7 +22,7 @@
 #include "artune/core/input.hpp"
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/simulator/nccl_model.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using json = nlohmann::json;

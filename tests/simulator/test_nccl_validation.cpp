@@ -40,7 +40,7 @@
 #include "artune/simulator/cost_model.hpp"
 #include "artune/simulator/nccl_model.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/search.hpp"
 
 using namespace artune;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 

@@ -17,7 +17,7 @@
 #include "artune/core/error.hpp"
 #include "tests/test_support.hpp"
 #include "artune/topology/discovery.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 #include "tests/cli_runner.hpp"
 

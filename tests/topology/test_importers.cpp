@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/importers.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/import/importers.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 using namespace artune;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 using json = nlohmann::json;

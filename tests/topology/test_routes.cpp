@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 
 using namespace artune;
 

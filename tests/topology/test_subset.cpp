@@ -7,7 +7,7 @@
 #include <string>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/subset.hpp"
 
 using namespace artune;

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/subset.hpp"
 #include "artune/tuner/allocation.hpp"
 

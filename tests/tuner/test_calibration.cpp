@@ -12,8 +12,8 @@
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
 #include "artune/simulator/simulator.hpp"
-#include "artune/topology/io.hpp"
-#include "artune/tuner/calibration.hpp"
+#include "artune/topology/io/io.hpp"
+#include "artune/tuner/calibration/calibration.hpp"
 #include "artune/tuner/fit.hpp"
 #include "artune/tuner/candidates.hpp"
 

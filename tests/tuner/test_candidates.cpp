@@ -8,9 +8,9 @@
 #include <numeric>
 #include <set>
 
-#include "artune/algorithms/verifier.hpp"
+#include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/sizes.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/search.hpp"
 #include "tests/cli_runner.hpp"

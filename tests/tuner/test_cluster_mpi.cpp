@@ -13,7 +13,7 @@
 
 #include "tests/cli_runner.hpp"
 #include "tests/test_support.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/decision_table.hpp"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/decision_table.hpp"
 #include "tests/test_support.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "artune/core/error.hpp"
 #include "artune/simulator/cost_model.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/collective_tuning.hpp"
 #include "artune/tuner/fusion.hpp"
 

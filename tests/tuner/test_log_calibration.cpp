@@ -12,8 +12,8 @@
 
 #include "artune/core/error.hpp"
 #include "artune/logs/nccl_tests_log.hpp"
-#include "artune/topology/io.hpp"
-#include "artune/tuner/log_calibration.hpp"
+#include "artune/topology/io/io.hpp"
+#include "artune/tuner/calibration/from_logs.hpp"
 #include "artune/tuner/log_check.hpp"
 #include "tests/logs/log_fixtures.hpp"
 #include "tests/test_support.hpp"

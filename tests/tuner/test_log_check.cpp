@@ -9,7 +9,7 @@
 #include "artune/core/error.hpp"
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/logs/nccl_tests_log.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/log_check.hpp"
 #include "tests/logs/log_fixtures.hpp"
 #include "tests/test_support.hpp"

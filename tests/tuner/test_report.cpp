@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_support.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/algorithms/registry.hpp"
 #include "artune/report/report.hpp"
 #include "artune/tuner/search.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "artune/core/error.hpp"
-#include "artune/topology/io.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/search.hpp"
 

@@ -12,7 +12,7 @@
 #include "artune/core/parameters.hpp"
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/test_fault.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune {
 
@@ -534,7 +534,7 @@ std::vector<int> CpuBackend::local_ranks() const {
   return out;
 }
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+std::unique_ptr<HarnessBackend> make_cpu_backend(const BackendOptions& options) {
   return std::make_unique<CpuBackend>(options);
 }
 

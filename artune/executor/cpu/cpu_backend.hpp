@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "artune/executor/backend.hpp"
+#include "artune/executor/harness/harness.hpp"
 #include "artune/executor/schedule.hpp"
 
 namespace artune {
@@ -40,7 +40,7 @@ namespace artune {
 inline constexpr int kMaxCpuDevices = 256;
 
 /// The cpu backend (exposed so tests can reach buffers to plant faults).
-class CpuBackend final : public Backend {
+class CpuBackend final : public HarnessBackend {
  public:
   /// A backend with no plan yet; options.timeout_s bounds a run without progress.
   explicit CpuBackend(const BackendOptions& options);
@@ -62,6 +62,10 @@ class CpuBackend final : public Backend {
   std::vector<int> local_ranks() const override;
   /// "cpu".
   std::string_view name() const override { return "cpu"; }
+  /// "cpu group op": group ops run cooperatively on the member threads.
+  std::string_view group_op_name(Collective) const override { return "cpu group op"; }
+  /// True: retarget() rebuilds the task lists in place.
+  bool retargets() const override { return true; }
 
   /// Like prepare(), without allocating the ranks' buffer 0: the plan runs only through run_on.
   void prepare_for_user_buffers(const Plan& plan, DataType type, ReduceOp op) override;
@@ -91,10 +95,10 @@ class CpuBackend final : public Backend {
   };
   /// A prepared plan held outside the backend: swap_prepared() exchanges it with the backend's current one,
   /// so several plans share one set of workers (the Communicator's plan cache). Empty when default-built.
-  class Prepared {
+  class Prepared final : public PlanSlot {
    public:
     Prepared();
-    ~Prepared();
+    ~Prepared() override;
     Prepared(Prepared&&) noexcept;
     Prepared& operator=(Prepared&&) noexcept;
     /// The plan prepared in it (empty plan when none).
@@ -119,8 +123,12 @@ class CpuBackend final : public Backend {
   };
   /// Exchanges the backend's prepared plan with `other` (between runs only; workers are kept).
   void swap_prepared(Prepared& other) noexcept;
+  /// An empty Prepared: the communicator's plan cache keeps every plan in one, on this backend's workers.
+  std::unique_ptr<PlanSlot> new_slot() override { return std::make_unique<Prepared>(); }
+  /// swap_prepared() on a slot new_slot() made.
+  void swap_slot(PlanSlot& slot) override { swap_prepared(static_cast<Prepared&>(slot)); }
   /// Worker threads the backend owns now (the most devices of any plan prepared so far).
-  std::size_t worker_count() const noexcept { return threads_.size(); }
+  std::size_t worker_count() const override { return threads_.size(); }
 
  private:
   void prepare_impl(const Plan& plan, DataType type, ReduceOp op, bool user_buffers);
@@ -166,6 +174,6 @@ class CpuBackend final : public Backend {
 };
 
 /// Creates the cpu backend.
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
+std::unique_ptr<HarnessBackend> make_cpu_backend(const BackendOptions& options);
 
 }  // namespace artune

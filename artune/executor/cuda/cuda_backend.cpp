@@ -28,7 +28,7 @@
 #include "artune/executor/cuda/kernel_dispatch.hpp"
 #include "artune/executor/cuda/reduce_kernels.hpp"
 #include "artune/executor/schedule.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune {
 
@@ -71,7 +71,7 @@ struct Call {
   int op = -1;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public HarnessBackend {
  public:
   explicit CudaBackend(const BackendOptions& options) : options_(options) {
     gpus_ = usable_device_count();
@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
   void run_back_to_back(int n) override {
     require_prepared();
     if (!options_.cuda_graph || calls_.empty()) {
-      Backend::run_back_to_back(n);
+      HarnessBackend::run_back_to_back(n);
       return;
     }
     for (int i = 0; i < n; ++i) launch();
@@ -385,6 +385,8 @@ class CudaBackend final : public Backend {
 
   std::vector<int> local_ranks() const override { return participants_; }
   std::string_view name() const override { return "cuda"; }
+  std::string_view group_op_name(Collective) const override { return "cuda kernels"; }
+  bool runs_on_streams() const override { return true; }
 
  private:
   void require_prepared() const {
@@ -619,7 +621,7 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+std::unique_ptr<HarnessBackend> make_cuda_backend(const BackendOptions& options) {
   return std::make_unique<CudaBackend>(options);
 }
 

@@ -9,13 +9,13 @@
 
 #include <memory>
 
-#include "artune/executor/backend.hpp"
+#include "artune/executor/harness/harness.hpp"
 
 namespace artune {
 
 /// Creates the cuda backend; throws Unsupported("no CUDA device available") when the machine has no GPU,
 /// BackendFailure naming the CUDA error when the device query fails otherwise (e.g. an insufficient driver).
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
+std::unique_ptr<HarnessBackend> make_cuda_backend(const BackendOptions& options);
 
 /// Number of CUDA devices usable by this process: 0 when the machine has no GPU (no device or no driver);
 /// throws BackendFailure naming the error for any other failure (an insufficient driver, …).

@@ -11,7 +11,7 @@
 
 #include "artune/core/types.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 
 namespace artune::cuda {
 

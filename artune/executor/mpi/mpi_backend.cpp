@@ -30,7 +30,7 @@
 #include "artune/executor/reduce_kernels.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/test_fault.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune {
@@ -95,7 +95,7 @@ bool ranks_outnumber_cores(MPI_Comm comm) {
   return cores > 0 && static_cast<unsigned>(ranks) > cores;
 }
 
-class MpiBackend final : public Backend {
+class MpiBackend final : public HarnessBackend {
  public:
   explicit MpiBackend(const BackendOptions& options) : options_(options) {
     // Saturate: a huge timeout must not overflow `now + timeout` deadline arithmetic.
@@ -224,6 +224,16 @@ class MpiBackend final : public Backend {
   double all_sum(double value) override { return reduce_scalar(value, MPI_SUM, "all_sum"); }
   double all_max(double value) override { return reduce_scalar(value, MPI_MAX, "all_max"); }
   std::string_view name() const override { return "mpi"; }
+  std::string_view group_op_name(Collective c) const override {
+    switch (c) {
+      case Collective::kAllReduce: return "MPI_Iallreduce";
+      case Collective::kBroadcast: return "MPI_Ibcast";
+      case Collective::kReduce: return "MPI_Ireduce";
+      case Collective::kReduceScatter: return "MPI_Ireduce_scatter";
+      case Collective::kAllGather: return "MPI_Iallgatherv";
+    }
+    return "MPI";
+  }
 
  private:
   enum class State { kWaiting, kStarted, kDone };
@@ -795,7 +805,7 @@ void MpiBackend::run() {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_mpi_backend(const BackendOptions& options) {
+std::unique_ptr<HarnessBackend> make_mpi_backend(const BackendOptions& options) {
   return std::make_unique<MpiBackend>(options);
 }
 

@@ -21,11 +21,11 @@
 
 #include <memory>
 
-#include "artune/executor/backend.hpp"
+#include "artune/executor/harness/harness.hpp"
 
 namespace artune {
 
 /// Creates the mpi backend (initialises MPI when nobody has).
-std::unique_ptr<Backend> make_mpi_backend(const BackendOptions& options);
+std::unique_ptr<HarnessBackend> make_mpi_backend(const BackendOptions& options);
 
 }  // namespace artune

@@ -42,7 +42,7 @@
 #include "artune/executor/nccl/nccl_registry.hpp"
 #include "artune/executor/schedule.hpp"
 #include "artune/executor/test_fault.hpp"
-#include "artune/executor/verification.hpp"
+#include "artune/executor/harness/verification.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune {
@@ -78,7 +78,7 @@ void ensure_mpi_for_nccl() {
   });
 }
 
-class NcclBackend final : public Backend {
+class NcclBackend final : public HarnessBackend {
  public:
   explicit NcclBackend(const BackendOptions& options) : options_(options) {
     gpus_ = cuda::usable_device_count();
@@ -336,6 +336,17 @@ class NcclBackend final : public Backend {
     return value;
   }
   std::string_view name() const override { return "nccl"; }
+  std::string_view group_op_name(Collective c) const override {
+    switch (c) {
+      case Collective::kAllReduce: return "ncclAllReduce";
+      case Collective::kBroadcast: return "ncclBroadcast";
+      case Collective::kReduce: return "ncclReduce";
+      case Collective::kReduceScatter: return "ncclReduceScatter";
+      case Collective::kAllGather: return "ncclAllGather";
+    }
+    return "NCCL";
+  }
+  bool runs_on_streams() const override { return true; }
 
  private:
   void require_alive() const {
@@ -562,7 +573,7 @@ class NcclBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_nccl_backend(const BackendOptions& options) {
+std::unique_ptr<HarnessBackend> make_nccl_backend(const BackendOptions& options) {
   return std::make_unique<NcclBackend>(options);
 }
 

@@ -10,11 +10,11 @@
 
 #include <memory>
 
-#include "artune/executor/backend.hpp"
+#include "artune/executor/harness/harness.hpp"
 
 namespace artune {
 
 /// Creates the nccl backend (initialises MPI if needed); Unsupported("no CUDA device available") without a GPU.
-std::unique_ptr<Backend> make_nccl_backend(const BackendOptions& options);
+std::unique_ptr<HarnessBackend> make_nccl_backend(const BackendOptions& options);
 
 }  // namespace artune

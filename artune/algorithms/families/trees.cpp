@@ -1,0 +1,311 @@
+// Spanning-tree packing (issue 25): plans derived from the topology's capacity rather than laid over it.
+// For every root, weighted trees found by synthesis/tree_packing.hpp (LP and max flows on LEMON) at the
+// links' usable rates (topology/link_rates.hpp): all-gather broadcasts each rank's block down its out-trees,
+// reduce-scatter reduces each block up its in-trees into its owner, all-reduce runs the two (the owner
+// scales its block for avg in between; `trees2` reduces every block whole first). A tree edge is a transfer
+// over NCCL's route, or two transfers staged through a CPU socket's scratch memory. Each tree carries its
+// share of the root's block (its weight, in 1/1024ths), whole or as copies in proportion to the weight;
+// --segments pipelines the pieces down and up the trees.
+//
+// Cost: the packing's rate is the min-cut bound's for each phase (cut_bound.hpp) where the routes allow it;
+// latency grows with the trees' depth (one transfer per level, two for a staged edge). docs/bound.md has
+// the simulated share of the bound on every DGX-1 subset.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+
+#include "artune/algorithms/families/collective_families.hpp"
+#include "artune/algorithms/synthesis/tree_packing.hpp"
+#include "artune/core/error.hpp"
+#include "artune/core/parameters.hpp"
+#include "artune/topology/link_rates.hpp"
+
+namespace artune::detail {
+
+namespace {
+
+using synthesis::TreeEdge;
+using synthesis::TreePacking;
+using synthesis::WeightedTree;
+
+// Packings kept per process (packing_for).
+constexpr std::size_t kPackingCacheEntries = 64;
+// The packing's weights are rounded to 1/1024 of a block (a tree's load is then within 0.05 % of its
+// weight's); its copies, about 32 per block, keep plans at a few thousand ops on 8 GPUs.
+constexpr int kChunksPerBlock = 1024;
+constexpr int kCopiesPerBlock = 32;
+
+// The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
+// the participants only, so it is found once per process (bounded: the oldest goes first).
+std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::vector<int>& participants,
+                                               bool toward_root) {
+  using Key = std::tuple<std::string, std::vector<int>, bool>;
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<const TreePacking>> cache;
+  static std::vector<Key> order;
+  Key key{topo.fingerprint(), participants, toward_root};
+  {
+    std::lock_guard lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto packing = std::make_shared<const TreePacking>(synthesis::pack_trees(
+      topo, participants, usable_link_rates(topo), toward_root, synthesis::PackingOptions{kChunksPerBlock, true}));
+  std::lock_guard lock(mutex);
+  if (cache.emplace(key, packing).second) {
+    order.push_back(key);
+    if (order.size() > kPackingCacheEntries) {
+      cache.erase(order.front());
+      order.erase(order.begin());
+    }
+  }
+  return packing;
+}
+
+// The participant at the other end of v's parent edge.
+int parent_of(const TreePacking& p, const WeightedTree& t, int v) {
+  const int e = t.parent_edge[static_cast<std::size_t>(v)];
+  if (e < 0) return -1;
+  const TreeEdge& edge = p.edges[static_cast<std::size_t>(e)];
+  return p.toward_root ? edge.to : edge.from;
+}
+
+// Participants of a tree, root first, by depth.
+std::vector<int> by_depth(const TreePacking& p, const WeightedTree& t) {
+  const int n = static_cast<int>(t.parent_edge.size());
+  std::vector<int> depth(static_cast<std::size_t>(n), 0);
+  for (int v = 0; v < n; ++v) {
+    int d = 0;
+    for (int u = v; parent_of(p, t, u) >= 0 && d <= n; u = parent_of(p, t, u)) ++d;
+    ARTUNE_CHECK(d <= n, fmt::format("trees: tree of root {} has a cycle", t.root));
+    depth[static_cast<std::size_t>(v)] = d;
+  }
+  std::vector<int> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return depth[static_cast<std::size_t>(a)] < depth[static_cast<std::size_t>(b)];
+  });
+  return order;
+}
+
+// The elements [offset, offset + count) of the buffer one chunk of a tree carries.
+struct Piece {
+  std::int64_t offset = 0;
+  std::int64_t count = 0;
+};
+
+// Per tree, its share of its root's block (its chunks); with `copies`, cut into copies that move side by side:
+// a tree of weight w runs as about w·kCopiesPerBlock copies, so that a link shared by trees of different
+// weights, which the simulator and the fabrics share evenly between the transfers on it, gives each tree the
+// share its weight asks for.
+std::vector<std::vector<Piece>> pieces(Emitter& e, const TreePacking& p, bool split) {
+  std::vector<std::vector<Piece>> out;
+  std::vector<int> next_chunk(p.trees.empty() ? 0 : p.trees.front().parent_edge.size(), 0);
+  for (const WeightedTree& t : p.trees) {
+    const auto [block_offset, block_count] = collective_block(e.plan(), t.root);
+    int& first = next_chunk[static_cast<std::size_t>(t.root)];
+    // Chunk boundaries in proportion to the block (a block of fewer elements than chunks still splits by weight).
+    const std::int64_t begin = block_count * first / p.chunks;
+    const std::int64_t count = block_count * (first + t.chunks) / p.chunks - begin;
+    const int copies =
+        split ? std::max(1, static_cast<int>(std::lround(static_cast<double>(t.chunks) * kCopiesPerBlock / p.chunks)))
+              : 1;
+    std::vector<Piece> mine;
+    for (int c = 0; c < copies; ++c) {
+      const auto [offset, size] = even_piece(count, copies, c);
+      if (size > 0) mine.push_back({block_offset + begin + offset, size});
+    }
+    out.push_back(std::move(mine));
+    first += t.chunks;
+  }
+  return out;
+}
+
+// One tree edge: a copy (or reduce) from `src` to `dst`, directly or through the scratch of the CPU `via`.
+void transfer(Emitter& e, const Location& src, const Location& dst, int via, bool reduce) {
+  if (via < 0) {
+    reduce ? e.reduce(src, dst) : e.copy(src, dst);
+    return;
+  }
+  const int cpu = e.device_for_node(via);
+  const Location stage{cpu, e.scratch(cpu, src.count), 0, src.count};
+  e.copy(src, stage);
+  reduce ? e.reduce(stage, dst) : e.copy(stage, dst);
+}
+
+// Every root's block down its out-trees; `root_copy`, when given, holds each root's whole block (in a
+// scratch of the root), which its own sends read.
+void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, bool split,
+                    const std::vector<Slot>& root_copy = {}) {
+  const auto chunk_pieces = pieces(e, p, split);
+  for (std::size_t i = 0; i < p.trees.size(); ++i) {
+    const WeightedTree& t = p.trees[i];
+    const std::vector<int> order = by_depth(p, t);
+    for (const Piece& piece : chunk_pieces[i]) {
+      for (int v : order) {
+        const int edge = t.parent_edge[static_cast<std::size_t>(v)];
+        if (edge < 0) continue;
+        const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+        const Slot& from = te.from == t.root && !root_copy.empty() ? root_copy[static_cast<std::size_t>(t.root)]
+                                                                   : slots[static_cast<std::size_t>(te.from)];
+        transfer(e, at(from, piece.offset, piece.count),
+                 at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
+      }
+    }
+  }
+}
+
+// Every root's block up its in-trees, deepest first (a participant forwards its subtree's sum); the root
+// scales its pieces for avg.
+void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, int scale_by, bool split) {
+  const auto chunk_pieces = pieces(e, p, split);
+  for (std::size_t i = 0; i < p.trees.size(); ++i) {
+    const WeightedTree& t = p.trees[i];
+    const std::vector<int> order = by_depth(p, t);
+    for (const Piece& piece : chunk_pieces[i]) {
+      // A participant with several children reduces the first one's sum straight into its piece and takes the
+      // others into scratch, reducing them locally: their transfers then run side by side instead of one
+      // after another behind each other's write to the same piece.
+      std::vector<int> children(order.size(), 0);
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
+        if (edge < 0) continue;
+        const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+        const Location src = at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count);
+        const Location dst = at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count);
+        if (children[static_cast<std::size_t>(te.to)]++ == 0) {
+          transfer(e, src, dst, te.via, true);
+          continue;
+        }
+        const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
+        transfer(e, src, side, te.via, false);
+        e.reduce(side, dst);
+      }
+      if (scale_by != kNoScale)
+        e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
+    }
+  }
+}
+
+void require_blocks_fit(const Setup& s) {
+  if (!s.options.blocks.empty()) {
+    // The packing splits even blocks; all-gather-v blocks would leave some trees idle and others overfull.
+    throw InvalidInput(
+        fmt::format("{} trees: per-rank block sizes (all-gather-v) are not supported; use ring, "
+                    "bruck or rd",
+                    parameter("spec")));
+  }
+}
+
+// Both phases take the packings of the reduce-scatter and the all-gather, each at its own best rate.
+// trees: each piece goes down its out-trees as soon as its root has reduced it, so the phases overlap (best
+// where the links that bind carry one phase each way, as on most GPU subsets). trees2: every root has its
+// whole block reduced first (one local copy of the block, which its sends down read, waits for all of it),
+// and every tree runs as copies in proportion to its weight (best where both phases load the same links:
+// 7 or 8 GPUs of a DGX-1).
+void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const bool two_phase = token.name == std::string_view("trees2");
+  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, true), s.scale_by, two_phase);
+  std::vector<Slot> root_copy;
+  if (two_phase) {
+    for (int r = 0; r < ranks(s); ++r) {
+      const auto [offset, count] = collective_block(e.plan(), r);
+      const Slot copy{r, e.scratch(r, count), -offset};
+      e.copy(at(slots[static_cast<std::size_t>(r)], offset, count), at(copy, offset, count));
+      root_copy.push_back(copy);
+    }
+  }
+  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, false), two_phase, root_copy);
+}
+
+void emit_trees_allgather(Emitter& e, const Setup& s, const AlgToken&) {
+  require_blocks_fit(s);
+  emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, false), true);
+}
+
+void emit_trees_reducescatter(Emitter& e, const Setup& s, const AlgToken&) {
+  require_blocks_fit(s);
+  emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, true), s.scale_by, true);
+}
+
+// A lower bound: what every plan needs on a uniform topology, each GPU receiving (p−1)/p of the buffer per
+// phase over all of its links (the single-GPU cut of the min-cut bound).
+ClosedForm trees_allreduce_closed_form(const ClosedFormInput& in) {
+  const double p = in.ranks;
+  return {2 * (p - 1) / p * in.bytes * in.ingress_us_per_byte, Exactness::kLowerBound};
+}
+
+ClosedForm trees_collective_closed_form(const ClosedFormInput& in) {
+  const double p = in.ranks;
+  return {(p - 1) / p * in.bytes * in.ingress_us_per_byte, Exactness::kLowerBound};
+}
+
+// Tried on every topology whose machines the packing takes whole (its LP grows with the square of the GPUs).
+constexpr int kMaxTunedGpus = 64;
+
+// Trees need deeper pipelines than the tuner's default depths: every piece crosses a tree's depth.
+const std::vector<int> kTreeSegments = {1, 4, 8, 16, 32};
+// trees2 keeps shallow pipelines: its copies by weight put every tree's pieces on the same links at once, and the
+// simulator's max-min sharing grows with those flows (pcie-8gpu, 1 MiB - 1 GiB: 0.14 s at 1 segment, 3.7 s at
+// 8, 66 s at 32, where trees takes 0.3 s at 32), which made one autotune of pcie-8gpu take 3.5 minutes.
+const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
+
+void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
+}
+
+void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
+  out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
+}
+
+}  // namespace
+
+}  // namespace artune::detail
+
+namespace artune::family {
+const Family trees{
+    .name = "trees",
+    .readable = "tree-packing",
+    .specs = {{"trees", "tree-packing", ArgKind::kNone,
+               "spanning trees per root packed over the topology's capacity: reduce-scatter up in-trees, "
+               "all-gather down out-trees, each piece as soon as it is reduced"},
+              {"trees2", "tree-packing-two-phase", ArgKind::kNone,
+               "trees with each block reduced whole before it goes down, the trees as copies by weight"}},
+    .emit = detail::emit_trees_allreduce,
+    .closed_form = detail::trees_allreduce_closed_form,
+    .candidates = detail::trees_allreduce_candidates,
+    .tuner_position = 62,
+};
+const Family allgather_trees{
+    .collective = Collective::kAllGather,
+    .name = "trees",
+    .readable = "tree-packing",
+    .specs = {{"trees", "tree-packing", ArgKind::kNone,
+               "spanning out-trees per root packed over the topology's capacity"}},
+    .emit = detail::emit_trees_allgather,
+    .closed_form = detail::trees_collective_closed_form,
+    .candidates = detail::trees_candidates,
+    .tuner_position = 40,
+};
+const Family reducescatter_trees{
+    .collective = Collective::kReduceScatter,
+    .name = "trees",
+    .readable = "tree-packing",
+    .specs = {{"trees", "tree-packing", ArgKind::kNone,
+               "spanning in-trees per root packed over the topology's capacity"}},
+    .emit = detail::emit_trees_reducescatter,
+    .closed_form = detail::trees_collective_closed_form,
+    .candidates = detail::trees_candidates,
+    .tuner_position = 40,
+};
+}  // namespace artune::family
