@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Holds the simulator's NCCL model to published nccl-tests all_reduce_perf figures
+# Holds the simulator's NCCL model to published nccl-tests figures (all_reduce_perf, all_gather_perf,
+# reduce_scatter_perf)
 # (tests/simulator/data/nccl_published.json) and writes reports/nccl-validation/REPORT.md:
 # every row with its source, predicted vs published and the error, then the MAPE per regime
 # against issue 12's targets. The numbers come from the doctest test `sim_nccl_validation`
@@ -54,9 +55,12 @@ trap 'rm -f "$tmp"' EXIT
   echo "Data, sources and the meaning of every column: \`tests/simulator/data/nccl_published.json\`"
   echo "and \`tests/simulator/data/README.md\`."
   echo
-  echo "Each row is an \`all_reduce_perf\` float sum as its source printed it (out-of-place"
-  echo "column) or stated it in words (\`column\` in the data file says which). The simulator"
-  echo "rebuilds the row's plan from its spec (\`nccl\` = NCCL's own choice, \`nccl.<algo>[.<proto>]\`"
+  echo "Each row is an nccl-tests float run (\`all_reduce_perf\`, \`all_gather_perf\` or"
+  echo "\`reduce_scatter_perf\`: the \`collective\` column) as its source printed it (out-of-place"
+  echo "column) or stated it in words (\`column\` in the data file says which); sizes are nccl-tests'"
+  echo "\`size\` column (all-gather, reduce-scatter: the whole buffer) and busbw its algbw × 2(n−1)/n"
+  echo "(all-reduce) or × (n−1)/n (the other two). The simulator rebuilds the row's plan of that"
+  echo "collective from its spec (\`nccl\` = NCCL's own choice, \`nccl.<algo>[.<proto>]\`"
   echo "where the source forced \`NCCL_ALGO\`/\`NCCL_PROTO\`) on its topology and simulates it with"
   echo "the default NCCL cost model. Error = (predicted − published) / published; MAPE = mean |error|."
   echo "The simulator's time is NCCL's pick (its own cost table) run at the time model of"
