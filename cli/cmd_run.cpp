@@ -58,12 +58,6 @@ struct RunFlags {
 
 void run_with(const RunFlags& f, BackendKind kind, Topology& topo, std::unique_ptr<HarnessBackend>& backend);
 
-std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
-  if (size == sizes.front()) return "-b/--minbytes";
-  if (size == sizes.back()) return "-e/--maxbytes";
-  return "-b/-e/-f";
-}
-
 void check_count(int value, int min, const char* flag) {
   if (value < min || value > kMaxIterations) {
     throw InvalidInput(fmt::format("{}: {} must be between {} and {}", flag, value, min, kMaxIterations));

@@ -51,12 +51,6 @@ struct SimulateFlags {
   bool has_gather = false;
 };
 
-std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
-  if (size == sizes.front()) return "-b/--minbytes";
-  if (size == sizes.back()) return "-e/--maxbytes";
-  return "-b/-e/-f";
-}
-
 struct Row {
   std::uint64_t size = 0;
   std::int64_t count = 0;

@@ -47,6 +47,12 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& flags) {
   cmd->add_option("-f,--stepfactor", flags.factor, "multiplication factor between sizes")->capture_default_str();
 }
 
+std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes) {
+  if (size == sizes.front()) return "-b/--minbytes";
+  if (size == sizes.back()) return "-e/--maxbytes";
+  return "-b/-e/-f";
+}
+
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags) {
   return size_sweep(parse_size(flags.min_bytes, "-b/--minbytes"), parse_size(flags.max_bytes, "-e/--maxbytes"),
                     flags.factor);

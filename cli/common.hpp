@@ -25,6 +25,8 @@ struct SweepFlags {
 void add_sweep_flags(CLI::App* cmd, SweepFlags& flags);
 /// The byte sizes of the sweep (InvalidInput naming the flag on bad values).
 std::vector<std::uint64_t> sweep_sizes(const SweepFlags& flags);
+/// The flag that set `size` of a sweep's `sizes`, for an error about it: -b/--minbytes, -e/--maxbytes or -b/-e/-f.
+std::string size_flag(std::uint64_t size, const std::vector<std::uint64_t>& sizes);
 /// The documented limits on plans and sizes, for --help footers.
 std::string plan_limits_help();
 /// `text` as one POSIX shell word for the command lines artune prints (a report's "regenerate with"):
