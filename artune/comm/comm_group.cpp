@@ -4,22 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
-#include <set>
 
-#include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/verifier/verifier.hpp"
-#include "artune/core/json_input.hpp"
-#include "artune/core/parameters.hpp"
 #include "artune/topology/io/io.hpp"
-#include "artune/tuner/calibration/calibration.hpp"
-#include "artune/tuner/candidates.hpp"
-#include "artune/tuner/collective_tuning.hpp"
-#include "artune/tuner/search.hpp"
 
 #if ARTUNE_HAVE_CUDA_BACKEND
 #include <cuda_runtime.h>

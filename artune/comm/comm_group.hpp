@@ -13,22 +13,17 @@
 // (mpi, cuda, nccl) or the shape differs, an all-reduce pads to the bucket (call_split.hpp) and an all-gather
 // or reduce-scatter compiles the entry again at the call's count.
 
-#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
-#include <list>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "artune/communicator.hpp"
