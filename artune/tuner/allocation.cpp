@@ -9,6 +9,7 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
+#include "artune/algorithms/registry.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parallel.hpp"
 #include "artune/core/parameters.hpp"
@@ -20,9 +21,6 @@
 namespace artune {
 
 namespace {
-
-// The pipeline depths the trees family is tuned with (its candidates hook).
-constexpr int kTreeDepths[] = {1, 4, 8, 16, 32};
 
 double simulated_us(const Topology& topo, std::string_view spec, const AllocationOptions& o, int segments) {
   BuildOptions build;
@@ -66,16 +64,25 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
       s.best_us = s.bound.time_us(bytes);
       break;
     case AllocationPlans::kTrees: {
+      // The trees family's own tuner candidates (its specs at their pipeline depths), on the subset.
       s.best_us = std::numeric_limits<double>::infinity();
-      std::vector<const char*> specs = {"trees"};
-      if (o.collective == Collective::kAllReduce) specs.push_back("trees2");
-      for (const char* spec : specs) {
-        for (int seg : kTreeDepths) {
-          if (n < 2 && seg > 1) continue;
-          const double us = simulated_us(sub, spec, o, seg);
+      std::vector<CandidateSeed> seeds;
+      if (n >= 2 && sub.machine_count() == 1) {
+        CandidateContext context{.topo = sub,
+                                 .machines = sub.machine_count(),
+                                 .gpus = static_cast<int>(sub.nodes_of_kind(NodeKind::kGpu, 0).size())};
+        for (const Family* family : families(o.collective)) {
+          if (family->name == std::string_view("trees") && family->candidates) family->candidates(context, seeds);
+        }
+      } else {
+        seeds.push_back({"trees"});  // one GPU, or a cluster, where the family is no tuner candidate: one packing
+      }
+      for (const CandidateSeed& seed : seeds) {
+        for (int seg : seed.depths.empty() ? std::vector<int>{1} : seed.depths) {
+          const double us = simulated_us(sub, seed.spec, o, seg);
           if (us < s.best_us) {
             s.best_us = us;
-            s.best_plan = seg > 1 ? fmt::format("{} seg={}", spec, seg) : spec;
+            s.best_plan = seg > 1 ? fmt::format("{} seg={}", seed.spec, seg) : seed.spec;
           }
         }
       }

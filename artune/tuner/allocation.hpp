@@ -24,7 +24,7 @@ namespace artune {
 /// What a subset's best plan is taken to be.
 enum class AllocationPlans {
   kBound,  ///< the min-cut bound's time (no plan built)
-  kTrees,  ///< the trees family (trees, trees2 for all-reduce) at its tuned pipeline depths, simulated
+  kTrees,  ///< the trees family's tuner candidates (trees; trees2, rbtrees for all-reduce) at their depths, simulated
   kAll,    ///< every tuner candidate, simulated (the autotune pick)
 };
 

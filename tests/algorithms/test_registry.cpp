@@ -61,6 +61,7 @@ TEST_CASE("registry.readable_aliases") {
   CHECK(parse_spec("2d-hierarchical") == parse_spec("2d"));
   CHECK(parse_spec("tree-packing") == parse_spec("trees"));
   CHECK(parse_spec("tree-packing-two-phase") == parse_spec("trees2"));
+  CHECK(parse_spec("reduce-broadcast-trees") == parse_spec("rbtrees"));
   CHECK(parse_spec("shuffle-cpu/ring:64K:nccl/halving-doubling") == parse_spec("pscpu/xring:64K:nccl/rechd"));
   // Printed with TF's tokens, as tables and reports have always named them.
   CHECK(to_string(parse_spec("nccl:1K:halving-doubling")) == "nccl:1K:rechd");
@@ -101,7 +102,7 @@ TEST_CASE("registry.help_lists_every_token_and_hybrid") {
     }
   }
   CHECK(spec_algorithms().size() == tokens + hybrids);
-  CHECK(tokens == 12);
+  CHECK(tokens == 13);
   CHECK(hybrids == 7);
 }
 

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <numeric>
 #include <set>
+#include <string_view>
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
@@ -22,13 +24,11 @@ using synthesis::TreePacking;
 
 namespace {
 
-// Every root's trees: chunks summing to the block, each spanning every participant without a cycle.
-void check_packing(const TreePacking& p, int n) {
-  std::vector<int> chunks(static_cast<std::size_t>(n), 0);
+// Every tree spans every participant without a cycle and carries some chunks.
+void check_packing_spans(const TreePacking& p, int n) {
   for (const auto& t : p.trees) {
     REQUIRE(t.parent_edge.size() == static_cast<std::size_t>(n));
     CHECK(t.chunks > 0);
-    chunks[static_cast<std::size_t>(t.root)] += t.chunks;
     CHECK(t.parent_edge[static_cast<std::size_t>(t.root)] == -1);
     for (int v = 0; v < n; ++v) {
       if (v == t.root) continue;
@@ -45,7 +45,49 @@ void check_packing(const TreePacking& p, int n) {
       CHECK(u == t.root);
     }
   }
+}
+
+// Every root's trees: chunks summing to the block, each spanning every participant.
+void check_packing(const TreePacking& p, int n) {
+  check_packing_spans(p, n);
+  std::vector<int> chunks(static_cast<std::size_t>(n), 0);
+  for (const auto& t : p.trees) chunks[static_cast<std::size_t>(t.root)] += t.chunks;
   for (int c : chunks) CHECK(c == p.chunks);
+}
+
+// The links a tree edge crosses the other way (a reduce-broadcast tree's reduction): the reverse route, or the
+// reverse of both routes through the same CPU.
+std::vector<int> reverse_links(const Topology& t, const synthesis::TreeEdge& e, const std::vector<int>& nodes) {
+  const int from = nodes[static_cast<std::size_t>(e.from)], to = nodes[static_cast<std::size_t>(e.to)];
+  if (e.via < 0) return t.route(to, from).links;
+  std::vector<int> out = t.route(to, e.via).links;
+  const auto& second = t.route(e.via, from).links;
+  out.insert(out.end(), second.begin(), second.end());
+  return out;
+}
+
+// What the trees put on every link (each tree its weight's share of the rate, on the links of its edges, and
+// with `both_ways` also on those of their reverses) stays within the link's rate, up to the rounding of the
+// weights to chunks. A packing that placed only part of its demand fails here: the rounding to chunks scales
+// the placed weights up to the whole block.
+void check_link_loads(const Topology& t, const TreePacking& p, const LinkRates& rates, bool both_ways) {
+  std::vector<double> load(rates.size(), 0.0);
+  for (const auto& tree : p.trees) {
+    const double share = p.rate_gbps * tree.chunks / p.chunks;
+    for (int e : tree.parent_edge) {
+      if (e < 0) continue;
+      const auto& edge = p.edges[static_cast<std::size_t>(e)];
+      for (int l : edge.links) load[static_cast<std::size_t>(l)] += share;
+      if (both_ways) {
+        for (int l : reverse_links(t, edge, t.gpus())) load[static_cast<std::size_t>(l)] += share;
+      }
+    }
+  }
+  const double rounding = p.rate_gbps * static_cast<double>(p.trees.size()) / p.chunks;
+  for (std::size_t l = 0; l < rates.size(); ++l) {
+    INFO("link " << l << " (" << t.links()[l].src << " -> " << t.links()[l].dst << ")");
+    CHECK(load[l] <= rates[l] + rounding);
+  }
 }
 
 Plan build(const Topology& t, Collective c, const char* spec, std::int64_t count, ReduceOp op, int segments = 1) {
@@ -67,7 +109,37 @@ TEST_CASE("trees.packing_reaches_the_bound") {
       INFO(name << (toward ? " in-trees" : " out-trees"));
       const TreePacking p = synthesis::pack_trees(t, t.gpus(), usable_link_rates(t), toward);
       check_packing(p, static_cast<int>(t.gpus().size()));
+      check_link_loads(t, p, usable_link_rates(t), false);
       // Routes with CPU staging reach the bound here: no cut counts a path no transfer takes.
+      CHECK(p.rate_gbps == doctest::Approx(p.bound_gbps).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("trees.reduce_broadcast_packing_reaches_the_bound") {
+  // One root, trees spanning every participant, the whole buffer in chunks; each tree edge loads both
+  // directions. Where no partition into three or more parts binds, the trees' rate is the all-reduce's bound
+  // (split or volume); on dgx1-v100[0,1,2,4] one does ({gpu0}, {gpu1,gpu2}, {gpu4}: 90 GB/s of links for the two
+  // edges a spanning tree needs across it, 45 GB/s, where the split cut allows 46).
+  for (const char* name : {"uniform:4", "dgx1-v100", "dgx1-v100[0,1,2,4,5]", "dgx1-v100[0,2,3,4,7]", "dgx1-p100",
+                           "dgx-a100", "pcie-8gpu", "dgx1-v100[1,2,3,4]", "dgx1-v100[0,1,2,4]"}) {
+    INFO(name);
+    const Topology t = load_topology(name);
+    const int n = static_cast<int>(t.gpus().size());
+    const TreePacking p = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), usable_link_rates(t));
+    REQUIRE(!p.trees.empty());
+    int chunks = 0;
+    for (const auto& tree : p.trees) {
+      CHECK(tree.root == p.trees.front().root);
+      chunks += tree.chunks;
+    }
+    CHECK(chunks == p.chunks);
+    check_packing_spans(p, n);
+    check_link_loads(t, p, usable_link_rates(t), true);
+    if (std::string_view(name) == "dgx1-v100[0,1,2,4]") {
+      CHECK(p.rate_gbps == doctest::Approx(45));
+      CHECK(p.bound_gbps == doctest::Approx(46));
+    } else {
       CHECK(p.rate_gbps == doctest::Approx(p.bound_gbps).epsilon(1e-6));
     }
   }
@@ -106,6 +178,7 @@ TEST_CASE("trees.plans_verify") {
         INFO(name << " count " << count << " " << to_string(op));
         build(t, Collective::kAllReduce, "trees", count, op);
         build(t, Collective::kAllReduce, "trees2", count, op, 3);
+        build(t, Collective::kAllReduce, "rbtrees", count, op, 4);
         build(t, Collective::kAllGather, "trees", count, op);
         build(t, Collective::kReduceScatter, "trees", count, op, 2);
       }
@@ -128,4 +201,27 @@ TEST_CASE("trees.refuses_uneven_blocks") {
   o.collective = Collective::kAllGather;
   o.blocks = {2, 3, 5};
   CHECK_THROWS_AS(build_plan(t, parse_collective_spec(Collective::kAllGather, "trees"), o), InvalidInput);
+}
+
+
+TEST_CASE("trees.every_dgx1_subset_within_the_link_rates") {
+  // Every packing of every subset of 2-8 GPUs of both DGX-1s places its whole demand within the links' rates
+  // (all-gather, reduce-scatter and reduce-broadcast trees: 3 × 247 × 2 packings).
+  for (const char* machine : {"dgx1-v100", "dgx1-p100"}) {
+    for (unsigned mask = 0; mask < 256; ++mask) {
+      if (std::popcount(mask) < 2) continue;
+      std::string name = std::string(machine) + "[";
+      for (int g = 0; g < 8; ++g) {
+        if (mask & (1u << g)) name += std::to_string(g) + ",";
+      }
+      name.back() = ']';
+      INFO(name);
+      const Topology t = load_topology(name);
+      const LinkRates rates = usable_link_rates(t);
+      for (bool toward : {false, true}) check_link_loads(t, synthesis::pack_trees(t, t.gpus(), rates, toward), rates, false);
+      const TreePacking rb = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), rates);
+      check_link_loads(t, rb, rates, true);
+      CHECK(rb.rate_gbps <= rb.bound_gbps * (1 + 1e-9));
+    }
+  }
 }

@@ -2,7 +2,10 @@
 // For every root, weighted trees found by synthesis/tree_packing.hpp (LP and max flows on LEMON) at the
 // links' usable rates (topology/link_rates.hpp): all-gather broadcasts each rank's block down its out-trees,
 // reduce-scatter reduces each block up its in-trees into its owner, all-reduce runs the two (the owner
-// scales its block for avg in between; `trees2` reduces every block whole first). A tree edge is a transfer
+// scales its block for avg in between; `trees2` reduces every block whole first). `rbtrees` packs spanning
+// trees of one root instead and reduces the whole buffer up and broadcasts it down each (Blink's all-reduce):
+// it alone reaches the all-reduce's split and volume bounds, which the two phases' packings cannot where one
+// link splits the GPUs. A tree edge is a transfer
 // over NCCL's route, or two transfers staged through a CPU socket's scratch memory. Each tree carries its
 // share of the root's block (its weight, in 1/1024ths), whole or as copies in proportion to the weight;
 // --segments pipelines the pieces down and up the trees.
@@ -40,23 +43,33 @@ constexpr std::size_t kPackingCacheEntries = 64;
 // weight's); its copies, about 32 per block, keep plans at a few thousand ops on 8 GPUs.
 constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
+// rbtrees carries the whole buffer over the trees of one root, as about 64 copies in proportion to the trees'
+// weights (simulated on DGX-1 V100 sets at 256 MiB: 32 copies reach 83-86 % of the bound at 64 segments, 64
+// copies 87-91 %, 128 no more while the plan doubles).
+constexpr int kCopiesPerBuffer = 64;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
 // the participants only, so it is found once per process (bounded: the oldest goes first).
+enum class Packing { kOutTrees, kInTrees, kReduceBroadcast };
+
 std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::vector<int>& participants,
-                                               bool toward_root) {
-  using Key = std::tuple<std::string, std::vector<int>, bool>;
+                                               Packing kind) {
+  using Key = std::tuple<std::string, std::vector<int>, Packing>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const TreePacking>> cache;
   static std::vector<Key> order;
-  Key key{topo.fingerprint(), participants, toward_root};
+  Key key{topo.fingerprint(), participants, kind};
   {
     std::lock_guard lock(mutex);
     const auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  auto packing = std::make_shared<const TreePacking>(synthesis::pack_trees(
-      topo, participants, usable_link_rates(topo), toward_root, synthesis::PackingOptions{kChunksPerBlock, true}));
+  const synthesis::PackingOptions options{kChunksPerBlock, true};
+  const LinkRates rates = usable_link_rates(topo);
+  auto packing = std::make_shared<const TreePacking>(
+      kind == Packing::kReduceBroadcast
+          ? synthesis::pack_reduce_broadcast_trees(topo, participants, rates, options)
+          : synthesis::pack_trees(topo, participants, rates, kind == Packing::kInTrees, options));
   std::lock_guard lock(mutex);
   if (cache.emplace(key, packing).second) {
     order.push_back(key);
@@ -203,6 +216,60 @@ void require_blocks_fit(const Setup& s) {
   }
 }
 
+// One copy of a reduce-broadcast tree: up into the root, scaled there for avg, down from it.
+void emit_reduce_broadcast_tree(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
+                                const WeightedTree& t, const std::vector<int>& order, Piece piece, int scale_by) {
+  // Up: deepest first, each participant's subtree sum into its parent (the first child straight into the
+  // parent's piece, the others through scratch, so that the children's transfers run side by side).
+  std::vector<int> children(order.size(), 0);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
+    if (edge < 0) continue;
+    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+    const Location src = at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count);
+    const Location dst = at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count);
+    if (children[static_cast<std::size_t>(te.from)]++ == 0) {
+      transfer(e, src, dst, te.via, true);
+      continue;
+    }
+    const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
+    transfer(e, src, side, te.via, false);
+    e.reduce(side, dst);
+  }
+  if (scale_by != kNoScale) e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
+  // Down: root first.
+  for (int v : order) {
+    const int edge = t.parent_edge[static_cast<std::size_t>(v)];
+    if (edge < 0) continue;
+    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+    transfer(e, at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count),
+             at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
+  }
+}
+
+// rbtrees: the whole buffer, split among the trees of one root by weight and each tree's share into copies,
+// each copy reduced up its tree into the root and broadcast down it; --segments pipelines the two, so every
+// tree edge carries pieces both ways at once.
+void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const std::shared_ptr<const TreePacking> packing = packing_for(s.topo, s.nodes, Packing::kReduceBroadcast);
+  const TreePacking& p = *packing;
+  const std::int64_t count = s.options.count;
+  int first = 0;
+  for (const WeightedTree& t : p.trees) {
+    const std::int64_t begin = count * first / p.chunks;
+    const std::int64_t size = count * (first + t.chunks) / p.chunks - begin;
+    first += t.chunks;
+    const std::vector<int> order = by_depth(p, t);
+    const int copies =
+        std::max(1, static_cast<int>(std::lround(static_cast<double>(t.chunks) * kCopiesPerBuffer / p.chunks)));
+    for (int c = 0; c < copies; ++c) {
+      const auto [offset, piece] = even_piece(size, copies, c);
+      if (piece > 0) emit_reduce_broadcast_tree(e, slots, p, t, order, {begin + offset, piece}, s.scale_by);
+    }
+  }
+}
+
 // Both phases take the packings of the reduce-scatter and the all-gather, each at its own best rate.
 // trees: each piece goes down its out-trees as soon as its root has reduced it, so the phases overlap (best
 // where the links that bind carry one phase each way, as on most GPU subsets). trees2: every root has its
@@ -210,9 +277,13 @@ void require_blocks_fit(const Setup& s) {
 // and every tree runs as copies in proportion to its weight (best where both phases load the same links:
 // 7 or 8 GPUs of a DGX-1).
 void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
+  if (token.name == std::string_view("rbtrees")) {
+    emit_reduce_broadcast_trees(e, s);
+    return;
+  }
   const std::vector<Slot> slots = user_slots(ranks(s));
   const bool two_phase = token.name == std::string_view("trees2");
-  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, true), s.scale_by, two_phase);
+  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, two_phase);
   std::vector<Slot> root_copy;
   if (two_phase) {
     for (int r = 0; r < ranks(s); ++r) {
@@ -222,17 +293,17 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
       root_copy.push_back(copy);
     }
   }
-  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, false), two_phase, root_copy);
+  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), two_phase, root_copy);
 }
 
 void emit_trees_allgather(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
-  emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, false), true);
+  emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kOutTrees), true);
 }
 
 void emit_trees_reducescatter(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
-  emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, true), s.scale_by, true);
+  emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, true);
 }
 
 // A lower bound: what every plan needs on a uniform topology, each GPU receiving (p−1)/p of the buffer per
@@ -257,6 +328,10 @@ const std::vector<int> kTreeSegments = {1, 4, 8, 16, 32};
 // 8, 66 s at 32, where trees takes 0.3 s at 32), which made one autotune of pcie-8gpu take 3.5 minutes.
 const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 
+// rbtrees pipelines deeper: both directions of every tree edge wait for the pieces before them, and its copies
+// keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
+const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64};
+
 void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
@@ -266,6 +341,7 @@ void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed
   if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
+  out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
 }
 
 }  // namespace
@@ -280,7 +356,10 @@ const Family trees{
                "spanning trees per root packed over the topology's capacity: reduce-scatter up in-trees, "
                "all-gather down out-trees, each piece as soon as it is reduced"},
               {"trees2", "tree-packing-two-phase", ArgKind::kNone,
-               "trees with each block reduced whole before it goes down, the trees as copies by weight"}},
+               "trees with each block reduced whole before it goes down, the trees as copies by weight"},
+              {"rbtrees", "reduce-broadcast-trees", ArgKind::kNone,
+               "spanning trees of one root packed over the topology's capacity, the buffer reduced up and "
+               "broadcast down each at once (Blink)"}},
     .emit = detail::emit_trees_allreduce,
     .closed_form = detail::trees_allreduce_closed_form,
     .candidates = detail::trees_allreduce_candidates,
