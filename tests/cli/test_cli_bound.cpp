@@ -74,7 +74,8 @@ TEST_CASE("cli_bound.trees_run_exact") {
   for (const std::vector<std::string>& extra : {std::vector<std::string>{"-s", "trees"},
                                                 {"-s", "trees2", "-o", "avg", "-d", "half"},
                                                 {"-s", "trees", "--collective", "allgather"},
-                                                {"-s", "trees", "--collective", "reducescatter", "-o", "max"}}) {
+                                                {"-s", "trees", "--collective", "reducescatter", "-o", "max"},
+                                                {"-s", "rbtrees", "-o", "avg", "-d", "bfloat16", "--segments", "4"}}) {
     std::vector<std::string> args = {"run", "-t", "dgx1-v100[0,1,2,4,5]", "--backend", "cpu", "-b", "1K", "-e", "64K",
                                      "-f",  "8"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -84,11 +85,14 @@ TEST_CASE("cli_bound.trees_run_exact") {
     CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
   // Under mpirun: one rank per GPU, the staged copies on the ranks of the CPUs' plan devices.
-  const auto m = run_shell(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
-      "--oversubscribe " +
-      artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s trees --backend mpi -b 4K -e 64K -f 16 2>&1");
-  if (m.out.find("mpirun: not found") == std::string::npos) {
+  for (const char* spec : {"trees", "rbtrees"}) {
+    const auto m = run_shell(
+        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
+        "--oversubscribe " +
+        artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s " + spec +
+        " --backend mpi -b 4K -e 64K -f 16 2>&1");
+    if (m.out.find("mpirun: not found") != std::string::npos) break;
+    INFO(spec << ": " << m.out);
     CHECK(m.status == 0);
     CHECK(m.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
@@ -104,6 +108,10 @@ TEST_CASE("cli_bound.trees_lowered") {
       run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "trees2", "--count", "4096", "--lower", "nccl"});
   CHECK(nccl.status == 0);
   CHECK(nccl.out.find("nccl lowering of trees2") != std::string::npos);
+  const auto rb =
+      run_artune({"plan", "-t", "dgx1-v100[0,1,2,4,5]", "-s", "rbtrees", "--count", "4096", "--lower", "cuda"});
+  CHECK(rb.status == 0);
+  CHECK(rb.out.find("-> host memory") != std::string::npos);
 }
 
 TEST_CASE("cli_bound.bad_input") {
