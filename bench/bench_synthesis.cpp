@@ -2,6 +2,8 @@
 // here and never asserted:
 //   bound + tree synthesis of one 8-GPU set (dgx1-v100)                                  < 50 ms
 //   all 247 GPU subsets of dgx1-v100: bound + synthesis + simulation of trees at 256 MiB  < 10 s on one core
+//   (the synthesis: in-trees, out-trees and the reduce-broadcast trees; the simulation: trees at 16 segments
+//   and rbtrees at 64, the depths the tuner picks at 256 MiB)
 //   the bound of 64xdgx-h100 (512 GPUs)                                                    < 60 s, < 2 GiB
 //   alloc: every k-subset of dgx1-v100's 8 GPUs, all k, ranked by the bound               < 1 s
 // Run: build/bench/bench_synthesis --benchmark_min_time=1 (or a --benchmark_filter).
@@ -11,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "artune/algorithms/builders.hpp"
@@ -44,11 +47,12 @@ std::vector<std::string> dgx1_subsets() {
   return out;
 }
 
-// The bound of every collective and the in-trees and out-trees of one topology, nothing cached.
+// The all-reduce's bound and the in-trees, out-trees and reduce-broadcast trees of one topology, nothing cached.
 double bound_and_synthesis(const Topology& t) {
   const LinkRates usable = usable_link_rates(t);
   double sink = collective_bound(t, {}, Collective::kAllReduce, usable).busbw_gbps;
   for (bool toward : {false, true}) sink += synthesis::pack_trees(t, t.gpus(), usable, toward).rate_gbps;
+  sink += synthesis::pack_reduce_broadcast_trees(t, t.gpus(), usable).rate_gbps;
   return sink;
 }
 
@@ -65,8 +69,8 @@ void BM_Dgx1Bound(benchmark::State& state) {
 }
 BENCHMARK(BM_Dgx1Bound)->Unit(benchmark::kMillisecond);
 
-// All 247 subsets: load the subset, its bound and both packings, then the trees plan (seg 16) built from them
-// and simulated at 256 MiB on the nccl profile.
+// All 247 subsets: load the subset, its bound and the three packings, then the trees plan (seg 16) and the
+// rbtrees plan (seg 64) built from them and simulated at 256 MiB on the nccl profile.
 void BM_Dgx1AllSubsets(benchmark::State& state) {
   const std::vector<std::string> sets = dgx1_subsets();
   const CostModel model = CostModel::defaults(BackendProfile::kNccl);
@@ -75,10 +79,13 @@ void BM_Dgx1AllSubsets(benchmark::State& state) {
     for (const std::string& name : sets) {
       const Topology t = load_topology(name);
       sink += bound_and_synthesis(t);
-      BuildOptions o;
-      o.count = std::int64_t{64} << 20;
-      o.segments = 16;
-      sink += simulate(build_plan(t, "trees", o), t, model, 4).time_us;
+      for (const auto& [spec, segments] : {std::pair{"trees", 16}, std::pair{"rbtrees", 64}}) {
+        BuildOptions o;
+        o.count = std::int64_t{64} << 20;
+        o.segments = segments;
+        o.verify = false;  // as the tuner simulates a candidate (it verifies only the fastest at each size)
+        sink += simulate(build_plan(t, spec, o), t, model, 4).time_us;
+      }
     }
     g_sink = sink;
   }
