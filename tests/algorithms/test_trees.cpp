@@ -6,10 +6,12 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <bit>
 #include <numeric>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
@@ -224,4 +226,32 @@ TEST_CASE("trees.every_dgx1_subset_within_the_link_rates") {
       CHECK(rb.rate_gbps <= rb.bound_gbps * (1 + 1e-9));
     }
   }
+}
+
+TEST_CASE("trees.across_machines") {
+  // On a cluster of machines alike, `trees` reduce-scatters in every machine up its in-trees, all-reduces each
+  // block by a ring of the GPUs holding it (the same local GPU of every machine), and all-gathers down the
+  // out-trees. Every machine runs the same trees, carried from the first: machine 1's transfers are machine 0's,
+  // GPU for GPU; only the rings cross machines (2 machines: 2 reduces and 2 copies per local GPU).
+  const Topology t = load_topology("2xpcie-8gpu");
+  const Plan plan = build(t, Collective::kAllReduce, "trees", 4096, ReduceOp::kAvg);
+  using Transfer = std::tuple<int, int, int, std::int64_t, std::int64_t>;  // kind, src local, dst local, offset, count
+  std::array<std::multiset<Transfer>, 2> inside;
+  int across = 0;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
+    const Node& a = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)];
+    const Node& b = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)];
+    if (a.machine != b.machine) {
+      ++across;
+      CHECK(a.local_index == b.local_index);  // a rail: GPU k of one machine to GPU k of the other
+      continue;
+    }
+    if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.buffer != 0 || op.dst.buffer != 0) continue;
+    inside[static_cast<std::size_t>(a.machine)].insert(
+        {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
+  }
+  CHECK(across == 8 * 4);
+  CHECK(!inside[0].empty());
+  CHECK(inside[0] == inside[1]);
 }

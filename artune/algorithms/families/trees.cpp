@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,18 +54,18 @@ constexpr int kCopiesPerBuffer = 64;
 enum class Packing { kOutTrees, kInTrees, kReduceBroadcast };
 
 std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::vector<int>& participants,
-                                               Packing kind) {
-  using Key = std::tuple<std::string, std::vector<int>, Packing>;
+                                               Packing kind, bool staging = true) {
+  using Key = std::tuple<std::string, std::vector<int>, Packing, bool>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const TreePacking>> cache;
   static std::vector<Key> order;
-  Key key{topo.fingerprint(), participants, kind};
+  Key key{topo.fingerprint(), participants, kind, staging};
   {
     std::lock_guard lock(mutex);
     const auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  const synthesis::PackingOptions options{kChunksPerBlock, true};
+  const synthesis::PackingOptions options{kChunksPerBlock, staging};
   const LinkRates rates = usable_link_rates(topo);
   auto packing = std::make_shared<const TreePacking>(
       kind == Packing::kReduceBroadcast
@@ -79,6 +80,85 @@ std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::
     }
   }
   return packing;
+}
+
+// A node's place inside its machine: its kind and local index (machines built alike match place for place).
+using Place = std::pair<NodeKind, int>;
+Place place_of(const Topology& topo, int node) {
+  const Node& n = topo.nodes()[static_cast<std::size_t>(node)];
+  return {n.kind, n.local_index};
+}
+
+// A machine's devices and the links between them, by place: machines built alike have the same shape.
+std::string machine_shape(const Topology& topo, int machine) {
+  std::vector<std::string> parts;
+  const auto& nodes = topo.nodes();
+  for (const Node& n : nodes) {
+    if (n.machine == machine) parts.push_back(fmt::format("n{}:{}", to_string(n.kind), n.local_index));
+  }
+  for (const Link& l : topo.links()) {
+    const Node& a = nodes[static_cast<std::size_t>(l.src)];
+    const Node& b = nodes[static_cast<std::size_t>(l.dst)];
+    if (a.machine != machine || b.machine != machine) continue;
+    parts.push_back(fmt::format("l{}:{}>{}:{}|{}|{:.6g}|{}|{:.6g}", to_string(a.kind), a.local_index, to_string(b.kind),
+                                b.local_index, to_string(l.kind), l.bandwidth_gbps, l.lanes, l.latency_us));
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string out;
+  for (const std::string& part : parts) out += part + ";";
+  return out;
+}
+
+// The packing of one machine's participants (topology nodes, all on `machine`, in rank order) for a plan across
+// machines: routes only, no staging through the CPUs, whose PCIe links carry the network's traffic to and from
+// the NICs (staged, the trees on 2 x DGX A100 reached 113 GB/s busbw instead of 159; on PCIe-only machines staging
+// would gain 10 %). Machines built alike share one packing: it is found on the first that asks and carried to the
+// others place for place (the links its edges cross), so a cluster of identical machines solves one machine.
+std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int machine,
+                                                       const std::vector<int>& participants, Packing kind) {
+  using Key = std::tuple<std::string, std::vector<Place>, Packing>;
+  struct Solved {
+    std::shared_ptr<const TreePacking> packing;
+    std::string fingerprint;  // the topology and machine it was solved on
+    int machine;
+  };
+  static std::mutex mutex;
+  static std::map<Key, Solved> solved;
+  std::vector<Place> places;
+  for (int node : participants) places.push_back(place_of(topo, node));
+  const Key key{machine_shape(topo, machine), places, kind};
+  Solved found;
+  {
+    std::lock_guard lock(mutex);
+    const auto it = solved.find(key);
+    if (it != solved.end() && it->second.fingerprint == topo.fingerprint()) found = it->second;
+  }
+  if (!found.packing) {
+    found = {packing_for(topo, participants, kind, false), topo.fingerprint(), machine};
+    std::lock_guard lock(mutex);
+    if (solved.size() >= kPackingCacheEntries) solved.clear();
+    solved.insert_or_assign(key, found);  // the latest topology's (its links are what carrying maps)
+  }
+  if (found.machine == machine) return found.packing;
+  // Carried over: the links of every edge, by place.
+  std::map<std::tuple<Place, Place, LinkKind>, int> link_here;
+  for (std::size_t l = 0; l < topo.links().size(); ++l) {
+    const Link& link = topo.links()[l];
+    if (topo.nodes()[static_cast<std::size_t>(link.src)].machine != machine ||
+        topo.nodes()[static_cast<std::size_t>(link.dst)].machine != machine)
+      continue;
+    link_here.emplace(std::tuple{place_of(topo, link.src), place_of(topo, link.dst), link.kind}, static_cast<int>(l));
+  }
+  auto carried = std::make_shared<TreePacking>(*found.packing);
+  for (TreeEdge& edge : carried->edges) {
+    for (int& l : edge.links) {
+      const Link& link = topo.links()[static_cast<std::size_t>(l)];
+      const auto it = link_here.find({place_of(topo, link.src), place_of(topo, link.dst), link.kind});
+      if (it == link_here.end()) return packing_for(topo, participants, kind, false);  // a route leaves the machine
+      l = it->second;
+    }
+  }
+  return carried;
 }
 
 // The participant at the other end of v's parent edge.
@@ -117,11 +197,19 @@ struct Piece {
 // a tree of weight w runs as about w·kCopiesPerBlock copies, so that a link shared by trees of different
 // weights, which the simulator and the fabrics share evenly between the transfers on it, gives each tree the
 // share its weight asks for.
-std::vector<std::vector<Piece>> pieces(Emitter& e, const TreePacking& p, bool split) {
+// `block(root)`: the (offset, count) of the root's block in the slots' region.
+using BlockOf = std::function<std::pair<std::int64_t, std::int64_t>(int root)>;
+
+// The plan's own blocks (collective_block): rank r owns block r.
+BlockOf plan_blocks(Emitter& e) {
+  return [&e](int root) { return collective_block(e.plan(), root); };
+}
+
+std::vector<std::vector<Piece>> pieces(const TreePacking& p, bool split, const BlockOf& block) {
   std::vector<std::vector<Piece>> out;
   std::vector<int> next_chunk(p.trees.empty() ? 0 : p.trees.front().parent_edge.size(), 0);
   for (const WeightedTree& t : p.trees) {
-    const auto [block_offset, block_count] = collective_block(e.plan(), t.root);
+    const auto [block_offset, block_count] = block(t.root);
     int& first = next_chunk[static_cast<std::size_t>(t.root)];
     // Chunk boundaries in proportion to the block (a block of fewer elements than chunks still splits by weight).
     const std::int64_t begin = block_count * first / p.chunks;
@@ -155,8 +243,8 @@ void transfer(Emitter& e, const Location& src, const Location& dst, int via, boo
 // Every root's block down its out-trees; `root_copy`, when given, holds each root's whole block (in a
 // scratch of the root), which its own sends read.
 void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, bool split,
-                    const std::vector<Slot>& root_copy = {}) {
-  const auto chunk_pieces = pieces(e, p, split);
+                    const BlockOf& block, const std::vector<Slot>& root_copy = {}) {
+  const auto chunk_pieces = pieces(p, split, block);
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
@@ -176,8 +264,9 @@ void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePackin
 
 // Every root's block up its in-trees, deepest first (a participant forwards its subtree's sum); the root
 // scales its pieces for avg.
-void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, int scale_by, bool split) {
-  const auto chunk_pieces = pieces(e, p, split);
+void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, int scale_by, bool split,
+                   const BlockOf& block) {
+  const auto chunk_pieces = pieces(p, split, block);
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
@@ -270,6 +359,49 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   }
 }
 
+// Clusters of machines with the same number of GPUs (`trees` all-reduce): in every machine a reduce-scatter up its
+// in-trees (local GPU k ends with block k of the machine's sum, G even blocks), then each block all-reduced across
+// machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
+// down the out-trees. Each machine's packings are its own LP over its GPUs only, solved once for machines built
+// alike (machine_packing_for); the network takes rings, as NCCL's do.
+void emit_trees_across_machines(Emitter& e, const Setup& s) {
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const int gpus = s.per_worker;
+  const std::int64_t count = s.options.count;
+  const BlockOf block = [&](int k) { return even_piece(count, gpus, k); };
+  std::vector<std::vector<Slot>> machine_slots;
+  std::vector<std::vector<int>> machine_nodes;
+  for (const std::vector<int>& worker : s.workers) {
+    machine_slots.emplace_back();
+    machine_nodes.emplace_back();
+    for (int r : worker) {
+      machine_slots.back().push_back(slots[static_cast<std::size_t>(r)]);
+      machine_nodes.back().push_back(s.nodes[static_cast<std::size_t>(r)]);
+    }
+  }
+  for (std::size_t w = 0; w < s.workers.size(); ++w) {
+    const auto in = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kInTrees);
+    emit_in_trees(e, machine_slots[w], *in, kNoScale, false, block);
+  }
+  std::vector<int> across(s.workers.size());
+  std::iota(across.begin(), across.end(), 0);
+  for (int k = 0; k < gpus; ++k) {
+    const auto [offset, size] = block(k);
+    if (size == 0) continue;
+    std::vector<Slot> column;
+    for (const std::vector<Slot>& ms : machine_slots) {
+      Slot slot = ms[static_cast<std::size_t>(k)];
+      slot.offset += offset;
+      column.push_back(slot);
+    }
+    emit_ring(e, column, size, RingParams{{across}}, s.scale_by);
+  }
+  for (std::size_t w = 0; w < s.workers.size(); ++w) {
+    const auto out = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kOutTrees);
+    emit_out_trees(e, machine_slots[w], *out, false, block);
+  }
+}
+
 // Both phases take the packings of the reduce-scatter and the all-gather, each at its own best rate.
 // trees: each piece goes down its out-trees as soon as its root has reduced it, so the phases overlap (best
 // where the links that bind carry one phase each way, as on most GPU subsets). trees2: every root has its
@@ -281,9 +413,13 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
     emit_reduce_broadcast_trees(e, s);
     return;
   }
+  if (token.name == std::string_view("trees") && s.workers.size() > 1 && s.per_worker > 1) {
+    emit_trees_across_machines(e, s);
+    return;
+  }
   const std::vector<Slot> slots = user_slots(ranks(s));
   const bool two_phase = token.name == std::string_view("trees2");
-  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, two_phase);
+  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, two_phase, plan_blocks(e));
   std::vector<Slot> root_copy;
   if (two_phase) {
     for (int r = 0; r < ranks(s); ++r) {
@@ -293,17 +429,18 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
       root_copy.push_back(copy);
     }
   }
-  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), two_phase, root_copy);
+  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), two_phase, plan_blocks(e), root_copy);
 }
 
 void emit_trees_allgather(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
-  emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kOutTrees), true);
+  emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kOutTrees), true, plan_blocks(e));
 }
 
 void emit_trees_reducescatter(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
-  emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, true);
+  emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, true,
+                plan_blocks(e));
 }
 
 // A lower bound: what every plan needs on a uniform topology, each GPU receiving (p−1)/p of the buffer per
@@ -318,7 +455,7 @@ ClosedForm trees_collective_closed_form(const ClosedFormInput& in) {
   return {(p - 1) / p * in.bytes * in.ingress_us_per_byte, Exactness::kLowerBound};
 }
 
-// Tried on every topology whose machines the packing takes whole (its LP grows with the square of the GPUs).
+// Tried on every machine whose GPUs one packing takes (its LP grows with the square of the GPUs).
 constexpr int kMaxTunedGpus = 64;
 
 // Trees need deeper pipelines than the tuner's default depths: every piece crosses a tree's depth.
@@ -337,8 +474,24 @@ void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
 
+// Clusters: `trees` in every machine and rings across, where every machine has the same GPUs; shallower pipelines
+// (the plan carries every machine's trees: 4xdgx1-v100 at 32 segments passes the plan's op limit).
+const std::vector<int> kAcrossMachinesSegments = {1, 4, 8, 16};
+
+bool machines_of_equal_gpus(const Topology& topo) {
+  for (int m = 1; m < topo.machine_count(); ++m) {
+    if (topo.gpus_of_machine(m).size() != topo.gpus_of_machine(0).size()) return false;
+  }
+  return true;
+}
+
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  if (ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  if (ctx.machines > 1) {
+    if (machines_of_equal_gpus(ctx.topo))
+      out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kAcrossMachinesSegments});
+    return;
+  }
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
