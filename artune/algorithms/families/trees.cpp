@@ -240,6 +240,46 @@ void transfer(Emitter& e, const Location& src, const Location& dst, int via, boo
   reduce ? e.reduce(stage, dst) : e.copy(stage, dst);
 }
 
+// One piece up a tree into its root, deepest first, each participant's subtree sum into its parent. A participant
+// with several children reduces the first one's sum straight into its piece and takes the others into scratch,
+// reducing them locally: their transfers then run side by side instead of one after another behind each other's
+// write to the same piece. The packing's edges point toward the root (in-trees) or away from it.
+void reduce_up(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, const WeightedTree& t,
+               const std::vector<int>& order, const Piece& piece) {
+  std::vector<int> children(order.size(), 0);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
+    if (edge < 0) continue;
+    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+    const int child = p.toward_root ? te.from : te.to;
+    const int parent = p.toward_root ? te.to : te.from;
+    const Location src = at(slots[static_cast<std::size_t>(child)], piece.offset, piece.count);
+    const Location dst = at(slots[static_cast<std::size_t>(parent)], piece.offset, piece.count);
+    if (children[static_cast<std::size_t>(parent)]++ == 0) {
+      transfer(e, src, dst, te.via, true);
+      continue;
+    }
+    const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
+    transfer(e, src, side, te.via, false);
+    e.reduce(side, dst);
+  }
+}
+
+// One piece down an out-tree from its root, shallowest first; `root_slot`, when given, is where the root's own
+// sends read it.
+void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, const WeightedTree& t,
+               const std::vector<int>& order, const Piece& piece, const Slot* root_slot = nullptr) {
+  for (int v : order) {
+    const int edge = t.parent_edge[static_cast<std::size_t>(v)];
+    if (edge < 0) continue;
+    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
+    const Slot& from =
+        te.from == t.root && root_slot != nullptr ? *root_slot : slots[static_cast<std::size_t>(te.from)];
+    transfer(e, at(from, piece.offset, piece.count),
+             at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
+  }
+}
+
 // Every root's block down its out-trees; `root_copy`, when given, holds each root's whole block (in a
 // scratch of the root), which its own sends read.
 void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, bool split,
@@ -249,15 +289,7 @@ void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePackin
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
     for (const Piece& piece : chunk_pieces[i]) {
-      for (int v : order) {
-        const int edge = t.parent_edge[static_cast<std::size_t>(v)];
-        if (edge < 0) continue;
-        const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
-        const Slot& from = te.from == t.root && !root_copy.empty() ? root_copy[static_cast<std::size_t>(t.root)]
-                                                                   : slots[static_cast<std::size_t>(te.from)];
-        transfer(e, at(from, piece.offset, piece.count),
-                 at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
-      }
+      copy_down(e, slots, p, t, order, piece, root_copy.empty() ? nullptr : &root_copy[static_cast<std::size_t>(t.root)]);
     }
   }
 }
@@ -271,24 +303,7 @@ void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
     for (const Piece& piece : chunk_pieces[i]) {
-      // A participant with several children reduces the first one's sum straight into its piece and takes the
-      // others into scratch, reducing them locally: their transfers then run side by side instead of one
-      // after another behind each other's write to the same piece.
-      std::vector<int> children(order.size(), 0);
-      for (auto it = order.rbegin(); it != order.rend(); ++it) {
-        const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
-        if (edge < 0) continue;
-        const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
-        const Location src = at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count);
-        const Location dst = at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count);
-        if (children[static_cast<std::size_t>(te.to)]++ == 0) {
-          transfer(e, src, dst, te.via, true);
-          continue;
-        }
-        const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
-        transfer(e, src, side, te.via, false);
-        e.reduce(side, dst);
-      }
+      reduce_up(e, slots, p, t, order, piece);
       if (scale_by != kNoScale)
         e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
     }
@@ -307,33 +322,10 @@ void require_blocks_fit(const Setup& s) {
 
 // One copy of a reduce-broadcast tree: up into the root, scaled there for avg, down from it.
 void emit_reduce_broadcast_tree(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
-                                const WeightedTree& t, const std::vector<int>& order, Piece piece, int scale_by) {
-  // Up: deepest first, each participant's subtree sum into its parent (the first child straight into the
-  // parent's piece, the others through scratch, so that the children's transfers run side by side).
-  std::vector<int> children(order.size(), 0);
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
-    if (edge < 0) continue;
-    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
-    const Location src = at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count);
-    const Location dst = at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count);
-    if (children[static_cast<std::size_t>(te.from)]++ == 0) {
-      transfer(e, src, dst, te.via, true);
-      continue;
-    }
-    const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
-    transfer(e, src, side, te.via, false);
-    e.reduce(side, dst);
-  }
+                                const WeightedTree& t, const std::vector<int>& order, const Piece& piece, int scale_by) {
+  reduce_up(e, slots, p, t, order, piece);
   if (scale_by != kNoScale) e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
-  // Down: root first.
-  for (int v : order) {
-    const int edge = t.parent_edge[static_cast<std::size_t>(v)];
-    if (edge < 0) continue;
-    const TreeEdge& te = p.edges[static_cast<std::size_t>(edge)];
-    transfer(e, at(slots[static_cast<std::size_t>(te.from)], piece.offset, piece.count),
-             at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
-  }
+  copy_down(e, slots, p, t, order, piece);
 }
 
 // rbtrees: the whole buffer, split among the trees of one root by weight and each tree's share into copies,

@@ -87,6 +87,28 @@ struct Capacities {
   std::vector<std::vector<double>> y;  // per direction asked for, per edge (GB/s)
 };
 
+// Solves an LP that maximises `x`, then keeps x (up to rounding) and minimises `cost`: the second LP only tidies
+// the first one's solution (no idle detours), and where it fails the first one's values stand. `what` names the
+// LP in the error when there is no optimum; InvalidInput when x is 0 (the participants are not connected).
+void maximise_then_tidy(lemon::Lp& lp, const lemon::Lp::Col& x, const lemon::Lp::Expr& cost, const Topology& topo,
+                        const char* what) {
+  lp.max();
+  lp.obj(x);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    throw InternalError(fmt::format("tree packing: the LP of {} found no optimum", what));
+  }
+  const double best = lp.primal(x);
+  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
+  lp.colLowerBound(x, best * (1 - 1e-7));
+  lp.min();
+  lp.obj(cost);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    lp.max();
+    lp.obj(x);
+    lp.solve();
+  }
+}
+
 // One LP over every direction in `directions` (false: out-trees, true: in-trees): each has its own edge rates,
 // all share the links, and every direction carries every root's block at the same rate x (an all-reduce's
 // reduce-scatter and all-gather run side by side).
@@ -132,27 +154,12 @@ Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& ed
       }
     }
   }
-  lp.max();
-  lp.obj(x);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    throw InternalError("tree packing: the LP of the edges' rates found no optimum");
-  }
-  const double best = lp.primal(x);
-  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
-  // Keep the rate, spend as few link crossings as possible.
-  lp.colLowerBound(x, best * (1 - 1e-7));
+  // The rate, then as few link crossings as possible.
   lemon::Lp::Expr cost;
   for (std::size_t d = 0; d < directions.size(); ++d) {
     for (std::size_t e = 0; e < edges.size(); ++e) cost += static_cast<double>(edges[e].links.size()) * y[d][e];
   }
-  lp.min();
-  lp.obj(cost);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    // Back to the first solution's values (the second LP only tidies them).
-    lp.max();
-    lp.obj(x);
-    lp.solve();
-  }
+  maximise_then_tidy(lp, x, cost, topo, "the edges' rates");
   Capacities out;
   out.rate = lp.primal(x);
   out.y.resize(directions.size());
@@ -228,21 +235,7 @@ Capacities solve_reduce_broadcast_lp(const Topology& topo, int n, const std::vec
       }
     }
   }
-  lp.max();
-  lp.obj(x);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    throw InternalError("tree packing: the LP of the reduce-broadcast trees found no optimum");
-  }
-  const double best = lp.primal(x);
-  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
-  lp.colLowerBound(x, best * (1 - 1e-7));
-  lp.min();
-  lp.obj(crossings);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    lp.max();
-    lp.obj(x);
-    lp.solve();
-  }
+  maximise_then_tidy(lp, x, crossings, topo, "the reduce-broadcast trees");
   Capacities out;
   out.rate = lp.primal(x);
   out.y.resize(1);
