@@ -112,6 +112,18 @@ constexpr double kLaunchPerGpuUs = 2.6;
 constexpr double kNvlsTwoGpuUs = 5.84;
 constexpr double kNvlsEightGpuUs = 25.0;
 constexpr double kNvlsPerGpuUs = (kNvlsEightGpuUs - kNvlsTwoGpuUs) / 6.0;
+// Device time of one network step of NVLSTree (its tree between the machines' NVLS heads, Simple protocol): the
+// time of Tree/Simple's network step, hwLatencies NET Tree/Simple = 14 µs in the table this model carries
+// (NVIDIA/nccl src/graph/tuning.cc, v2.28.9-1; also v2.18.3-1 – v2.18.6-1 and v2.23.4-1 onwards). NVLSTree's
+// network part is a tree over the same net transport and proxy with the same protocol, and NCCL charged it that
+// figure: hwLatencies NET NVLSTree/Simple was 14 µs in every release from v2.19.1-1 through v2.28.7-1 (v2.18.x:
+// 19), among them v2.21.5-1 that ran the H20 NVLSTree rows. v2.28.9-1 (commit dbc86fd0, "NCCL 2.28.9-1", whose
+// notes name only a proxy-ordering hang fix and a GIN fix) raised that one entry to 20.9 (kept in v2.29.7-1)
+// and no other. The table this model chooses with (kHwLatency) keeps 20.9, since it moves NCCL 2.28.9's pick,
+// but the step's time is Tree/Simple's network step (as NVLS's round on fewer than 8 GPUs is timed by what it
+// takes, above, not by NCCL's 25 µs weight). Not fitted: the 2 × 8 H20 NVLSTree rows of NVIDIA/nccl#1244 stay
+// held out.
+constexpr Algo kNvlsTreeNetStepAlgo = Algo::kTree;  // whose hwLatencies NET entry times an NVLSTree network step
 
 int cc_index(int compcap) { return compcap >= 100 ? 3 : compcap >= 90 ? 2 : compcap >= 80 ? 1 : 0; }
 int log2i(int n) {
@@ -772,7 +784,10 @@ double device_latency_us(const Graph& g, Algo algo, Proto proto, const HopAdjust
   const Latencies l = latencies_in(t, g, algo, proto, adjust, NetView::kDevice);
   const double round = std::max(0.0, nvls_round_us(g.ppn) + adjust.intra_us);
   if (algo == Algo::kNvls) return round + (g.machines > 1 ? l.inter_us : 0.0);
-  return l.base_us + round + 2 * log2i(g.machines) * l.inter_us;
+  // NVLSTree: the multicast round, then up and down the tree between the machines (log2 of them each way), each
+  // network step timed as Tree/Simple's (kNvlsTreeNetStepAlgo: NCCL 2.28.9's 20.9 µs weighs its choice only).
+  const Latencies tree = latencies_in(t, g, kNvlsTreeNetStepAlgo, proto, adjust, NetView::kDevice);
+  return l.base_us + round + 2 * log2i(g.machines) * tree.inter_us;
 }
 
 bool modelled(Collective coll) noexcept {

@@ -176,8 +176,9 @@ inline double all_reduce_latency_us(const Graph& graph, Algo algo, Proto proto, 
 //     launch_us(gpus per thread, CUDA graph) + device_latency_us(graph, algo, proto)
 // where the device part is NCCL's base + per-step latencies per link class (steps crossing the network pay
 // the network's, the others NVLink's or PCIe's), except NVLS whose multicast round grows with the GPUs it
-// joins (5.84 µs measured on 2 H100s, NVIDIA/nccl#1259, to NCCL's 25 µs at 8), and the launch part is one
-// kernel launch per GPU the issuing thread drives.
+// joins (5.84 µs measured on 2 H100s, NVIDIA/nccl#1259, to NCCL's 25 µs at 8) and NVLSTree, whose network
+// steps take Tree/Simple's network step (14 µs; NCCL 2.28.9's 20.9 µs for NVLSTree weighs the choice only),
+// and the launch part is one kernel launch per GPU the issuing thread drives.
 // nccl_model.cpp cites every constant and the published rows each was derived from.
 
 /// Host time (µs) of issuing one NCCL collective: one launch per GPU the calling thread drives
