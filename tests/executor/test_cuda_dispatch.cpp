@@ -18,9 +18,9 @@
 #include "artune/core/error.hpp"
 #include "artune/core/types.hpp"
 #include "artune/executor/backend.hpp"
+#include "artune/executor/backend_factory.hpp"
 #include "artune/executor/cuda/kernel_dispatch.hpp"
 #if ARTUNE_HAVE_CUDA_BACKEND
-#include "artune/executor/backend_factory.hpp"
 #include "artune/executor/cuda/cuda_backend.hpp"
 #include "artune/executor/cuda/cuda_check.hpp"
 #endif

@@ -193,10 +193,6 @@ struct Piece {
   std::int64_t count = 0;
 };
 
-// Per tree, its share of its root's block (its chunks); with `copies`, cut into copies that move side by side:
-// a tree of weight w runs as about w·kCopiesPerBlock copies, so that a link shared by trees of different
-// weights, which the simulator and the fabrics share evenly between the transfers on it, gives each tree the
-// share its weight asks for.
 // `block(root)`: the (offset, count) of the root's block in the slots' region.
 using BlockOf = std::function<std::pair<std::int64_t, std::int64_t>(int root)>;
 
@@ -205,22 +201,26 @@ BlockOf plan_blocks(Emitter& e) {
   return [&e](int root) { return collective_block(e.plan(), root); };
 }
 
-std::vector<std::vector<Piece>> pieces(const TreePacking& p, bool split, const BlockOf& block) {
+// Per tree, its share of its root's block (its chunks), cut into copies that move side by side: a tree of weight
+// w runs as about w·copies_per_block copies (1: whole), so that a link shared by trees of different weights, which
+// the simulator and the fabrics share evenly between the transfers on it, gives each tree the share its weight
+// asks for.
+std::vector<std::vector<Piece>> pieces(const TreePacking& p, int copies_per_block, const BlockOf& block) {
   std::vector<std::vector<Piece>> out;
   std::vector<int> next_chunk(p.trees.empty() ? 0 : p.trees.front().parent_edge.size(), 0);
   for (const WeightedTree& t : p.trees) {
     const auto [block_offset, block_count] = block(t.root);
     int& first = next_chunk[static_cast<std::size_t>(t.root)];
-    // Chunk boundaries in proportion to the block (a block of fewer elements than chunks still splits by weight).
-    const std::int64_t begin = block_count * first / p.chunks;
-    const std::int64_t count = block_count * (first + t.chunks) / p.chunks - begin;
-    const int copies =
-        split ? std::max(1, static_cast<int>(std::lround(static_cast<double>(t.chunks) * kCopiesPerBlock / p.chunks)))
-              : 1;
+    const int copies = std::clamp(
+        static_cast<int>(std::lround(static_cast<double>(t.chunks) * copies_per_block / p.chunks)), 1, t.chunks);
+    // Copies cut along chunk boundaries, which sit in proportion to the block: a block of twice the elements gives
+    // twice the pieces (plan_scaling.hpp scales a sweep's plans), and one of fewer elements than chunks still
+    // splits by weight.
     std::vector<Piece> mine;
     for (int c = 0; c < copies; ++c) {
-      const auto [offset, size] = even_piece(count, copies, c);
-      if (size > 0) mine.push_back({block_offset + begin + offset, size});
+      const std::int64_t lo = block_count * (first + t.chunks * c / copies) / p.chunks;
+      const std::int64_t hi = block_count * (first + t.chunks * (c + 1) / copies) / p.chunks;
+      if (hi > lo) mine.push_back({block_offset + lo, hi - lo});
     }
     out.push_back(std::move(mine));
     first += t.chunks;
@@ -284,7 +284,7 @@ void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
 // scratch of the root), which its own sends read.
 void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, bool split,
                     const BlockOf& block, const std::vector<Slot>& root_copy = {}) {
-  const auto chunk_pieces = pieces(p, split, block);
+  const auto chunk_pieces = pieces(p, split ? kCopiesPerBlock : 1, block);
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
@@ -298,7 +298,7 @@ void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePackin
 // scales its pieces for avg.
 void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, int scale_by, bool split,
                    const BlockOf& block) {
-  const auto chunk_pieces = pieces(p, split, block);
+  const auto chunk_pieces = pieces(p, split ? kCopiesPerBlock : 1, block);
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
@@ -336,18 +336,10 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   const std::shared_ptr<const TreePacking> packing = packing_for(s.topo, s.nodes, Packing::kReduceBroadcast);
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
-  int first = 0;
-  for (const WeightedTree& t : p.trees) {
-    const std::int64_t begin = count * first / p.chunks;
-    const std::int64_t size = count * (first + t.chunks) / p.chunks - begin;
-    first += t.chunks;
-    const std::vector<int> order = by_depth(p, t);
-    const int copies =
-        std::max(1, static_cast<int>(std::lround(static_cast<double>(t.chunks) * kCopiesPerBuffer / p.chunks)));
-    for (int c = 0; c < copies; ++c) {
-      const auto [offset, piece] = even_piece(size, copies, c);
-      if (piece > 0) emit_reduce_broadcast_tree(e, slots, p, t, order, {begin + offset, piece}, s.scale_by);
-    }
+  const auto chunk_pieces = pieces(p, kCopiesPerBuffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
+  for (std::size_t i = 0; i < p.trees.size(); ++i) {
+    const std::vector<int> order = by_depth(p, p.trees[i]);
+    for (const Piece& piece : chunk_pieces[i]) emit_reduce_broadcast_tree(e, slots, p, p.trees[i], order, piece, s.scale_by);
   }
 }
 
