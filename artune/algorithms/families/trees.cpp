@@ -45,8 +45,8 @@ constexpr std::size_t kPackingCacheEntries = 64;
 constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
 // rbtrees carries the whole buffer over the trees of one root, as about 64 copies in proportion to the trees'
-// weights (simulated on DGX-1 V100 sets at 256 MiB: 32 copies reach 83-86 % of the bound at 64 segments, 64
-// copies 87-91 %, 128 no more while the plan doubles).
+// weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine: 32 copies
+// reach 85.8, 88.1 and 90.3 % of the bound, 64 copies 86.5, 92.8 and 89.1 %, 128 copies 82.2, 85.9 and 91.1 %).
 constexpr int kCopiesPerBuffer = 64;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
