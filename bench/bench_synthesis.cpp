@@ -5,6 +5,7 @@
 //   (the synthesis: in-trees, out-trees and the reduce-broadcast trees; the simulation: trees at 16 segments
 //   and rbtrees at 64, the depths the tuner picks at 256 MiB)
 //   the bound of 64xdgx-h100 (512 GPUs)                                                    < 60 s, < 2 GiB
+//   the trees plan of 64xdgx-h100, built and simulated at 256 MiB                         (the same goal)
 //   alloc: every k-subset of dgx1-v100's 8 GPUs, all k, ranked by the bound               < 1 s
 // Run: build/bench/bench_synthesis --benchmark_min_time=1 (or a --benchmark_filter).
 
@@ -104,6 +105,20 @@ void BM_Bound64xDgxH100(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Bound64xDgxH100)->Unit(benchmark::kSecond)->Iterations(1);
+
+// The trees plan of 64xdgx-h100 (512 GPUs: one machine's packings, carried to the 64, rings across), built and
+// simulated at 256 MiB.
+void BM_Trees64xDgxH100(benchmark::State& state) {
+  const Topology t = load_topology("64xdgx-h100");
+  const CostModel model = CostModel::defaults(BackendProfile::kNccl);
+  for (auto _ : state) {
+    BuildOptions o;
+    o.count = std::int64_t{64} << 20;
+    o.verify = false;
+    g_sink = simulate(build_plan(t, "trees", o), t, model, 4).time_us;
+  }
+}
+BENCHMARK(BM_Trees64xDgxH100)->Unit(benchmark::kSecond)->Iterations(1);
 
 void BM_AllocEveryK(benchmark::State& state) {
   const Topology t = load_topology("dgx1-v100");
