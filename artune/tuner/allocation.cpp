@@ -67,15 +67,19 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
       // The trees family's own tuner candidates (its specs at their pipeline depths), on the subset.
       s.best_us = std::numeric_limits<double>::infinity();
       std::vector<CandidateSeed> seeds;
-      if (n >= 2 && sub.machine_count() == 1) {
+      if (n >= 2) {
         CandidateContext context{.topo = sub,
                                  .machines = sub.machine_count(),
                                  .gpus = static_cast<int>(sub.nodes_of_kind(NodeKind::kGpu, 0).size())};
         for (const Family* family : families(o.collective)) {
           if (family->name == std::string_view("trees") && family->candidates) family->candidates(context, seeds);
         }
-      } else {
-        seeds.push_back({"trees"});  // one GPU, or a cluster, where the family is no tuner candidate: one packing
+      }
+      if (seeds.empty()) {
+        // One GPU, or machines that differ, where the family is no tuner candidate: its plan as the spec builds it.
+        CandidateSeed seed;
+        seed.spec = "trees";
+        seeds.push_back(seed);
       }
       for (const CandidateSeed& seed : seeds) {
         for (int seg : seed.depths.empty() ? std::vector<int>{1} : seed.depths) {
