@@ -215,6 +215,12 @@ struct TwoDParams {
 /// position in parallel), ring all-gather in each machine.
 void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, const TwoDParams& p, int scale_by);
 
+/// The middle of a 2-D all-reduce: for every local position l, the slot at l of every machine (machine_slots[m][l])
+/// all-reduces the region `shard(l)` = (offset, count) of its slot by one ring across machines, in machine order,
+/// all positions at once; each ring scales the chunks it owns for avg.
+void emit_rings_across_machines(Emitter& e, const std::vector<std::vector<Slot>>& machine_slots,
+                                const std::function<std::pair<std::int64_t, std::int64_t>(int)>& shard, int scale_by);
+
 // ---------------------------------------------------------------------------
 // Hybrids (TF _build_nccl_hybrid, _build_shuffle_hybrid).
 

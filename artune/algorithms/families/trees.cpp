@@ -367,19 +367,7 @@ void emit_trees_across_machines(Emitter& e, const Setup& s) {
     const auto in = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kInTrees);
     emit_in_trees(e, machine_slots[w], *in, kNoScale, false, block);
   }
-  std::vector<int> across(s.workers.size());
-  std::iota(across.begin(), across.end(), 0);
-  for (int k = 0; k < gpus; ++k) {
-    const auto [offset, size] = block(k);
-    if (size == 0) continue;
-    std::vector<Slot> column;
-    for (const std::vector<Slot>& ms : machine_slots) {
-      Slot slot = ms[static_cast<std::size_t>(k)];
-      slot.offset += offset;
-      column.push_back(slot);
-    }
-    emit_ring(e, column, size, RingParams{{across}}, s.scale_by);
-  }
+  emit_rings_across_machines(e, machine_slots, block, s.scale_by);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
     const auto out = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kOutTrees);
     emit_out_trees(e, machine_slots[w], *out, false, block);

@@ -32,8 +32,6 @@ void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, 
   for (const auto& ms : machine_slots) emit_ring_reduce_scatter(e, ms, count, local);
   // After the local reduce-scatter the GPU at ring rank r holds chunk r of its machine's sum; the
   // same local GPU holds the same chunk on every machine.
-  std::vector<int> across(static_cast<std::size_t>(machines));
-  std::iota(across.begin(), across.end(), 0);
   std::vector<int> rank_of(static_cast<std::size_t>(gpus), -1);
   for (int r = 0; r < gpus; ++r) {
     const int l = p.local_order[static_cast<std::size_t>(r)];
@@ -42,19 +40,29 @@ void emit_two_d(Emitter& e, const std::vector<Slot>& slots, std::int64_t count, 
     }
     rank_of[static_cast<std::size_t>(l)] = r;
   }
-  // Local GPUs in index order, as a ring scales its owned chunks (so one machine gives the ring plan).
-  for (int l = 0; l < gpus; ++l) {
-    const auto [off, len] = padded_piece(count, gpus, rank_of[static_cast<std::size_t>(l)]);
+  emit_rings_across_machines(
+      e, machine_slots, [&](int l) { return padded_piece(count, gpus, rank_of[static_cast<std::size_t>(l)]); },
+      scale_by);
+  for (const auto& ms : machine_slots) emit_ring_all_gather(e, ms, count, local);
+}
+
+void emit_rings_across_machines(Emitter& e, const std::vector<std::vector<Slot>>& machine_slots,
+                                const std::function<std::pair<std::int64_t, std::int64_t>(int)>& shard, int scale_by) {
+  if (machine_slots.empty()) return;
+  std::vector<int> across(machine_slots.size());
+  std::iota(across.begin(), across.end(), 0);
+  // Local positions in index order, as a ring scales its owned chunks (so one machine gives the ring plan).
+  for (std::size_t l = 0; l < machine_slots.front().size(); ++l) {
+    const auto [off, len] = shard(static_cast<int>(l));
     if (len == 0) continue;
     std::vector<Slot> column;
     for (const auto& ms : machine_slots) {
-      Slot s = ms[static_cast<std::size_t>(l)];
+      Slot s = ms[l];
       s.offset += off;
       column.push_back(s);
     }
     emit_ring(e, column, len, RingParams{{across}}, scale_by);
   }
-  for (const auto& ms : machine_slots) emit_ring_all_gather(e, ms, count, local);
 }
 
 // ---------------------------------------------------------------------------
