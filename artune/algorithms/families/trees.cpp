@@ -120,7 +120,7 @@ std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int
   struct Solved {
     std::shared_ptr<const TreePacking> packing;
     std::string fingerprint;  // the topology and machine it was solved on
-    int machine;
+    int machine = -1;
   };
   static std::mutex mutex;
   static std::map<Key, Solved> solved;
