@@ -255,3 +255,42 @@ TEST_CASE("trees.across_machines") {
   CHECK(!inside[0].empty());
   CHECK(inside[0] == inside[1]);
 }
+
+TEST_CASE("trees.collectives_across_machines") {
+  // All-gather on a cluster of machines alike: a ring across the machines per local GPU (each GPU sends its block
+  // to the same GPU of the next machine, M − 1 steps), then every machine sends each row of blocks down its
+  // out-trees; reduce-scatter runs it in reverse (in-trees per row, then the rings reduce). Only whole blocks of
+  // the plan cross machines, each between GPUs of the same local index, and every machine runs the same trees.
+  for (const char* name : {"2xpcie-8gpu", "uniform:3x4"}) {
+    const Topology t = load_topology(name);
+    const int machines = t.machine_count();
+    const int gpus = static_cast<int>(t.gpus().size()) / machines;
+    const std::int64_t count = 48 * 1024;
+    for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+      INFO(name << " " << to_string(c));
+      const Plan plan = build(t, c, "trees", count, ReduceOp::kSum);
+      const OpKind crossing = c == Collective::kAllGather ? OpKind::kCopy : OpKind::kReduce;
+      using Transfer = std::tuple<int, int, int, std::int64_t, std::int64_t>;
+      std::vector<std::multiset<Transfer>> inside(static_cast<std::size_t>(machines));
+      int across = 0;
+      for (const Op& op : plan.ops) {
+        if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
+        const Node& a = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)];
+        const Node& b = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)];
+        if (a.machine != b.machine) {
+          ++across;
+          CHECK(op.kind == crossing);
+          CHECK(a.local_index == b.local_index);
+          CHECK(op.src.count == count / (machines * gpus));
+          continue;
+        }
+        if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.buffer != 0 || op.dst.buffer != 0) continue;
+        inside[static_cast<std::size_t>(a.machine)].insert(
+            {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
+      }
+      CHECK(across == gpus * machines * (machines - 1));
+      CHECK(!inside[0].empty());
+      for (int m = 1; m < machines; ++m) CHECK(inside[static_cast<std::size_t>(m)] == inside[0]);
+    }
+  }
+}

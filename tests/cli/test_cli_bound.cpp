@@ -84,12 +84,15 @@ TEST_CASE("cli_bound.trees_run_exact") {
     CHECK(r.status == 0);
     CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
-  // A cluster: trees in every machine, rings across (the cpu backend's workers stand in for both machines).
-  const auto c = run_artune(
-      {"run", "-t", "2xpcie-8gpu", "-s", "trees", "--backend", "cpu", "-b", "1K", "-e", "256K", "-f", "16", "-o", "avg"});
-  INFO(c.err);
-  CHECK(c.status == 0);
-  CHECK(c.out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  // A cluster: trees in every machine, rings across (the cpu backend's workers stand in for both machines), for the
+  // three collectives.
+  for (const char* collective : {"allreduce", "allgather", "reducescatter"}) {
+    const auto c = run_artune({"run", "-t", "2xpcie-8gpu", "-s", "trees", "--collective", collective, "--backend", "cpu",
+                               "-b", "1K", "-e", "256K", "-f", "16", "-o", "avg", "--segments", "4"});
+    INFO(collective << ": " << c.err);
+    CHECK(c.status == 0);
+    CHECK(c.out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  }
   // Under mpirun: one rank per GPU, the staged copies on the ranks of the CPUs' plan devices.
   for (const char* spec : {"trees", "rbtrees"}) {
     const auto m = run_shell(

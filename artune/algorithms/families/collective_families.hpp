@@ -79,6 +79,11 @@ void emit_reducescatter_ring(Emitter& e, const std::vector<Slot>& slots, const s
 /// the half of the blocks their partner keeps into it; a non-power-of-two n first reduces the last r
 /// members' blocks into members 0..r−1, which hand block 2^⌊lg n⌋+i back to member 2^⌊lg n⌋+i at the end.
 void emit_reducescatter_halving(Emitter& e, const Members& members);
+/// The 2-D collectives' level across machines: one ring per local position over the machines (GPU l of each
+/// machine), member w owning the block of its rank; all-gather copies, reduce-scatter (`reduce`) reduces each
+/// block into its owner. workers[w] = ranks of machine w (the same number on each).
+void ring_columns_across_machines(Emitter& e, const std::vector<Slot>& slots,
+                                  const std::vector<std::vector<int>>& workers, bool reduce);
 /// 2-D all-gather: a ring across machines per local position, then a ring inside each machine over
 /// those columns of blocks. workers[w] = ranks of machine w (the same number on each).
 void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers);

@@ -34,15 +34,20 @@ std::vector<int> column(const std::vector<std::vector<int>>& workers, std::size_
 
 }  // namespace
 
-void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers) {
-  check_grid(workers, "all-gather");
-  const std::size_t g = workers.front().size();
-  for (std::size_t l = 0; l < g; ++l) {
+void ring_columns_across_machines(Emitter& e, const std::vector<Slot>& slots,
+                                  const std::vector<std::vector<int>>& workers, bool reduce) {
+  for (std::size_t l = 0; l < workers.front().size(); ++l) {
     const std::vector<int> members = column(workers, l);
     std::vector<std::vector<int>> own;
     for (int r : members) own.push_back({r});
-    ring_over_sets(e, slots, members, own, false);
+    ring_over_sets(e, slots, members, own, reduce);
   }
+}
+
+void emit_allgather_two_d(Emitter& e, const std::vector<Slot>& slots, const std::vector<std::vector<int>>& workers) {
+  check_grid(workers, "all-gather");
+  const std::size_t g = workers.front().size();
+  ring_columns_across_machines(e, slots, workers, false);
   for (const auto& machine : workers) {
     std::vector<std::vector<int>> sets;
     for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
@@ -59,12 +64,7 @@ void emit_reducescatter_two_d(Emitter& e, const std::vector<Slot>& slots, const 
     for (std::size_t l = 0; l < g; ++l) sets.push_back(column(workers, l));
     ring_over_sets(e, slots, machine, sets, true);
   }
-  for (std::size_t l = 0; l < g; ++l) {
-    const std::vector<int> members = column(workers, l);
-    std::vector<std::vector<int>> own;
-    for (int r : members) own.push_back({r});
-    ring_over_sets(e, slots, members, own, true);
-  }
+  ring_columns_across_machines(e, slots, workers, true);
   scale_owned_blocks(e, slots, scale_by);
 }
 

@@ -348,30 +348,76 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
 // machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
 // down the out-trees. Each machine's packings are its own LP over its GPUs only, solved once for machines built
 // alike (machine_packing_for); the network takes rings, as NCCL's do.
+// Whether the plan runs across machines that each hold the same number of its GPUs (two or more): the trees then
+// go inside the machines and rings across them.
+bool across_machines(const Setup& s) { return s.workers.size() > 1 && s.per_worker > 1; }
+
+// The ranks' user slots and topology nodes, machine by machine (s.workers' order).
+struct Machines {
+  std::vector<std::vector<Slot>> slots;
+  std::vector<std::vector<int>> nodes;
+};
+Machines machines_of(const Setup& s, const std::vector<Slot>& slots) {
+  Machines m;
+  for (const std::vector<int>& worker : s.workers) {
+    m.slots.emplace_back();
+    m.nodes.emplace_back();
+    for (int r : worker) {
+      m.slots.back().push_back(slots[static_cast<std::size_t>(r)]);
+      m.nodes.back().push_back(s.nodes[static_cast<std::size_t>(r)]);
+    }
+  }
+  return m;
+}
+
 void emit_trees_across_machines(Emitter& e, const Setup& s) {
   const std::vector<Slot> slots = user_slots(ranks(s));
   const int gpus = s.per_worker;
   const std::int64_t count = s.options.count;
   const BlockOf block = [&](int k) { return even_piece(count, gpus, k); };
-  std::vector<std::vector<Slot>> machine_slots;
-  std::vector<std::vector<int>> machine_nodes;
-  for (const std::vector<int>& worker : s.workers) {
-    machine_slots.emplace_back();
-    machine_nodes.emplace_back();
-    for (int r : worker) {
-      machine_slots.back().push_back(slots[static_cast<std::size_t>(r)]);
-      machine_nodes.back().push_back(s.nodes[static_cast<std::size_t>(r)]);
-    }
-  }
+  const Machines m = machines_of(s, slots);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto in = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kInTrees);
-    emit_in_trees(e, machine_slots[w], *in, kNoScale, false, block);
+    const auto in = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kInTrees);
+    emit_in_trees(e, m.slots[w], *in, kNoScale, false, block);
   }
-  emit_rings_across_machines(e, machine_slots, block, s.scale_by);
+  emit_rings_across_machines(e, m.slots, block, s.scale_by);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto out = machine_packing_for(s.topo, s.worker_machine[w], machine_nodes[w], Packing::kOutTrees);
-    emit_out_trees(e, machine_slots[w], *out, false, block);
+    const auto out = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kOutTrees);
+    emit_out_trees(e, m.slots[w], *out, false, block);
   }
+}
+
+// The plan's blocks of one machine's ranks (`row`, in local order): local GPU k is the root of row[k]'s block.
+BlockOf row_blocks(Emitter& e, const std::vector<int>& row) {
+  return [&e, &row](int k) { return collective_block(e.plan(), row[static_cast<std::size_t>(k)]); };
+}
+
+// All-gather across machines of equal GPUs, as the 2d all-gather splits it: a ring across the machines per local
+// GPU (GPU k of every machine collects the blocks of GPU k of the others), then in every machine each machine's
+// row of blocks down the out-trees (local GPU k the root of the row's block k). The machine's packing is solved
+// once for machines built alike (machine_packing_for).
+void emit_trees_allgather_across_machines(Emitter& e, const Setup& s) {
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const Machines m = machines_of(s, slots);
+  ring_columns_across_machines(e, slots, s.workers, false);
+  for (std::size_t w = 0; w < s.workers.size(); ++w) {
+    const auto out = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kOutTrees);
+    for (const std::vector<int>& row : s.workers) emit_out_trees(e, m.slots[w], *out, false, row_blocks(e, row));
+  }
+}
+
+// Reduce-scatter across machines, the all-gather in reverse: every machine reduces each row of blocks up its in-trees
+// (local GPU k ends with the machine's sum of the row's block k), then a ring across the machines per local GPU
+// reduces each block into its owner, which scales it for avg.
+void emit_trees_reducescatter_across_machines(Emitter& e, const Setup& s) {
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const Machines m = machines_of(s, slots);
+  for (std::size_t w = 0; w < s.workers.size(); ++w) {
+    const auto in = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kInTrees);
+    for (const std::vector<int>& row : s.workers) emit_in_trees(e, m.slots[w], *in, kNoScale, false, row_blocks(e, row));
+  }
+  ring_columns_across_machines(e, slots, s.workers, true);
+  scale_owned_blocks(e, slots, s.scale_by);
 }
 
 // Both phases take the packings of the reduce-scatter and the all-gather, each at its own best rate.
@@ -385,7 +431,7 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
     emit_reduce_broadcast_trees(e, s);
     return;
   }
-  if (token.name == std::string_view("trees") && s.workers.size() > 1 && s.per_worker > 1) {
+  if (token.name == std::string_view("trees") && across_machines(s)) {
     emit_trees_across_machines(e, s);
     return;
   }
@@ -406,11 +452,19 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
 
 void emit_trees_allgather(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
+  if (across_machines(s)) {
+    emit_trees_allgather_across_machines(e, s);
+    return;
+  }
   emit_out_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kOutTrees), true, plan_blocks(e));
 }
 
 void emit_trees_reducescatter(Emitter& e, const Setup& s, const AlgToken&) {
   require_blocks_fit(s);
+  if (across_machines(s)) {
+    emit_trees_reducescatter_across_machines(e, s);
+    return;
+  }
   emit_in_trees(e, user_slots(ranks(s)), *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, true,
                 plan_blocks(e));
 }
@@ -441,11 +495,6 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64};
 
-void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.machines != 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
-  out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
-}
-
 // Clusters: `trees` in every machine and rings across, where every machine has the same GPUs; shallower pipelines
 // (the plan carries every machine's trees: 4xdgx1-v100 at 32 segments passes the plan's op limit).
 const std::vector<int> kAcrossMachinesSegments = {1, 4, 8, 16};
@@ -455,6 +504,18 @@ bool machines_of_equal_gpus(const Topology& topo) {
     if (topo.gpus_of_machine(m).size() != topo.gpus_of_machine(0).size()) return false;
   }
   return true;
+}
+
+// All-gather and reduce-scatter: one machine's packing, or on clusters of equal machines its trees inside them and
+// rings across.
+void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  if (ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  if (ctx.machines > 1) {
+    if (machines_of_equal_gpus(ctx.topo))
+      out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kAcrossMachinesSegments});
+    return;
+  }
+  out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
 
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
