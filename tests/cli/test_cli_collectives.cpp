@@ -143,7 +143,8 @@ TEST_CASE("cli_collectives.hybrids") {
   r = run_artune({"plan", "-t", "uniform:2x2", "--collective", "allgather", "-s", "ring/ring"});
   CHECK(r.status == 2);
   CHECK(has(r.err, "--spec 'ring/ring': ring/ring is not a supported allgather hierarchy"));
-  // autotune on two DGX-1s tries the hybrids and picks one at 64 MiB; run --table runs it.
+  // autotune on two DGX-1s tries the hybrids (the runner-up at 64 MiB) and picks the trees across machines (each
+  // DGX-1's out-trees, rings across); run --table runs the pick.
   ScratchFile table;
   r = run_artune({"autotune", "-t", "2xdgx1-v100", "--collective", "allgather", "-b", "64M", "-e", "64M", "--out",
                   table.path, "-q", "--min-gain", "0"});
@@ -151,8 +152,9 @@ TEST_CASE("cli_collectives.hybrids") {
   std::ifstream in(table.path);
   const json doc = json::parse(in);
   const json& plan = doc.at("ranges").at(0).at("plan");
-  CHECK(plan.at("family") == "hybrid");
-  CHECK(plan.at("spec") == "nccl/ring");
+  CHECK(plan.at("family") == "trees");
+  CHECK(plan.at("spec") == "trees");
+  CHECK(doc.at("ranges").at(0).at("points").at(0).at("runner_up").at("label") == "nccl/ring");
   r = run_artune({"run", "--table", table.path, "--backend", "cpu", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"});
   REQUIRE(r.status == 0);
   CHECK(has(r.out, "Out of bounds values : 0 OK"));

@@ -206,7 +206,8 @@ TEST_CASE("collective_sim.tuner_candidates_per_collective") {
   o.include_nccl = false;
   std::set<std::string> rs;
   for (const Candidate& c : generate_candidates(load_topology("uniform:2x4"), o).candidates) rs.insert(c.family);
-  CHECK(rs == std::set<std::string>{"ring", "halving", "2d"});  // the hybrids need the library; trees: one machine
+  // The hybrids need the library; trees come as their in-machine trees with rings across.
+  CHECK(rs == std::set<std::string>{"ring", "halving", "2d", "trees"});
   // On a cluster the library's hybrids come in too (the library inside machines, a point-to-point family across).
   for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
     o.collective = c;
