@@ -162,9 +162,13 @@ TEST_CASE("trees.exact_packing_of_two_gpus") {
   CHECK(p.edges[static_cast<std::size_t>(p.trees[0].parent_edge[1])].via == -1);
   // The plans pack at the usable rates (NVLink at 80 %: 20 GB/s against PCIe's 12): 640 and 384 chunks. The
   // all-reduce's trees carry their pieces whole: per root and phase one transfer over NVLink (its 5/8 of the
-  // block) and two through cpu0's scratch (3/8), reduced up and copied down: 12 ops.
+  // block) and two through cpu0's scratch (3/8), up into scratch of the root and reduced there (one local reduce
+  // per tree), and copied down: 16 ops.
   const Plan ar = build(t, Collective::kAllReduce, "trees", 1024, ReduceOp::kSum);
-  CHECK(ar.ops.size() == 12);
+  CHECK(ar.ops.size() == 16);
+  int local_reduces = 0;
+  for (const Op& op : ar.ops) local_reduces += op.kind == OpKind::kReduce && op.src.device == op.dst.device;
+  CHECK(local_reduces == 4);
   CHECK(ar.devices.size() == 3);  // the two GPUs and cpu0
   CHECK(ar.ops[0].src.count == 320);
   // The all-gather runs each tree as copies by weight (32 per block): 20 over NVLink, 12 staged (24 ops), per root.
@@ -284,7 +288,7 @@ TEST_CASE("trees.collectives_across_machines") {
           CHECK(op.src.count == count / (machines * gpus));
           continue;
         }
-        if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.buffer != 0 || op.dst.buffer != 0) continue;
+        if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.device == op.dst.device) continue;
         inside[static_cast<std::size_t>(a.machine)].insert(
             {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
       }

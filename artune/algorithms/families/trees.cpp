@@ -228,25 +228,27 @@ std::vector<std::vector<Piece>> pieces(const TreePacking& p, int copies_per_bloc
   return out;
 }
 
-// One tree edge: a copy (or reduce) from `src` to `dst`, directly or through the scratch of the CPU `via`.
-void transfer(Emitter& e, const Location& src, const Location& dst, int via, bool reduce) {
+// One tree edge: a copy from `src` to `dst`, directly or through the scratch of the CPU `via`.
+void transfer(Emitter& e, const Location& src, const Location& dst, int via) {
   if (via < 0) {
-    reduce ? e.reduce(src, dst) : e.copy(src, dst);
+    e.copy(src, dst);
     return;
   }
   const int cpu = e.device_for_node(via);
   const Location stage{cpu, e.scratch(cpu, src.count), 0, src.count};
   e.copy(src, stage);
-  reduce ? e.reduce(stage, dst) : e.copy(stage, dst);
+  e.copy(stage, dst);
 }
 
-// One piece up a tree into its root, deepest first, each participant's subtree sum into its parent. A participant
-// with several children reduces the first one's sum straight into its piece and takes the others into scratch,
-// reducing them locally: their transfers then run side by side instead of one after another behind each other's
-// write to the same piece. The packing's edges point toward the root (in-trees) or away from it.
+// One piece up a tree into its root, deepest first, each participant's subtree sum into its parent: every child's
+// sum arrives in scratch of the parent and is reduced there locally. The transfers then never wait for a reduce:
+// a transfer that reduced on arrival would hold its next pipeline segment behind the reduce (the model and the
+// executors' own receive-then-reduce run the two one after the other), idling the link for it (dgx1-v100[0,3],
+// 256 MiB, 32 segments: 91.4 % of the bound reducing on arrival, 95.8 % through scratch), and several children's
+// transfers run side by side instead of behind each other's write to the same piece. The packing's edges point
+// toward the root (in-trees) or away from it.
 void reduce_up(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, const WeightedTree& t,
                const std::vector<int>& order, const Piece& piece) {
-  std::vector<int> children(order.size(), 0);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int edge = t.parent_edge[static_cast<std::size_t>(*it)];
     if (edge < 0) continue;
@@ -255,12 +257,8 @@ void reduce_up(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
     const int parent = p.toward_root ? te.to : te.from;
     const Location src = at(slots[static_cast<std::size_t>(child)], piece.offset, piece.count);
     const Location dst = at(slots[static_cast<std::size_t>(parent)], piece.offset, piece.count);
-    if (children[static_cast<std::size_t>(parent)]++ == 0) {
-      transfer(e, src, dst, te.via, true);
-      continue;
-    }
     const Location side{dst.device, e.scratch(dst.device, dst.count), 0, dst.count};
-    transfer(e, src, side, te.via, false);
+    transfer(e, src, side, te.via);
     e.reduce(side, dst);
   }
 }
@@ -276,7 +274,7 @@ void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
     const Slot& from =
         te.from == t.root && root_slot != nullptr ? *root_slot : slots[static_cast<std::size_t>(te.from)];
     transfer(e, at(from, piece.offset, piece.count),
-             at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via, false);
+             at(slots[static_cast<std::size_t>(te.to)], piece.offset, piece.count), te.via);
   }
 }
 
