@@ -306,54 +306,53 @@ void FlowEngine::settle_impl(double now) {
 
 std::pair<double, int> FlowEngine::next_completion() {
   if (completions_.empty()) return {0.0, -1};
-  const int fl = completions_.front();
-  return {flows_[fl].completion, fl};
+  return {completions_.front().time, completions_.front().flow};
 }
 
-bool FlowEngine::earlier(int a, int b) const {
-  const double ta = flows_[a].completion, tb = flows_[b].completion;
-  if (ta != tb) return ta < tb;
-  return a < b;
+bool FlowEngine::earlier(const Scheduled& a, const Scheduled& b) {
+  if (a.time != b.time) return a.time < b.time;
+  return a.flow < b.flow;
 }
 
-void FlowEngine::heap_set(int pos, int flow) {
-  completions_[pos] = flow;
-  flows_[flow].heap_pos = pos;
+void FlowEngine::heap_set(int pos, const Scheduled& entry) {
+  completions_[static_cast<std::size_t>(pos)] = entry;
+  flows_[entry.flow].heap_pos = pos;
 }
 
 void FlowEngine::heap_up(int pos) {
-  const int fl = completions_[pos];
+  const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
   while (pos > 0) {
     const int parent = (pos - 1) / 2;
-    if (!earlier(fl, completions_[parent])) break;
-    heap_set(pos, completions_[parent]);
+    if (!earlier(entry, completions_[static_cast<std::size_t>(parent)])) break;
+    heap_set(pos, completions_[static_cast<std::size_t>(parent)]);
     pos = parent;
   }
-  heap_set(pos, fl);
+  heap_set(pos, entry);
 }
 
 void FlowEngine::heap_down(int pos) {
   const int n = static_cast<int>(completions_.size());
-  const int fl = completions_[pos];
+  const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
   for (;;) {
     int child = 2 * pos + 1;
     if (child >= n) break;
-    if (child + 1 < n && earlier(completions_[child + 1], completions_[child])) ++child;
-    if (!earlier(completions_[child], fl)) break;
-    heap_set(pos, completions_[child]);
+    if (child + 1 < n && earlier(completions_[static_cast<std::size_t>(child + 1)], completions_[static_cast<std::size_t>(child)]))
+      ++child;
+    if (!earlier(completions_[static_cast<std::size_t>(child)], entry)) break;
+    heap_set(pos, completions_[static_cast<std::size_t>(child)]);
     pos = child;
   }
-  heap_set(pos, fl);
+  heap_set(pos, entry);
 }
 
 void FlowEngine::schedule(int flow, double time) {
   Flow& f = flows_[flow];
-  f.completion = time;
   if (f.heap_pos < 0) {
-    completions_.push_back(flow);
+    completions_.push_back({time, flow});
     f.heap_pos = static_cast<int>(completions_.size()) - 1;
     heap_up(f.heap_pos);
   } else {
+    completions_[static_cast<std::size_t>(f.heap_pos)].time = time;
     heap_up(f.heap_pos);
     heap_down(flows_[flow].heap_pos);
   }
@@ -364,12 +363,12 @@ void FlowEngine::unschedule(int flow) {
   const int pos = f.heap_pos;
   if (pos < 0) return;
   f.heap_pos = -1;
-  const int last = completions_.back();
+  const Scheduled last = completions_.back();
   completions_.pop_back();
-  if (last == flow) return;
+  if (last.flow == flow) return;
   heap_set(pos, last);
   heap_up(pos);
-  heap_down(flows_[last].heap_pos);
+  heap_down(flows_[last.flow].heap_pos);
 }
 
 }  // namespace artune::detail

@@ -88,7 +88,6 @@ class FlowEngine {
     int limiter = -1;
     int new_limiter = -1;
     std::int64_t tag = -1;
-    double completion = 0;  // predicted end at the current rate
     int heap_pos = -1;      // position in completions_, -1 when not scheduled
     std::uint32_t epoch = 0;
     bool active = false;
@@ -111,9 +110,14 @@ class FlowEngine {
   void freeze(int flow, double rate, int limiter);
   template <bool kWeighted>
   void settle_impl(double now);
-  // Indexed min-heap of active flows by (completion, id): one entry per flow, updated in place.
-  bool earlier(int a, int b) const;
-  void heap_set(int pos, int flow);
+  // Indexed min-heap of active flows by (completion, id): one entry per flow, updated in place. Each entry carries
+  // its flow's completion time, so that sifting compares entries without reaching into the flows.
+  struct Scheduled {
+    double time = 0;  // predicted end at the current rate
+    int flow = -1;
+  };
+  static bool earlier(const Scheduled& a, const Scheduled& b);
+  void heap_set(int pos, const Scheduled& entry);
   void heap_up(int pos);
   void heap_down(int pos);
   void schedule(int flow, double time);
@@ -124,7 +128,7 @@ class FlowEngine {
   std::vector<int> free_flows_;
   std::vector<std::vector<double>> weights_;  // weighted engines: per flow id, a weight per resource (empty = 1)
   std::vector<int> dirty_;
-  std::vector<int> completions_;  // indexed heap of flow ids
+  std::vector<Scheduled> completions_;  // indexed heap of the active flows
   std::vector<Share> shares_;     // heap scratch
   std::vector<int> comp_res_;     // scratch
   std::vector<int> comp_flows_;   // scratch
