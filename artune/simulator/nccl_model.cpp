@@ -573,10 +573,31 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
       throw InvalidInput(fmt::format("nccl: topology '{}': a machine of the group has no NIC", topo.name()));
     }
   }
-  for (const int cpu : topo.nodes_of_kind(NodeKind::kCpu, topo.nodes()[gpus.front()].machine)) {
-    const std::string& arch = topo.nodes()[cpu].arch;
-    if (arch.find("amd") != std::string::npos || arch.find("epyc") != std::string::npos) g.amd_cpu = true;
+  // The CPU type: every rank takes its machine's first CPU (search.cc ncclTopoComputeCommCPU, cpus->nodes[0]);
+  // init.cc marks the architecture or vendor MIXED when the ranks' differ. tuning.cc reads the AMD row of
+  // llMaxBws for an AMD or mixed vendor, getNetOverhead 2 µs for x86 AMD (1 µs otherwise), and gives Tree/
+  // Simple Ring's PCI latency on POWER. A CPU node's arch is configs/README.md's; what a machine does not
+  // state (architecture or vendor) is taken to match the others, and a group stating nothing is Intel's.
+  CpuArch cpu_type;
+  bool mixed_isa = false, mixed_vendor = false;
+  for (const Machine& m : machines) {
+    int first = -1;
+    for (const int cpu : topo.nodes_of_kind(NodeKind::kCpu, topo.nodes()[m.gpus.front()].machine)) {
+      if (first < 0 || topo.nodes()[cpu].local_index < topo.nodes()[first].local_index) first = cpu;
+    }
+    const CpuArch type = first < 0 ? CpuArch{} : parse_cpu_arch(topo.nodes()[first].arch).value_or(CpuArch{});
+    if (type.isa != CpuIsa::kUnknown) {
+      mixed_isa = mixed_isa || (cpu_type.isa != CpuIsa::kUnknown && type.isa != cpu_type.isa);
+      cpu_type.isa = type.isa;
+    }
+    if (type.vendor != CpuVendor::kUnknown) {
+      mixed_vendor = mixed_vendor || (cpu_type.vendor != CpuVendor::kUnknown && type.vendor != cpu_type.vendor);
+      cpu_type.vendor = type.vendor;
+    }
   }
+  g.amd_cpu = mixed_vendor || cpu_type.vendor == CpuVendor::kAmd;
+  g.amd_x86_cpu = !mixed_isa && !mixed_vendor && cpu_type.isa == CpuIsa::kX86 && cpu_type.vendor == CpuVendor::kAmd;
+  g.power_cpu = !mixed_isa && cpu_type.isa == CpuIsa::kPower;
   g.nvswitch = static_cast<int>(topo.nodes_of_kind(NodeKind::kNvSwitch, topo.nodes()[gpus.front()].machine).size());
 
   // One search per distinct machine shape: machines whose GPUs sit at the same local indices of the same
@@ -700,11 +721,14 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   Latencies l;
   l.base_us = t.base[a][p];
   l.intra_us = t.hw[intra_hw][a][p];
+  // tuning.cc: "De-penalize Tree/Simple latency on Power systems to favor Tree than Ring".
+  if (g.power_cpu && intra_hw == kHwPci && algo == Algo::kTree && proto == Proto::kSimple)
+    l.intra_us = t.hw[kHwPci][static_cast<int>(Algo::kRing)][p];
   // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
   l.inter_us = g.ppn == 1 ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
   l.inter_us += net_extra_us(g, proto, view);
   if (algo == Algo::kRing && g.machines > 1) {
-    double overhead = g.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
+    double overhead = g.amd_x86_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
     if (proto == Proto::kSimple) overhead *= 3;
     l.intra_us = std::max(l.intra_us, overhead);
   }

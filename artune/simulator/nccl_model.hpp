@@ -65,7 +65,9 @@ struct Graph {
   int ppn = 0;                 ///< GPUs of the group per machine
   int ranks = 0;               ///< GPUs in the group
   int compcap = 70;            ///< smallest compute capability (60, 70, 80, 90, 100)
-  bool amd_cpu = false;        ///< the machine's CPUs are AMD (NCCL's llMaxBw and net overhead tables)
+  bool amd_cpu = false;        ///< NCCL's cpuVendor is AMD or mixed across machines (llMaxBws' AMD row)
+  bool amd_x86_cpu = false;    ///< cpuArch x86 and cpuVendor AMD on every machine (getNetOverhead's 2 µs)
+  bool power_cpu = false;      ///< cpuArch POWER on every machine (Tree/Simple PCI latency = Ring/Simple's)
   bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
   bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
   int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)

@@ -47,6 +47,7 @@ namespace {
 struct DCpu {
   int os_index = 0;
   double smp_gbps = detail::kQpiGbps;
+  std::string arch;  // the node's arch (parse_cpu_arch) from the machine and hwloc's CPUVendor
 };
 
 struct DSwitch {
@@ -200,7 +201,9 @@ class HwlocReader {
                                         result_.numa_nodes, result_.cores, result_.pus));
 
     // CPU sockets: one per NUMA node, as NCCL's <cpu numaid>.
-    const std::string arch = machine_arch();
+    // hwloc records uname's machine as the root's Architecture (hwloc XML from another host carries its own).
+    const char* root_arch = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo), "Architecture");
+    const std::string arch = root_arch && *root_arch ? std::string(root_arch) : machine_arch();
     for (int k = 0; k < std::max(1, result_.numa_nodes); ++k) {
       DCpu cpu;
       hwloc_obj_t numa = result_.numa_nodes ? hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, k) : nullptr;
@@ -218,6 +221,7 @@ class HwlocReader {
           return v ? static_cast<int>(*v) : -1;
         };
         cpu.smp_gbps = smp_bandwidth_gbps(arch, vendor ? vendor : "", num(family), num(model));
+        cpu.arch = cpu_arch_from_nccl(arch, vendor ? vendor : "");
       }
       numa_objs_.push_back(numa);
       found_.cpus.push_back(cpu);
@@ -573,6 +577,7 @@ void assemble(DiscoveryResult& result, Found& found, const CudaInfo& cuda, const
     n.id = fmt::format("cpu{}", found.cpus[k].os_index);
     n.kind = NodeKind::kCpu;
     n.local_index = static_cast<int>(k);
+    n.arch = found.cpus[k].arch;
     cpu_node.push_back(topo.add_node(n));
   }
   std::vector<int> switch_node;

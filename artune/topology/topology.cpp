@@ -516,6 +516,50 @@ std::optional<NetKind> parse_net_kind(std::string_view text) {
 }
 
 namespace {
+constexpr std::pair<CpuArch, std::string_view> kCpuArchNames[] = {
+    {{CpuIsa::kUnknown, CpuVendor::kUnknown}, ""},
+    {{CpuIsa::kX86, CpuVendor::kUnknown}, "x86_64"},
+    {{CpuIsa::kX86, CpuVendor::kIntel}, "x86_64-intel"},
+    {{CpuIsa::kX86, CpuVendor::kAmd}, "x86_64-amd"},
+    {{CpuIsa::kX86, CpuVendor::kZhaoxin}, "x86_64-zhaoxin"},
+    {{CpuIsa::kArm, CpuVendor::kUnknown}, "arm64"},
+    {{CpuIsa::kPower, CpuVendor::kUnknown}, "ppc64"},
+};
+}  // namespace
+
+std::optional<CpuArch> parse_cpu_arch(std::string_view text) {
+  for (const auto& [arch, name] : kCpuArchNames) {
+    if (name == text) return arch;
+  }
+  return std::nullopt;
+}
+
+std::string to_string(CpuArch arch) {
+  for (const auto& [a, name] : kCpuArchNames) {
+    if (a == arch) return std::string(name);
+  }
+  return {};
+}
+
+std::string cpu_arch_from_nccl(std::string_view arch, std::string_view vendor) {
+  CpuArch out;
+  if (arch == "x86_64") {
+    out.isa = CpuIsa::kX86;
+    std::string_view v = vendor;  // xml.cc pads Zhaoxin's "  Shanghai  " as CPUID returns it
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    if (v == "GenuineIntel") out.vendor = CpuVendor::kIntel;
+    else if (v == "AuthenticAMD") out.vendor = CpuVendor::kAmd;
+    else if (v == "CentaurHauls" || v == "Shanghai") out.vendor = CpuVendor::kZhaoxin;
+  } else if (arch == "arm64" || arch == "aarch64") {
+    out.isa = CpuIsa::kArm;
+  } else if (arch == "ppc64" || arch == "ppc64le") {
+    out.isa = CpuIsa::kPower;
+  }
+  return to_string(out);
+}
+
+namespace {
 template <typename T, typename F>
 std::vector<std::vector<T>> gpu_matrix(const Topology& topo, F&& cell) {
   const auto& gpus = topo.gpus();

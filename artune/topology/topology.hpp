@@ -66,7 +66,7 @@ struct Node {
   int machine = 0;        ///< machine (worker) index; -1 for a network switch shared by all machines
   int local_index = -1;   ///< index among nodes of this kind inside its machine
   int global_index = -1;  ///< GPUs: machine·G + local index; other kinds: index among all nodes of the kind
-  std::string arch;       ///< GPUs: e.g. "sm70" (optional); NICs: port name such as "mlx5_0"
+  std::string arch;       ///< GPUs: e.g. "sm70" (optional); CPUs: see parse_cpu_arch; NICs: port name such as "mlx5_0"
   std::string bus_id;     ///< PCI bus id when known (importers, discovery)
   NicNet net{};           ///< NICs: the port's fabric (unstated: InfiniBand)
 };
@@ -191,6 +191,27 @@ std::optional<LinkKind> parse_link_kind(std::string_view text);
 std::string_view to_string(NetKind kind) noexcept;
 /// Parses a network kind name; nullopt if unknown.
 std::optional<NetKind> parse_net_kind(std::string_view text);
+
+/// A CPU's instruction set and vendor as NCCL tells them apart (src/graph/xml.cc kvDictCpuArch, kvDictCpuVendor).
+enum class CpuIsa { kUnknown, kX86, kArm, kPower };
+enum class CpuVendor { kUnknown, kIntel, kAmd, kZhaoxin };
+struct CpuArch {
+  CpuIsa isa = CpuIsa::kUnknown;
+  CpuVendor vendor = CpuVendor::kUnknown;  ///< x86_64 only
+  friend bool operator==(const CpuArch&, const CpuArch&) = default;
+};
+/// The values a CPU node's `arch` may take (configs/README.md), for messages.
+inline constexpr std::string_view kCpuArchChoices = "x86_64-intel, x86_64-amd, x86_64-zhaoxin, x86_64, arm64 or ppc64";
+/// Parses a CPU node's `arch`: "" (not stated), "x86_64" (vendor not stated), "x86_64-intel", "x86_64-amd",
+/// "x86_64-zhaoxin", "arm64", "ppc64"; nullopt for anything else.
+std::optional<CpuArch> parse_cpu_arch(std::string_view text);
+/// Canonical `arch` text of a CPU (parse_cpu_arch's inverse; "" when nothing is known).
+std::string to_string(CpuArch arch);
+/// A CPU node's `arch` from NCCL's `<cpu arch= vendor=>` attributes (xml.cc writes x86_64, arm64, ppc64 and the
+/// CPUID vendor: GenuineIntel, AuthenticAMD, CentaurHauls or "  Shanghai  "), uname's machine (aarch64,
+/// ppc64le also taken) and hwloc's CPUVendor: "" for an architecture NCCL does not know, "x86_64" for an
+/// x86_64 vendor it does not know.
+std::string cpu_arch_from_nccl(std::string_view arch, std::string_view vendor);
 
 /// GPU×GPU DMA peer matrix (row/column = global GPU index).
 std::vector<std::vector<bool>> peer_matrix(const Topology& topo);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
@@ -502,11 +503,13 @@ TEST_CASE("nccl.every_nic_port_carries_channels_up_to_its_speed") {
   // `net.bw -= bw`), and paths.cc bounds a GPU's path to the network by the port's speed: an A100 machine with
   // 16 ports of 100 Gb/s (12.5 GB/s, 4 under each PCIe switch) runs 16 channels of 12 GB/s (sm80's inter speed
   // step below 12.5), one per port, where the ports' speed used to be ignored (8 channels of 24 GB/s on 8 of the
-  // 16 ports, half the busbw). Its 16 × 12.5 GB/s equal the DGX A100's 8 × 25, and so does the busbw.
+  // 16 ports, half the busbw). Its 16 × 12.5 GB/s equal the DGX A100's 8 × 25, and so does the busbw (on AMD
+  // hosts as the DGX A100's and Oracle's BM.GPU4.8 of this layout: NCCL's ring steps pay the AMD net overhead).
   const nlohmann::json a16 = {{"name", "a100-16nic"},
                               {"compact",
                                {{"gpus", 8},
                                 {"arch", "sm80"},
+                                {"cpu_arch", "x86_64-amd"},
                                 {"nvswitch", {{"lanes_per_gpu", 12}, {"lane_bandwidth", 25}}},
                                 {"pcie_switches", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
                                 {"sockets", {{0, 1}, {2, 3}}},
@@ -565,4 +568,132 @@ TEST_CASE("nccl.nics_under_the_cpus_carry_every_channel_at_the_widened_type") {
   const double busbw = sim(c, "nccl.ring.simple", std::uint64_t{1} << 30).busbw_gbps;
   CHECK(busbw > 1.8 * 12.5 * 0.9);
   CHECK(busbw <= 2 * 12.5 * 0.9 * 16.0 / 15.0);
+}
+
+TEST_CASE("nccl.cpu_type_across_machines") {
+  // NCCL's CPU type (configs/README.md "CPU architecture"): each rank takes its machine's first CPU, mixed when
+  // the ranks' differ (init.cc); tuning.cc v2.28.9-1 reads it in getNetOverhead (line 214), llMaxBws (line 253)
+  // and the POWER Tree/Simple latency (line 260).
+  const int ring = static_cast<int>(nccl::Algo::kRing), tree = static_cast<int>(nccl::Algo::kTree);
+  const int ll = static_cast<int>(nccl::Proto::kLL), simple = static_cast<int>(nccl::Proto::kSimple);
+  // Two DGX A100 (2 × AMD EPYC 7742 each, configs/dgx-a100.json).
+  const nccl::Graph amd = graph_of("2xdgx-a100");
+  CHECK(amd.amd_cpu);
+  CHECK(amd.amd_x86_cpu);
+  CHECK_FALSE(amd.power_cpu);
+  nccl::Graph intel = amd;  // the same machines stating Intel CPUs
+  intel.amd_cpu = intel.amd_x86_cpu = false;
+  // Ring over 16 ranks on 2 machines: 30 steps, 2 of them across the network (NET Ring/LL 2.7 µs); the 28
+  // NVLink steps (0.6 µs) pay getNetOverhead: 2 µs on AMD, 1 on Intel; × 3 under Simple (NVLink 3.4 µs).
+  CHECK(nccl::all_reduce_latency_us(amd, nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(6.6 + 28 * 2.0 + 2 * 2.7));
+  CHECK(nccl::all_reduce_latency_us(intel, nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(6.6 + 28 * 1.0 + 2 * 2.7));
+  CHECK(nccl::all_reduce_latency_us(amd, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(8.4 + 28 * 6.0 + 2 * 14.0));
+  CHECK(nccl::all_reduce_latency_us(intel, nccl::Algo::kRing, nccl::Proto::kSimple) ==
+        doctest::Approx(8.4 + 28 * 3.4 + 2 * 14.0));
+  // Tree does not pay it.
+  CHECK(nccl::all_reduce_latency_us(amd, nccl::Algo::kTree, nccl::Proto::kLL) ==
+        nccl::all_reduce_latency_us(intel, nccl::Algo::kTree, nccl::Proto::kLL));
+  // llMaxBws across 2 machines: AMD 22.5 GB/s, Intel 39, capping the bus bandwidth of Ring/LL (busBw × .5)
+  // and Tree/LL (busBw ÷ 3.8); the table holds algorithm bandwidth: Ring × 16/30 (nRanks/nsteps), Tree × .5.
+  const nccl::CostTable ta = nccl::all_reduce_table(amd), ti = nccl::all_reduce_table(intel);
+  CHECK(ta.bandwidth[ring][ll] == doctest::Approx(22.5 * 16 / 30));
+  CHECK(ti.bandwidth[ring][ll] == doctest::Approx(39.0 * 16 / 30));
+  CHECK(ta.bandwidth[tree][ll] == doctest::Approx(22.5 * 0.5));
+  CHECK(ti.bandwidth[tree][ll] == doctest::Approx(39.0 * 0.5));
+  for (int p = 0; p < nccl::kProtos; ++p) {  // the other protocols do not read it
+    if (p == ll) continue;
+    CHECK(ta.bandwidth[ring][p] == ti.bandwidth[ring][p]);
+    CHECK(ta.bandwidth[tree][p] == ti.bandwidth[tree][p]);
+  }
+  CHECK(nccl::channel_cap_gbps(amd, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(22.5 / amd.channels));
+  CHECK(nccl::channel_cap_gbps(intel, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(39.0 / amd.channels));
+  // The simulator's ring steps pay the same overhead: its device latency of Ring/LL is 28 µs longer.
+  CHECK(nccl::device_latency_us(amd, nccl::Algo::kRing, nccl::Proto::kLL) -
+            nccl::device_latency_us(intel, nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(28.0));
+
+  // On one machine neither applies (index1 is the GPU generation there; no network step).
+  const nccl::Graph one = graph_of("dgx-a100");
+  CHECK(one.amd_cpu);
+  nccl::Graph one_intel = one;
+  one_intel.amd_cpu = one_intel.amd_x86_cpu = false;
+  const nccl::CostTable oa = nccl::all_reduce_table(one), oi = nccl::all_reduce_table(one_intel);
+  for (int a = 0; a < nccl::kAlgos; ++a) {
+    for (int p = 0; p < nccl::kProtos; ++p) {
+      CHECK(oa.bandwidth[a][p] == oi.bandwidth[a][p]);
+      CHECK(oa.latency_us[a][p] == oi.latency_us[a][p]);
+    }
+  }
+
+  // Clusters of inline machines that state other CPUs: the DGX A100 layout with each machine's cpu_arch.
+  auto cluster = [](const std::string& first, const std::string& second) {
+    auto machine = [](const std::string& cpu_arch) {
+      nlohmann::json m = {{"compact",
+                           {{"gpus", 8},
+                            {"arch", "sm80"},
+                            {"nvswitch", {{"lanes_per_gpu", 12}, {"lane_bandwidth", 25}}},
+                            {"pcie_switches", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}},
+                            {"sockets", {{0, 1}, {2, 3}}},
+                            {"pcie_bandwidth", 24},
+                            {"smp_bandwidth", 16},
+                            {"nics_per_switch", 2},
+                            {"nic_bandwidth", 25}}}};
+      if (!cpu_arch.empty()) m["compact"]["cpu_arch"] = cpu_arch;
+      return m;
+    };
+    const nlohmann::json doc = {{"machines", {machine(first), machine(second)}}, {"network", {{"nic_bandwidth", 25}}}};
+    const Topology t = topology_from_json(doc, "test.json");
+    return nccl::search(t, t.gpus());
+  };
+  auto flags = [](const nccl::Graph& g) { return std::tuple(g.amd_cpu, g.amd_x86_cpu, g.power_cpu); };
+  CHECK(flags(cluster("x86_64-amd", "x86_64-amd")) == std::tuple(true, true, false));
+  // A machine that states nothing (or x86_64 without a vendor) is taken to match.
+  CHECK(flags(cluster("x86_64-amd", "")) == std::tuple(true, true, false));
+  CHECK(flags(cluster("", "x86_64-amd")) == std::tuple(true, true, false));
+  CHECK(flags(cluster("x86_64", "x86_64-amd")) == std::tuple(true, true, false));
+  // AMD beside Intel: NCCL's vendor is MIXED, which reads llMaxBws' AMD row but is not "x86 AMD" for the overhead.
+  const nccl::Graph mixed = cluster("x86_64-amd", "x86_64-intel");
+  CHECK(flags(mixed) == std::tuple(true, false, false));
+  CHECK(nccl::all_reduce_table(mixed).bandwidth[ring][ll] == doctest::Approx(22.5 * 16 / 30));
+  CHECK(nccl::all_reduce_latency_us(mixed, nccl::Algo::kRing, nccl::Proto::kLL) ==
+        doctest::Approx(6.6 + 28 * 1.0 + 2 * 2.7));
+  CHECK(flags(cluster("x86_64-intel", "x86_64-intel")) == std::tuple(false, false, false));
+  CHECK(flags(cluster("", "")) == std::tuple(false, false, false));
+  CHECK(flags(cluster("arm64", "arm64")) == std::tuple(false, false, false));
+  CHECK(flags(cluster("x86_64-zhaoxin", "x86_64-zhaoxin")) == std::tuple(false, false, false));
+  CHECK(flags(cluster("ppc64", "ppc64")) == std::tuple(false, false, true));
+  CHECK(flags(cluster("ppc64", "x86_64-intel")) == std::tuple(false, false, false));
+
+  // POWER: Tree/Simple takes Ring/Simple's PCI latency where the rings run over PCIe (a PCIe-only machine).
+  auto pcie_machine = [](const std::string& cpu_arch) {
+    const nlohmann::json doc = {{"compact",
+                                 {{"gpus", 4},
+                                  {"arch", "sm70"},
+                                  {"cpu_arch", cpu_arch},
+                                  {"pcie_switches", {{0, 1}, {2, 3}}},
+                                  {"nics_per_switch", 1},
+                                  {"nic_bandwidth", 12.5}}}};
+    const Topology t = topology_from_json(doc, "pcie.json");
+    return nccl::search(t, t.gpus());
+  };
+  const nccl::Graph power = pcie_machine("ppc64"), x86 = pcie_machine("x86_64-intel");
+  CHECK(power.power_cpu);
+  CHECK_FALSE(power.nvlink_intra);
+  const nccl::Latencies pt = nccl::latencies(power, nccl::Algo::kTree, nccl::Proto::kSimple);
+  const nccl::Latencies xt = nccl::latencies(x86, nccl::Algo::kTree, nccl::Proto::kSimple);
+  const nccl::Latencies pr = nccl::latencies(power, nccl::Algo::kRing, nccl::Proto::kSimple);
+  // hwLatencies PCI Tree/Simple 4.0, Ring/Simple 5.7 (v2.28.9-1: the "de-penalizing" raises it there).
+  CHECK(pr.intra_us == doctest::Approx(5.7));
+  CHECK(pt.intra_us == doctest::Approx(5.7));
+  CHECK(xt.intra_us == doctest::Approx(4.0));
+  CHECK(nccl::latencies(power, nccl::Algo::kTree, nccl::Proto::kLL).intra_us == doctest::Approx(1.0));
+  // Tree all-reduce on one machine of 4: 8.4 + 2·(4−1) steps.
+  CHECK(nccl::all_reduce_table(power).latency_us[tree][simple] == doctest::Approx(8.4 + 6 * 5.7));
+  CHECK(nccl::all_reduce_table(x86).latency_us[tree][simple] == doctest::Approx(8.4 + 6 * 4.0));
+  // On NVLink rings the PCI row is not read.
+  CHECK(nccl::latencies(amd, nccl::Algo::kTree, nccl::Proto::kSimple).intra_us ==
+        nccl::latencies(intel, nccl::Algo::kTree, nccl::Proto::kSimple).intra_us);
 }

@@ -123,8 +123,39 @@ TEST_CASE("discovery.hwloc_xml_of_a_dgx1_like_machine") {
   for (int g = 0; g < 8; ++g) CHECK(t.nodes()[t.nearest_nic(t.gpus()[g])].arch == "mlx5_" + std::to_string(g / 2));
   for (const Link& l : t.links())
     if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == doctest::Approx(6));  // Broadwell QPI
+  // The CPUs' arch (configs/README.md) from the root's Architecture and each package's CPUVendor.
+  for (const int cpu : t.nodes_of_kind(NodeKind::kCpu)) CHECK(t.nodes()[cpu].arch == "x86_64-intel");
   CHECK(has_note(r, "read "));
   CHECK(!has_note(r, "NVML"));
+}
+
+TEST_CASE("discovery.hwloc_xml_cpu_vendor_and_architecture") {
+  // The same machine with other CPUs: hwloc's CPUVendor AuthenticAMD, then the XML of an aarch64 host.
+  std::ifstream in(data_path("dgx1_like_hwloc.xml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto replace_all = [](std::string s, const std::string& from, const std::string& to) {
+    for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+    return s;
+  };
+  const auto discover = [](const std::string& name, const std::string& xml) {
+    const fs::path file = scratch(name);
+    std::ofstream(file) << xml;
+    DiscoveryOptions options;
+    options.hwloc_xml = file.string();
+    return discover_local_machine(options).topology;
+  };
+  const std::string amd_xml = replace_all(text, "\"GenuineIntel\"", "\"AuthenticAMD\"");
+  REQUIRE(amd_xml != text);
+  const Topology amd = discover("amd_hwloc.xml", amd_xml);
+  REQUIRE(amd.nodes_of_kind(NodeKind::kCpu).size() == 2);
+  for (const int cpu : amd.nodes_of_kind(NodeKind::kCpu)) CHECK(amd.nodes()[cpu].arch == "x86_64-amd");
+  for (const Link& l : amd.links())
+    if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == doctest::Approx(16));  // NCCL's AMD_BW
+  const std::string arm_xml = replace_all(text, "value=\"x86_64\"", "value=\"aarch64\"");
+  REQUIRE(arm_xml != text);
+  const Topology arm = discover("arm_hwloc.xml", arm_xml);
+  for (const int cpu : arm.nodes_of_kind(NodeKind::kCpu)) CHECK(arm.nodes()[cpu].arch == "arm64");
 }
 
 TEST_CASE("discovery.hwloc_xml_unreadable") {

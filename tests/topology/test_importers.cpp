@@ -328,6 +328,34 @@ TEST_CASE("importers.xml_nvswitch_is_one_merged_node") {
     if (l.kind == LinkKind::kSmp) CHECK(l.bandwidth_gbps == doctest::Approx(16));  // AMD
   CHECK(imported.find_node("cpu3") >= 0);                                          // CPU ids follow numaid
   CHECK(imported.find_node("cpu7") >= 0);
+  // <cpu arch="x86_64" vendor="AuthenticAMD">: the CPUs' arch as the built-in dgx-a100 states it.
+  for (const int cpu : imported.nodes_of_kind(NodeKind::kCpu)) CHECK(imported.nodes()[cpu].arch == "x86_64-amd");
+  for (const int cpu : config.nodes_of_kind(NodeKind::kCpu)) CHECK(config.nodes()[cpu].arch == "x86_64-amd");
+}
+
+TEST_CASE("importers.xml_cpu_arch_and_vendor") {
+  // NCCL's <cpu arch= vendor=> (src/graph/xml.cc: arch x86_64, arm64 or ppc64; on x86_64 the CPUID vendor).
+  auto cpu_arch = [](const std::string& attributes) {
+    const Topology t = import_nccl_xml(R"(<system version="1"><cpu numaid="0" )" + attributes + R"(>
+  <pci busid="0000:0a:00.0" class="0x030200" vendor="0x10de" link_speed="16.0 GT/s PCIe" link_width="16">
+   <gpu dev="0" sm="80"/></pci></cpu></system>)",
+                                       "t.xml");
+    return t.nodes()[static_cast<std::size_t>(t.nodes_of_kind(NodeKind::kCpu)[0])].arch;
+  };
+  CHECK(cpu_arch(R"(arch="x86_64" vendor="AuthenticAMD" familyid="143" modelid="49")") == "x86_64-amd");
+  CHECK(cpu_arch(R"(arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143")") == "x86_64-intel");
+  CHECK(cpu_arch(R"(arch="x86_64" vendor="  Shanghai  ")") == "x86_64-zhaoxin");
+  CHECK(cpu_arch(R"(arch="x86_64" vendor="CentaurHauls")") == "x86_64-zhaoxin");
+  CHECK(cpu_arch(R"(arch="x86_64" vendor="HygonGenuine")") == "x86_64");
+  CHECK(cpu_arch(R"(arch="x86_64")") == "x86_64");
+  CHECK(cpu_arch(R"(arch="arm64")") == "arm64");
+  CHECK(cpu_arch(R"(arch="ppc64")") == "ppc64");
+  CHECK(cpu_arch(R"(vendor="AuthenticAMD")") == "");
+  CHECK(cpu_arch("") == "");
+  // Every socket keeps its own, and the DGX-1 file's Broadwell sockets are Intel.
+  const Topology v100 = xml("dgx1_v100_nccl.xml");
+  REQUIRE(v100.nodes_of_kind(NodeKind::kCpu).size() == 2);
+  for (const int cpu : v100.nodes_of_kind(NodeKind::kCpu)) CHECK(v100.nodes()[cpu].arch == "x86_64-intel");
 }
 
 TEST_CASE("importers.xml_reader_features") {
@@ -359,6 +387,7 @@ TEST_CASE("importers.xml_reader_features") {
   CHECK(t.route(t.gpus()[0], t.nodes_of_kind(NodeKind::kCpu)[0]).bandwidth_gbps ==
         doctest::Approx(12));  // unknown → Gen3 x16
   CHECK(nic_names(t) == std::vector<std::string>{"eth0"});
+  CHECK(t.nodes()[t.nodes_of_kind(NodeKind::kCpu)[0]].arch == "x86_64");  // vendor "Genuine&Intel": not one NCCL knows
 }
 
 TEST_CASE("importers.xml_malformed_file") {

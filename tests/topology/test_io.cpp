@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -359,6 +360,89 @@ TEST_CASE("io.compact_rejects_bad_matrices") {
   CHECK(
       error_of(doc) ==
       "x.json: compact.nvlink_lane_bandwidth: missing (required when nvlink lists links: GB/s per lane and direction)");
+}
+
+TEST_CASE("io.cpu_arch_convention") {
+  // configs/README.md "CPU architecture": NCCL's arch and, on x86_64, its vendor.
+  CHECK(parse_cpu_arch("x86_64-amd") == CpuArch{CpuIsa::kX86, CpuVendor::kAmd});
+  CHECK(parse_cpu_arch("x86_64-intel") == CpuArch{CpuIsa::kX86, CpuVendor::kIntel});
+  CHECK(parse_cpu_arch("x86_64-zhaoxin") == CpuArch{CpuIsa::kX86, CpuVendor::kZhaoxin});
+  CHECK(parse_cpu_arch("x86_64") == CpuArch{CpuIsa::kX86, CpuVendor::kUnknown});
+  CHECK(parse_cpu_arch("arm64") == CpuArch{CpuIsa::kArm, CpuVendor::kUnknown});
+  CHECK(parse_cpu_arch("ppc64") == CpuArch{CpuIsa::kPower, CpuVendor::kUnknown});
+  CHECK(parse_cpu_arch("") == CpuArch{});
+  for (const char* bad : {"amd", "epyc", "x86_64-AMD", "aarch64", "ppc64le", "arm64-amd", "x86_64-"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_cpu_arch(bad).has_value());
+  }
+  for (const char* text : {"", "x86_64", "x86_64-intel", "x86_64-amd", "x86_64-zhaoxin", "arm64", "ppc64"})
+    CHECK(to_string(*parse_cpu_arch(text)) == text);
+  // NCCL's <cpu arch= vendor=> (xml.cc kvDictCpuArch, kvDictCpuVendor) and uname/hwloc's machine names.
+  CHECK(cpu_arch_from_nccl("x86_64", "AuthenticAMD") == "x86_64-amd");
+  CHECK(cpu_arch_from_nccl("x86_64", "GenuineIntel") == "x86_64-intel");
+  CHECK(cpu_arch_from_nccl("x86_64", "CentaurHauls") == "x86_64-zhaoxin");
+  CHECK(cpu_arch_from_nccl("x86_64", "  Shanghai  ") == "x86_64-zhaoxin");
+  CHECK(cpu_arch_from_nccl("x86_64", "HygonGenuine") == "x86_64");
+  CHECK(cpu_arch_from_nccl("x86_64", "") == "x86_64");
+  CHECK(cpu_arch_from_nccl("arm64", "") == "arm64");
+  CHECK(cpu_arch_from_nccl("aarch64", "") == "arm64");
+  CHECK(cpu_arch_from_nccl("ppc64", "") == "ppc64");
+  CHECK(cpu_arch_from_nccl("ppc64le", "") == "ppc64");
+  CHECK(cpu_arch_from_nccl("riscv64", "") == "");
+  CHECK(cpu_arch_from_nccl("", "AuthenticAMD") == "");
+}
+
+TEST_CASE("io.compact_cpu_arch") {
+  json doc = compact_base();
+  doc["compact"]["cpu_arch"] = "x86_64-amd";
+  const Topology t = topology_from_json(doc, "c.json");
+  REQUIRE(t.nodes_of_kind(NodeKind::kCpu).size() == 2);
+  for (const int cpu : t.nodes_of_kind(NodeKind::kCpu)) CHECK(t.nodes()[cpu].arch == "x86_64-amd");
+  // Only CPUs take it: GPUs keep theirs (none here), NICs their port names.
+  for (const int gpu : t.gpus()) CHECK(t.nodes()[gpu].arch.empty());
+  CHECK(t.nodes()[t.nodes_of_kind(NodeKind::kNic)[0]].arch == "mlx5_0");
+  // The full form written back keeps it, and reads back the same.
+  const json full = topology_model_to_json(t);
+  const Topology back = topology_from_json(full, "back.json");
+  for (const int cpu : back.nodes_of_kind(NodeKind::kCpu)) CHECK(back.nodes()[cpu].arch == "x86_64-amd");
+  // Without the field the CPUs state nothing.
+  const Topology plain = topology_from_json(compact_base(), "c.json");
+  for (const int cpu : plain.nodes_of_kind(NodeKind::kCpu)) CHECK(plain.nodes()[cpu].arch.empty());
+
+  doc["compact"]["cpu_arch"] = "epyc";
+  CHECK(error_of(doc) == "x.json: compact.cpu_arch: unknown CPU architecture 'epyc' (expected x86_64-intel, "
+                         "x86_64-amd, x86_64-zhaoxin, x86_64, arm64 or ppc64)");
+  doc["compact"]["cpu_arch"] = 3;
+  CHECK(error_of(doc).rfind("x.json: compact.cpu_arch: ", 0) == 0);
+}
+
+TEST_CASE("io.full_form_cpu_arch") {
+  json doc = base();
+  doc["devices"][2]["arch"] = "ppc64";
+  const Topology t = topology_from_json(doc, "x.json");
+  CHECK(t.nodes()[t.find_node("cpu0")].arch == "ppc64");
+  doc["devices"][2]["arch"] = "x86_64-Intel";
+  CHECK(error_of(doc) == "x.json: devices[2].arch: unknown CPU architecture 'x86_64-Intel' (expected x86_64-intel, "
+                         "x86_64-amd, x86_64-zhaoxin, x86_64, arm64 or ppc64)");
+  // Other kinds' arch is free text (a NIC's port name).
+  doc = base();
+  doc["devices"][3]["arch"] = "x86_64-Intel";
+  CHECK(error_of(doc) == "<loaded>");
+  // The built-in machines state it where a public source names the CPU, and clusters of them keep it.
+  const auto cpu_archs = [](const Topology& topo) {
+    std::set<std::string> archs;
+    for (const int cpu : topo.nodes_of_kind(NodeKind::kCpu)) archs.insert(topo.nodes()[cpu].arch);
+    return archs;
+  };
+  CHECK(cpu_archs(load_topology("dgx-a100")) == std::set<std::string>{"x86_64-amd"});
+  CHECK(cpu_archs(load_topology("2xdgx-a100")) == std::set<std::string>{"x86_64-amd"});
+  CHECK(cpu_archs(load_topology("dgx-h100")) == std::set<std::string>{"x86_64-intel"});
+  CHECK(cpu_archs(load_topology("dgx1-v100")) == std::set<std::string>{"x86_64-intel"});
+  CHECK(cpu_archs(load_topology("cluster-4xdgx1-v100")) == std::set<std::string>{"x86_64-intel"});
+  CHECK(cpu_archs(load_topology("dgx1-p100")) == std::set<std::string>{"x86_64-intel"});
+  CHECK(cpu_archs(load_topology("dgx2")) == std::set<std::string>{"x86_64-intel"});
+  CHECK(cpu_archs(load_topology("pcie-8gpu")) == std::set<std::string>{""});  // a generic server: no source
+  CHECK(cpu_archs(load_topology("uniform:8")) == std::set<std::string>{""});
 }
 
 TEST_CASE("io.compact_rejects_bad_grouping") {

@@ -240,6 +240,7 @@ struct Parent {
 struct XCpu {
   int numaid = 0;
   double smp_gbps = 6.0;
+  std::string arch;  // the node's arch (parse_cpu_arch) from <cpu arch= vendor=>
   int line = 0;
 };
 
@@ -342,6 +343,7 @@ class XmlImporter {
       return static_cast<int>(*n);
     };
     cpu.smp_gbps = smp_bandwidth_gbps(text("arch"), text("vendor"), number("familyid"), number("modelid"));
+    cpu.arch = cpu_arch_from_nccl(text("arch"), text("vendor"));
     const int index = static_cast<int>(cpus_.size());
     cpus_.push_back(cpu);
     const Parent parent{false, index};
@@ -519,8 +521,12 @@ class XmlImporter {
     }
     std::vector<int> cpu_node(cpus_.size());
     for (std::size_t k = 0; k < cpus_.size(); ++k) {
-      cpu_node[k] =
-          detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", cpus_[k].numaid), static_cast<int>(k));
+      Node node;
+      node.id = fmt::format("cpu{}", cpus_[k].numaid);
+      node.kind = NodeKind::kCpu;
+      node.local_index = static_cast<int>(k);
+      node.arch = cpus_[k].arch;
+      cpu_node[k] = topo.add_node(std::move(node));
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {

@@ -45,11 +45,19 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   reader.allow_keys(
       c, cp,
       {"gpus", "arch", "nvlink", "nvlink_lane_bandwidth", "nvswitch", "pcie_switches", "sockets", "pcie_bandwidth",
-       "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_bandwidth", "latency"});
+       "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_bandwidth", "latency", "cpu_arch"});
   const int gpus =
       static_cast<int>(reader.integer(reader.required(c, cp, "gpus"), field(cp, "gpus"), 1, kMaxGpusPerMachine));
   std::string arch;
   if (const json* a = Reader::find(c, "arch")) arch = reader.string(*a, field(cp, "arch"));
+  std::string cpu_arch;
+  if (const json* a = Reader::find(c, "cpu_arch")) {
+    cpu_arch = reader.string(*a, field(cp, "cpu_arch"));
+    if (!parse_cpu_arch(cpu_arch)) {
+      reader.fail(field(cp, "cpu_arch"),
+                  fmt::format("unknown CPU architecture {} (expected {})", quote_text(cpu_arch), kCpuArchChoices));
+    }
+  }
 
   // Latencies: per kind, overridable.
   double lat_nvlink = kNvlinkLatencyUs, lat_pcie = kPcieLatencyUs, lat_smp = kSmpLatencyUs;
@@ -171,7 +179,7 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   const int nvswitch = switch_lanes > 0 ? topo.add_node({"nvswitch0", NodeKind::kNvSwitch, 0, 0, -1, "", ""}) : -1;
   std::vector<int> cpu(sockets.size());
   for (std::size_t s = 0; s < sockets.size(); ++s) {
-    cpu[s] = topo.add_node({fmt::format("cpu{}", s), NodeKind::kCpu, 0, static_cast<int>(s), -1, "", ""});
+    cpu[s] = topo.add_node({fmt::format("cpu{}", s), NodeKind::kCpu, 0, static_cast<int>(s), -1, cpu_arch, ""});
   }
   std::vector<int> pcisw(switches.size());
   for (std::size_t k = 0; k < switches.size(); ++k) {

@@ -59,7 +59,13 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
                                                    quote_text(nodes[it->second].id), item(devices_path, it->second)));
       }
     }
-    if (const json* a = Reader::find(d, "arch")) node.arch = reader.string(*a, field(p, "arch"));
+    if (const json* a = Reader::find(d, "arch")) {
+      node.arch = reader.string(*a, field(p, "arch"));
+      if (node.kind == NodeKind::kCpu && !parse_cpu_arch(node.arch)) {
+        reader.fail(field(p, "arch"),
+                    fmt::format("unknown CPU architecture {} (expected {})", quote_text(node.arch), kCpuArchChoices));
+      }
+    }
     if (const json* b = Reader::find(d, "bus_id")) node.bus_id = reader.string(*b, field(p, "bus_id"));
     if (const json* f = Reader::find(d, "fabric")) {
       if (node.kind != NodeKind::kNic) reader.fail(field(p, "fabric"), "only a nic has a fabric");
