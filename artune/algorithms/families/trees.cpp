@@ -46,7 +46,8 @@ constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
 // rbtrees carries the whole buffer over the trees of one root, as about 64 copies in proportion to the trees'
 // weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine: 32 copies
-// reach 85.8, 88.1 and 90.3 % of the bound, 64 copies 86.5, 92.8 and 89.1 %, 128 copies 82.2, 85.9 and 91.1 %).
+// reach 85.6, 88.2 and 90.0 % of the bound, 64 copies 87.3, 93.3 and 89.6 %, 128 copies 89.4, 91.6 and 90.5 %, with
+// twice the plan's ops to simulate).
 constexpr int kCopiesPerBuffer = 64;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
