@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <functional>
 #include <bit>
 #include <numeric>
 #include <set>
@@ -237,6 +238,27 @@ TEST_CASE("trees.every_dgx1_subset_within_the_link_rates") {
   }
 }
 
+// A cluster plan's transfers between two GPUs of one machine, per machine (kind, src local index, dst local index,
+// src offset, count); each op that crosses machines goes to `crossing` instead.
+using Transfer = std::tuple<int, int, int, std::int64_t, std::int64_t>;
+std::vector<std::multiset<Transfer>> transfers_inside(
+    const Topology& t, const Plan& plan, const std::function<void(const Op&, const Node&, const Node&)>& crossing) {
+  std::vector<std::multiset<Transfer>> inside(static_cast<std::size_t>(t.machine_count()));
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
+    const Node& a = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)];
+    const Node& b = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)];
+    if (a.machine != b.machine) {
+      crossing(op, a, b);
+      continue;
+    }
+    if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.device == op.dst.device) continue;
+    inside[static_cast<std::size_t>(a.machine)].insert(
+        {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
+  }
+  return inside;
+}
+
 TEST_CASE("trees.across_machines") {
   // On a cluster of machines alike, `trees` reduce-scatters in every machine up its in-trees, all-reduces each
   // block by a ring of the GPUs holding it (the same local GPU of every machine), and all-gathers down the
@@ -244,22 +266,11 @@ TEST_CASE("trees.across_machines") {
   // GPU for GPU; only the rings cross machines (2 machines: 2 reduces and 2 copies per local GPU).
   const Topology t = load_topology("2xpcie-8gpu");
   const Plan plan = build(t, Collective::kAllReduce, "trees", 4096, ReduceOp::kAvg);
-  using Transfer = std::tuple<int, int, int, std::int64_t, std::int64_t>;  // kind, src local, dst local, offset, count
-  std::array<std::multiset<Transfer>, 2> inside;
   int across = 0;
-  for (const Op& op : plan.ops) {
-    if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
-    const Node& a = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)];
-    const Node& b = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)];
-    if (a.machine != b.machine) {
-      ++across;
-      CHECK(a.local_index == b.local_index);  // a rail: GPU k of one machine to GPU k of the other
-      continue;
-    }
-    if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.buffer != 0 || op.dst.buffer != 0) continue;
-    inside[static_cast<std::size_t>(a.machine)].insert(
-        {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
-  }
+  const auto inside = transfers_inside(t, plan, [&](const Op&, const Node& a, const Node& b) {
+    ++across;
+    CHECK(a.local_index == b.local_index);  // a rail: GPU k of one machine to GPU k of the other
+  });
   CHECK(across == 8 * 4);
   CHECK(!inside[0].empty());
   CHECK(inside[0] == inside[1]);
@@ -279,24 +290,13 @@ TEST_CASE("trees.collectives_across_machines") {
       INFO(name << " " << to_string(c));
       const Plan plan = build(t, c, "trees", count, ReduceOp::kSum);
       const OpKind crossing = c == Collective::kAllGather ? OpKind::kCopy : OpKind::kReduce;
-      using Transfer = std::tuple<int, int, int, std::int64_t, std::int64_t>;
-      std::vector<std::multiset<Transfer>> inside(static_cast<std::size_t>(machines));
       int across = 0;
-      for (const Op& op : plan.ops) {
-        if (op.kind != OpKind::kCopy && op.kind != OpKind::kReduce) continue;
-        const Node& a = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.src.device)].node)];
-        const Node& b = t.nodes()[static_cast<std::size_t>(plan.devices[static_cast<std::size_t>(op.dst.device)].node)];
-        if (a.machine != b.machine) {
-          ++across;
-          CHECK(op.kind == crossing);
-          CHECK(a.local_index == b.local_index);
-          CHECK(op.src.count == count / (machines * gpus));
-          continue;
-        }
-        if (a.kind != NodeKind::kGpu || b.kind != NodeKind::kGpu || op.src.device == op.dst.device) continue;
-        inside[static_cast<std::size_t>(a.machine)].insert(
-            {static_cast<int>(op.kind), a.local_index, b.local_index, op.src.offset, op.src.count});
-      }
+      const auto inside = transfers_inside(t, plan, [&](const Op& op, const Node& a, const Node& b) {
+        ++across;
+        CHECK(op.kind == crossing);
+        CHECK(a.local_index == b.local_index);
+        CHECK(op.src.count == count / (machines * gpus));
+      });
       CHECK(across == gpus * machines * (machines - 1));
       CHECK(!inside[0].empty());
       for (int m = 1; m < machines; ++m) CHECK(inside[static_cast<std::size_t>(m)] == inside[0]);

@@ -517,14 +517,10 @@ void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
 
+// All-reduce: `trees` as the other collectives take it, and on one machine `trees2` and `rbtrees` besides.
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
-  if (ctx.machines > 1) {
-    if (machines_of_equal_gpus(ctx.topo))
-      out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kAcrossMachinesSegments});
-    return;
-  }
-  out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
+  trees_candidates(ctx, out);
+  if (ctx.machines > 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
 }
