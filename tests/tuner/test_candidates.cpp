@@ -257,9 +257,9 @@ TEST_CASE("candidates.nccl_algorithms_where_nccl_has_them") {
 }
 
 TEST_CASE("search.min_gain_keeps_nccl_unless_a_pick_beats_it_by_the_model_error") {
-  // pcie-8gpu on the NCCL profile: at 128 KiB the tree packing comes within a few percent of NCCL's own choice
-  // (above it, trees beat NCCL by 30% and more).
-  const Topology topo = load_topology("pcie-8gpu");
+  // dgx1-p100 on the NCCL profile: at 512 MiB the tree packing is 1.8 % faster than NCCL's own choice, less than the
+  // model's error on large messages (kValidatedModelError), so NCCL is kept there.
+  const Topology topo = load_topology("dgx1-p100");
   SearchOptions so;
   so.sizes = size_sweep(1 << 11, std::uint64_t{1} << 30, 4);  // 2K, 8K, …, 128K, …, 512M
   so.candidates.max_cycles = 2;
