@@ -86,7 +86,10 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
           const double us = simulated_us(sub, seed.spec, o, seg);
           if (us < s.best_us) {
             s.best_us = us;
-            s.best_plan = seg > 1 ? fmt::format("{} seg={}", seed.spec, seg) : seed.spec;
+            Candidate picked;
+            picked.spec = seed.spec;
+            picked.segments = seg;
+            s.best_plan = picked.label();
           }
         }
       }
