@@ -6,9 +6,11 @@
 // trees of one root instead and reduces the whole buffer up and broadcasts it down each (Blink's all-reduce):
 // it alone reaches the all-reduce's split and volume bounds, which the two phases' packings cannot where one
 // link splits the GPUs. A tree edge is a transfer
-// over NCCL's route, or two transfers staged through a CPU socket's scratch memory. Each tree carries its
-// share of the root's block (its weight, in 1/1024ths), whole or as copies in proportion to the weight;
-// --segments pipelines the pieces down and up the trees.
+// over NCCL's route, or two transfers staged through a CPU socket's scratch memory; going up, a piece lands in
+// scratch of the parent, which reduces it locally. Each tree carries its share of the root's block (its weight,
+// in 1/1024ths), whole or as copies in proportion to the weight; --segments pipelines the pieces down and up the
+// trees. On clusters of machines with equal GPU counts the trees stay inside the machines (one packing for
+// machines built alike) and rings of the same local GPU cross them, for all three collectives.
 //
 // Cost: the packing's rate is the min-cut bound's for each phase (cut_bound.hpp) where the routes allow it;
 // latency grows with the trees' depth (one transfer per level, two for a staged edge). docs/bound.md has
@@ -342,11 +344,6 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   }
 }
 
-// Clusters of machines with the same number of GPUs (`trees` all-reduce): in every machine a reduce-scatter up its
-// in-trees (local GPU k ends with block k of the machine's sum, G even blocks), then each block all-reduced across
-// machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
-// down the out-trees. Each machine's packings are its own LP over its GPUs only, solved once for machines built
-// alike (machine_packing_for); the network takes rings, as NCCL's do.
 // Whether the plan runs across machines that each hold the same number of its GPUs (two or more): the trees then
 // go inside the machines and rings across them.
 bool across_machines(const Setup& s) { return s.workers.size() > 1 && s.per_worker > 1; }
@@ -369,6 +366,11 @@ Machines machines_of(const Setup& s, const std::vector<Slot>& slots) {
   return m;
 }
 
+// Clusters of machines with the same number of GPUs (`trees` all-reduce): in every machine a reduce-scatter up its
+// in-trees (local GPU k ends with block k of the machine's sum, G even blocks), then each block all-reduced across
+// machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
+// down the out-trees. Each machine's packings are its own LP over its GPUs only, solved once for machines built
+// alike (machine_packing_for); the network takes rings, as NCCL's do.
 void emit_trees_across_machines(Emitter& e, const Setup& s) {
   const std::vector<Slot> slots = user_slots(ranks(s));
   const int gpus = s.per_worker;
