@@ -521,12 +521,8 @@ class XmlImporter {
     }
     std::vector<int> cpu_node(cpus_.size());
     for (std::size_t k = 0; k < cpus_.size(); ++k) {
-      Node node;
-      node.id = fmt::format("cpu{}", cpus_[k].numaid);
-      node.kind = NodeKind::kCpu;
-      node.local_index = static_cast<int>(k);
-      node.arch = cpus_[k].arch;
-      cpu_node[k] = topo.add_node(std::move(node));
+      cpu_node[k] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", cpus_[k].numaid),
+                                           static_cast<int>(k), cpus_[k].arch);
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {

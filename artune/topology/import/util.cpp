@@ -117,11 +117,12 @@ std::optional<std::string> normalize_bus_id(std::string_view text) {
   return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", *dom, *bus, *dev, *fn);
 }
 
-int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_index) {
+int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_index, std::string arch) {
   Node node;
   node.id = std::move(id);
   node.kind = kind;
   node.local_index = local_index;
+  node.arch = std::move(arch);
   return topo.add_node(std::move(node));
 }
 

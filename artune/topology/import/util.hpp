@@ -46,7 +46,8 @@ std::optional<long> parse_hex(std::string_view text);
 /// Parses a whole decimal floating-point number; nullopt unless exact.
 std::optional<double> parse_double(std::string_view text);
 
-/// Adds a machine-0 node of `kind` named `id` with the given local index; returns its index.
-int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_index);
+/// Adds a machine-0 node of `kind` named `id` with the given local index and `arch` (empty: not stated); returns
+/// its index.
+int add_local_node(Topology& topo, NodeKind kind, std::string id, int local_index, std::string arch = {});
 
 }  // namespace artune::detail
