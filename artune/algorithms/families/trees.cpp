@@ -366,6 +366,11 @@ Machines machines_of(const Setup& s, const std::vector<Slot>& slots) {
   return m;
 }
 
+// Machine w's packing of `kind`, solved once for machines built alike (machine_packing_for).
+std::shared_ptr<const TreePacking> packing_of(const Setup& s, const Machines& m, std::size_t w, Packing kind) {
+  return machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], kind);
+}
+
 // Clusters of machines with the same number of GPUs (`trees` all-reduce): in every machine a reduce-scatter up its
 // in-trees (local GPU k ends with block k of the machine's sum, G even blocks), then each block all-reduced across
 // machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
@@ -378,12 +383,12 @@ void emit_trees_across_machines(Emitter& e, const Setup& s) {
   const BlockOf block = [&](int k) { return even_piece(count, gpus, k); };
   const Machines m = machines_of(s, slots);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto in = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kInTrees);
+    const auto in = packing_of(s, m, w, Packing::kInTrees);
     emit_in_trees(e, m.slots[w], *in, kNoScale, false, block);
   }
   emit_rings_across_machines(e, m.slots, block, s.scale_by);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto out = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kOutTrees);
+    const auto out = packing_of(s, m, w, Packing::kOutTrees);
     emit_out_trees(e, m.slots[w], *out, false, block);
   }
 }
@@ -402,7 +407,7 @@ void emit_trees_allgather_across_machines(Emitter& e, const Setup& s) {
   const Machines m = machines_of(s, slots);
   ring_columns_across_machines(e, slots, s.workers, false);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto out = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kOutTrees);
+    const auto out = packing_of(s, m, w, Packing::kOutTrees);
     for (const std::vector<int>& row : s.workers) emit_out_trees(e, m.slots[w], *out, false, row_blocks(e, row));
   }
 }
@@ -414,7 +419,7 @@ void emit_trees_reducescatter_across_machines(Emitter& e, const Setup& s) {
   const std::vector<Slot> slots = user_slots(ranks(s));
   const Machines m = machines_of(s, slots);
   for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto in = machine_packing_for(s.topo, s.worker_machine[w], m.nodes[w], Packing::kInTrees);
+    const auto in = packing_of(s, m, w, Packing::kInTrees);
     for (const std::vector<int>& row : s.workers) emit_in_trees(e, m.slots[w], *in, kNoScale, false, row_blocks(e, row));
   }
   ring_columns_across_machines(e, slots, s.workers, true);
