@@ -516,12 +516,13 @@ std::optional<NetKind> parse_net_kind(std::string_view text) {
 }
 
 namespace {
+// In the order messages list them (cpu_arch_choices).
 constexpr std::pair<CpuArch, std::string_view> kCpuArchNames[] = {
     {{CpuIsa::kUnknown, CpuVendor::kUnknown}, ""},
-    {{CpuIsa::kX86, CpuVendor::kUnknown}, "x86_64"},
     {{CpuIsa::kX86, CpuVendor::kIntel}, "x86_64-intel"},
     {{CpuIsa::kX86, CpuVendor::kAmd}, "x86_64-amd"},
     {{CpuIsa::kX86, CpuVendor::kZhaoxin}, "x86_64-zhaoxin"},
+    {{CpuIsa::kX86, CpuVendor::kUnknown}, "x86_64"},
     {{CpuIsa::kArm, CpuVendor::kUnknown}, "arm64"},
     {{CpuIsa::kPower, CpuVendor::kUnknown}, "ppc64"},
 };
@@ -532,6 +533,19 @@ std::optional<CpuArch> parse_cpu_arch(std::string_view text) {
     if (name == text) return arch;
   }
   return std::nullopt;
+}
+
+std::string cpu_arch_choices() {
+  std::vector<std::string_view> names;
+  for (const auto& [arch, name] : kCpuArchNames) {
+    if (!name.empty()) names.push_back(name);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 std::string to_string(CpuArch arch) {

@@ -200,8 +200,9 @@ struct CpuArch {
   CpuVendor vendor = CpuVendor::kUnknown;  ///< x86_64 only
   friend bool operator==(const CpuArch&, const CpuArch&) = default;
 };
-/// The values a CPU node's `arch` may take (configs/README.md), for messages.
-inline constexpr std::string_view kCpuArchChoices = "x86_64-intel, x86_64-amd, x86_64-zhaoxin, x86_64, arm64 or ppc64";
+/// The values a CPU node's `arch` may take (configs/README.md), for messages: "x86_64-intel, …, arm64 or
+/// ppc64", from the same table parse_cpu_arch reads.
+std::string cpu_arch_choices();
 /// Parses a CPU node's `arch`: "" (not stated), "x86_64" (vendor not stated), "x86_64-intel", "x86_64-amd",
 /// "x86_64-zhaoxin", "arm64", "ppc64"; nullopt for anything else.
 std::optional<CpuArch> parse_cpu_arch(std::string_view text);

@@ -55,7 +55,7 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
     cpu_arch = reader.string(*a, field(cp, "cpu_arch"));
     if (!parse_cpu_arch(cpu_arch)) {
       reader.fail(field(cp, "cpu_arch"),
-                  fmt::format("unknown CPU architecture {} (expected {})", quote_text(cpu_arch), kCpuArchChoices));
+                  fmt::format("unknown CPU architecture {} (expected {})", quote_text(cpu_arch), cpu_arch_choices()));
     }
   }
 

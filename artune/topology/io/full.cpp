@@ -63,7 +63,7 @@ Loaded parse_full(const json& doc, const Reader& reader, const std::string& path
       node.arch = reader.string(*a, field(p, "arch"));
       if (node.kind == NodeKind::kCpu && !parse_cpu_arch(node.arch)) {
         reader.fail(field(p, "arch"),
-                    fmt::format("unknown CPU architecture {} (expected {})", quote_text(node.arch), kCpuArchChoices));
+                    fmt::format("unknown CPU architecture {} (expected {})", quote_text(node.arch), cpu_arch_choices()));
       }
     }
     if (const json* b = Reader::find(d, "bus_id")) node.bus_id = reader.string(*b, field(p, "bus_id"));
