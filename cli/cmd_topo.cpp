@@ -213,6 +213,7 @@ struct ImportOptions {
   bool name_given = false;
   std::string gpu;       // --gpu: the GPU generation, for the NVLink lane and PCIe rates of nvidia-smi text
   double lane_gbps = 0;  // --nvlink-lane-gbps (0: from --gpu, else NVLink 2's 25)
+  std::string cpu_arch;  // --cpu-arch: the hosts' CPU, which nvidia-smi's matrix does not name
   bool lane_given = false;
 };
 
@@ -245,6 +246,12 @@ NvidiaSmiImportOptions nvidia_smi_rates(const ImportOptions& opts) {
       throw InvalidInput(fmt::format("--nvlink-lane-gbps: {} must be > 0 and ≤ {:g}", opts.lane_gbps, kMaxLaneGbps));
     }
     rates.nvlink_lane_gbps = opts.lane_gbps;
+  }
+  if (!opts.cpu_arch.empty()) {
+    if (!parse_cpu_arch(opts.cpu_arch)) {
+      throw InvalidInput(fmt::format("--cpu-arch: '{}' is not one of {}", opts.cpu_arch, cpu_arch_choices()));
+    }
+    rates.cpu_arch = opts.cpu_arch;
   }
   return rates;
 }
@@ -306,6 +313,9 @@ void run_import(const ImportOptions& opts) {
         fmt::format("{}: only for --from nvidia-smi (an NCCL topology XML names each GPU's generation "
                     "in its sm attribute)",
                     opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
+  }
+  if (from == "nccl-xml" && !opts.cpu_arch.empty()) {
+    throw InvalidInput("--cpu-arch: only for --from nvidia-smi (an NCCL topology XML names each CPU's arch and vendor)");
   }
   Topology topo = from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
   // nvidia-smi's text names no GPU generation: say once what was assumed (after the import has succeeded, so that
@@ -382,6 +392,10 @@ void add_topo_command(CLI::App& app) {
                      "rates, architecture unknown, with a warning");
   auto* lane = import->add_option("--nvlink-lane-gbps", import_opts->lane_gbps,
                                   "nvidia-smi: GB/s per NVLink lane and direction (overrides --gpu's)");
+  import->add_option("--cpu-arch", import_opts->cpu_arch,
+                     fmt::format("nvidia-smi: the hosts' CPU, which the matrix does not name ({}; `lscpu` shows the "
+                                 "vendor); NCCL's model reads it across machines. Default: not stated",
+                                 cpu_arch_choices()));
   import->callback([import_opts, name, import, lane] {
     warn_deprecated_output(import);
   import_opts->lane_given = lane->count() > 0;

@@ -180,6 +180,37 @@ TEST_CASE("cli.topo_import_nvidia_smi") {
   CHECK(json::parse(to_stdout.out)["name"] == "box");
 }
 
+// nvidia-smi's matrix names no CPU: --cpu-arch states it for every socket (NCCL's model reads the vendor across
+// machines); a value outside the list, or on an NCCL XML (which names its CPUs), is refused naming the flag.
+TEST_CASE("cli.topo_import_cpu_arch") {
+  const std::string input = source_path("tests/topology/data/cli_dgx1_v100_topo_m.txt");
+  const Result amd = run_artune({"topo", "import", "--gpu", "v100", "--cpu-arch", "x86_64-amd", input});
+  REQUIRE_MESSAGE(amd.status == 0, amd.err);
+  int cpus = 0;
+  const json amd_model = json::parse(amd.out);
+  for (const auto& d : amd_model["devices"]) {
+    if (d["kind"] == "cpu") {
+      CHECK(d["arch"] == "x86_64-amd");
+      ++cpus;
+    }
+  }
+  CHECK(cpus == 2);
+  const Result unstated = run_artune({"topo", "import", "--gpu", "v100", input});
+  REQUIRE(unstated.status == 0);
+  const json unstated_model = json::parse(unstated.out);
+  for (const auto& d : unstated_model["devices"]) {
+    if (d["kind"] == "cpu") CHECK_FALSE(d.contains("arch"));
+  }
+  const Result bad = run_artune({"topo", "import", "--cpu-arch", "epyc", input});
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "artune: --cpu-arch: 'epyc' is not one of x86_64-intel, x86_64-amd, x86_64-zhaoxin, x86_64, "
+                   "arm64 or ppc64\n");
+  const Result xml = run_artune(
+      {"topo", "import", "--cpu-arch", "x86_64-amd", source_path("tests/topology/data/dgx1_v100_nccl.xml")});
+  CHECK(xml.status == 2);
+  CHECK(xml.err.find("--cpu-arch: only for --from nvidia-smi") != std::string::npos);
+}
+
 TEST_CASE("cli.topo_import_bad_input_exits_2") {
   const std::string input = source_path("tests/topology/data/cli_dgx1_v100_topo_m.txt");
   const Result format = run_artune({"topo", "import", "--from", "lspci", input});

@@ -34,6 +34,7 @@ struct NvidiaSmiImportOptions {
   double pcie_gbps = 12.0;         ///< every PCIe link (Gen3 x16 as NCCL counts it)
   double smp_gbps = 6.0;           ///< socket-to-socket link (QPI, NCCL's P2P figure)
   std::string gpu_arch;            ///< every GPU's architecture ("sm90"; "" = not known)
+  std::string cpu_arch;            ///< every CPU socket's `arch` ("x86_64-amd"; "" = not known): the text names none
   /// NVLink lanes one GPU has (0 = not known: the most of any generation). GPUs whose NV# cells add up to more
   /// lanes than that cannot be wired to each other directly: they sit on an NVSwitch (see import_nvidia_smi).
   int lanes_per_gpu = 0;

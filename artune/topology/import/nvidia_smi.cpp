@@ -472,7 +472,7 @@ class SmiImporter {
     }
     std::vector<int> cpu_node(socket_count_);
     for (int s = 0; s < socket_count_; ++s) {
-      cpu_node[s] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", s), s);
+      cpu_node[s] = detail::add_local_node(topo, NodeKind::kCpu, fmt::format("cpu{}", s), s, options_.cpu_arch);
     }
     std::vector<int> switch_node(switches_.size());
     for (std::size_t k = 0; k < switches_.size(); ++k) {
