@@ -1,5 +1,8 @@
 #include "artune/topology/link_rates.hpp"
 
+#include <algorithm>
+#include <map>
+
 namespace artune {
 
 LinkRates nominal_link_rates(const Topology& topo) {
@@ -20,6 +23,29 @@ double usable_share(LinkKind kind) noexcept {
 LinkRates usable_link_rates(const Topology& topo) {
   LinkRates rates = nominal_link_rates(topo);
   for (std::size_t l = 0; l < rates.size(); ++l) rates[l] *= usable_share(topo.links()[l].kind);
+  return rates;
+}
+
+LinkRates rates_beside_network(const Topology& topo, const std::vector<int>& participants) {
+  LinkRates rates = usable_link_rates(topo);
+  std::map<int, int> leaving;  // NIC -> participants leaving through it
+  for (const int node : participants) {
+    if (const int nic = topo.nearest_nic(node); nic >= 0) ++leaving[nic];
+  }
+  LinkRates reserved(rates.size(), 0.0);
+  for (const int node : participants) {
+    const int nic = topo.nearest_nic(node);
+    if (nic < 0) continue;
+    double port = 0;
+    for (const int l : topo.out_links(nic)) {
+      if (topo.links()[static_cast<std::size_t>(l)].kind == LinkKind::kNetwork)
+        port = std::max(port, rates[static_cast<std::size_t>(l)]);
+    }
+    const double share = port / leaving[nic];
+    for (const int l : topo.route(node, nic).links) reserved[static_cast<std::size_t>(l)] += share;
+    for (const int l : topo.route(nic, node).links) reserved[static_cast<std::size_t>(l)] += share;
+  }
+  for (std::size_t l = 0; l < rates.size(); ++l) rates[l] = std::max(0.0, rates[l] - reserved[l]);
   return rates;
 }
 

@@ -25,5 +25,11 @@ LinkRates nominal_link_rates(const Topology& topo);
 double usable_share(LinkKind kind) noexcept;
 /// Every link at nominal × usable_share of its kind.
 LinkRates usable_link_rates(const Topology& topo);
+/// The usable rates left to traffic inside a machine while `participants` (GPU nodes) each send and receive their
+/// share of their NIC across machines at the NIC's rate: a participant's share (its NIC's usable port rate over the
+/// participants leaving through that NIC, Topology::nearest_nic as routes take it) is taken off every link between
+/// it and its NIC, both ways (floored at 0). What a machine's part of a plan across machines may count on while
+/// the network traffic runs beside it (algorithms/families/trees.cpp).
+LinkRates rates_beside_network(const Topology& topo, const std::vector<int>& participants);
 
 }  // namespace artune

@@ -303,3 +303,46 @@ TEST_CASE("trees.collectives_across_machines") {
     }
   }
 }
+
+TEST_CASE("trees.machine_rates_beside_the_network") {
+  // 2xpcie-8gpu: two GPUs and one EDR NIC (12.5 GB/s, 11.25 usable) under each PCIe switch, so each GPU's share
+  // of its NIC is 5.625 GB/s; the links between a GPU and its NIC keep the rest for the trees, the NIC's own PCIe
+  // link 12 − 11.25, and the links off the NIC paths (the switch's uplink to its CPU) all of theirs.
+  const Topology t = load_topology("2xpcie-8gpu");
+  const std::vector<int> machine0 = t.gpus_of_machine(0);
+  const LinkRates usable = usable_link_rates(t);
+  const LinkRates left = rates_beside_network(t, machine0);
+  // The rate of the link between two adjacent devices (their route is that one link).
+  auto rate_of = [](const Topology& topo, const LinkRates& rates, const char* a, const char* b) {
+    const std::vector<int>& links = topo.route(topo.find_node(a), topo.find_node(b)).links;
+    REQUIRE(links.size() == 1);
+    return rates[static_cast<std::size_t>(links.front())];
+  };
+  CHECK(rate_of(t, usable, "m0/gpu0", "m0/pcisw0") == doctest::Approx(12.0));
+  CHECK(rate_of(t, left, "m0/gpu0", "m0/pcisw0") == doctest::Approx(12.0 - 11.25 / 2));
+  CHECK(rate_of(t, left, "m0/pcisw0", "m0/gpu1") == doctest::Approx(12.0 - 11.25 / 2));
+  CHECK(rate_of(t, left, "m0/pcisw0", "m0/nic0") == doctest::Approx(12.0 - 11.25));
+  CHECK(rate_of(t, left, "m0/nic0", "m0/pcisw0") == doctest::Approx(12.0 - 11.25));
+  CHECK(rate_of(t, left, "m0/pcisw0", "m0/cpu0") == doctest::Approx(12.0));
+  CHECK(rate_of(t, left, "m1/gpu0", "m1/pcisw0") == doctest::Approx(12.0));  // machine 1 is not asked about
+
+  // A NIC of 50 GB/s under a switch with two GPUs on 12 GB/s links: the shares fill each GPU's only link (rate 0),
+  // so the machine's trees take the whole rates and the plans still build (verified) and cross machines rail to rail.
+  const nlohmann::json machine = nlohmann::json::parse(R"({
+    "name": "wide-nic", "description": "two PCIe GPUs and a 400 Gb/s NIC under one switch",
+    "devices": [{"id": "gpu0", "kind": "gpu"}, {"id": "gpu1", "kind": "gpu"}, {"id": "sw", "kind": "pcie_switch"},
+                {"id": "cpu0", "kind": "cpu"}, {"id": "nic0", "kind": "nic"}],
+    "links": [{"a": "gpu0", "b": "sw", "kind": "pcie", "bandwidth": 12}, {"a": "gpu1", "b": "sw", "kind": "pcie", "bandwidth": 12},
+              {"a": "nic0", "b": "sw", "kind": "pcie", "bandwidth": 48}, {"a": "sw", "b": "cpu0", "kind": "pcie", "bandwidth": 12}]})");
+  const Topology one = topology_from_json(machine, "wide-nic");
+  NetworkSpec net;
+  net.nic_bandwidth_gbps = 50;
+  const Topology wide = join_machines({one, one}, net, "2xwide-nic");
+  const LinkRates wide_left = rates_beside_network(wide, wide.gpus_of_machine(0));
+  CHECK(rate_of(wide, wide_left, "m0/gpu0", "m0/sw") == 0.0);
+  for (const Collective c : {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce}) {
+    INFO(to_string(c));
+    const Plan plan = build(wide, c, "trees", 4 * 1024, ReduceOp::kSum, 4);
+    CHECK(!plan.ops.empty());
+  }
+}

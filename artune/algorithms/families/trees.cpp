@@ -56,24 +56,40 @@ constexpr int kCopiesPerBuffer = 64;
 // the participants only, so it is found once per process (bounded: the oldest goes first).
 enum class Packing { kOutTrees, kInTrees, kReduceBroadcast };
 
+// What a packing is for: a plan on its own, or one machine's part of a plan across machines.
+enum class Use { kAlone, kBesideNetwork };
+
 std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::vector<int>& participants,
-                                               Packing kind, bool staging = true) {
-  using Key = std::tuple<std::string, std::vector<int>, Packing, bool>;
+                                               Packing kind, Use use = Use::kAlone) {
+  using Key = std::tuple<std::string, std::vector<int>, Packing, Use>;
   static std::mutex mutex;
   static std::map<Key, std::shared_ptr<const TreePacking>> cache;
   static std::vector<Key> order;
-  Key key{topo.fingerprint(), participants, kind, staging};
+  Key key{topo.fingerprint(), participants, kind, use};
   {
     std::lock_guard lock(mutex);
     const auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  const synthesis::PackingOptions options{kChunksPerBlock, staging};
-  const LinkRates rates = usable_link_rates(topo);
-  auto packing = std::make_shared<const TreePacking>(
-      kind == Packing::kReduceBroadcast
-          ? synthesis::pack_reduce_broadcast_trees(topo, participants, rates, options)
-          : synthesis::pack_trees(topo, participants, rates, kind == Packing::kInTrees, options));
+  // Beside the network: routes only, no staging through the CPUs (see machine_packing_for).
+  const synthesis::PackingOptions options{kChunksPerBlock, use == Use::kAlone};
+  auto pack = [&](const LinkRates& rates) {
+    return kind == Packing::kReduceBroadcast
+               ? synthesis::pack_reduce_broadcast_trees(topo, participants, rates, options)
+               : synthesis::pack_trees(topo, participants, rates, kind == Packing::kInTrees, options);
+  };
+  std::shared_ptr<const TreePacking> packing;
+  if (use == Use::kAlone) {
+    packing = std::make_shared<const TreePacking>(pack(usable_link_rates(topo)));
+  } else {
+    try {
+      packing = std::make_shared<const TreePacking>(pack(rates_beside_network(topo, participants)));
+    } catch (const InvalidInput&) {
+      // The network's shares fill every link of some participant (a GPU whose only link is the PCIe one its NIC
+      // fills): the trees then share those links with it.
+      packing = std::make_shared<const TreePacking>(pack(usable_link_rates(topo)));
+    }
+  }
   std::lock_guard lock(mutex);
   if (cache.emplace(key, packing).second) {
     order.push_back(key);
@@ -115,7 +131,11 @@ std::string machine_shape(const Topology& topo, int machine) {
 // The packing of one machine's participants (topology nodes, all on `machine`, in rank order) for a plan across
 // machines: routes only, no staging through the CPUs, whose PCIe links carry the network's traffic to and from
 // the NICs (staged, the trees on 2 x DGX A100 reached 113 GB/s busbw instead of 159; on PCIe-only machines staging
-// would gain 10 %). Machines built alike share one packing: it is found on the first that asks and carried to the
+// would gain 10 %), and at the rates the network's traffic leaves (rates_beside_network: the rings across machines
+// run beside the trees, pipelined, and fill each GPU's share of its NIC's links; packed over the whole rates, the
+// trees met them there: 2xpcie-8gpu, 256 MiB, best of 1-16 segments, all-gather 10.45 -> 11.04 GB/s busbw,
+// reduce-scatter 8.97 -> 10.20, all-reduce 8.78 -> 8.67; the NVLink machines' trees keep off those links either
+// way). Where those shares fill every link of a participant, the whole rates. Machines built alike share one packing: it is found on the first that asks and carried to the
 // others place for place (the links its edges cross), so a cluster of identical machines solves one machine.
 std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int machine,
                                                        const std::vector<int>& participants, Packing kind) {
@@ -137,7 +157,7 @@ std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int
     if (it != solved.end() && it->second.fingerprint == topo.fingerprint()) found = it->second;
   }
   if (!found.packing) {
-    found = {packing_for(topo, participants, kind, false), topo.fingerprint(), machine};
+    found = {packing_for(topo, participants, kind, Use::kBesideNetwork), topo.fingerprint(), machine};
     std::lock_guard lock(mutex);
     if (solved.size() >= kPackingCacheEntries) solved.clear();
     solved.insert_or_assign(key, found);  // the latest topology's (its links are what carrying maps)
@@ -157,7 +177,7 @@ std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int
     for (int& l : edge.links) {
       const Link& link = topo.links()[static_cast<std::size_t>(l)];
       const auto it = link_here.find({place_of(topo, link.src), place_of(topo, link.dst), link.kind});
-      if (it == link_here.end()) return packing_for(topo, participants, kind, false);  // a route leaves the machine
+      if (it == link_here.end()) return packing_for(topo, participants, kind, Use::kBesideNetwork);  // a route leaves the machine
       l = it->second;
     }
   }
