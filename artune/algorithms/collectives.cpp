@@ -50,10 +50,12 @@ AlgToken collective_token(Collective c, std::string_view token, std::string_view
                     to_string(parse_nccl_variant(token.substr(5), fmt::format("{} '{}'", parameter("spec"), shown)))};
   }
   if (const SpecName* name = find_spec_name(token, c).second) return AlgToken{name->token, -1, ""};
+  const std::string_view name = collective_flag_name(c);
+  const std::string_view article = name.find_first_of("aeiou") == 0 ? "an" : "a";
   throw InvalidInput(fmt::format(
-      "{} '{}': unknown {} algorithm{} (known: {}; hybrids: {}; a {} spec has no '#n' or ranges)", parameter("spec"),
-      shown, collective_flag_name(c), token.size() == text.size() ? "" : fmt::format(" '{}'", token.substr(0, 80)),
-      names_of(c), hybrid_names(c), collective_flag_name(c)));
+      "{} '{}': unknown {} algorithm{} (known: {}; hybrids: {}; {} {} spec has no '#n' or ranges)", parameter("spec"),
+      shown, name, token.size() == text.size() ? "" : fmt::format(" '{}'", token.substr(0, 80)), names_of(c),
+      hybrid_names(c), article, name));
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ TEST_CASE("collective_hybrid.specs") {
   CHECK(to_string(r) == "nccl.pat/halving");
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kAllGather, "nccl/halving"),
                        "parameter spec 'nccl/halving': unknown allgather algorithm 'halving' (known: ring, bruck, rd, "
-                       "nccl, 2d, trees; hybrids: nccl/ring, nccl/bruck, nccl/rd; a allgather spec has no '#n' or ranges)",
+                       "nccl, 2d, trees; hybrids: nccl/ring, nccl/bruck, nccl/rd; an allgather spec has no '#n' or ranges)",
                        InvalidInput);
   CHECK_THROWS_WITH_AS(parse_collective_spec(Collective::kReduceScatter, "ring/ring"),
                        "parameter spec 'ring/ring': ring/ring is not a supported reducescatter hierarchy (supported: "

@@ -270,7 +270,7 @@ TEST_CASE("collectives.specs_and_flags") {
   CHECK_THROWS_WITH_AS(
       parse_collective_spec(Collective::kAllGather, "halving"),
       "parameter spec 'halving': unknown allgather algorithm (known: ring, bruck, rd, nccl, 2d, trees; hybrids: nccl/ring, "
-      "nccl/bruck, nccl/rd; a allgather spec has no '#n' or ranges)",
+      "nccl/bruck, nccl/rd; an allgather spec has no '#n' or ranges)",
       InvalidInput);
   CHECK_THROWS_AS(parse_collective_spec(Collective::kReduceScatter, "ring#2"), InvalidInput);
   // nccl.ALGO[.PROTO][.cN] forces NCCL's choice of the library collective, as for all-reduce.
