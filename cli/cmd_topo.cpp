@@ -315,7 +315,8 @@ void run_import(const ImportOptions& opts) {
                     opts.gpu.empty() ? "--nvlink-lane-gbps" : "--gpu"));
   }
   if (from == "nccl-xml" && !opts.cpu_arch.empty()) {
-    throw InvalidInput("--cpu-arch: only for --from nvidia-smi (an NCCL topology XML names each CPU's arch and vendor)");
+    throw InvalidInput(
+        "--cpu-arch: only for --from nvidia-smi (an NCCL topology XML names each CPU's arch and vendor)");
   }
   Topology topo = from == "nvidia-smi" ? import_nvidia_smi(text, source, rates) : import_nccl_xml(text, source);
   // nvidia-smi's text names no GPU generation: say once what was assumed (after the import has succeeded, so that

@@ -327,13 +327,15 @@ TEST_CASE("trees.machine_rates_beside_the_network") {
   CHECK(rate_of(t, left, "m1/gpu0", "m1/pcisw0") == doctest::Approx(12.0));  // machine 1 is not asked about
 
   // A NIC of 50 GB/s under a switch with two GPUs on 12 GB/s links: the shares fill each GPU's only link (rate 0),
-  // so the machine's trees take the whole rates and the plans still build (verified) and cross machines rail to rail.
+  // so the machine's trees take the whole rates and the plans of all three collectives still build (verified).
   const nlohmann::json machine = nlohmann::json::parse(R"({
     "name": "wide-nic", "description": "two PCIe GPUs and a 400 Gb/s NIC under one switch",
     "devices": [{"id": "gpu0", "kind": "gpu"}, {"id": "gpu1", "kind": "gpu"}, {"id": "sw", "kind": "pcie_switch"},
                 {"id": "cpu0", "kind": "cpu"}, {"id": "nic0", "kind": "nic"}],
-    "links": [{"a": "gpu0", "b": "sw", "kind": "pcie", "bandwidth": 12}, {"a": "gpu1", "b": "sw", "kind": "pcie", "bandwidth": 12},
-              {"a": "nic0", "b": "sw", "kind": "pcie", "bandwidth": 48}, {"a": "sw", "b": "cpu0", "kind": "pcie", "bandwidth": 12}]})");
+    "links": [{"a": "gpu0", "b": "sw", "kind": "pcie", "bandwidth": 12},
+              {"a": "gpu1", "b": "sw", "kind": "pcie", "bandwidth": 12},
+              {"a": "nic0", "b": "sw", "kind": "pcie", "bandwidth": 48},
+              {"a": "sw", "b": "cpu0", "kind": "pcie", "bandwidth": 12}]})");
   const Topology one = topology_from_json(machine, "wide-nic");
   NetworkSpec net;
   net.nic_bandwidth_gbps = 50;

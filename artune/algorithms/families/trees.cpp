@@ -135,8 +135,9 @@ std::string machine_shape(const Topology& topo, int machine) {
 // run beside the trees, pipelined, and fill each GPU's share of its NIC's links; packed over the whole rates, the
 // trees met them there: 2xpcie-8gpu, 256 MiB, best of 1-16 segments, all-gather 10.45 -> 11.04 GB/s busbw,
 // reduce-scatter 8.97 -> 10.20, all-reduce 8.78 -> 8.67; the NVLink machines' trees keep off those links either
-// way). Where those shares fill every link of a participant, the whole rates. Machines built alike share one packing: it is found on the first that asks and carried to the
-// others place for place (the links its edges cross), so a cluster of identical machines solves one machine.
+// way). Where those shares fill every link of a participant, the whole rates. Machines built alike share one
+// packing: it is found on the first that asks and carried to the others place for place (the links its edges
+// cross), so a cluster of identical machines solves one machine.
 std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int machine,
                                                        const std::vector<int>& participants, Packing kind) {
   using Key = std::tuple<std::string, std::vector<Place>, Packing>;
@@ -177,7 +178,8 @@ std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int
     for (int& l : edge.links) {
       const Link& link = topo.links()[static_cast<std::size_t>(l)];
       const auto it = link_here.find({place_of(topo, link.src), place_of(topo, link.dst), link.kind});
-      if (it == link_here.end()) return packing_for(topo, participants, kind, Use::kBesideNetwork);  // a route leaves the machine
+      // A route leaves the machine: its own packing.
+      if (it == link_here.end()) return packing_for(topo, participants, kind, Use::kBesideNetwork);
       l = it->second;
     }
   }
