@@ -145,14 +145,6 @@ int compcap_of(const Node& n) {
   return 70;  // no arch given: NCCL's Volta-class tables (the oldest it tunes for with NVLink)
 }
 
-// A NIC port's network link (the port's own speed: NCCL's NET node bandwidth, net.bw); -1 when it has none.
-int port_link(const Topology& topo, int nic) {
-  for (const int l : topo.out_links(nic)) {
-    if (topo.links()[l].kind == LinkKind::kNetwork) return l;
-  }
-  return -1;
-}
-
 // Link capacities as the search sees them: NVLink = lanes × per-lane usable GB/s of the GPU generation,
 // others their nominal figure (the shipped configs carry PCIe and QPI at NCCL's PCI_BW / QPI figures).
 class Capacities {
@@ -219,7 +211,7 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
         back.insert(back.end(), in.links.begin(), in.links.end());
         // search.cc: a channel takes its bandwidth from the port too (`if (net->net.bw < bw) continue;`, then
         // `net.bw -= bw` on the port's NET nodes), so a port carries as many channels as its speed holds.
-        if (const int port = port_link(topo, nic); port >= 0) back.push_back(port);
+        if (const int port = topo.network_port(nic); port >= 0) back.push_back(port);
       } else {
         if (n == 1) return true;
         if (topo.route(gpus[cur], gpus[start]).type > max_type) return false;
@@ -295,7 +287,7 @@ class MachineSearch {
           const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
           links.insert(links.end(), o.begin(), o.end());
           links.insert(links.end(), in.begin(), in.end());
-          if (const int port = port_link(topo_, nic); port >= 0) links.push_back(port);
+          if (const int port = topo_.network_port(nic); port >= 0) links.push_back(port);
         } else if (n > 1) {
           const auto& l = topo_.route(m_.gpus[r[i]], m_.gpus[r[(i + 1) % n]]).links;
           links.insert(links.end(), l.begin(), l.end());
@@ -330,7 +322,7 @@ class MachineSearch {
             for (int s = 0; s < n && !found; ++s) {
               if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
               std::vector<int> in = topo_.route(nic, m_.gpus[s]).links;
-              if (const int port = port_link(topo_, nic); port >= 0) in.push_back(port);
+              if (const int port = topo_.network_port(nic); port >= 0) in.push_back(port);
               if (!caps.fits(in, bw)) continue;
               found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
             }
@@ -413,7 +405,7 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
         double b = std::numeric_limits<double>::infinity();
         for (const int l : topo.route(g, nic).links) b = std::min(b, caps.get(l));
         // paths.cc: the GPU-to-NET path ends on the port, whose speed bounds it.
-        if (const int port = port_link(topo, nic); port >= 0) b = std::min(b, caps.get(port));
+        if (const int port = topo.network_port(nic); port >= 0) b = std::min(b, caps.get(port));
         nic_bw = std::max(nic_bw, b);
       }
     }

@@ -398,6 +398,13 @@ std::vector<int> Topology::network_path(int nic_a, int nic_b) const {
   return path;
 }
 
+int Topology::network_port(int nic) const {
+  for (const int l : out_links(nic)) {
+    if (links_[static_cast<std::size_t>(l)].kind == LinkKind::kNetwork) return l;
+  }
+  return -1;
+}
+
 int Topology::nearest_nic(int node) const {
   {
     std::shared_lock lock(cache_->mutex);

@@ -153,6 +153,8 @@ class Topology {
   const Route& route(int a, int b) const;
   /// The NIC a node uses to leave its machine (nearest by route class, then index), or -1.
   int nearest_nic(int node) const;
+  /// A NIC's port: its link to the network (the port's own speed), or -1 when it has none.
+  int network_port(int nic) const;
   /// Bonded NVLink lanes directly between two nodes (0 if none).
   int nvlink_lanes(int a, int b) const;
   /// DMA peer access as TF prints it: true when the route is NVLink or PIX/PXB (same node counts).

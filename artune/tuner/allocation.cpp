@@ -86,10 +86,7 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
           const double us = simulated_us(sub, seed.spec, o, seg);
           if (us < s.best_us) {
             s.best_us = us;
-            Candidate picked;
-            picked.spec = seed.spec;
-            picked.segments = seg;
-            s.best_plan = picked.label();
+            s.best_plan = Candidate{.spec = seed.spec, .segments = seg}.label();
           }
         }
       }
