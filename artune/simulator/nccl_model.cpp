@@ -592,15 +592,15 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   g.power_cpu = !mixed_isa && cpu_type.isa == CpuIsa::kPower;
   g.nvswitch = static_cast<int>(topo.nodes_of_kind(NodeKind::kNvSwitch, topo.nodes()[gpus.front()].machine).size());
 
-  // One search per distinct machine shape: machines whose GPUs sit at the same local indices of the same
-  // kind of machine find the same rings (NCCL searches every machine the same way), so the result of the
-  // first is mapped onto the others by local index; a machine of another shape is searched on its own.
+  // One search per distinct machine: machines of the same shape (Topology::machine_shape: the same devices and
+  // links, place for place) whose GPUs sit at the same local indices find the same rings (NCCL searches every
+  // machine the same way), so the result of the first is mapped onto the others by local index; a machine of
+  // another shape is searched on its own.
   std::vector<SearchResult> results(machines.size());
   std::unordered_map<std::string, int> by_shape;
   for (std::size_t mi = 0; mi < machines.size(); ++mi) {
-    std::string shape;
+    std::string shape = topo.machine_shape(topo.nodes()[machines[mi].gpus.front()].machine) + "|";
     for (const int node : machines[mi].gpus) shape += fmt::format("{},", topo.nodes()[node].local_index);
-    shape += fmt::format("|{}|{}", machines[mi].nics.size(), topo.out_links(machines[mi].gpus.front()).size());
     const auto it = by_shape.find(shape);
     if (it != by_shape.end()) {
       // Same local layout: rings by local index, NICs by their position in the machine.

@@ -122,6 +122,7 @@ Topology::Topology(const Topology& other)
       index_by_id_(other.index_by_id_),
       links_(other.links_),
       out_links_(other.out_links_),
+      in_links_(other.in_links_),
       gpus_(other.gpus_),
       machine_count_(other.machine_count_),
       network_(other.network_),
@@ -142,6 +143,7 @@ int Topology::add_node(Node node) {
   index_by_id_.emplace(node.id, index);
   nodes_.push_back(std::move(node));
   out_links_.emplace_back();
+  in_links_.emplace_back();
   return index;
 }
 
@@ -167,6 +169,7 @@ int Topology::add_link(Link link) {
   }
   const int index = static_cast<int>(links_.size());
   out_links_[link.src].push_back(index);
+  in_links_[link.dst].push_back(index);
   links_.push_back(link);
   return index;
 }
@@ -443,26 +446,60 @@ int Topology::nvlink_lanes(int a, int b) const {
 
 bool Topology::peer_access(int a, int b) const { return route(a, b).type <= PathType::kPxb; }
 
+namespace {
+// A NIC's stated fabric (changes what the machine runs; topologies that state none keep their fingerprints).
+std::string fabric_traits(const Node& node) {
+  if (!node.net.stated()) return {};
+  return fmt::format("nn|{}|{:.6g}|{:.6g}|{:.6g}|{};", node.net.kind ? to_string(*node.net.kind) : "-",
+                     node.net.reported_latency_us, node.net.extra_step_us, node.net.efficiency, node.net.protocols);
+}
+
+std::string link_traits(const Link& link) {
+  return fmt::format("{}|{:.6g}|{:.6g}|{}", to_string(link.kind), link.bandwidth_gbps, link.latency_us, link.lanes);
+}
+}  // namespace
+
 std::string Topology::fingerprint() const {
   std::uint64_t hash = 1469598103934665603ull;
   for (const Node& node : nodes_) {
     hash = fnv1a(hash, fmt::format("n|{}|{}|{}|{};", node.id, to_string(node.kind), node.machine, node.local_index));
-    // A stated fabric changes what the machine runs (topologies that state none keep their fingerprints).
-    if (node.net.stated()) {
-      hash = fnv1a(hash, fmt::format("nn|{}|{:.6g}|{:.6g}|{:.6g}|{};", node.net.kind ? to_string(*node.net.kind) : "-",
-                                     node.net.reported_latency_us, node.net.extra_step_us, node.net.efficiency,
-                                     node.net.protocols));
-    }
+    hash = fnv1a(hash, fabric_traits(node));
   }
   for (const Link& link : links_) {
-    hash = fnv1a(hash, fmt::format("l|{}|{}|{}|{:.6g}|{:.6g}|{};", nodes_[link.src].id, nodes_[link.dst].id,
-                                   to_string(link.kind), link.bandwidth_gbps, link.latency_us, link.lanes));
+    hash = fnv1a(hash, fmt::format("l|{}|{}|{};", nodes_[link.src].id, nodes_[link.dst].id, link_traits(link)));
   }
   if (network_) {
     hash = fnv1a(hash, fmt::format("net|{:.6g}|{:.6g}|{:.6g};", network_->nic_bandwidth_gbps, network_->latency_us,
                                    network_->oversubscription));
   }
   return fmt::format("{:016x}", hash);
+}
+
+std::string Topology::machine_shape(int machine) const {
+  const auto place = [&](int node) {
+    const Node& n = nodes_[static_cast<std::size_t>(node)];
+    return n.machine == machine ? fmt::format("{}:{}", to_string(n.kind), n.local_index) : "x:" + n.id;
+  };
+  std::vector<std::string> parts;
+  const auto add_link = [&](int l) {
+    const Link& link = links_[static_cast<std::size_t>(l)];
+    parts.push_back(fmt::format("l{}>{}|{}", place(link.src), place(link.dst), link_traits(link)));
+  };
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].machine != machine) continue;
+    // A GPU's or CPU's architecture counts (the NCCL model's compute capability and CPU rules); a NIC's `arch`
+    // is its port name, which does not.
+    const std::string arch = nodes_[i].kind == NodeKind::kNic ? "" : nodes_[i].arch;
+    parts.push_back(fmt::format("n{}|{}|{}", place(static_cast<int>(i)), arch, fabric_traits(nodes_[i])));
+    for (const int l : out_links_[i]) add_link(l);
+    for (const int l : in_links_[i]) {
+      if (nodes_[static_cast<std::size_t>(links_[static_cast<std::size_t>(l)].src)].machine != machine) add_link(l);
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string out;
+  for (const std::string& part : parts) out += part + ";";
+  return out;
 }
 
 std::string_view to_string(NodeKind kind) noexcept {

@@ -162,6 +162,11 @@ class Topology {
 
   /// A stable hash of nodes, links and network (decision tables refuse other machines).
   std::string fingerprint() const;
+  /// A machine as seen from inside it, by place (a node's kind and local index): its nodes with their
+  /// architectures and fabrics, the links between them and the links leaving it (kind, bandwidth, lanes,
+  /// latency; the far end of a leaving link by id, e.g. net_switch). Two machines with equal shapes are
+  /// interchangeable place for place; bus ids and names do not count.
+  std::string machine_shape(int machine) const;
 
  private:
   std::string name_;
@@ -170,6 +175,7 @@ class Topology {
   std::unordered_map<std::string, int> index_by_id_;
   std::vector<Link> links_;
   std::vector<std::vector<int>> out_links_;
+  std::vector<std::vector<int>> in_links_;  // per node: links into it (machine_shape)
   std::vector<int> gpus_;
   int machine_count_ = 0;
   std::optional<NetworkSpec> network_;

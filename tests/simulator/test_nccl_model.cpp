@@ -313,6 +313,24 @@ TEST_CASE("nccl.calibration_overrides_defaults") {
   CHECK(b.time_us - a.time_us == doctest::Approx(8 * 5.0).epsilon(1e-6));
 }
 
+TEST_CASE("nccl.clusters_of_unlike_machines_search_each") {
+  // A DGX-1 V100 beside a DGX-1 P100: the same GPU places and link count, other lanes and rates. Each machine is
+  // searched on its own (a search is reused only on a machine of the same Topology::machine_shape), so the
+  // group's channels are the slower machine's whichever comes first; reusing the V100's rings on the P100 put
+  // them over its single-lane NVLinks and halved the simulated busbw when the V100 came first.
+  const Topology v100 = load_topology("dgx1-v100"), p100 = load_topology("dgx1-p100");
+  const Topology vp = join_machines({v100, p100}, NetworkSpec{}, "v100+p100");
+  const Topology pv = join_machines({p100, v100}, NetworkSpec{}, "p100+v100");
+  CHECK(vp.machine_shape(0) != vp.machine_shape(1));
+  const nccl::Graph a = nccl::search(vp, vp.gpus()), b = nccl::search(pv, pv.gpus());
+  const nccl::Graph alone = nccl::search(load_topology("2xdgx1-p100"), load_topology("2xdgx1-p100").gpus());
+  CHECK(a.channels == b.channels);
+  CHECK(a.bw_intra == b.bw_intra);
+  CHECK(a.bw_intra == alone.bw_intra);
+  const double t_vp = sim(vp, "nccl", 256u << 20).time_us, t_pv = sim(pv, "nccl", 256u << 20).time_us;
+  CHECK(t_vp == doctest::Approx(t_pv).epsilon(1e-9));
+}
+
 TEST_CASE("nccl.where_the_model_does_not_apply") {
   BuildOptions o;
   o.count = 1 << 18;

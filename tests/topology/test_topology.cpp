@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "artune/core/error.hpp"
+#include "artune/topology/io/io.hpp"
 #include "artune/topology/topology.hpp"
 
 using namespace artune;
@@ -139,6 +140,29 @@ TEST_CASE("topology.fingerprint") {
   CHECK(a.fingerprint().size() == 16);
   const Topology copy = a;  // copies get their own route cache
   CHECK(copy.route(gpu(copy, 3), gpu(copy, 4)).type == PathType::kSys);
+}
+
+TEST_CASE("topology.machine_shape") {
+  // Machines built alike have equal shapes, whatever their ids; another machine, or the same one with a GPU of
+  // another architecture, does not.
+  const Topology twins = load_topology("2xdgx1-v100");
+  CHECK(twins.machine_shape(0) == twins.machine_shape(1));
+  CHECK(twins.machine_shape(0).find("x:net_switch") != std::string::npos);  // the links leaving it count
+  const Topology mixed = join_machines({load_topology("dgx1-v100"), load_topology("dgx1-p100")}, NetworkSpec{}, "vp");
+  CHECK(mixed.machine_shape(0) != mixed.machine_shape(1));
+  Topology a = dgx1_like(true), b = dgx1_like(true);
+  CHECK(a.machine_shape(0) == b.machine_shape(0));
+  Node odd = a.nodes()[static_cast<std::size_t>(gpu(a, 0))];
+  odd.id = "gpu8";
+  odd.local_index = 8;
+  Node same = odd;
+  odd.arch = "sm90";
+  same.arch = "sm70";
+  const int x = a.add_node(odd), y = b.add_node(same);
+  a.add_duplex_link(gpu(a, 0), x, LinkKind::kNvLink, 25, 0.7);
+  b.add_duplex_link(gpu(b, 0), y, LinkKind::kNvLink, 25, 0.7);
+  CHECK(a.machine_shape(0) != b.machine_shape(0));
+  CHECK(a.fingerprint() == b.fingerprint());  // decision tables of earlier releases keep loading
 }
 
 TEST_CASE("topology.rejects_bad_construction") {

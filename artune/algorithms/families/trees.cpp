@@ -108,26 +108,6 @@ Place place_of(const Topology& topo, int node) {
   return {n.kind, n.local_index};
 }
 
-// A machine's devices and the links between them, by place: machines built alike have the same shape.
-std::string machine_shape(const Topology& topo, int machine) {
-  std::vector<std::string> parts;
-  const auto& nodes = topo.nodes();
-  for (const Node& n : nodes) {
-    if (n.machine == machine) parts.push_back(fmt::format("n{}:{}", to_string(n.kind), n.local_index));
-  }
-  for (const Link& l : topo.links()) {
-    const Node& a = nodes[static_cast<std::size_t>(l.src)];
-    const Node& b = nodes[static_cast<std::size_t>(l.dst)];
-    if (a.machine != machine || b.machine != machine) continue;
-    parts.push_back(fmt::format("l{}:{}>{}:{}|{}|{:.6g}|{}|{:.6g}", to_string(a.kind), a.local_index, to_string(b.kind),
-                                b.local_index, to_string(l.kind), l.bandwidth_gbps, l.lanes, l.latency_us));
-  }
-  std::sort(parts.begin(), parts.end());
-  std::string out;
-  for (const std::string& part : parts) out += part + ";";
-  return out;
-}
-
 // The packing of one machine's participants (topology nodes, all on `machine`, in rank order) for a plan across
 // machines: routes only, no staging through the CPUs, whose PCIe links carry the network's traffic to and from
 // the NICs (staged, the trees on 2 x DGX A100 reached 113 GB/s busbw instead of 159; on PCIe-only machines staging
@@ -150,7 +130,7 @@ std::shared_ptr<const TreePacking> machine_packing_for(const Topology& topo, int
   static std::map<Key, Solved> solved;
   std::vector<Place> places;
   for (int node : participants) places.push_back(place_of(topo, node));
-  const Key key{machine_shape(topo, machine), places, kind};
+  const Key key{topo.machine_shape(machine), places, kind};
   Solved found;
   {
     std::lock_guard lock(mutex);

@@ -164,27 +164,9 @@ Twins machine_twins(const Topology& topo, const std::vector<int>& participants) 
   std::vector<int> gpus = topo.gpus();
   std::sort(gpus.begin(), gpus.end());
   if (sorted != gpus) return t;
-  const auto& nodes = topo.nodes();
-  using Key = std::tuple<int, int, int>;
-  using Sig = std::tuple<Key, Key, int, double, int, double>;
-  std::vector<std::vector<Sig>> signature(static_cast<std::size_t>(topo.machine_count()));
-  const auto key = [&](int node, int machine) {
-    const Node& n = nodes[static_cast<std::size_t>(node)];
-    return n.machine == machine ? Key{0, static_cast<int>(n.kind), n.local_index} : Key{1, -1, node};
-  };
-  for (const Link& l : topo.links()) {
-    const int ms = nodes[static_cast<std::size_t>(l.src)].machine;
-    const int md = nodes[static_cast<std::size_t>(l.dst)].machine;
-    const auto add = [&](int m) {
-      signature[static_cast<std::size_t>(m)].emplace_back(key(l.src, m), key(l.dst, m), static_cast<int>(l.kind),
-                                                          l.bandwidth_gbps, l.lanes, l.latency_us);
-    };
-    if (ms >= 0) add(ms);
-    if (md >= 0 && md != ms) add(md);
-  }
-  for (auto& s : signature) std::sort(s.begin(), s.end());
-  for (const auto& s : signature) {
-    if (s != signature.front()) return t;
+  const std::string shape = topo.machine_shape(0);
+  for (int m = 1; m < topo.machine_count(); ++m) {
+    if (topo.machine_shape(m) != shape) return t;
   }
   t.alike = true;
   t.first = topo.gpus_of_machine(0);
