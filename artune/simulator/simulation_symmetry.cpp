@@ -8,10 +8,10 @@
 // simulation then runs one op per orbit (the one of smallest id) and one resource per orbit: a flow crosses
 // its resources' representatives with the weight of the copies of it each of them carries.
 //
-// σ is accepted only where all of this is checked, not assumed: machines with the same nodes (kinds, in the
-// same order) and links (kind, bandwidth, latency, lanes), routes that σ maps link by link, a plan whose
-// devices sit on distinct nodes, and a bijection of the ops that keeps every op's kind, element counts,
-// devices (mapped), group and dependencies (mapped). Every op orbit must have as many ops as the group has
+// σ is accepted only where all of this is checked, not assumed: machines with the same nodes (kinds, GPU and CPU
+// architectures and NIC fabrics, in the same order) and links (kind, bandwidth, latency, lanes), routes that σ
+// maps link by link, a plan whose devices sit on distinct nodes, and a bijection of the ops that keeps every op's
+// kind, element counts, devices (mapped), group and dependencies (mapped). Every op orbit must have as many ops as the group has
 // elements (the machines): an op that σ fixes (a library collective over every machine) or one that two
 // elements map alike would need its flows split, so such plans are simulated whole. Library groups must
 // stay inside one machine (σ maps their channels with the machine). Host models share the host's cores
@@ -128,7 +128,10 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const Sym
     const int image =
         m < 0 ? static_cast<int>(n)
               : machines[static_cast<std::size_t>(machine_map[static_cast<std::size_t>(m)])][static_cast<std::size_t>(local[n])];
-    if (nodes[static_cast<std::size_t>(image)].kind != nodes[n].kind) return false;
+    const Node& to = nodes[static_cast<std::size_t>(image)];
+    // Kinds, a GPU's or CPU's architecture (the NCCL model's choice) and a NIC's fabric (its network costs).
+    if (to.kind != nodes[n].kind || to.net != nodes[n].net || (to.kind != NodeKind::kNic && to.arch != nodes[n].arch))
+      return false;
     out.node[n] = image;
   }
   out.link.resize(links.size());

@@ -13,6 +13,8 @@
 #include "artune/tuner/candidates.hpp"
 #include "artune/tuner/plan_scaling.hpp"
 
+#include <nlohmann/json.hpp>
+
 using namespace artune;
 
 namespace {
@@ -109,6 +111,23 @@ TEST_CASE("plans that do not treat machines alike are simulated whole") {
   // Host models share the host's cores between machines' threads: whole.
   const CostModel cpu = CostModel::defaults(BackendProfile::kCpu);
   CHECK(check_fold(build(h100, "xring", 1 << 20), h100, cpu) == 1);
+  // The same links, but machine 1's NICs on another fabric (EFA: its network steps cost more) or its GPUs of
+  // another architecture (the NCCL model's choice inside it): not alike, simulated whole.
+  nlohmann::json efa = topology_to_json(one);
+  for (auto& d : efa["devices"]) {
+    if (d["kind"] == "nic") d["fabric"] = "efa";
+  }
+  const Topology mixed_net = join_machines({one, topology_from_json(efa, "efa.json")}, NetworkSpec{}, "ib+efa");
+  CHECK(check_fold(build(mixed_net, "xring", 1 << 20), mixed_net, nccl) == 1);
+  nlohmann::json sm100 = topology_to_json(one);
+  for (auto& d : sm100["devices"]) {
+    if (d["kind"] == "gpu") d["arch"] = "sm100";
+  }
+  const Topology mixed_gpus = join_machines({one, topology_from_json(sm100, "sm100.json")}, NetworkSpec{}, "h+b");
+  CHECK(check_fold(build(mixed_gpus, "nccl/xring", 1 << 20), mixed_gpus, nccl) == 1);
+  const Topology twins = join_machines({one, topology_from_json(topology_to_json(one), "same.json")}, NetworkSpec{},
+                                       "twins");
+  CHECK(check_fold(build(twins, "nccl/xring", 1 << 20), twins, nccl) == 2);
 }
 
 TEST_CASE("a compiled plan run at a factor is the scaled plan simulated") {
