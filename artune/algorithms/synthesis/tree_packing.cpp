@@ -109,6 +109,34 @@ void maximise_then_tidy(lemon::Lp& lp, const lemon::Lp::Col& x, const lemon::Lp:
   }
 }
 
+// Rows of the links: Σ over the edges' columns crossing each link (once per crossing) ≤ its rate.
+void add_link_rows(lemon::Lp& lp, const std::vector<lemon::Lp::Expr>& on_link, const std::vector<bool>& used,
+                   const LinkRates& rates) {
+  for (std::size_t l = 0; l < on_link.size(); ++l) {
+    if (used[l]) lp.addRow(on_link[l] <= rates[l]);
+  }
+}
+
+// One flow into `sink` over arcs (tail, head) of capacity `cap[a]` (a column; arcs `skip` leaves out have none):
+// every participant v ≠ sink sends supply[v] (an expression in the LP's columns) more than it receives.
+template <typename Skip>
+void add_flow_into(lemon::Lp& lp, int n, int sink, const std::vector<std::pair<int, int>>& arcs,
+                   const std::vector<lemon::Lp::Col>& cap, const std::vector<lemon::Lp::Expr>& supply, Skip skip) {
+  std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
+  for (std::size_t a = 0; a < arcs.size(); ++a) {
+    const auto [tail, head] = arcs[a];
+    if (tail == sink || skip(a)) continue;  // nothing leaves the sink
+    const lemon::Lp::Col f = lp.addCol();
+    lp.colLowerBound(f, 0);
+    lp.addRow(f - cap[a] <= 0);
+    balance[static_cast<std::size_t>(tail)] += f;
+    balance[static_cast<std::size_t>(head)] -= f;
+  }
+  for (int v = 0; v < n; ++v) {
+    if (v != sink) lp.addRow(balance[static_cast<std::size_t>(v)] - supply[static_cast<std::size_t>(v)] == 0);
+  }
+}
+
 // One LP over every direction in `directions` (false: out-trees, true: in-trees): each has its own edge rates,
 // all share the links, and every direction carries every root's block at the same rate x (an all-reduce's
 // reduce-scatter and all-gather run side by side).
@@ -132,27 +160,13 @@ Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& ed
       }
     }
   }
-  for (std::size_t l = 0; l < on_link.size(); ++l) {
-    if (used[l]) lp.addRow(on_link[l] <= rates[l]);
-  }
+  add_link_rows(lp, on_link, used, rates);
   // Per direction, one flow per sink u: every other participant sends x to u within the edges' rates.
+  const std::vector<lemon::Lp::Expr> every_other(static_cast<std::size_t>(n), lemon::Lp::Expr(x));
   for (std::size_t d = 0; d < directions.size(); ++d) {
-    for (int u = 0; u < n; ++u) {
-      std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
-      for (std::size_t e = 0; e < edges.size(); ++e) {
-        const int tail = arc_tail(edges[e], directions[d]);
-        const int head = arc_head(edges[e], directions[d]);
-        if (tail == u) continue;  // nothing leaves the sink
-        const lemon::Lp::Col f = lp.addCol();
-        lp.colLowerBound(f, 0);
-        lp.addRow(f - y[d][e] <= 0);
-        balance[static_cast<std::size_t>(tail)] += f;
-        balance[static_cast<std::size_t>(head)] -= f;
-      }
-      for (int v = 0; v < n; ++v) {
-        if (v != u) lp.addRow(balance[static_cast<std::size_t>(v)] - x == 0);
-      }
-    }
+    std::vector<std::pair<int, int>> arcs;
+    for (const TreeEdge& e : edges) arcs.emplace_back(arc_tail(e, directions[d]), arc_head(e, directions[d]));
+    for (int u = 0; u < n; ++u) add_flow_into(lp, n, u, arcs, y[d], every_other, [](std::size_t) { return false; });
   }
   // The rate, then as few link crossings as possible.
   lemon::Lp::Expr cost;
@@ -212,28 +226,15 @@ Capacities solve_reduce_broadcast_lp(const Topology& topo, int n, const std::vec
       crossings += static_cast<double>(links->size()) * z.back();
     }
   }
-  for (std::size_t l = 0; l < on_link.size(); ++l) {
-    if (used[l]) lp.addRow(on_link[l] <= rates[l]);
-  }
-  // One flow per sink u ≠ root: the root sends x to u within z.
+  add_link_rows(lp, on_link, used, rates);
+  // One flow per sink u ≠ root: the root sends x to u within z (over the edges with a reverse, none into it).
+  std::vector<std::pair<int, int>> arcs;
+  for (const TreeEdge& e : edges) arcs.emplace_back(e.from, e.to);
+  std::vector<lemon::Lp::Expr> from_root(static_cast<std::size_t>(n));
+  from_root[static_cast<std::size_t>(root)] = x;
+  const auto unused = [&](std::size_t e) { return reverse[e] < 0 || edges[e].to == root; };
   for (int u = 0; u < n; ++u) {
-    if (u == root) continue;
-    std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
-    for (std::size_t e = 0; e < edges.size(); ++e) {
-      if (reverse[e] < 0 || edges[e].from == u || edges[e].to == root) continue;
-      const lemon::Lp::Col f = lp.addCol();
-      lp.colLowerBound(f, 0);
-      lp.addRow(f - z[e] <= 0);
-      balance[static_cast<std::size_t>(edges[e].from)] += f;
-      balance[static_cast<std::size_t>(edges[e].to)] -= f;
-    }
-    for (int v = 0; v < n; ++v) {
-      if (v == root) {
-        lp.addRow(balance[static_cast<std::size_t>(v)] - x == 0);
-      } else if (v != u) {
-        lp.addRow(balance[static_cast<std::size_t>(v)] == 0);
-      }
-    }
+    if (u != root) add_flow_into(lp, n, u, arcs, z, from_root, unused);
   }
   maximise_then_tidy(lp, x, crossings, topo, "the reduce-broadcast trees");
   Capacities out;
