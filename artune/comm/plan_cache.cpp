@@ -21,8 +21,7 @@ PlanCache::~PlanCache() {
 void PlanCache::open() {
   if (probe_ || (!lru_.empty() && !shares_)) return;
   probe_ = make_backend(kind_, options_);
-  std::unique_ptr<PlanSlot> slot = probe_->new_slot();
-  shares_ = slot != nullptr;
+  shares_ = probe_->holds_slots();
 }
 
 PlanCache::Entry* PlanCache::find(const CacheKey& key) {

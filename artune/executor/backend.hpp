@@ -98,8 +98,10 @@ class Backend {
 
   /// Several prepared plans on one backend (the communicator's plan cache): new_slot() gives an empty
   /// slot, swap_slot() exchanges the backend's prepared plan with the slot's (between runs; workers and
-  /// threads are kept). A backend that cannot returns null from new_slot(): its callers keep one backend
-  /// per plan. Default: null.
+  /// threads are kept). A backend that cannot says so in holds_slots() and returns null from new_slot(): its
+  /// callers keep one backend per plan. Default: cannot.
+  virtual bool holds_slots() const { return false; }
+  /// See holds_slots(). Default: null.
   virtual std::unique_ptr<PlanSlot> new_slot() { return nullptr; }
   /// See new_slot(). Default: Unsupported.
   virtual void swap_slot(PlanSlot& slot);

@@ -188,6 +188,11 @@ TEST_CASE("cpu_backend.backend_kinds") {
   CHECK_THROWS_WITH_AS(parse_backend_kind("gpu", "--backend"), doctest::Contains("--backend"), InvalidInput);
   CHECK(to_string(BackendKind::kMpi) == "mpi");
   CHECK(make_backend(BackendKind::kCpu, {})->name() == "cpu");
+  // The cpu backend holds several prepared plans (the communicator's plan cache shares it and asks
+  // holds_slots() first; a backend that cannot keeps the default, false, and a null new_slot()).
+  const std::unique_ptr<HarnessBackend> cpu = make_backend(BackendKind::kCpu, {});
+  CHECK(cpu->holds_slots());
+  CHECK(cpu->new_slot() != nullptr);
 }
 
 // ---------------------------------------------------------------------------

@@ -123,7 +123,9 @@ class CpuBackend final : public HarnessBackend {
   };
   /// Exchanges the backend's prepared plan with `other` (between runs only; workers are kept).
   void swap_prepared(Prepared& other) noexcept;
-  /// An empty Prepared: the communicator's plan cache keeps every plan in one, on this backend's workers.
+  /// The communicator's plan cache keeps every plan in a Prepared of its own, on this backend's workers.
+  bool holds_slots() const override { return true; }
+  /// An empty Prepared.
   std::unique_ptr<PlanSlot> new_slot() override { return std::make_unique<Prepared>(); }
   /// swap_prepared() on a slot new_slot() made.
   void swap_slot(PlanSlot& slot) override { swap_prepared(static_cast<Prepared&>(slot)); }
