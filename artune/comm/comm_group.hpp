@@ -128,7 +128,7 @@ struct Communicator::Group {
   // Binds the group to `local` ranks driven by this process out of `ranks` (the first being `rank_base`) and
   // makes its cache and scratch (the backend options are final then).
   void bind(int ranks, int local, int rank_base);
-  bool gpu() const noexcept { return kind == BackendKind::kCuda || kind == BackendKind::kNccl; }
+  bool gpu() const noexcept { return runs_on_streams(kind); }  // cuda, nccl: calls queue on streams
   // Runs a call of local rank `rank` now, or behind the rank's asynchronous calls still in flight.
   void run(int rank, const std::function<void()>& job);
   // Submits a call of local rank `rank` (checked already): host backends queue it on the rank's progress thread;

@@ -97,7 +97,7 @@ bool PlanCache::retarget(Entry& e, const Plan& plan) {
 
 void PlanCache::run(Entry& e, std::span<void* const> at, std::span<void* const> streams) {
   Backend& b = backend_of(e);
-  if (b.runs_on_streams()) {
+  if (runs_on_streams(kind_)) {
     b.run_on_streams(at, streams);
   } else {
     b.run_on(at);

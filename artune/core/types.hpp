@@ -22,6 +22,11 @@ enum class Collective { kAllReduce, kBroadcast, kReduce, kReduceScatter, kAllGat
 
 /// Which backend executes a plan (artune/executor/backend.hpp).
 enum class BackendKind { kCpu, kMpi, kCuda, kNccl };
+/// Whether a backend's plans run on caller memory queued on CUDA streams (cuda, nccl: Backend::run_on_streams)
+/// rather than on host buffers from the calling thread (cpu, mpi: Backend::run_on).
+constexpr bool runs_on_streams(BackendKind kind) noexcept {
+  return kind == BackendKind::kCuda || kind == BackendKind::kNccl;
+}
 
 /// Name of a backend kind ("cpu", "mpi", "cuda", "nccl").
 std::string_view to_string(BackendKind kind) noexcept;

@@ -91,8 +91,6 @@ class Backend {
   /// What a plan's group op of collective `c` runs as here (the communicator's PlanInfo::runs_as):
   /// "cpu group op", "MPI_Iallreduce", "cuda kernels", "ncclAllReduce".
   virtual std::string_view group_op_name(Collective c) const = 0;
-  /// True when plans run on caller memory through run_on_streams (cuda, nccl), false through run_on.
-  virtual bool runs_on_streams() const { return false; }
   /// True when retarget() re-targets a same-shape plan in place (cpu); false when it always says no.
   virtual bool retargets() const { return false; }
 

@@ -193,6 +193,9 @@ TEST_CASE("cpu_backend.backend_kinds") {
   const std::unique_ptr<HarnessBackend> cpu = make_backend(BackendKind::kCpu, {});
   CHECK(cpu->holds_slots());
   CHECK(cpu->new_slot() != nullptr);
+  // Which backends run on caller streams (the communicator queues their calls there, the others on threads).
+  static_assert(runs_on_streams(BackendKind::kCuda) && runs_on_streams(BackendKind::kNccl));
+  static_assert(!runs_on_streams(BackendKind::kCpu) && !runs_on_streams(BackendKind::kMpi));
 }
 
 // ---------------------------------------------------------------------------

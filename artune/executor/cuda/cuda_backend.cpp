@@ -386,7 +386,6 @@ class CudaBackend final : public HarnessBackend {
   std::vector<int> local_ranks() const override { return participants_; }
   std::string_view name() const override { return "cuda"; }
   std::string_view group_op_name(Collective) const override { return "cuda kernels"; }
-  bool runs_on_streams() const override { return true; }
 
  private:
   void require_prepared() const {

@@ -346,7 +346,6 @@ class NcclBackend final : public HarnessBackend {
     }
     return "NCCL";
   }
-  bool runs_on_streams() const override { return true; }
 
  private:
   void require_alive() const {
