@@ -46,6 +46,7 @@ if [ "${1:-}" = "--fuzz" ]; then
     [spec]="fuzz/corpus/spec/*"
     [decision_table]="reports/*/table.json"
     [calibration_overlay]="reports/*/overlay.json"
+    [run_logs]="tests/logs/data/*.log"
   )
   targets=()
   for name in "${!seeds[@]}"; do targets+=("fuzz/fuzz_$name"); done

@@ -337,13 +337,18 @@ class Parser {
     const auto t = split_blanks(body, 64);
     Columns c;
     int half = -1;
+    const auto leading = [&](int& column, int i, std::string_view name) {
+      // nccl-tests prints each of these once, before the first time column.
+      if (column >= 0 || half >= 0) fail(fmt::format("a table header with '{}' twice or after a time column", name));
+      column = i;
+    };
     for (int i = 0; i < static_cast<int>(t.size()); ++i) {
       const std::string_view n = t[static_cast<std::size_t>(i)];
-      if (n == "size") c.size = i;
-      else if (n == "count") c.count = i;
-      else if (n == "type") c.type = i;
-      else if (n == "redop" || n == "op") c.redop = i;
-      else if (n == "root") c.root = i;
+      if (n == "size") leading(c.size, i, n);
+      else if (n == "count") leading(c.count, i, n);
+      else if (n == "type") leading(c.type, i, n);
+      else if (n == "redop" || n == "op") leading(c.redop, i, n);
+      else if (n == "root") leading(c.root, i, n);
       else if (n == "time" || n == "cputime") {
         if (++half > 1) fail("a table header with more than two time columns");
         c.time[half] = i;
@@ -362,6 +367,19 @@ class Parser {
     if (c.size != 0 || c.count < 0 || c.type < 0 || c.halves < 1) fail("a table header without size, count, type, time");
     c.fields = static_cast<int>(t.size()) - (c.timestamp ? 1 : 0);
     c.half_fields = c.halves == 2 ? c.time[1] - c.time[0] : 0;
+    // Each half: its time, algbw, busbw (and #wrong) in that order; two halves laid out alike, the second ending
+    // the row (a replay's row of the in-place half alone is read at the first half's places).
+    for (int h = 0; h < c.halves; ++h) {
+      if (!(c.time[h] < c.algbw[h] && c.algbw[h] < c.busbw[h] && (c.check[h] < 0 || c.busbw[h] < c.check[h]))) {
+        fail("a table header whose time, algbw, busbw and #wrong columns are out of order");
+      }
+    }
+    const auto offset = [&](int column, int h) { return column < 0 ? -1 : column - c.time[h]; };
+    if (c.halves == 2 &&
+        (offset(c.algbw[0], 0) != offset(c.algbw[1], 1) || offset(c.busbw[0], 0) != offset(c.busbw[1], 1) ||
+         offset(c.check[0], 0) != offset(c.check[1], 1) || c.fields - c.time[1] != c.half_fields)) {
+      fail("a table header whose out-of-place and in-place halves differ");
+    }
     columns_ = c;
     TestRun r;
     r.source = std::string(source_);

@@ -214,6 +214,28 @@ TEST_CASE("nccl_tests_log.damaged_tables_are_one_error_naming_the_line") {
   CHECK_FALSE(runs[0].footer);
 }
 
+TEST_CASE("nccl_tests_log.headers_out_of_nccl_tests_order_are_refused") {
+  // A header is the map every row is read by: one naming a leading column again after the time columns (what
+  // libFuzzer made of a log, whose rows were then read past their last field), or whose two halves are laid out
+  // differently, is one error naming its line, not a row read at the wrong places.
+  const std::string text = fixture_text("together-h100-all_reduce_ring.log");
+  const std::string header =
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  "
+      "#wrong ";
+  const std::string where = "h.log:" + std::to_string(line_of(text, header)) + ":";
+  const auto error_with = [&](const std::string& other) {
+    return error_of([&] { parse_nccl_tests(replaced(text, header, other), "h.log"); });
+  };
+  std::string e = error_with(replaced(header, "#wrong ", "#wrong  type  redop  root  time  algbw  busbw  #wrong "));
+  CHECK(e.rfind(where, 0) == 0);
+  CHECK(e.find("'type' twice or after a time column") != std::string::npos);
+  e = error_with(replaced(header, "time   algbw   busbw", "time   busbw   algbw"));
+  CHECK(e.find("out of order") != std::string::npos);
+  e = error_with(replaced(header, "busbw  #wrong     time", "busbw      time"));
+  CHECK(e.rfind(where, 0) == 0);
+  CHECK(e.find("halves differ") != std::string::npos);
+}
+
 TEST_CASE("nccl_tests_log.text_without_tables") {
   CHECK(parse_nccl_tests("", "empty.log").empty());
   CHECK(parse_nccl_tests("hello\nworld\n           8   2  float\n", "other.log").empty());  // a row outside a table
