@@ -11,9 +11,9 @@
 // σ is accepted only where all of this is checked, not assumed: machines with the same nodes (kinds, GPU and CPU
 // architectures and NIC fabrics, in the same order) and links (kind, bandwidth, latency, lanes), routes that σ
 // maps link by link, a plan whose devices sit on distinct nodes, and a bijection of the ops that keeps every op's
-// kind, element counts, devices (mapped), group and dependencies (mapped). Every op orbit must have as many ops as the group has
-// elements (the machines): an op that σ fixes (a library collective over every machine) or one that two
-// elements map alike would need its flows split, so such plans are simulated whole. Library groups must
+// kind, element counts, devices (mapped), group and dependencies (mapped). Every op orbit must have as many ops
+// as the group has elements (the machines): an op that σ fixes (a library collective over every machine) or one
+// that two elements map alike would need its flows split, so such plans are simulated whole. Library groups must
 // stay inside one machine (σ maps their channels with the machine). Host models share the host's cores
 // and memory between all machines' threads, serialised per device: they are simulated whole too.
 
