@@ -129,9 +129,8 @@ bool Simulation::lift_machine_map(const std::vector<int>& machine_map, const Sym
         m < 0 ? static_cast<int>(n)
               : machines[static_cast<std::size_t>(machine_map[static_cast<std::size_t>(m)])][static_cast<std::size_t>(local[n])];
     const Node& to = nodes[static_cast<std::size_t>(image)];
-    // Kinds, a GPU's or CPU's architecture (the NCCL model's choice) and a NIC's fabric (its network costs).
-    if (to.kind != nodes[n].kind || to.net != nodes[n].net || (to.kind != NodeKind::kNic && to.arch != nodes[n].arch))
-      return false;
+    // Kinds, and what else makes nodes act alike (architectures: the NCCL model's choice; fabrics: network costs).
+    if (to.kind != nodes[n].kind || node_traits(to) != node_traits(nodes[n])) return false;
     out.node[n] = image;
   }
   out.link.resize(links.size());

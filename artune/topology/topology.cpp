@@ -459,6 +459,10 @@ std::string link_traits(const Link& link) {
 }
 }  // namespace
 
+std::string node_traits(const Node& node) {
+  return fmt::format("{}|{}", node.kind == NodeKind::kNic ? "" : node.arch, fabric_traits(node));
+}
+
 std::string Topology::fingerprint() const {
   std::uint64_t hash = 1469598103934665603ull;
   for (const Node& node : nodes_) {
@@ -487,10 +491,7 @@ std::string Topology::machine_shape(int machine) const {
   };
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].machine != machine) continue;
-    // A GPU's or CPU's architecture counts (the NCCL model's compute capability and CPU rules); a NIC's `arch`
-    // is its port name, which does not.
-    const std::string arch = nodes_[i].kind == NodeKind::kNic ? "" : nodes_[i].arch;
-    parts.push_back(fmt::format("n{}|{}|{}", place(static_cast<int>(i)), arch, fabric_traits(nodes_[i])));
+    parts.push_back(fmt::format("n{}|{}", place(static_cast<int>(i)), node_traits(nodes_[i])));
     for (const int l : out_links_[i]) add_link(l);
     for (const int l : in_links_[i]) {
       if (nodes_[static_cast<std::size_t>(links_[static_cast<std::size_t>(l)].src)].machine != machine) add_link(l);

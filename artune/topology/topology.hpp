@@ -97,6 +97,11 @@ struct NetworkSpec {
   NicNet fabric{};                   ///< the fabric of every NIC that states none of its own
 };
 
+/// What of a node beyond its name and place changes what artune predicts, as text (equal for nodes that act
+/// alike): a GPU's or CPU's architecture (the NCCL model's compute capability and CPU rules; a NIC's `arch` is
+/// its port name, which does not count) and a NIC's stated fabric.
+std::string node_traits(const Node& node);
+
 /// A machine or a cluster: nodes, directed links and derived routes.
 class Topology {
  public:

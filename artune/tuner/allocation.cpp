@@ -86,10 +86,10 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
           const double us = simulated_us(sub, seed.spec, o, seg);
           if (us < s.best_us) {
             s.best_us = us;
-            Candidate pick;  // (designated initializers warn under GCC 12's -Wmissing-field-initializers)
-            pick.spec = seed.spec;
-            pick.segments = seg;
-            s.best_plan = pick.label();
+            Candidate picked;
+            picked.spec = seed.spec;
+            picked.segments = seg;
+            s.best_plan = picked.label();
           }
         }
       }
