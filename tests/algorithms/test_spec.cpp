@@ -81,7 +81,7 @@ TEST_CASE("spec.names_and_limits") {
   CHECK(parse_spec("nccl:1G:xring").ranges[0].limit == std::int64_t{1} << 30);
   CHECK(parse_spec("nccl:1T:xring").ranges[0].limit == std::int64_t{1} << 40);
   const auto algs = spec_algorithms();
-  CHECK(algs.size() == 20);
+  CHECK(algs.size() == 21);
   CHECK(algs.front().first == "xring");
   CHECK(std::find_if(algs.begin(), algs.end(), [](const auto& a) { return a.first == "nccl/xring"; }) != algs.end());
 }
@@ -109,7 +109,7 @@ TEST_CASE("spec.rejections") {
         "parameter spec 'nccl/xrng': unknown algorithm 'xrng' (known: xring, ring, rechd, halving-doubling, pscpu, "
         "shuffle-cpu, psgpu, shuffle-gpu, shuffle, hiercopy, hierarchical-copy, nccl, mring, multi-ring, tree, "
         "double-binary-tree, 2d, 2d-hierarchical, trees, tree-packing, trees2, tree-packing-two-phase, rbtrees, "
-        "reduce-broadcast-trees)");
+        "reduce-broadcast-trees, prings, ring-packing)");
   CHECK(parse_error("foo#2").find("parameter spec 'foo#2': unknown algorithm 'foo' (known: ") == 0);
   CHECK(parse_error("Xring").find("unknown algorithm 'Xring'") != std::string::npos);
   CHECK(parse_error("xring#0") == "parameter spec 'xring#0': 'xring#0': #n must be ≥ 1");

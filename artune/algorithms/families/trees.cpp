@@ -10,7 +10,9 @@
 // scratch of the parent, which reduces it locally. Each tree carries its share of the root's block (its weight,
 // in 1/1024ths), whole or as copies in proportion to the weight; --segments pipelines the pieces down and up the
 // trees. On clusters of machines with equal GPU counts the trees stay inside the machines (one packing for
-// machines built alike) and rings of the same local GPU cross them, for all three collectives.
+// machines built alike) and rings of the same local GPU cross them, for all three collectives. `prings` packs
+// Hamiltonian rings instead (synthesis/ring_packing.hpp; a ring is a spanning path closed by one more hop): on
+// machines whose GPUs all take in alike it reaches the bound where the trees' schedules fall short of theirs.
 //
 // Cost: the packing's rate is the min-cut bound's for each phase (cut_bound.hpp) where the routes allow it;
 // latency grows with the trees' depth (one transfer per level, two for a staged edge). docs/bound.md has
@@ -27,6 +29,7 @@
 #include <tuple>
 
 #include "artune/algorithms/families/collective_families.hpp"
+#include "artune/algorithms/synthesis/ring_packing.hpp"
 #include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parameters.hpp"
@@ -37,6 +40,8 @@ namespace artune::detail {
 namespace {
 
 using synthesis::TreeEdge;
+using synthesis::PackedRing;
+using synthesis::RingPacking;
 using synthesis::TreePacking;
 using synthesis::WeightedTree;
 
@@ -51,6 +56,11 @@ constexpr int kCopiesPerBlock = 32;
 // reach 85.6, 88.2 and 90.0 % of the bound, 64 copies 87.3, 93.3 and 89.6 %, 128 copies 89.4, 91.6 and 90.5 %, with
 // twice the plan's ops to simulate).
 constexpr int kCopiesPerBuffer = 64;
+// prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
+// make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
+// the rings' shares more coarsely: on dgx1-v100 at 256 MiB and 4 segments, 64 pieces reach 91.9 % of the bound,
+// 128 pieces 94.6 %, 256 pieces 96.8 % (0.7 s to simulate a size, 176 k ops).
+constexpr int kPiecesPerRingBuffer = 256;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
 // the participants only, so it is found once per process (bounded: the oldest goes first).
@@ -59,46 +69,65 @@ enum class Packing { kOutTrees, kInTrees, kReduceBroadcast };
 // What a packing is for: a plan on its own, or one machine's part of a plan across machines.
 enum class Use { kAlone, kBesideNetwork };
 
+// Packings found once per process, the oldest dropped first past kPackingCacheEntries.
+template <typename Key, typename Packed>
+class PackingCache {
+ public:
+  template <typename Make>
+  std::shared_ptr<const Packed> get(const Key& key, Make make) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = cache_.find(key);
+      if (it != cache_.end()) return it->second;
+    }
+    auto packed = std::make_shared<const Packed>(make());
+    std::lock_guard lock(mutex_);
+    if (cache_.emplace(key, packed).second) {
+      order_.push_back(key);
+      if (order_.size() > kPackingCacheEntries) {
+        cache_.erase(order_.front());
+        order_.erase(order_.begin());
+      }
+    }
+    return packed;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<Key, std::shared_ptr<const Packed>> cache_;
+  std::vector<Key> order_;
+};
+
 std::shared_ptr<const TreePacking> packing_for(const Topology& topo, const std::vector<int>& participants,
                                                Packing kind, Use use = Use::kAlone) {
   using Key = std::tuple<std::string, std::vector<int>, Packing, Use>;
-  static std::mutex mutex;
-  static std::map<Key, std::shared_ptr<const TreePacking>> cache;
-  static std::vector<Key> order;
-  Key key{topo.fingerprint(), participants, kind, use};
-  {
-    std::lock_guard lock(mutex);
-    const auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  // Beside the network: routes only, no staging through the CPUs (see machine_packing_for).
-  const synthesis::PackingOptions options{kChunksPerBlock, use == Use::kAlone};
-  auto pack = [&](const LinkRates& rates) {
-    return kind == Packing::kReduceBroadcast
-               ? synthesis::pack_reduce_broadcast_trees(topo, participants, rates, options)
-               : synthesis::pack_trees(topo, participants, rates, kind == Packing::kInTrees, options);
-  };
-  std::shared_ptr<const TreePacking> packing;
-  if (use == Use::kAlone) {
-    packing = std::make_shared<const TreePacking>(pack(usable_link_rates(topo)));
-  } else {
+  static PackingCache<Key, TreePacking> cache;
+  return cache.get(Key{topo.fingerprint(), participants, kind, use}, [&] {
+    // Beside the network: routes only, no staging through the CPUs (see machine_packing_for).
+    const synthesis::PackingOptions options{kChunksPerBlock, use == Use::kAlone};
+    auto pack = [&](const LinkRates& rates) {
+      return kind == Packing::kReduceBroadcast
+                 ? synthesis::pack_reduce_broadcast_trees(topo, participants, rates, options)
+                 : synthesis::pack_trees(topo, participants, rates, kind == Packing::kInTrees, options);
+    };
+    if (use == Use::kAlone) return pack(usable_link_rates(topo));
     try {
-      packing = std::make_shared<const TreePacking>(pack(rates_beside_network(topo, participants)));
+      return pack(rates_beside_network(topo, participants));
     } catch (const InvalidInput&) {
       // The network's shares fill every link of some participant (a GPU whose only link is the PCIe one its NIC
       // fills): the trees then share those links with it.
-      packing = std::make_shared<const TreePacking>(pack(usable_link_rates(topo)));
+      return pack(usable_link_rates(topo));
     }
-  }
-  std::lock_guard lock(mutex);
-  if (cache.emplace(key, packing).second) {
-    order.push_back(key);
-    if (order.size() > kPackingCacheEntries) {
-      cache.erase(order.front());
-      order.erase(order.begin());
-    }
-  }
-  return packing;
+  });
+}
+
+// The ring packing of the participants (prings), found once per process.
+std::shared_ptr<const RingPacking> ring_packing_for(const Topology& topo, const std::vector<int>& participants) {
+  using Key = std::tuple<std::string, std::vector<int>>;
+  static PackingCache<Key, RingPacking> cache;
+  return cache.get(Key{topo.fingerprint(), participants}, [&] {
+    return synthesis::pack_rings(topo, participants, usable_link_rates(topo), {kPiecesPerRingBuffer, true});
+  });
 }
 
 // A node's place inside its machine: its kind and local index (machines built alike match place for place).
@@ -346,6 +375,64 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   }
 }
 
+// One piece of the buffer around a packed ring: the piece cut into one chunk per participant, a
+// reduce-scatter around the ring (at step t position i sends chunk i − t to position i + 1, which receives it into
+// scratch and reduces it there, so a hop never waits for a reduce), each chunk scaled by its owner for avg, then an
+// all-gather around the ring (position i ends the reduce-scatter with chunk i + 1 and passes on what it received).
+void emit_packed_ring(Emitter& e, const std::vector<Slot>& slots, const RingPacking& p, const PackedRing& ring,
+                      const Piece& piece, int scale_by) {
+  const int n = static_cast<int>(ring.order.size());
+  auto chunk = [&](int k) {
+    const auto [offset, count] = even_piece(piece.count, n, ((k % n) + n) % n);
+    return Piece{piece.offset + offset, count};
+  };
+  auto slot = [&](int position) {
+    return slots[static_cast<std::size_t>(ring.order[static_cast<std::size_t>(position % n)])];
+  };
+  auto via = [&](int position) {
+    return p.edges[static_cast<std::size_t>(ring.hops[static_cast<std::size_t>(position)])].via;
+  };
+  for (int t = 0; t + 1 < n; ++t) {
+    for (int i = 0; i < n; ++i) {
+      const Piece c = chunk(i - t);
+      if (c.count == 0) continue;
+      const Location dst = at(slot(i + 1), c.offset, c.count);
+      const Location side{dst.device, e.scratch(dst.device, c.count), 0, c.count};
+      transfer(e, at(slot(i), c.offset, c.count), side, via(i));
+      e.reduce(side, dst);
+    }
+  }
+  if (scale_by != kNoScale) {
+    for (int i = 0; i < n; ++i) {
+      const Piece c = chunk(i + 1);
+      if (c.count > 0) e.scale(at(slot(i), c.offset, c.count), scale_by);
+    }
+  }
+  for (int t = 0; t + 1 < n; ++t) {
+    for (int i = 0; i < n; ++i) {
+      const Piece c = chunk(i + 1 - t);
+      if (c.count > 0) transfer(e, at(slot(i), c.offset, c.count), at(slot(i + 1), c.offset, c.count), via(i));
+    }
+  }
+}
+
+// prings: the buffer in the packing's equal pieces, each ring all-reducing the pieces it was given, all rings and
+// pieces side by side; --segments pipelines each piece's chunks around its ring.
+void emit_packed_rings(Emitter& e, const Setup& s) {
+  if (ranks(s) < 2) return;  // one rank holds the result already (avg divides by 1)
+  const std::vector<Slot> slots = user_slots(ranks(s));
+  const std::shared_ptr<const RingPacking> packing = ring_packing_for(s.topo, s.nodes);
+  const RingPacking& p = *packing;
+  const std::int64_t count = s.options.count;
+  int first = 0;
+  for (const PackedRing& ring : p.rings) {
+    for (int c = 0; c < ring.chunks; ++c, ++first) {
+      const std::int64_t lo = count * first / p.chunks, hi = count * (first + 1) / p.chunks;
+      if (hi > lo) emit_packed_ring(e, slots, p, ring, Piece{lo, hi - lo}, s.scale_by);
+    }
+  }
+}
+
 // Whether the plan runs across machines that each hold the same number of its GPUs (two or more): the trees then
 // go inside the machines and rings across them.
 bool across_machines(const Setup& s) { return s.workers.size() > 1 && s.per_worker > 1; }
@@ -439,6 +526,10 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
     emit_reduce_broadcast_trees(e, s);
     return;
   }
+  if (token.name == std::string_view("prings")) {
+    emit_packed_rings(e, s);
+    return;
+  }
   if (token.name == std::string_view("trees") && across_machines(s)) {
     emit_trees_across_machines(e, s);
     return;
@@ -503,6 +594,10 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64};
 
+// prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 79.5, 93.3 and
+// 96.8 % of the bound at 1, 2 and 4 segments; 8 segments gain 0.3 % for 2.5 times the simulation).
+const std::vector<int> kPackedRingSegments = {2, 4};
+
 // Clusters: `trees` in every machine and rings across, where every machine has the same GPUs; shallower pipelines
 // (the plan carries every machine's trees: 4xdgx1-v100 at 32 segments passes the plan's op limit).
 const std::vector<int> kAcrossMachinesSegments = {1, 4, 8, 16};
@@ -532,6 +627,8 @@ void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed
   if (ctx.machines > 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
+  if (ctx.gpus <= synthesis::kMaxRingPackingParticipants)
+    out.push_back({"prings", {}, {}, CandidateSeed::Segments::kAll, kPackedRingSegments});
 }
 
 }  // namespace
@@ -549,7 +646,10 @@ const Family trees{
                "trees with each block reduced whole before it goes down, the trees as copies by weight"},
               {"rbtrees", "reduce-broadcast-trees", ArgKind::kNone,
                "spanning trees of one root packed over the topology's capacity, the buffer reduced up and "
-               "broadcast down each at once (Blink)"}},
+               "broadcast down each at once (Blink)"},
+              {"prings", "ring-packing", ArgKind::kNone,
+               "Hamiltonian rings packed over the topology's capacity (LP by column generation), each "
+               "all-reducing its share of the buffer around the ring (one machine, at most 12 GPUs)"}},
     .emit = detail::emit_trees_allreduce,
     .closed_form = detail::trees_allreduce_closed_form,
     .candidates = detail::trees_allreduce_candidates,

@@ -450,6 +450,8 @@ class Packer {
 
 // ---- 4. Chunks ------------------------------------------------------------------------------------------
 
+}  // namespace
+
 // Largest remainders: chunk counts proportional to `weights`, summing to `chunks`.
 std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
   const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
@@ -467,8 +469,6 @@ std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
   for (std::size_t k = 0; given < chunks && k < remainders.size(); ++k, ++given) ++out[remainders[k].second];
   return out;
 }
-
-}  // namespace
 
 namespace {
 
@@ -580,6 +580,11 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
   demand[static_cast<std::size_t>(root)] = 1.0;
   return decompose(n, edges, lp.y[0], lp.rate, false, demand,
                    collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps, options);
+}
+
+std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<int>& participants,
+                                      const LinkRates& rates, bool staging) {
+  return tree_edges(topo, participants, rates, staging);
 }
 
 int max_depth(const TreePacking& packing) {

@@ -87,4 +87,11 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
 /// Depth of the deepest tree (edges from root to the farthest participant).
 int max_depth(const TreePacking& packing);
 
+/// The edges a packing may use between the participants (every ordered pair: the route, and with `staging`
+/// each path staged through a CPU socket of their machine that crosses other links), usable at `rates`.
+std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<int>& participants,
+                                      const LinkRates& rates, bool staging);
+/// Largest remainders: counts proportional to `weights` (not all 0), summing to `total`.
+std::vector<int> apportion(const std::vector<double>& weights, int total);
+
 }  // namespace artune::synthesis
