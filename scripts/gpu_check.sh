@@ -201,7 +201,7 @@ say "gpu_check: $gpus x $gpu_name, bundle $bundle, report $report, deadline ${de
 # The families and the topology each runs on (plans of 2–8 devices; with fewer GPUs they share them).
 families="uniform:4:xring uniform:8:xring#2 uniform:5:rechd uniform:8:pscpu uniform:8:psgpu#2 uniform:8:nccl
   uniform:8:tree dgx1-v100:hiercopy dgx1-v100:mring#2 uniform:2x4:nccl/xring uniform:2x4:2d uniform:3:rechd
-  uniform:2:xring dgx1-v100:trees uniform:8:trees2 dgx1-v100:rbtrees"
+  uniform:2:xring dgx1-v100:trees uniform:8:trees2 dgx1-v100:rbtrees dgx1-v100:prings"
 topo_of() { echo "${1%:*}"; }
 spec_of() { echo "${1##*:}"; }
 
