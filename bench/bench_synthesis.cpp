@@ -7,6 +7,8 @@
 //   the bound of 64xdgx-h100 (512 GPUs)                                                    < 60 s, < 2 GiB
 //   the trees plan of 64xdgx-h100, built and simulated at 256 MiB                         (the same goal)
 //   alloc: every k-subset of dgx1-v100's 8 GPUs, all k, ranked by the bound               < 1 s
+//   the ring packing of dgx1-v100 (column generation) and its prings plan (4 segments) built and simulated
+//   at 256 MiB                                                                              (reported)
 // Run: build/bench/bench_synthesis --benchmark_min_time=1 (or a --benchmark_filter).
 
 #include <benchmark/benchmark.h>
@@ -19,6 +21,7 @@
 
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/synthesis/cut_bound.hpp"
+#include "artune/algorithms/synthesis/ring_packing.hpp"
 #include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
@@ -69,6 +72,28 @@ void BM_Dgx1Bound(benchmark::State& state) {
   for (auto _ : state) g_sink = collective_bound(t, {}, Collective::kAllReduce, usable).busbw_gbps;
 }
 BENCHMARK(BM_Dgx1Bound)->Unit(benchmark::kMillisecond);
+
+void BM_Dgx1RingPacking(benchmark::State& state) {
+  const Topology t = load_topology("dgx1-v100");
+  const LinkRates usable = usable_link_rates(t);
+  for (auto _ : state) g_sink = synthesis::pack_rings(t, t.gpus(), usable).quantized_gbps;
+}
+BENCHMARK(BM_Dgx1RingPacking)->Unit(benchmark::kMillisecond);
+
+// The prings plan of dgx1-v100 (256 pieces, 4 segments: 176 k ops) built and simulated at 256 MiB, as the tuner
+// does at each size (the packing cached after the first).
+void BM_Dgx1PackedRingsPlan(benchmark::State& state) {
+  const Topology t = load_topology("dgx1-v100");
+  const CostModel model = CostModel::defaults(BackendProfile::kNccl);
+  for (auto _ : state) {
+    BuildOptions o;
+    o.count = std::int64_t{64} << 20;
+    o.segments = 4;
+    o.verify = false;
+    g_sink = simulate(build_plan(t, "prings", o), t, model, 4).time_us;
+  }
+}
+BENCHMARK(BM_Dgx1PackedRingsPlan)->Unit(benchmark::kSecond)->Iterations(1);
 
 // All 247 subsets: load the subset, its bound and the three packings, then the trees plan (seg 16) and the
 // rbtrees plan (seg 64) built from them and simulated at 256 MiB on the nccl profile.
