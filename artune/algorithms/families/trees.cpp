@@ -59,7 +59,7 @@ constexpr int kCopiesPerBuffer = 64;
 // prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
 // make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
 // the rings' shares more coarsely: on dgx1-v100 at 256 MiB and 4 segments, 64 pieces reach 91.9 % of the bound,
-// 128 pieces 94.6 %, 256 pieces 96.8 % (0.7 s to simulate a size, 176 k ops).
+// 128 pieces 94.6 %, 256 pieces 96.8 % (176 k ops, about 0.5 s to build and simulate a size: bench_synthesis).
 constexpr int kPiecesPerRingBuffer = 256;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and
@@ -594,8 +594,8 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64};
 
-// prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 79.5, 93.3 and
-// 96.8 % of the bound at 1, 2 and 4 segments; 8 segments gain 0.3 % for 2.5 times the simulation).
+// prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
+// and 97.3 % of the bound at 1, 2, 4 and 8 segments; 8 take 2.7 times the simulation of 4).
 const std::vector<int> kPackedRingSegments = {2, 4};
 
 // Clusters: `trees` in every machine and rings across, where every machine has the same GPUs; shallower pipelines
