@@ -159,8 +159,8 @@ TEST_CASE("trees.ring_packing") {
   // packing's; the rings' loads (pieces over the buffer, times the quantised rate) stay within every link's rate;
   // the LP's rate never passes the bound and equals it on machines whose GPUs all take in alike (every ring enters
   // each GPU once: its in-rate holds Σ x), where the whole pieces come within 1.5 % of it.
-  // Below it: on dgx1-v100[0,1,2,4,5] GPU 4 takes in 52 GB/s (two NVLinks at 20, PCIe at 12) of the others, and on
-  // pcie-8gpu the rings all cross QPI (6 GB/s) twice.
+  // Below it: on dgx1-v100[0,1,2,4,5] (GPUs 2, 4 and 5 take in 72 GB/s each, 4 and 5 share one PCIe uplink) and on
+  // pcie-8gpu, where every ring crosses QPI (6 GB/s) both ways.
   struct Case {
     std::string_view name;
     double rate;   // the LP's busbw (GB/s)

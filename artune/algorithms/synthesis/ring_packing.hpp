@@ -11,10 +11,11 @@
 // (a price per link), the cheapest ring is found exactly by Held and Karp's dynamic program over subsets (each hop
 // at its cheapest edge) and added while it costs less than the 1 it adds to the objective.
 //
-// Where it reaches the bound: every ring enters each participant once, so Σ x_c is at most any participant's
-// in-rate, and on machines whose GPUs all take in alike (the whole DGX-1, DGX A100) that is the all-reduce's bound,
-// which the LP reaches (126 GB/s busbw on dgx1-v100, 70 on dgx1-p100, 252 on dgx-a100). On GPU subsets whose GPUs
-// differ (one with fewer NVLinks into the others) the rings are held to the weakest, and the trees go further.
+// Where it reaches the bound: every ring enters and leaves each participant once, over two different neighbours, so
+// Σ x_c is at most any participant's in-rate, and on machines whose GPUs all take in alike (the whole DGX-1, DGX
+// A100) that is the all-reduce's bound, which the LP reaches (126 GB/s busbw on dgx1-v100, 70 on dgx1-p100, 252 on
+// dgx-a100). On GPU subsets whose GPUs differ the rings fall short of it (52 of 79.2 GB/s on dgx1-v100[0,1,2,4,5]),
+// and the trees go further.
 //
 // Whole pieces: the buffer is cut into `chunks` equal pieces and each ring takes a whole number of them, in
 // proportion to its rate (largest remainders), then pieces move between rings while that lowers the most loaded
