@@ -350,17 +350,19 @@ phase3() {
   step bench_kernels 90 "$bench" --benchmark_min_time=0.05 --benchmark_counters_tabular=true
   judge $?
   # Two plan devices on the GPU to 1 GiB (checked), eight to 256 MiB; each alone (median) and back to back.
-  local backend=cuda
-  [ $dry = 1 ] && backend=cpu
+  local backend=cuda iters=20 warm=5
+  # The dry run (cpu threads, no GPU) only checks the commands: few iterations, since eight threads waking each other
+  # on a loaded 2-core CI machine took the back-to-back sweep past its 60 s (0 s when the machine is idle).
+  [ $dry = 1 ] && backend=cpu iters=3 warm=1
   for tpe in uniform:2:xring:1G uniform:8:xring:256M uniform:8:nccl:256M; do
     local kind n s max t
     IFS=: read -r kind n s max <<<"$tpe"
     t=$kind:$n
     [ $dry = 1 ] && max=1M
     step "sweep_${backend}_${s}_$t" 60 "$artune" run -t "$t" -s "$s" --backend $backend -b 8 -e "$max" -f 2 -d float \
-      -o sum -n 20 -w 5 -c 1 || bad
+      -o sum -n $iters -w $warm -c 1 || bad
     step "sweep_${backend}_${s}_${t}_b2b" 60 "$artune" run -t "$t" -s "$s" --backend $backend -b 8 -e "$max" -f 2 \
-      -d float -o sum -n 20 -w 5 -c 0 --back-to-back || bad
+      -d float -o sum -n $iters -w $warm -c 0 --back-to-back || bad
   done
   phase_end 3
 }
