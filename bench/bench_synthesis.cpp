@@ -51,6 +51,16 @@ std::vector<std::string> dgx1_subsets() {
   return out;
 }
 
+// The time of a plan of `spec` at `segments` on `t`, built (unverified, as the tuner simulates a candidate: it
+// verifies only the fastest at each size) and simulated at 256 MiB of floats.
+double simulated_us(const Topology& t, const char* spec, int segments, const CostModel& model) {
+  BuildOptions o;
+  o.count = std::int64_t{64} << 20;
+  o.segments = segments;
+  o.verify = false;
+  return simulate(build_plan(t, spec, o), t, model, 4).time_us;
+}
+
 // The all-reduce's bound and the in-trees, out-trees and reduce-broadcast trees of one topology, nothing cached.
 double bound_and_synthesis(const Topology& t) {
   const LinkRates usable = usable_link_rates(t);
@@ -85,13 +95,7 @@ BENCHMARK(BM_Dgx1RingPacking)->Unit(benchmark::kMillisecond);
 void BM_Dgx1PackedRingsPlan(benchmark::State& state) {
   const Topology t = load_topology("dgx1-v100");
   const CostModel model = CostModel::defaults(BackendProfile::kNccl);
-  for (auto _ : state) {
-    BuildOptions o;
-    o.count = std::int64_t{64} << 20;
-    o.segments = 4;
-    o.verify = false;
-    g_sink = simulate(build_plan(t, "prings", o), t, model, 4).time_us;
-  }
+  for (auto _ : state) g_sink = simulated_us(t, "prings", 4, model);
 }
 BENCHMARK(BM_Dgx1PackedRingsPlan)->Unit(benchmark::kSecond)->Iterations(1);
 
@@ -106,11 +110,7 @@ void BM_Dgx1AllSubsets(benchmark::State& state) {
       const Topology t = load_topology(name);
       sink += bound_and_synthesis(t);
       for (const auto& [spec, segments] : {std::pair{"trees", 16}, std::pair{"rbtrees", 64}}) {
-        BuildOptions o;
-        o.count = std::int64_t{64} << 20;
-        o.segments = segments;
-        o.verify = false;  // as the tuner simulates a candidate (it verifies only the fastest at each size)
-        sink += simulate(build_plan(t, spec, o), t, model, 4).time_us;
+        sink += simulated_us(t, spec, segments, model);
       }
     }
     g_sink = sink;
@@ -136,12 +136,7 @@ BENCHMARK(BM_Bound64xDgxH100)->Unit(benchmark::kSecond)->Iterations(1);
 void BM_Trees64xDgxH100(benchmark::State& state) {
   const Topology t = load_topology("64xdgx-h100");
   const CostModel model = CostModel::defaults(BackendProfile::kNccl);
-  for (auto _ : state) {
-    BuildOptions o;
-    o.count = std::int64_t{64} << 20;
-    o.verify = false;
-    g_sink = simulate(build_plan(t, "trees", o), t, model, 4).time_us;
-  }
+  for (auto _ : state) g_sink = simulated_us(t, "trees", 1, model);
 }
 BENCHMARK(BM_Trees64xDgxH100)->Unit(benchmark::kSecond)->Iterations(1);
 
