@@ -39,9 +39,9 @@ namespace artune::detail {
 
 namespace {
 
-using synthesis::TreeEdge;
 using synthesis::PackedRing;
 using synthesis::RingPacking;
+using synthesis::TreeEdge;
 using synthesis::TreePacking;
 using synthesis::WeightedTree;
 
@@ -58,8 +58,9 @@ constexpr int kCopiesPerBlock = 32;
 constexpr int kCopiesPerBuffer = 64;
 // prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
 // make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
-// the rings' shares more coarsely: on dgx1-v100 at 256 MiB and 4 segments, 64 pieces reach 91.9 % of the bound,
-// 128 pieces 94.6 %, 256 pieces 96.8 % (176 k ops, about 0.5 s to build and simulate a size: bench_synthesis).
+// the rings' shares more coarsely: on dgx1-v100 at 256 MiB and 4 segments, 64 pieces reached 91.9 % of the bound
+// and 128 pieces 94.6 % when this constant was set so (`artune simulate -t dgx1-v100 -s prings --segments 4 -b 256M
+// -e 256M`), 256 pieces 96.8 % (docs/bound.md holds it: 176 k ops, about 0.5 s to build and simulate a size).
 constexpr int kPiecesPerRingBuffer = 256;
 
 // The tuner and a size sweep build the same plan at many counts: the packing depends on the topology and

@@ -122,6 +122,7 @@ RingPacking pack_rings(const Topology& topo, const std::vector<int>& participant
   }
   std::vector<lemon::Lp::Col> columns;
   std::vector<Ring> rings;
+  std::vector<std::map<int, int>> crossings;  // per ring: link → times it crosses it
   std::set<Ring> seen;
   lemon::Lp::Expr objective;
   std::vector<double> price(edges.size(), 0.0);
@@ -134,11 +135,11 @@ RingPacking pack_rings(const Topology& topo, const std::vector<int>& participant
     if ((!rings.empty() && cost >= 1 - kRingReducedCost) || !seen.insert(ring).second) break;
     const lemon::Lp::Col x = lp.addCol();
     lp.colLowerBound(x, 0);
-    std::map<int, int> crossings;
+    std::map<int, int>& crossed = crossings.emplace_back();
     for (const int e : ring.hops) {
-      for (const int l : edges[static_cast<std::size_t>(e)].links) ++crossings[l];
+      for (const int l : edges[static_cast<std::size_t>(e)].links) ++crossed[l];
     }
-    for (const auto& [l, k] : crossings) lp.coeff(rows.at(l), x, k);
+    for (const auto& [l, k] : crossed) lp.coeff(rows.at(l), x, k);
     objective += x;
     lp.obj(objective);
     if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
@@ -165,12 +166,6 @@ RingPacking pack_rings(const Topology& topo, const std::vector<int>& participant
   std::vector<double> weights;
   for (const lemon::Lp::Col& x : columns) weights.push_back(std::max(0.0, lp.primal(x)));
   std::vector<int> pieces = apportion(weights, options.chunks);
-  std::vector<std::map<int, int>> crossings(rings.size());  // per ring: link → times it crosses it
-  for (std::size_t c = 0; c < rings.size(); ++c) {
-    for (const int e : rings[c].hops) {
-      for (const int l : edges[static_cast<std::size_t>(e)].links) ++crossings[c][l];
-    }
-  }
   std::vector<std::int64_t> load(rates.size(), 0);  // pieces crossing each link
   auto move = [&](std::size_t c, int k) {
     for (const auto& [l, x] : crossings[c]) load[static_cast<std::size_t>(l)] += std::int64_t{k} * x;
@@ -212,21 +207,13 @@ RingPacking pack_rings(const Topology& topo, const std::vector<int>& participant
     ++pieces[to];
   }
   out.quantized_gbps = options.chunks / worst().first;
-  std::vector<std::size_t> kept;
-  std::vector<int> chunks;
-  for (std::size_t c = 0; c < rings.size(); ++c) {
-    if (pieces[c] > 0) {
-      kept.push_back(c);
-      chunks.push_back(pieces[c]);
-    }
-  }
   std::map<int, int> renumbered;  // edge index → index into out.edges
-  for (std::size_t k = 0; k < kept.size(); ++k) {
-    if (chunks[k] == 0) continue;
+  for (std::size_t c = 0; c < rings.size(); ++c) {
+    if (pieces[c] == 0) continue;
     PackedRing r;
-    r.order = rings[kept[k]].order;
-    r.chunks = chunks[k];
-    for (const int e : rings[kept[k]].hops) {
+    r.order = rings[c].order;
+    r.chunks = pieces[c];
+    for (const int e : rings[c].hops) {
       const auto [it, added] = renumbered.emplace(e, static_cast<int>(out.edges.size()));
       if (added) out.edges.push_back(edges[static_cast<std::size_t>(e)]);
       r.hops.push_back(it->second);

@@ -21,8 +21,8 @@
 // proportion to its rate (largest remainders), then pieces move between rings while that lowers the most loaded
 // link's load. Equal pieces are what lets the fabric's sharing realise the LP: a link shared evenly between the
 // transfers on it gives every piece the same rate, and a ring's pieces then move at the rate their count asks for.
-// Pieces of unequal size, the rings' weights each cut into a few copies, left the smaller rings' copies with more
-// than their share (dgx1-v100, 256 MiB: 87 % of the bound in simulation against 96.8 % with 256 equal pieces).
+// Pieces of unequal size (each ring's weight cut into a few copies, tried first) left the smaller rings' copies with
+// more than their share and the plan well short of the LP in simulation.
 
 #include <vector>
 
