@@ -59,6 +59,7 @@ struct AutotuneFlags {
   bool exhaustive = false;
   std::string calibration;
   std::string launch;  ///< --launch: how the program issues its NCCL calls (process, thread:G, graph); "" = process
+  std::optional<std::string> nccl_version;  ///< --nccl-version: the NCCL release whose choice to model
   std::string profile;
   std::vector<std::string> fusion;
   std::vector<std::string> report_notes;
@@ -96,6 +97,7 @@ std::string command_line(const AutotuneFlags& f, bool discovered) {
   if (!f.profile.empty()) cmd += " --profile " + shell_word(f.profile);
   if (!f.calibration.empty()) cmd += " --calibration " + shell_word(f.calibration);
   if (!f.launch.empty()) cmd += " --launch " + shell_word(f.launch);
+  if (f.nccl_version) cmd += " --nccl-version " + shell_word(*f.nccl_version);
   if (!f.measure.empty()) {
     cmd +=
         fmt::format(" --measure {} --top {} --iters {} --warmup {}", shell_word(f.measure), f.top, f.iters, f.warmup);
@@ -369,6 +371,10 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     so.model.launch = parse_launch_mode(f.launch, topo.gpus_per_machine(), "--launch");
     notes.push_back("NCCL calls issued as --launch " + to_string(so.model.launch));
   }
+  if (f.nccl_version) {
+    so.model.nccl_release = parse_nccl_release(*f.nccl_version, "--nccl-version");
+    notes.push_back("NCCL's choice as NCCL " + to_string(so.model.nccl_release) + " makes it (--nccl-version)");
+  }
   const Collective kind = parse_collective_kind(f.collective);
   if (kind != Collective::kAllReduce && !f.fusion.empty()) {
     throw InvalidInput("--collective: --fusion packs all-reduce gradients; drop one of them");
@@ -490,9 +496,12 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
     std::size_t simulations = 0, pruned = 0;
     for (const auto& r : results) simulations += r.simulations, pruned += r.pruned;
     const std::size_t pairs = results.size() * result.set.candidates.size() * result.sizes.size();
-    fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}\n", result.set.candidates.size(),
+    fmt::print("# {} candidates ({} rejected), {} sizes, cost model profile {}{}{}\n", result.set.candidates.size(),
                result.set.rejected.size(), result.sizes.size(), to_string(so.model.profile),
-               so.calibration.empty() ? "" : ", calibrated by " + so.calibration);
+               so.calibration.empty() ? "" : ", calibrated by " + so.calibration,
+               so.model.nccl_release == kModelledNcclRelease
+                   ? ""
+                   : ", NCCL " + to_string(so.model.nccl_release) + "'s choice (--nccl-version)");
     fmt::print("# {} simulations for {} (candidate, size) pairs{}\n", simulations, pairs,
                so.exhaustive ? " (--exhaustive)"
                              : fmt::format("; {} pruned by their lower bound, the others interpolated where verified "
@@ -580,6 +589,7 @@ void add_autotune_command(CLI::App& app) {
   at->add_option("--timeout", flags->timeout, "seconds before a stuck backend run fails")->capture_default_str();
   at->add_option("--calibration", flags->calibration, "cost-model overlay JSON written by artune calibrate");
   at->add_option("--launch", flags->launch, kLaunchHelp);
+  at->add_option("--nccl-version", flags->nccl_version, kNcclVersionHelp);
   at->add_option("--profile", flags->profile,
                  "cost-model profile (nccl, cuda, cpu, mpi); default: the --measure backend's, else nccl");
   at->add_option("--fusion", flags->fusion,

@@ -39,6 +39,7 @@ struct SimulateFlags {
   std::string backend;
   std::string calibration;
   std::string launch;
+  std::string nccl_version;
   std::string gpu_perm;
   std::string gather;
   bool links = false;
@@ -47,6 +48,7 @@ struct SimulateFlags {
   bool has_backend = false;
   bool has_calibration = false;
   bool has_launch = false;
+  bool has_nccl_version = false;
   bool has_gpu_perm = false;
   bool has_gather = false;
 };
@@ -118,6 +120,7 @@ void run_simulate(const SimulateFlags& f) {
   if (f.segments < 1) throw InvalidInput(fmt::format("--segments: {} must be ≥ 1", f.segments));
   CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
   if (f.has_launch) model.launch = parse_launch_mode(f.launch, topo.gpus_per_machine(), "--launch");
+  if (f.has_nccl_version) model.nccl_release = parse_nccl_release(f.nccl_version, "--nccl-version");
   const std::vector<std::uint64_t> sizes = sweep_sizes(f.sweep);
   const std::size_t es = element_size(type);
   for (const std::uint64_t size : sizes) {
@@ -168,6 +171,7 @@ void run_simulate(const SimulateFlags& f) {
     doc["collective"] = std::string(collective_flag_name(collective));
     doc["segments"] = f.segments;
     doc["launch"] = to_string(model.launch);
+    doc["nccl_release"] = to_string(model.nccl_release);
     doc["ranks"] = ranks;
     doc["cost_model"] = model.to_json();
     if (has_bound) {
@@ -201,10 +205,11 @@ void run_simulate(const SimulateFlags& f) {
   }
 
   fmt::print(
-      "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}{}\n", topo.name(), ranks,
+      "# artune simulate: topology {} ({} ranks), {}spec {}, backend {}, segments {}{}{}\n", topo.name(), ranks,
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
       to_string(spec), to_string(model.profile), f.segments,
-      model.launch == LaunchMode{} ? "" : ", launch " + to_string(model.launch));
+      model.launch == LaunchMode{} ? "" : ", launch " + to_string(model.launch),
+      model.nccl_release == kModelledNcclRelease ? "" : ", NCCL " + to_string(model.nccl_release) + "'s choice");
   if (has_bound) {
     fmt::print(
         "# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the "
@@ -283,6 +288,8 @@ void add_simulate_command(CLI::App& app) {
       ->each([flags](const std::string&) { flags->has_calibration = true; });
   cmd->add_option("--launch", flags->launch, kLaunchHelp)
       ->each([flags](const std::string&) { flags->has_launch = true; });
+  cmd->add_option("--nccl-version", flags->nccl_version, kNcclVersionHelp)
+      ->each([flags](const std::string&) { flags->has_nccl_version = true; });
   cmd->add_option("--gpu-perm", flags->gpu_perm, "ring order of the local GPUs, e.g. 0,3,2,1,5,6,7,4")
       ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
   cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)")

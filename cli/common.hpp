@@ -60,6 +60,11 @@ inline constexpr const char* kLaunchHelp =
     "(one thread driving G GPUs: all_reduce_perf -g G), thread (every GPU of a machine), graph (CUDA graph replay: "
     "all_reduce_perf -G)";
 
+/// --nccl-version's help, shared by simulate and autotune.
+inline constexpr const char* kNcclVersionHelp =
+    "the NCCL release whose choice of algorithm and protocol to model (its cost table, e.g. 2.21.5; 2.19 or later; "
+    "default 2.28.9, the tables the model carries)";
+
 CostModel cost_model_from_flags(const std::string& backend, bool has_backend, const std::string& calibration,
                                 bool has_calibration);
 

@@ -380,6 +380,9 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
           bad(source, fpath, "unknown key (gpus_per_thread, cuda_graph)");
         }
       }
+    } else if (key == "nccl_release") {
+      if (!value.is_string()) bad(source, key, json_reader::type_error("an NCCL release such as \"2.21.5\"", value));
+      m.nccl_release = parse_nccl_release(value.get<std::string>(), fmt::format("{}: {}", source, key));
     } else if (key == "nccl_intra") {
       // For the NCCL tuner plugin (nccl_tuning.hpp): the simulator sees the topology itself.
       if (!value.is_string() || (value.get<std::string>() != "nvlink" && value.get<std::string>() != "pcie")) {
@@ -388,7 +391,7 @@ void CostModel::apply_overlay(const nlohmann::json& overlay, std::string_view so
     } else {
       bad(source, key,
           "unknown key (profile, op_overhead_us, group_base_latency_us, group_hop_latency_us, "
-          "transfer_cap_gbps, links, devices, gpu_arch, host, launch, nccl_intra)");
+          "transfer_cap_gbps, links, devices, gpu_arch, host, launch, nccl_release, nccl_intra)");
     }
   }
   *this = std::move(m);
@@ -428,6 +431,7 @@ nlohmann::json CostModel::to_json() const {
                  {"cache_gbps", host.cache_gbps},
                  {"dram_gbps", host.dram_gbps}};
   doc["launch"] = {{"gpus_per_thread", launch.gpus_per_thread}, {"cuda_graph", launch.cuda_graph}};
+  doc["nccl_release"] = to_string(nccl_release);
   return doc;
 }
 

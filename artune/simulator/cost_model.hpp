@@ -31,6 +31,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "artune/core/nccl_release.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune {
@@ -122,12 +123,14 @@ struct CostModel {
   double transfer_cap_gbps = 0;            ///< per-transfer rate limit (a host thread's memcpy); 0 = none
   HostModel host;                          ///< the host under host backends (all 0 for GPU profiles)
   LaunchMode launch;                       ///< how the program issues its NCCL calls (NCCL group ops only)
+  /// The NCCL release whose choice NCCL group ops follow (nccl_model.hpp Graph::release; --nccl-version).
+  NcclRelease nccl_release = kModelledNcclRelease;
   BackendProfile profile = BackendProfile::kNccl;
 
   /// Defaults for a backend profile (documented in cost_model.cpp with sources).
   static CostModel defaults(BackendProfile profile = BackendProfile::kNccl);
   /// Applies a calibration overlay (only the fields present are replaced; "launch" is
-  /// {"gpus_per_thread": G, "cuda_graph": bool}; "nccl_intra", the class NCCL's rings
+  /// {"gpus_per_thread": G, "cuda_graph": bool}; "nccl_release" an NCCL release "2.21.5"; "nccl_intra", the class NCCL's rings
   /// use inside the fitted machine, is for the NCCL tuner plugin and checked only); InvalidInput names
   /// `source` and the JSON path ("calib.json: links.nvlink.efficiency: must be in (0, 1]").
   void apply_overlay(const nlohmann::json& overlay, std::string_view source);
@@ -135,7 +138,7 @@ struct CostModel {
   /// {"profile","op_overhead_us","group_base_latency_us","group_hop_latency_us","transfer_cap_gbps",
   ///  "links":{"nvlink":{"alpha_us","efficiency"},…},"devices":{"gpu":{"reduce_gbps","memory_gbps"},…},
   ///  "host":{"run_overhead_us","serial_devices","cores","cache_bytes","cache_gbps","dram_gbps"},
-  ///  "launch":{"gpus_per_thread","cuda_graph"}}.
+  ///  "launch":{"gpus_per_thread","cuda_graph"},"nccl_release":"2.28.9"}.
   nlohmann::json to_json() const;
   /// Reduce throughput of a device kind; InvalidInput when the model has none for it.
   double reduce_for(NodeKind kind) const;

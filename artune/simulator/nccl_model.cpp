@@ -95,6 +95,43 @@ constexpr int kPatMinCompcap = 60;
 constexpr double kPatLevelDivisor = 3.5;
 constexpr double kPatPerRankUs = 2.8;
 
+// ---- Releases: how NCCL's choice differed before the modelled release (src/graph/tuning.cc by git tag) ----
+// The constants above are v2.28.9-1's. Earlier releases chose with other entries and formulas; each boundary
+// below is the first tag that ships the later behaviour (read with `git diff vA vB -- src/graph/tuning.cc` on
+// NVIDIA/nccl). Only the choice follows the release (the cost table, NCCL's printed estimate, the algorithms
+// it may run); the channel search and the time a pick takes stay the modelled release's.
+//  - v2.21.5-1: Ring/LL bus bandwidth ×.5 (before: ×1/4, or ×1/3 for single-machine all-gather and
+//    reduce-scatter); llMaxBws' Hopper row {141, 45, 35} (before: Ampere's {87.7, 22.5, 19.0}); hwLatencies
+//    NVLINK NVLS and NVLSTree 25 µs (before: 23).
+constexpr NcclRelease kRingLLHalfFrom{2, 21, 0};
+constexpr double kRingLLQuarter = 1.0 / 4.0, kRingLLThird = 1.0 / 3.0;
+constexpr double kHopperLlMaxBwBefore221[3] = {87.7, 22.5, 19.0};
+constexpr double kNvlsNvlinkLatencyBefore221 = 23.0;
+//  - v2.23.4-1: Tree/Simple latency base 8.4 and hwLatencies 4 (NVLINK), 4 (PCI), 14 (NET) (before: base 0 and
+//    28 on every class); PAT for all-gather and reduce-scatter with one GPU per machine (bus ×.85 in 2.23, ×.75
+//    from v2.24.3-1); the network latency of every algorithm with one GPU per machine is Tree's; Ring/LL128's
+//    ×.7 with one GPU per machine gone (×.92 always); NVLS all-gather and reduce-scatter keep their bus
+//    bandwidth unconverted (before: ×5/6 as for all-reduce).
+constexpr NcclRelease kTreeSimpleLatencyFrom{2, 23, 0};
+constexpr double kTreeSimpleLatencyBefore223 = 28.0;
+constexpr double kRingLL128OneGpuPerMachineBefore223 = 0.7;
+constexpr NcclRelease kPatBusThreeQuartersFrom{2, 24, 0};
+constexpr double kPatBusFactorIn223 = 0.85;
+//  - v2.25.1-1: the Blackwell rows of the tables (before, NCCL had none: sm100 takes Hopper's here).
+constexpr NcclRelease kBlackwellTablesFrom{2, 25, 0};
+//  - v2.26.2-1: NVLS all-gather/reduce-scatter per-head bandwidth min(bwIntra·(ppn−1)/ppn, bwInter·.9)
+//    (before: min(bwIntra, bwInter) as for all-reduce).
+constexpr NcclRelease kNvlsAgRsShareFrom{2, 26, 0};
+constexpr double kNvlsAgRsInterShare = 0.9;
+//  - v2.28.3-1: NVLS and NVLSTree per-head bandwidth from nvlsEfficiency, (heads−1)/heads and the
+//    perChMaxNVLSTreeBws cap, converted by nRanks/nsteps (before: min(bwIntra, bwInter), NVLSTree's bwInter
+//    halved past two machines, ×5/6).
+constexpr NcclRelease kNvlsEfficiencyFrom{2, 28, 0};
+constexpr double kNvlsRatioBefore228 = 5.0 / 6.0;
+//  - v2.28.9-1: hwLatencies NET NVLSTree 20.9 µs (v2.19.1-1 to v2.28.7-1: 14).
+constexpr NcclRelease kNvlsTreeNet209From{2, 28, 9};
+constexpr double kNvlsTreeNetLatencyBefore2289 = 14.0;
+
 // ---- The simulator's time model (nccl_model.hpp: launch_us, device_latency_us), apart from NCCL's choice ----
 // Host time of one kernel launch with NCCL's enqueue, per GPU the issuing thread drives. Derived from the six
 // single-process `all_reduce_perf -g 8` rows of togethercomputer/together-nccl-tests (H100, 8 B – 64 KiB,
@@ -716,8 +753,9 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   // tuning.cc: "De-penalize Tree/Simple latency on Power systems to favor Tree than Ring".
   if (g.power_cpu && intra_hw == kHwPci && algo == Algo::kTree && proto == Proto::kSimple)
     l.intra_us = t.hw[kHwPci][static_cast<int>(Algo::kRing)][p];
-  // tuning.cc: with one GPU per machine latencies are fully exposed: the Tree network latency.
-  l.inter_us = g.ppn == 1 ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
+  // tuning.cc (v2.23.4-1 on): with one GPU per machine latencies are fully exposed: the Tree network latency.
+  const bool exposed = g.ppn == 1 && (view == NetView::kDevice || !(g.release < kTreeSimpleLatencyFrom));
+  l.inter_us = exposed ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
   l.inter_us += net_extra_us(g, proto, view);
   if (algo == Algo::kRing && g.machines > 1) {
     double overhead = g.amd_x86_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs;
@@ -772,6 +810,21 @@ const LatencyTables& LatencyTables::defaults() {
   return t;
 }
 
+LatencyTables LatencyTables::of(const NcclRelease& release) {
+  LatencyTables t = defaults();
+  const int tree = static_cast<int>(Algo::kTree), simple = static_cast<int>(Proto::kSimple);
+  if (release < kTreeSimpleLatencyFrom) {
+    t.base[tree][simple] = 0.0;
+    for (auto& cls : t.hw) cls[tree][simple] = kTreeSimpleLatencyBefore223;
+  }
+  if (release < kRingLLHalfFrom) {
+    t.hw[kHwNvlink][static_cast<int>(Algo::kNvls)][simple] = kNvlsNvlinkLatencyBefore221;
+    t.hw[kHwNvlink][static_cast<int>(Algo::kNvlsTree)][simple] = kNvlsNvlinkLatencyBefore221;
+  }
+  if (release < kNvlsTreeNet209From) t.hw[kHwNet][static_cast<int>(Algo::kNvlsTree)][simple] = kNvlsTreeNetLatencyBefore2289;
+  return t;
+}
+
 LatencyTables LatencyTables::calibrated(const nccl_tuning::Calibration& c, int machines) {
   LatencyTables t = defaults();
   nccl_tuning::apply(t.base, t.hw, c, machines);
@@ -779,11 +832,11 @@ LatencyTables LatencyTables::calibrated(const nccl_tuning::Calibration& c, int m
 }
 
 Latencies latencies(const Graph& g, Algo algo, Proto proto, const HopAdjust& adjust) {
-  return latencies_in(LatencyTables::defaults(), g, algo, proto, adjust);
+  return latencies_in(LatencyTables::of(g.release), g, algo, proto, adjust);
 }
 
 double collective_latency_us(const Graph& g, Collective coll, Algo algo, Proto proto, const HopAdjust& adjust) {
-  return collective_latency_in(LatencyTables::defaults(), g, coll, algo, proto, adjust);
+  return collective_latency_in(LatencyTables::of(g.release), g, coll, algo, proto, adjust);
 }
 
 double launch_us(int gpus_per_thread, bool cuda_graph) {
@@ -810,16 +863,23 @@ bool modelled(Collective coll) noexcept {
   return coll == Collective::kAllReduce || coll == Collective::kAllGather || coll == Collective::kReduceScatter;
 }
 
-CostTable cost_table(const Graph& g, Collective coll) { return cost_table(g, coll, LatencyTables::defaults()); }
+CostTable cost_table(const Graph& g, Collective coll) { return cost_table(g, coll, LatencyTables::of(g.release)); }
 
 CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& tables) {
   CostTable t;
   if (g.ranks <= 1 || !modelled(coll)) return t;
   const bool all_reduce = coll == Collective::kAllReduce;
-  const int cci = cc_index(g.compcap);
+  const NcclRelease& release = g.release;
+  const int cci = release < kBlackwellTablesFrom ? std::min(cc_index(g.compcap), 2) : cc_index(g.compcap);
   const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
   const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
-  const double ll_max = kLlMaxBw[index1][index2];
+  const double ll_max = index1 == 2 && release < kRingLLHalfFrom ? kHopperLlMaxBwBefore221[index2]
+                                                                 : kLlMaxBw[index1][index2];
+  const double ring_ll = !(release < kRingLLHalfFrom)                  ? kRingLLFactor
+                         : g.machines > 1 || all_reduce ? kRingLLQuarter : kRingLLThird;
+  const double ring_ll128 =
+      release < kTreeSimpleLatencyFrom && g.ppn < 2 ? kRingLL128OneGpuPerMachineBefore223 : kRingLL128Factor;
+  const bool nvls_efficiency = !(release < kNvlsEfficiencyFrom);
   const double nsteps = (all_reduce ? 2.0 : 1.0) * (g.ranks - 1);
   for (int a = 0; a < kAlgos; ++a) {
     const Algo algo = static_cast<Algo>(a);
@@ -835,29 +895,42 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       if (nvls) {
         if (g.nvls_channels < 2) continue;
         nch = g.nvls_channels;
-        // All-reduce pipelines two operations; all-gather/reduce-scatter move (ppn−1)/ppn.
-        double intra = g.nvls_bw * kNvlsEfficiency[cci] * (nch - 1) / nch *
-                       (all_reduce ? 2.0 : static_cast<double>(g.ppn - 1) / g.ppn);
         // The NVLS graph's network share: the rings' NICs spread over its heads.
         // One machine: search.cc raises the NVLS graph's bwInter while it fits, up to the top speed step.
         const double net = g.machines > 1 ? g.bw_inter * g.channels / nch : g.nvls_bw_inter;
-        const double inter = net * ((g.machines <= 2 && algo == Algo::kNvlsTree) ? 2 : 1);
-        bw = std::min(
-            {intra, inter, algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
+        if (nvls_efficiency) {
+          // All-reduce pipelines two operations; all-gather/reduce-scatter move (ppn−1)/ppn.
+          const double intra = g.nvls_bw * kNvlsEfficiency[cci] * (nch - 1) / nch *
+                               (all_reduce ? 2.0 : static_cast<double>(g.ppn - 1) / g.ppn);
+          const double inter = net * ((g.machines <= 2 && algo == Algo::kNvlsTree) ? 2 : 1);
+          bw = std::min({intra, inter,
+                         algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
+        } else if (algo == Algo::kNvlsTree) {
+          bw = std::min(g.nvls_bw, g.machines <= 2 ? net : net / 2);
+        } else if (all_reduce || release < kNvlsAgRsShareFrom) {
+          bw = std::min(g.nvls_bw, net);
+        } else {
+          bw = std::min(g.nvls_bw * (g.ppn - 1) / g.ppn, net * kNvlsAgRsInterShare);
+        }
       }
       double bus = nch * bw;
-      if (algo == Algo::kRing && proto == Proto::kLL) bus = std::min(ll_max, bus * kRingLLFactor);
+      if (algo == Algo::kRing && proto == Proto::kLL) bus = std::min(ll_max, bus * ring_ll);
       if (algo == Algo::kRing && proto == Proto::kLL128)
-        bus = std::min(bus * kRingLL128Factor, nch * kPerChRingLL128[cci][index2]);
+        bus = std::min(bus * ring_ll128, nch * kPerChRingLL128[cci][index2]);
       if (algo == Algo::kTree) bus = std::min(bus * kTreeFactor, nch * kPerChTree[cci][index2]);
       if (algo == Algo::kTree && proto == Proto::kLL) bus = std::min(bus * kTreeLLFactor, ll_max);
       if (algo == Algo::kTree && proto == Proto::kLL128) {
         bus = std::min(bus * (g.machines == 1 ? kTreeLL128OneNodeFactor : kTreeLL128Factor),
                        nch * kPerChTreeLL128[cci][index2]);
       }
-      if (algo == Algo::kPat) bus *= kPatBusFactor;
-      // Bus to algorithm bandwidth: all-gather/reduce-scatter convert Ring only (tuning.cc).
-      if (all_reduce || algo == Algo::kRing) bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
+      if (algo == Algo::kPat) bus *= release < kPatBusThreeQuartersFrom ? kPatBusFactorIn223 : kPatBusFactor;
+      // Bus to algorithm bandwidth: all-gather/reduce-scatter convert Ring only (tuning.cc; before v2.23.4-1 NVLS
+      // too); NVLS and NVLSTree by 5/6 before v2.28.3-1.
+      if (nvls && !nvls_efficiency && (all_reduce || release < kTreeSimpleLatencyFrom)) {
+        bus *= kNvlsRatioBefore228;
+      } else if (all_reduce || algo == Algo::kRing) {
+        bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
+      }
       // Enabled: LL128 where NCCL enables it; NVLSTree only across machines; NVLS only on one (no CollNet).
       bool on = true;
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
@@ -889,7 +962,7 @@ double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, dou
 }
 
 Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll) {
-  return choose(graph, bytes, forced, what, coll, LatencyTables::defaults());
+  return choose(graph, bytes, forced, what, coll, LatencyTables::of(graph.release));
 }
 
 Choice choose(const Graph& graph, double bytes, const Forced& forced, std::string_view what, Collective coll,
@@ -956,9 +1029,11 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
 double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_index(g.compcap)]; }
 
 
-bool pat_enabled(const Graph& g) noexcept { return g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1; }
+bool pat_enabled(const Graph& g) noexcept {
+  return !(g.release < kTreeSimpleLatencyFrom) && g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1;
+}
 
-double pat_latency_us(const Graph& g) noexcept { return pat_latency_in(LatencyTables::defaults(), g); }
+double pat_latency_us(const Graph& g) noexcept { return pat_latency_in(LatencyTables::of(g.release), g); }
 
 int tree_parent(int machines, int tree, int m) {
   // Binary tree in heap order over the machines; the second tree mirrors the ranks so that a machine

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/core/nccl_release.hpp"
 #include "artune/core/nccl_names.hpp"
 #include "artune/simulator/nccl_tuning.hpp"
 #include "artune/topology/net_kind.hpp"
@@ -82,6 +83,9 @@ struct Graph {
   /// its reported latency to each network step (twice for Simple), the simulator its extra step time, and
   /// protocols it does not allow are disabled across machines.
   NetFigures net;
+  /// The NCCL release whose cost table chooses (its constants and formulas, nccl_model.cpp "Releases"); the
+  /// search's channels and the simulator's time model are the modelled release's whatever it is.
+  NcclRelease release = kModelledNcclRelease;
 };
 
 /// The most channels `algo` runs on `graph`: the search's ring/tree channels, NVLS's heads (0: not here).
@@ -103,8 +107,10 @@ Graph search(const Topology& topo, const std::vector<int>& gpus);
 struct LatencyTables {
   double base[kAlgos][kProtos] = {};
   double hw[nccl_tuning::kHwClasses][kAlgos][kProtos] = {};
-  /// NCCL's defaults.
+  /// NCCL's defaults (the modelled release's, kModelledNcclRelease).
   static const LatencyTables& defaults();
+  /// The tables of an NCCL release (tuning.cc as that release shipped it).
+  static LatencyTables of(const NcclRelease& release);
   /// NCCL's defaults with `c` written in for a communicator over `machines` machines.
   static LatencyTables calibrated(const nccl_tuning::Calibration& c, int machines);
 };
@@ -117,7 +123,7 @@ struct CostTable {
 };
 /// True for the collectives NCCL's model here covers: all-reduce, all-gather, reduce-scatter.
 bool modelled(Collective coll) noexcept;
-/// The cost table of `coll` (modelled) on `graph`. All-reduce: Tree, Ring, NVLS (one machine), NVLSTree
+/// The cost table of `coll` (modelled) on `graph`, as `graph.release` computes it. All-reduce: Tree, Ring, NVLS (one machine), NVLSTree
 /// (several); all-gather and reduce-scatter: Ring, NVLS (one machine) and PAT (one GPU per machine), over
 /// k−1 steps, NVLS moving (ppn−1)/ppn of its bandwidth and PAT ×.75 of the ring graph's (tuning.cc).
 CostTable cost_table(const Graph& graph, Collective coll);

@@ -292,7 +292,10 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
 void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& members) {
   scalable_ = false;  // NCCL's algorithm, protocol and latency depend on the size
   auto git = nccl_graphs_.find(members);
-  if (git == nccl_graphs_.end()) git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
+  if (git == nccl_graphs_.end()) {
+    git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
+    git->second.release = model_.nccl_release;  // whose cost table chooses (the search is the model's own)
+  }
   const std::string what = fmt::format("spec '{}'", plan_.spec.empty() ? std::string("nccl") : plan_.spec);
   const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
   const double bytes = static_cast<double>(op.dst.count) * es_;

@@ -258,6 +258,25 @@ double launch_difference_us(const CostModel& model, int gpus_per_thread, bool gr
   return nccl::launch_us(gpus_per_thread, graph) - nccl::launch_us(model.launch.gpus_per_thread, model.launch.cuda_graph);
 }
 
+// The NCCL release whose cost table chose in a run: the version the log prints where the model reproduces that
+// release's choice (a note says which), else the model's own.
+NcclRelease run_release(const std::string& version, const CostModel& model, std::vector<std::string>* notes) {
+  const std::optional<NcclRelease> printed = read_nccl_release(version);
+  if (!printed) return model.nccl_release;
+  if (!nccl_release_modelled(*printed)) {
+    if (notes != nullptr) {
+      notes->push_back(fmt::format("NCCL {} predates the oldest release whose choice the model reproduces ({}): NCCL's "
+                                   "choice is modelled with {}'s cost table",
+                                   version, to_string(kOldestModelledNcclRelease), to_string(model.nccl_release)));
+    }
+    return model.nccl_release;
+  }
+  if (notes != nullptr && *printed != model.nccl_release) {
+    notes->push_back(fmt::format("NCCL {} (the log's version) chooses with its own cost table", to_string(*printed)));
+  }
+  return *printed;
+}
+
 Prediction predict(const Topology& topo, const Placement& p, Collective coll, std::uint64_t bytes, int type_bytes,
                    const std::string& spec, const CheckOptions& options, int gpus_per_thread, bool graph) {
   BuildOptions o;
@@ -441,7 +460,10 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     const Forcing forcing = forcing_of(options, run, info);
     cr.findings.insert(cr.findings.end(), forcing.notes.begin(), forcing.notes.end());
     cr.spec_from = forcing.from;
-    const nccl::Graph graph = nccl::search(topo, p.gpus);
+    CheckOptions run_options = options;
+    run_options.model.nccl_release = run_release(cr.nccl_version, options.model, &cr.findings);
+    nccl::Graph graph = nccl::search(topo, p.gpus);
+    graph.release = run_options.model.nccl_release;
     if (!run.devices.empty()) {
       const int logged = compcap_of_name(run.devices.front().name);
       if (logged > 0 && logged != graph.compcap) {
@@ -469,7 +491,7 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
       r.measured_busbw_gbps = m.busbw_gbps;
       Prediction pr;
       try {
-        pr = predict(topo, p, cr.collective, row.bytes, tb, spec, options, cr.gpus_per_thread, cr.cuda_graph);
+        pr = predict(topo, p, cr.collective, row.bytes, tb, spec, run_options, cr.gpus_per_thread, cr.cuda_graph);
       } catch (const InvalidInput& e) {
         throw InvalidInput(fmt::format("{}: {}", what, e.what()));
       }
@@ -585,7 +607,9 @@ std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun&
   if (!coll) return out;
   const Placement p = place(topo, run);
   const Forcing forcing = forcing_of(options, run, info);
-  const nccl::Graph graph = nccl::search(topo, p.gpus);
+  nccl::Graph graph = nccl::search(topo, p.gpus);
+  graph.release = run_release(run.nccl_version.empty() && info != nullptr ? info->nccl_version : run.nccl_version,
+                              options.model, nullptr);
   const double launches = launch_difference_us(options.model, std::max(1, run.gpus_per_thread), run.graph > 0);
   for (const logs::TestRow& row : run.rows) {
     const int tb = logs::type_bytes(row.type);

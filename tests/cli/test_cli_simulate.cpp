@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -205,6 +206,32 @@ TEST_CASE("cli_simulate.nccl_algorithm_protocol_channels") {
   CHECK(p["nccl"][0]["channels"] == 4);
   CHECK(p["nccl"][0]["rings"].size() == 4);
   CHECK(p["nccl"][0]["rings"][0]["nics"].size() == 2);
+}
+
+TEST_CASE("cli_simulate.nccl_version") {
+  // --nccl-version: NCCL's choice as that release's cost table makes it. On 3 × 8 H100 at 1 MiB NCCL 2.21 picks
+  // NVLSTree where 2.28.9 picks Tree/LL128 (nccl.releases_choose_with_their_own_tables).
+  const Result old = run_artune({"simulate", "-t", "3xdgx-h100", "-s", "nccl", "-b", "1M", "-e", "1M",
+                                 "--nccl-version", "2.21.5"});
+  REQUIRE(old.status == 0);
+  CHECK(old.out.find("segments 1, NCCL 2.21.5's choice\n") != std::string::npos);
+  CHECK(old.out.find("nvlstree/simple/8") != std::string::npos);
+  const Result now = run_artune({"simulate", "-t", "3xdgx-h100", "-s", "nccl", "-b", "1M", "-e", "1M", "--json"});
+  REQUIRE(now.status == 0);
+  const json doc = json::parse(now.out);
+  CHECK(doc["nccl_release"] == "2.28.9");
+  CHECK(doc["results"][0]["nccl"][0]["algorithm"] == "tree");
+  for (const char* bad : {"2.17", "latest", ""}) {
+    CAPTURE(bad);
+    const Result r = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8", "--nccl-version", bad});
+    CHECK(r.status == 2);
+    CHECK(r.err.rfind("artune: --nccl-version: ", 0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  const Result at = run_artune({"autotune", "-t", "3xdgx-h100", "-b", "1M", "-e", "1M", "--nccl-version", "2.21"});
+  CHECK(at.status == 0);
+  CHECK(at.out.find(", NCCL 2.21.0's choice (--nccl-version)\n") != std::string::npos);
+  CHECK(run_artune({"autotune", "-t", "dgx-h100", "-b", "8", "-e", "8", "--nccl-version", "2.2"}).status == 2);
 }
 
 TEST_CASE("cli_simulate.launch_mode") {

@@ -10,6 +10,7 @@
 #include "tests/test_support.hpp"
 #include "artune/core/input.hpp"
 #include "artune/core/json_input.hpp"
+#include "artune/core/nccl_release.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/core/types.hpp"
 
@@ -128,4 +129,29 @@ TEST_CASE("core.internal_error") {
     CHECK(what.size() > std::string(", please report").size());
     CHECK(what.substr(what.size() - std::string(", please report").size()) == ", please report");
   }
+}
+
+TEST_CASE("core.nccl_release") {
+  CHECK(parse_nccl_release("2.21", "--nccl-version") == NcclRelease{2, 21, 0});
+  CHECK(parse_nccl_release("2.21.5", "--nccl-version") == NcclRelease{2, 21, 5});
+  CHECK(parse_nccl_release("2.21.5-1", "--nccl-version") == NcclRelease{2, 21, 5});      // a git tag
+  CHECK(parse_nccl_release("2.21.5+cuda12.4", "--nccl-version") == NcclRelease{2, 21, 5});  // NCCL's banner
+  CHECK(parse_nccl_release("2.30.1", "--nccl-version") == NcclRelease{2, 30, 1});  // newer: the newest tables
+  CHECK(to_string(NcclRelease{2, 21, 5}) == "2.21.5");
+  CHECK(to_string(kModelledNcclRelease) == "2.28.9");
+  CHECK(NcclRelease{2, 21, 5} < NcclRelease{2, 23, 0});
+  CHECK(NcclRelease{2, 9, 9} < NcclRelease{2, 19, 0});  // numerically, not as text
+  for (const char* bad : {"", "2", "2.", ".21", "2.x", "2.21.5.1", "v2.21", "2,21", "2.21a", "2.-1", "2.1000"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(read_nccl_release(bad));
+    CHECK_THROWS_WITH_AS(parse_nccl_release(bad, "--nccl-version"), doctest::Contains("--nccl-version: '"),
+                         InvalidInput);
+  }
+  // Older than the model's oldest release: readable, but refused by name.
+  CHECK(read_nccl_release("2.17.1") == NcclRelease{2, 17, 1});
+  CHECK_FALSE(nccl_release_modelled(NcclRelease{2, 18, 6}));
+  CHECK(nccl_release_modelled(kOldestModelledNcclRelease));
+  CHECK(error_of([] { (void)parse_nccl_release("2.17.1", "--nccl-version"); }) ==
+        "--nccl-version: NCCL 2.17.1 is older than the oldest release whose choice the model reproduces (2.19); leave "
+        "it out to model NCCL 2.28.9");
 }

@@ -228,6 +228,21 @@ TEST_CASE("cost_model.launch_mode") {
   CHECK(overlay_error(R"({"launch": 8})").rfind("calib.json: launch: must be an object", 0) == 0);
 }
 
+TEST_CASE("cost_model.nccl_release_in_an_overlay") {
+  CostModel m = CostModel::defaults();
+  CHECK(m.nccl_release == kModelledNcclRelease);
+  CHECK(m.to_json()["nccl_release"] == "2.28.9");
+  m.apply_overlay(nlohmann::json::parse(R"({"nccl_release": "2.21.5"})"), "calib.json");
+  CHECK(m.nccl_release == NcclRelease{2, 21, 5});
+  CostModel other = CostModel::defaults();
+  other.apply_overlay(m.to_json(), "roundtrip");
+  CHECK(other == m);
+  CHECK(overlay_error(R"({"nccl_release": 2.21})").rfind("calib.json: nccl_release: must be an NCCL release", 0) == 0);
+  CHECK(overlay_error(R"({"nccl_release": "two"})") ==
+        "calib.json: nccl_release: 'two' is not an NCCL release (MAJOR.MINOR or MAJOR.MINOR.PATCH, e.g. 2.21.5)");
+  CHECK(overlay_error(R"({"nccl_release": "2.18.6"})").rfind("calib.json: nccl_release: NCCL 2.18.6 is older", 0) == 0);
+}
+
 TEST_CASE("cost_model.launch_mode_moves_only_nccl_launches") {
   // The simulator charges nccl::launch_us(gpus_per_thread, cuda_graph) per NCCL call: the same plan on a model
   // that issues from one thread per 8 GPUs takes 7 launches more per call, with a CUDA graph one fewer.

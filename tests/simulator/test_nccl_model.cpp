@@ -715,3 +715,91 @@ TEST_CASE("nccl.cpu_type_across_machines") {
   CHECK(nccl::latencies(amd, nccl::Algo::kTree, nccl::Proto::kSimple).intra_us ==
         nccl::latencies(intel, nccl::Algo::kTree, nccl::Proto::kSimple).intra_us);
 }
+
+TEST_CASE("nccl.releases_choose_with_their_own_tables") {
+  // NCCL's choice follows the cost table of its release (src/graph/tuning.cc by tag, nccl_model.cpp "Releases");
+  // the channel search and the simulated time stay the model's.
+  const NcclRelease r2195{2, 19, 5}, r2205{2, 20, 5}, r2215{2, 21, 5}, r2223{2, 22, 3}, r2234{2, 23, 4},
+      r2287{2, 28, 7};
+  // Latency tables: Tree/Simple base 0 and 28 µs per step on every link class before 2.23 (4/4/14 after, base 8.4);
+  // NVLS and NVLSTree over NVLink 23 µs before 2.21; NVLSTree's network step 14 µs before 2.28.9 (20.9 from it).
+  const int tree = static_cast<int>(nccl::Algo::kTree), simple = static_cast<int>(nccl::Proto::kSimple);
+  const int nvls = static_cast<int>(nccl::Algo::kNvls), nvlstree = static_cast<int>(nccl::Algo::kNvlsTree);
+  const nccl::LatencyTables old = nccl::LatencyTables::of(r2205);
+  CHECK(old.base[tree][simple] == 0.0);
+  for (int hw = 0; hw < 3; ++hw) CHECK(old.hw[hw][tree][simple] == 28.0);
+  CHECK(old.hw[0][nvls][simple] == 23.0);
+  CHECK(old.hw[0][nvlstree][simple] == 23.0);
+  CHECK(old.hw[2][nvlstree][simple] == 14.0);
+  CHECK(nccl::LatencyTables::of(r2215).hw[0][nvls][simple] == 25.0);
+  CHECK(nccl::LatencyTables::of(r2234).hw[1][tree][simple] == 4.0);
+  CHECK(nccl::LatencyTables::of(r2287).hw[2][nvlstree][simple] == 14.0);
+  const nccl::LatencyTables& now = nccl::LatencyTables::defaults();
+  CHECK(now.base[tree][simple] == 8.4);
+  CHECK(now.hw[2][nvlstree][simple] == 20.9);
+  CHECK(nccl::LatencyTables::of(kModelledNcclRelease).hw[2][nvlstree][simple] == 20.9);
+
+  // Tree/Simple across 2 machines of 8 GPUs: 2 · ((8 − 1) · intra + log2(2) · inter) + base.
+  nccl::Graph two = graph_of("2xdgx-h100");
+  CHECK(nccl::all_reduce_latency_us(two, nccl::Algo::kTree, nccl::Proto::kSimple) ==
+        doctest::Approx(8.4 + 2 * (7 * 4.0 + 14.0)));
+  two.release = r2223;
+  CHECK(nccl::all_reduce_latency_us(two, nccl::Algo::kTree, nccl::Proto::kSimple) ==
+        doctest::Approx(2 * (7 * 28.0 + 28.0)));
+
+  // Ring/LL's bus bandwidth: × 1/4 for all-reduce before 2.21, × 1/2 from it, under llMaxBws' cap (Volta, one
+  // machine: 39 GB/s), then × ranks/steps.
+  nccl::Graph v100 = graph_of("dgx1-v100");
+  const double x = v100.channels * v100.bw_intra, ratio = 8.0 / 14.0;
+  const int ring = static_cast<int>(nccl::Algo::kRing), ll = static_cast<int>(nccl::Proto::kLL);
+  CHECK(nccl::all_reduce_table(v100).bandwidth[ring][ll] == doctest::Approx(std::min(39.0, x / 2) * ratio));
+  v100.release = r2205;
+  CHECK(nccl::all_reduce_table(v100).bandwidth[ring][ll] == doctest::Approx(std::min(39.0, x / 4) * ratio));
+  // Single-machine all-gather: × 1/3 before 2.21.
+  CHECK(nccl::cost_table(v100, Collective::kAllGather).bandwidth[ring][ll] ==
+        doctest::Approx(std::min(39.0, x / 3) * 8.0 / 7.0));
+
+  // Hopper's LL cap on one machine: Ampere's 87.7 GB/s before 2.21, 141 from it.
+  nccl::Graph h100 = graph_of("dgx-h100");
+  const double hx = h100.channels * h100.bw_intra;
+  CHECK(nccl::all_reduce_table(h100).bandwidth[ring][ll] == doctest::Approx(std::min(141.0, hx / 2) * 8.0 / 14.0));
+  h100.release = r2215;
+  CHECK(nccl::all_reduce_table(h100).bandwidth[ring][ll] == doctest::Approx(std::min(141.0, hx / 2) * 8.0 / 14.0));
+  h100.release = r2205;
+  CHECK(nccl::all_reduce_table(h100).bandwidth[ring][ll] == doctest::Approx(std::min(87.7, hx / 4) * 8.0 / 14.0));
+
+  // NVLSTree before 2.28: heads × min(bwIntra, bwInter / 2 past two machines) × 5/6.
+  nccl::Graph three = graph_of("3xdgx-h100");
+  three.release = r2215;
+  const double net = three.bw_inter * three.channels / three.nvls_channels;
+  CHECK(nccl::all_reduce_table(three).bandwidth[nvlstree][simple] ==
+        doctest::Approx(three.nvls_channels * std::min(three.nvls_bw, net / 2) * 5.0 / 6.0));
+  // ... which moves NCCL's pick at 1 MiB on 3 × 8 H100: NVLSTree with 2.21's table, Tree/LL128 with 2.28.9's.
+  CHECK(pick(three, 1 << 20) == "nvlstree.simple");
+  CHECK(pick(graph_of("3xdgx-h100"), 1 << 20) == "tree.ll128");
+
+  // PAT first shipped in 2.23: earlier releases cannot run it.
+  const Topology c8 = load_topology("8xdgx-h100");
+  std::vector<int> heads;
+  for (int m = 0; m < 8; ++m) heads.push_back(c8.gpus_of_machine(m).front());
+  nccl::Graph one_per_machine = nccl::search(c8, heads);
+  CHECK(nccl::pat_enabled(one_per_machine));
+  one_per_machine.release = r2223;
+  CHECK_FALSE(nccl::pat_enabled(one_per_machine));
+  CHECK_THROWS_AS(nccl::choose(one_per_machine, 8, {nccl::Algo::kPat, std::nullopt}, "x", Collective::kAllGather),
+                  InvalidInput);
+  one_per_machine.release = r2195;
+  CHECK(nccl::choose(one_per_machine, 1 << 20, {}, "x", Collective::kAllGather).algo == nccl::Algo::kRing);
+}
+
+TEST_CASE("nccl.release_in_the_simulator") {
+  // The cost model's release reaches the NCCL group ops: the same plan simulated as NCCL 2.21 makes its choice.
+  const Topology t = load_topology("3xdgx-h100");
+  BuildOptions o;
+  o.count = (1 << 20) / 4;
+  const Plan plan = build_plan(t, parse_spec("nccl"), o);
+  CostModel m = CostModel::defaults();
+  CHECK(simulate(plan, t, m, 4).groups.front().algorithm == "tree");
+  m.nccl_release = NcclRelease{2, 21, 5};
+  CHECK(simulate(plan, t, m, 4).groups.front().algorithm == "nvlstree");
+}

@@ -242,6 +242,10 @@ Outcome evaluate(const Row& r, const CostModel& model) {
     // (artune simulate --launch thread:G / graph).
     CostModel as_run = model;
     as_run.launch = LaunchMode{r.gpus_per_thread, r.cuda_graph};
+    // NCCL chose with the cost table of the release the row ran (where the source names it and the model has it).
+    if (const auto release = read_nccl_release(r.nccl_version); release && nccl_release_modelled(*release)) {
+      as_run.nccl_release = *release;
+    }
     const SimResult s = simulate(plan, topo, as_run, kFloatBytes);
     o.predicted = r.metric == "time_us" ? s.time_us : s.busbw_gbps;
   } catch (const Error& e) {

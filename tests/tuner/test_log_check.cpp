@@ -5,10 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "artune/core/error.hpp"
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/logs/nccl_tests_log.hpp"
+#include "artune/simulator/nccl_model.hpp"
 #include "artune/topology/io/io.hpp"
 #include "artune/tuner/log_check.hpp"
 #include "tests/logs/log_fixtures.hpp"
@@ -29,12 +33,14 @@ Topology fixture_topology(const std::string& name) {
   return load_topology(name);
 }
 
-bool any_cause(const CheckRow& row, const std::string& needle) {
-  for (const auto& c : row.causes) {
-    if (c.find(needle) != std::string::npos) return true;
+bool any_of(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines) {
+    if (l.find(needle) != std::string::npos) return true;
   }
   return false;
 }
+
+bool any_cause(const CheckRow& row, const std::string& needle) { return any_of(row.causes, needle); }
 
 }  // namespace
 
@@ -188,4 +194,43 @@ TEST_CASE("log_check.json_has_every_row") {
   CHECK(j["rows"] == report.rows());
   // The zero-byte rows nccl-tests prints are not compared.
   CHECK(report.runs[0].rows.front().bytes == 128);
+}
+
+TEST_CASE("log_check.the_logs_nccl_release_chooses") {
+  // A run's printed NCCL version picks the cost table NCCL chose with (nccl_model.cpp "Releases"); a release older
+  // than the model's oldest keeps the model's own, and a note says which.
+  const Topology topo = load_topology("dgx-h100");
+  auto runs = logs::read_nccl_tests(data("together-h100-all_reduce_ring.log"));
+  REQUIRE(runs[0].nccl_version.rfind("2.26.2", 0) == 0);
+  auto picks_of = [&](const std::string& version, std::vector<std::string>* findings) {
+    runs[0].nccl_version = version;
+    const CheckReport r = check_runs(topo, runs, nullptr, CheckOptions{});
+    *findings = r.runs[0].findings;
+    std::vector<std::string> out;
+    for (const CheckRow& row : r.runs[0].rows) out.push_back(row.nccl.substr(0, row.nccl.rfind('/')));
+    return out;
+  };
+  auto expected = [&](const NcclRelease& release) {
+    nccl::Graph g = nccl::search(topo, topo.gpus());
+    g.release = release;
+    std::vector<std::string> out;
+    const CheckReport sizes = check_runs(topo, runs, nullptr, CheckOptions{});
+    for (const CheckRow& row : sizes.runs[0].rows) {
+      const nccl::Choice c = nccl::choose(g, static_cast<double>(row.bytes), {}, "x");
+      out.push_back(fmt::format("{}/{}", nccl::to_string(c.algo), nccl::to_string(c.proto)));
+    }
+    return out;
+  };
+  std::vector<std::string> findings;
+  const auto old = picks_of("2.20.5", &findings);
+  CHECK(old == expected(NcclRelease{2, 20, 5}));
+  CHECK(any_of(findings, "NCCL 2.20.5 (the log's version) chooses with its own cost table"));
+  // Ring/LL at half the bandwidth and Hopper's LL cap at Ampere's: 2.20 leaves LL earlier than 2.28.9 does.
+  const auto now = picks_of("2.28.9", &findings);
+  CHECK(now == expected(kModelledNcclRelease));
+  CHECK(old != now);
+  CHECK_FALSE(any_of(findings, "chooses with its own cost table"));
+  const auto older = picks_of("2.17.1+cuda12.0", &findings);
+  CHECK(older == now);
+  CHECK(any_of(findings, "NCCL 2.17.1+cuda12.0 predates the oldest release whose choice the model reproduces (2.19.0)"));
 }
