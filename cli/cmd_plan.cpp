@@ -37,6 +37,8 @@ nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan);
 constexpr std::size_t kMaxPhaseRows = 48;
 // Rank lists beyond this many entries show the first ones and the last.
 constexpr int kMaxListedRanks = 16;
+// Scratch buffers listed one by one on a helper's line; more are summed.
+constexpr std::size_t kMaxListedBuffers = 8;
 
 struct PlanFlags {
   std::string topo = std::string(kDefaultTopology);
@@ -121,10 +123,18 @@ void print_summary(const Topology& topo, const Plan& plan, const PlanFlags& f, c
   if (static_cast<int>(plan.devices.size()) > ranks) {
     std::string helpers;
     for (std::size_t d = static_cast<std::size_t>(ranks); d < plan.devices.size(); ++d) {
-      std::string sizes;
-      for (std::int64_t b : plan.buffers[d]) sizes += (sizes.empty() ? "" : "+") + std::to_string(b);
-      helpers +=
-          fmt::format("{}{}={} (scratch {} elements)", helpers.empty() ? "" : ", ", d, plan.devices[d].name, sizes);
+      // A few buffers by size; many (a packing's pieces staged through a CPU) as their total and count.
+      const std::vector<std::int64_t>& buffers = plan.buffers[d];
+      std::string scratch;
+      if (buffers.size() <= kMaxListedBuffers) {
+        for (std::int64_t b : buffers) scratch += (scratch.empty() ? "" : "+") + std::to_string(b);
+        scratch += " elements";
+      } else {
+        std::int64_t total = 0;
+        for (std::int64_t b : buffers) total += b;
+        scratch = fmt::format("{} elements in {} buffers", total, buffers.size());
+      }
+      helpers += fmt::format("{}{}={} (scratch {})", helpers.empty() ? "" : ", ", d, plan.devices[d].name, scratch);
     }
     fmt::print("helpers      {}\n", helpers);
   }

@@ -80,6 +80,12 @@ TEST_CASE("cli.plan_summary") {
   CHECK(contains(r.out, "plan         pscpu#2 on dgx1-v100"));  // -t defaults to dgx1-v100
   CHECK(contains(r.out, "helpers"));
   CHECK(contains(r.out, "ops          32 (18 copy, 14 reduce, 0 scale, 0 group)"));
+  // A helper with a packing's many staged pieces: their total and count, not one size per buffer.
+  const Result many = run_artune({"plan", "-t", "dgx1-v100[1,2,3,4,5,6,7]", "-s", "prings"});
+  REQUIRE(many.status == 0);
+  CHECK(contains(many.out,
+                 "helpers      7=cpu1 (scratch 252774 elements in 432 buffers), 8=cpu0 (scratch 126396 elements in 216 "
+                 "buffers)\n"));
   CHECK(contains(r.out, "Phases"));
   CHECK(contains(r.out, "verification ok"));
   // Default count 1M elements: a ring on DGX-1 crosses NVLink and the sockets.
