@@ -63,6 +63,8 @@ trap 'rm -f "$tmp"' EXIT
   echo "collective from its spec (\`nccl\` = NCCL's own choice, \`nccl.<algo>[.<proto>]\`"
   echo "where the source forced \`NCCL_ALGO\`/\`NCCL_PROTO\`) on its topology and simulates it with"
   echo "the default NCCL cost model. Error = (predicted − published) / published; MAPE = mean |error|."
+  echo "NCCL's pick is the one of the NCCL release the row ran where its source names one (2.19 or"
+  echo "later; \`--nccl-version\`, docs/accuracy.md \"NCCL releases\"), else NCCL 2.28.9's."
   echo "The simulator's time is NCCL's pick (its own cost table) run at the time model of"
   echo "\`artune/simulator/nccl_model.hpp\`: one kernel launch per call plus the device's latency (NCCL's"
   echo "per-step latencies per link class; NVLS's multicast round as measured on H100), plus the"
