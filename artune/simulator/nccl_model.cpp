@@ -96,14 +96,16 @@ constexpr double kPatLevelDivisor = 3.5;
 constexpr double kPatPerRankUs = 2.8;
 
 // ---- Releases: how NCCL's choice differed before the modelled release (src/graph/tuning.cc by git tag) ----
-// The constants above are v2.28.9-1's. Earlier releases chose with other entries and formulas; each boundary
-// below is the first tag that ships the later behaviour (read with `git diff vA vB -- src/graph/tuning.cc` on
-// NVIDIA/nccl). Only the choice follows the release (the cost table, NCCL's printed estimate, the algorithms
-// it may run); the channel search and the time a pick takes stay the modelled release's.
+// The constants above are v2.28.9-1's. Earlier releases chose with other entries and formulas; each kNcclXYZ
+// below is the first release that ships what its line says, read at the tag named with `git diff vA vB --
+// src/graph/tuning.cc` on NVIDIA/nccl between consecutive release tags (v2.19.3-1, v2.20.5-1, v2.21.5-1, …); a
+// release before it had what the parentheses say. Only the choice follows the release (the cost table, NCCL's
+// printed estimate, the algorithms it may run); the channel search and the time a pick takes stay the modelled
+// release's.
 //  - v2.21.5-1: Ring/LL bus bandwidth ×.5 (before: ×1/4, or ×1/3 for single-machine all-gather and
 //    reduce-scatter); llMaxBws' Hopper row {141, 45, 35} (before: Ampere's {87.7, 22.5, 19.0}); hwLatencies
 //    NVLINK NVLS and NVLSTree 25 µs (before: 23).
-constexpr NcclRelease kRingLLHalfFrom{2, 21, 0};
+constexpr NcclRelease kNccl221{2, 21, 0};
 constexpr double kRingLLQuarter = 1.0 / 4.0, kRingLLThird = 1.0 / 3.0;
 constexpr double kHopperLlMaxBwBefore221[3] = {87.7, 22.5, 19.0};
 constexpr double kNvlsNvlinkLatencyBefore221 = 23.0;
@@ -112,24 +114,24 @@ constexpr double kNvlsNvlinkLatencyBefore221 = 23.0;
 //    from v2.24.3-1); the network latency of every algorithm with one GPU per machine is Tree's; Ring/LL128's
 //    ×.7 with one GPU per machine gone (×.92 always); NVLS all-gather and reduce-scatter keep their bus
 //    bandwidth unconverted (before: ×5/6 as for all-reduce).
-constexpr NcclRelease kTreeSimpleLatencyFrom{2, 23, 0};
+constexpr NcclRelease kNccl223{2, 23, 0};
 constexpr double kTreeSimpleLatencyBefore223 = 28.0;
 constexpr double kRingLL128OneGpuPerMachineBefore223 = 0.7;
-constexpr NcclRelease kPatBusThreeQuartersFrom{2, 24, 0};
+constexpr NcclRelease kNccl224{2, 24, 0};
 constexpr double kPatBusFactorIn223 = 0.85;
 //  - v2.25.1-1: the Blackwell rows of the tables (before, NCCL had none: sm100 takes Hopper's here).
-constexpr NcclRelease kBlackwellTablesFrom{2, 25, 0};
+constexpr NcclRelease kNccl225{2, 25, 0};
 //  - v2.26.2-1: NVLS all-gather/reduce-scatter per-head bandwidth min(bwIntra·(ppn−1)/ppn, bwInter·.9)
 //    (before: min(bwIntra, bwInter) as for all-reduce).
-constexpr NcclRelease kNvlsAgRsShareFrom{2, 26, 0};
+constexpr NcclRelease kNccl226{2, 26, 0};
 constexpr double kNvlsAgRsInterShare = 0.9;
 //  - v2.28.3-1: NVLS and NVLSTree per-head bandwidth from nvlsEfficiency, (heads−1)/heads and the
 //    perChMaxNVLSTreeBws cap, converted by nRanks/nsteps (before: min(bwIntra, bwInter), NVLSTree's bwInter
 //    halved past two machines, ×5/6).
-constexpr NcclRelease kNvlsEfficiencyFrom{2, 28, 0};
+constexpr NcclRelease kNccl228{2, 28, 0};
 constexpr double kNvlsRatioBefore228 = 5.0 / 6.0;
 //  - v2.28.9-1: hwLatencies NET NVLSTree 20.9 µs (v2.19.1-1 to v2.28.7-1: 14).
-constexpr NcclRelease kNvlsTreeNet209From{2, 28, 9};
+constexpr NcclRelease kNccl2289{2, 28, 9};
 constexpr double kNvlsTreeNetLatencyBefore2289 = 14.0;
 
 // ---- The simulator's time model (nccl_model.hpp: launch_us, device_latency_us), apart from NCCL's choice ----
@@ -754,7 +756,7 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
   if (g.power_cpu && intra_hw == kHwPci && algo == Algo::kTree && proto == Proto::kSimple)
     l.intra_us = t.hw[kHwPci][static_cast<int>(Algo::kRing)][p];
   // tuning.cc (v2.23.4-1 on): with one GPU per machine latencies are fully exposed: the Tree network latency.
-  const bool exposed = g.ppn == 1 && (view == NetView::kDevice || !(g.release < kTreeSimpleLatencyFrom));
+  const bool exposed = g.ppn == 1 && (view == NetView::kDevice || !(g.release < kNccl223));
   l.inter_us = exposed ? t.hw[kHwNet][static_cast<int>(Algo::kTree)][p] : t.hw[kHwNet][a][p];
   l.inter_us += net_extra_us(g, proto, view);
   if (algo == Algo::kRing && g.machines > 1) {
@@ -813,15 +815,15 @@ const LatencyTables& LatencyTables::defaults() {
 LatencyTables LatencyTables::of(const NcclRelease& release) {
   LatencyTables t = defaults();
   const int tree = static_cast<int>(Algo::kTree), simple = static_cast<int>(Proto::kSimple);
-  if (release < kTreeSimpleLatencyFrom) {
+  if (release < kNccl223) {
     t.base[tree][simple] = 0.0;
     for (auto& cls : t.hw) cls[tree][simple] = kTreeSimpleLatencyBefore223;
   }
-  if (release < kRingLLHalfFrom) {
+  if (release < kNccl221) {
     t.hw[kHwNvlink][static_cast<int>(Algo::kNvls)][simple] = kNvlsNvlinkLatencyBefore221;
     t.hw[kHwNvlink][static_cast<int>(Algo::kNvlsTree)][simple] = kNvlsNvlinkLatencyBefore221;
   }
-  if (release < kNvlsTreeNet209From) t.hw[kHwNet][static_cast<int>(Algo::kNvlsTree)][simple] = kNvlsTreeNetLatencyBefore2289;
+  if (release < kNccl2289) t.hw[kHwNet][static_cast<int>(Algo::kNvlsTree)][simple] = kNvlsTreeNetLatencyBefore2289;
   return t;
 }
 
@@ -870,16 +872,16 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
   if (g.ranks <= 1 || !modelled(coll)) return t;
   const bool all_reduce = coll == Collective::kAllReduce;
   const NcclRelease& release = g.release;
-  const int cci = release < kBlackwellTablesFrom ? std::min(cc_index(g.compcap), 2) : cc_index(g.compcap);
+  const int cci = release < kNccl225 ? std::min(cc_index(g.compcap), 2) : cc_index(g.compcap);
   const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
   const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
-  const double ll_max = index1 == 2 && release < kRingLLHalfFrom ? kHopperLlMaxBwBefore221[index2]
+  const double ll_max = index1 == 2 && release < kNccl221 ? kHopperLlMaxBwBefore221[index2]
                                                                  : kLlMaxBw[index1][index2];
-  const double ring_ll = !(release < kRingLLHalfFrom)                  ? kRingLLFactor
+  const double ring_ll = !(release < kNccl221)                  ? kRingLLFactor
                          : g.machines > 1 || all_reduce ? kRingLLQuarter : kRingLLThird;
   const double ring_ll128 =
-      release < kTreeSimpleLatencyFrom && g.ppn < 2 ? kRingLL128OneGpuPerMachineBefore223 : kRingLL128Factor;
-  const bool nvls_efficiency = !(release < kNvlsEfficiencyFrom);
+      release < kNccl223 && g.ppn < 2 ? kRingLL128OneGpuPerMachineBefore223 : kRingLL128Factor;
+  const bool nvls_efficiency = !(release < kNccl228);
   const double nsteps = (all_reduce ? 2.0 : 1.0) * (g.ranks - 1);
   for (int a = 0; a < kAlgos; ++a) {
     const Algo algo = static_cast<Algo>(a);
@@ -907,7 +909,7 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
                          algo == Algo::kNvlsTree ? kPerChNvlsTree[cci][index2] : std::numeric_limits<double>::max()});
         } else if (algo == Algo::kNvlsTree) {
           bw = std::min(g.nvls_bw, g.machines <= 2 ? net : net / 2);
-        } else if (all_reduce || release < kNvlsAgRsShareFrom) {
+        } else if (all_reduce || release < kNccl226) {
           bw = std::min(g.nvls_bw, net);
         } else {
           bw = std::min(g.nvls_bw * (g.ppn - 1) / g.ppn, net * kNvlsAgRsInterShare);
@@ -923,10 +925,10 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
         bus = std::min(bus * (g.machines == 1 ? kTreeLL128OneNodeFactor : kTreeLL128Factor),
                        nch * kPerChTreeLL128[cci][index2]);
       }
-      if (algo == Algo::kPat) bus *= release < kPatBusThreeQuartersFrom ? kPatBusFactorIn223 : kPatBusFactor;
+      if (algo == Algo::kPat) bus *= release < kNccl224 ? kPatBusFactorIn223 : kPatBusFactor;
       // Bus to algorithm bandwidth: all-gather/reduce-scatter convert Ring only (tuning.cc; before v2.23.4-1 NVLS
       // too); NVLS and NVLSTree by 5/6 before v2.28.3-1.
-      if (nvls && !nvls_efficiency && (all_reduce || release < kTreeSimpleLatencyFrom)) {
+      if (nvls && !nvls_efficiency && (all_reduce || release < kNccl223)) {
         bus *= kNvlsRatioBefore228;
       } else if (all_reduce || algo == Algo::kRing) {
         bus *= algo == Algo::kTree ? 0.5 : g.ranks / nsteps;
@@ -1030,7 +1032,7 @@ double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_inde
 
 
 bool pat_enabled(const Graph& g) noexcept {
-  return !(g.release < kTreeSimpleLatencyFrom) && g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1;
+  return !(g.release < kNccl223) && g.compcap >= kPatMinCompcap && g.ppn == 1 && g.ranks > 1;
 }
 
 double pat_latency_us(const Graph& g) noexcept { return pat_latency_in(LatencyTables::of(g.release), g); }
