@@ -132,6 +132,8 @@ class InfoParser {
       channels_line(body);
     } else if (body.find("Bytes -> Algo ") != std::string_view::npos) {
       pick(body);
+    } else if (body.find('|') != std::string_view::npos) {
+      cost_table_line(body);
     } else if (body.find("comm ") != std::string_view::npos &&
                (body.find(" nranks ") != std::string_view::npos || body.find(" nRanks ") != std::string_view::npos)) {
       init_line(body);
@@ -371,6 +373,55 @@ class InfoParser {
     log_.picks.push_back(std::move(p));
   }
 
+  // The cost table NCCL prints at init, in blocks of three algorithms (src/graph/tuning.cc):
+  //   "  Algorithm   |   Tree   |   Ring   |   CollNetDirect   |"
+  //   "  Protocol    |   LL |  LL128 |  Simple |   LL | …"
+  //   "     AllReduce |  15.2/  43.6 |  31.5/ 128.8 | …"   (latency µs / bandwidth GB/s per algorithm × protocol)
+  // Only the first table is kept (NCCL prints one per communicator); a cell that cannot be read is bad input.
+  void cost_table_line(std::string_view body) {
+    std::vector<std::string_view> fields;
+    std::size_t at = 0;
+    while (at <= body.size()) {
+      const std::size_t bar = std::min(body.find('|', at), body.size());
+      fields.push_back(trim(body.substr(at, bar - at)));
+      at = bar + 1;
+    }
+    while (!fields.empty() && fields.back().empty()) fields.pop_back();
+    if (fields.size() < 2) return;
+    const std::string_view head = fields.front();
+    if (head == "Algorithm") {
+      table_algos_.clear();
+      table_protos_.clear();
+      // Names as printed, lower case (a later release's new algorithm is kept under its own name).
+      for (std::size_t i = 1; i < fields.size(); ++i) table_algos_.push_back(lower(fields[i]));
+      return;
+    }
+    if (head == "Protocol") {
+      table_protos_.clear();
+      for (std::size_t i = 1; i < fields.size(); ++i) table_protos_.push_back(lower(fields[i]));
+      return;
+    }
+    if (table_algos_.empty() || table_protos_.empty() || fields[1].find('/') == std::string_view::npos) return;
+    const std::string function(head);
+    // Columns: three protocols per algorithm of the block (NCCL pads its last block's Protocol line).
+    const std::size_t columns = std::min({fields.size() - 1, table_protos_.size(), table_algos_.size() * 3});
+    for (std::size_t c = 0; c < columns; ++c) {
+      const std::string_view cell = fields[c + 1];
+      const std::size_t slash = cell.find('/');
+      const auto lat = slash == std::string_view::npos ? std::nullopt : decimal(trim(cell.substr(0, slash)));
+      const auto bw = slash == std::string_view::npos ? std::nullopt : decimal(trim(cell.substr(slash + 1)));
+      if (!lat || !bw || *lat < 0 || *bw < 0) fail(fmt::format("cost table cell '{}' is not LATENCY/BANDWIDTH", cell));
+      const std::string& algo = table_algos_[c / 3];
+      const std::string& proto = table_protos_[c];
+      const bool seen = std::any_of(log_.costs.begin(), log_.costs.end(), [&](const InfoCost& k) {
+        return k.function == function && k.algo == algo && k.proto == proto;
+      });
+      if (seen) continue;
+      check_room(log_.costs.size());
+      log_.costs.push_back({function, algo, proto, *lat, *bw, line_});
+    }
+  }
+
   void init_line(std::string_view body) {
     auto ranks = after(body, " nranks ");
     if (!ranks) ranks = after(body, " nRanks ");
@@ -381,6 +432,8 @@ class InfoParser {
 
   std::string_view text_;
   InfoLog log_;
+  std::vector<std::string> table_algos_;   // the cost table block's algorithms
+  std::vector<std::string> table_protos_;  // and its protocols, per column
   int line_ = 0;
   std::string host_;
 };

@@ -5,7 +5,8 @@
 // devices it opened (`NET/IB : Using [0]mlx5_0:1/IB …`) and which of them each channel's network connections
 // use (`Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0`), its graph search results (`Pattern 4, crossNic 0,
 // nChannels 8, bw 40.000000/40.000000, type NVL/PIX, sameChannels 1`, and the fallback `Could not find a path
-// for pattern …`), the environment it read (`NCCL_ALGO set by environment to ring`), and the TUNING lines'
+// for pattern …`), the environment it read (`NCCL_ALGO set by environment to ring`), the cost table NCCL prints at
+// init (`Algorithm | Tree … |`, `AllReduce | 15.2/ 43.6 | …`), and the TUNING lines'
 // picks (`AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7}` in 2.25+, `… -> Algo 1
 // proto 2 time 38.1` before). Other lines are skipped; a recognised line whose fields cannot be read (a ring
 // that is not a list of ranks, a pick without its size) is InvalidInput naming the file and line.
@@ -78,6 +79,18 @@ struct InfoPick {
   int line = 0;
 };
 
+/// One cell of the cost table NCCL prints at init (`NCCL_DEBUG_SUBSYS=TUNING`, src/graph/tuning.cc): for a
+/// function, algorithm and protocol, NCCL's latency (µs) and bandwidth (GB/s), as `     AllReduce |    15.2/  43.6 |`
+/// under the `Algorithm |` and `Protocol |` header lines of its block.
+struct InfoCost {
+  std::string function;  ///< "AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"
+  std::string algo;      ///< as InfoPick::algo
+  std::string proto;     ///< "ll", "ll128", "simple"
+  double latency_us = 0;
+  double bandwidth_gbps = 0;  ///< 0: NCCL disabled the pair
+  int line = 0;
+};
+
 /// Everything a log shows.
 struct InfoLog {
   std::string source;
@@ -96,6 +109,7 @@ struct InfoLog {
   int search_fallbacks = 0;           ///< "Could not find a path for pattern …, falling back to simple order"
   std::map<std::string, std::string> env;  ///< "NAME set by environment to VALUE"
   std::vector<InfoPick> picks;
+  std::vector<InfoCost> costs;        ///< the first printed cost table (one cell per function × algorithm × protocol)
   std::vector<std::string> warnings;  ///< the text of "NCCL WARN" lines
 
   /// Whether the text held any NCCL INFO or WARN line.

@@ -343,6 +343,23 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
                               info.source, info.nranks, p.gpus.size()));
     return;
   }
+  // The table is the INFO log's NCCL's: its own printed release where it names one the model has.
+  nccl::Graph printed = graph;
+  if (const auto r = read_nccl_release(info.nccl_version); r && nccl_release_modelled(*r)) printed.release = *r;
+  if (const CostTableCheck table = compare_cost_table(info, printed); table.cells > 0) {
+    if (table.matching == table.cells) {
+      out.push_back(fmt::format("{}: NCCL's printed cost table is the model's in all {} cells (to the printed digit)",
+                                info.source, table.cells));
+    } else {
+      out.push_back(fmt::format(
+          "{}: NCCL's printed cost table differs from the model's (NCCL {}'s) in {} of {} cells ({}{}): is this "
+          "topology the machine, and that NCCL release?",
+          info.source, to_string(printed.release), table.cells - table.matching, table.cells,
+          fmt::join(table.differing.begin(), table.differing.begin() + std::min<std::size_t>(3, table.differing.size()),
+                    "; "),
+          table.differing.size() > 3 ? "; …" : ""));
+    }
+  }
   if (info.search_fallbacks > 0) {
     out.push_back(fmt::format("{}: NCCL's graph search found no path and fell back to the simple order ({}x 'Could "
                               "not find a path for pattern')",
@@ -382,6 +399,40 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
 }
 
 }  // namespace
+
+CostTableCheck compare_cost_table(const logs::InfoLog& info, const nccl::Graph& graph) {
+  // The printed digit: NCCL prints "%8.1f/%6.1f".
+  constexpr double kPrintedDigit = 0.05 + 1e-9;
+  CostTableCheck out;
+  std::map<Collective, nccl::CostTable> tables;
+  for (const logs::InfoCost& cell : info.costs) {
+    const std::optional<Collective> coll = cell.function == "AllReduce"       ? std::optional(Collective::kAllReduce)
+                                           : cell.function == "AllGather"     ? std::optional(Collective::kAllGather)
+                                           : cell.function == "ReduceScatter" ? std::optional(Collective::kReduceScatter)
+                                                                              : std::nullopt;
+    if (!coll) continue;
+    nccl::Forced pair;
+    try {
+      pair = nccl::parse_variant(cell.algo + "." + cell.proto, "cost table");
+    } catch (const InvalidInput&) {
+      continue;  // an algorithm the model does not have (CollNet)
+    }
+    auto it = tables.find(*coll);
+    if (it == tables.end()) it = tables.emplace(*coll, nccl::cost_table(graph, *coll)).first;
+    const int a = static_cast<int>(*pair.algo), pr = static_cast<int>(*pair.proto);
+    const double lat = it->second.latency_us[a][pr], bw = it->second.bandwidth[a][pr];
+    ++out.cells;
+    const bool both_off = cell.bandwidth_gbps == 0 && bw < kPrintedDigit;
+    if (both_off || (std::fabs(lat - cell.latency_us) <= kPrintedDigit && std::fabs(bw - cell.bandwidth_gbps) <= kPrintedDigit)) {
+      ++out.matching;
+    } else {
+      out.differing.push_back(fmt::format("line {}: {} {}/{}: NCCL {:.1f}/{:.1f}, the model {:.1f}/{:.1f}", cell.line,
+                                          cell.function, cell.algo, cell.proto, cell.latency_us, cell.bandwidth_gbps,
+                                          lat, bw));
+    }
+  }
+  return out;
+}
 
 std::optional<Collective> run_collective(const logs::TestRun& run, const std::optional<Collective>& forced,
                                          std::string* from) {

@@ -22,6 +22,7 @@
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/logs/nccl_tests_log.hpp"
 #include "artune/simulator/cost_model.hpp"
+#include "artune/simulator/nccl_model.hpp"
 #include "artune/topology/topology.hpp"
 
 namespace artune {
@@ -109,6 +110,18 @@ struct RunRowPlan {
 /// The plans of every row of `run` with bytes > 0, placed and forced as check_runs does (InvalidInput as there).
 std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun& run, const logs::InfoLog* info,
                                       const CheckOptions& options);
+
+/// NCCL's printed cost table (logs::InfoLog::costs) against the model's (nccl::cost_table on `graph`, with its
+/// release): every printed cell of a function and algorithm the model has (AllReduce, AllGather, ReduceScatter ×
+/// Tree, Ring, NVLS, NVLSTree, PAT; CollNet is not modelled). A cell matches when latency and bandwidth each agree
+/// to NCCL's printed digit (±0.05), or when both bandwidths are 0 (NCCL disabled the pair, so its latency weighs
+/// nothing in the choice).
+struct CostTableCheck {
+  int cells = 0;     ///< printed cells compared
+  int matching = 0;  ///< of them, as the model's
+  std::vector<std::string> differing;  ///< "line 27: AllReduce tree/ll: NCCL 15.2/43.6 µs/GB/s, the model 15.2/40.1"
+};
+CostTableCheck compare_cost_table(const logs::InfoLog& info, const nccl::Graph& graph);
 
 /// The collective a run measured: its program, else options.collective, else what its columns show (redop
 /// "none": all-gather; size = count × ranks: reduce-scatter; else all-reduce); `from` says which.

@@ -134,3 +134,42 @@ TEST_CASE("nccl_info_log.unreadable_lines_name_the_file_and_line") {
   // A text without NCCL lines is an empty log, not an error.
   CHECK(parse_nccl_info("nothing here\n", "none.log").empty());
 }
+
+TEST_CASE("nccl_info_log.the_cost_table_nccl_prints") {
+  // NCCL 2.30.4's table on 8 × H200 (C-TC/multi-gpu-programming-models, kept in
+  // tests/simulator/data/nccl_tuning_published.json): three blocks of algorithms, five functions, LL/LL128/Simple.
+  const std::string p = "h:1:2 [0] NCCL INFO ";
+  const std::string text =
+      p + "  Algorithm   |                            Tree                  |                            Ring                  |\n" +
+      p + "  Protocol    |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |\n" +
+      p + " Max NThreads |            512 |            640 |            512 |            512 |            640 |            512 |\n" +
+      p + "    AllGather |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |    10.8/ 161.1 |    27.3/ 378.5 |    32.2/ 411.4 |\n" +
+      p + "    AllReduce |    15.2/  43.6 |    31.5/ 128.8 |    64.4/ 165.6 |    15.0/  80.6 |    40.6/ 189.3 |    56.0/ 205.7 |\n" +
+      p + "  Algorithm   |                             PAT                  |\n" +
+      p + "  Protocol    |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |\n" +
+      p + "    AllReduce |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |\n" +
+      // A second communicator's table: the first one printed is kept.
+      p + "  Algorithm   |                            Tree                  |                            Ring                  |\n" +
+      p + "  Protocol    |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |\n" +
+      p + "    AllReduce |     9.9/   9.9 |     9.9/   9.9 |     9.9/   9.9 |     9.9/   9.9 |     9.9/   9.9 |     9.9/   9.9 |\n";
+  const InfoLog log = parse_nccl_info(text, "table.log");
+  REQUIRE(log.costs.size() == 15);  // 2 functions × 6 cells, and PAT's 3 (its padded Protocol line notwithstanding)
+  const InfoCost& ring_ll = log.costs[9];
+  CHECK(ring_ll.function == "AllReduce");
+  CHECK(ring_ll.algo == "ring");
+  CHECK(ring_ll.proto == "ll");
+  CHECK(ring_ll.latency_us == 15.0);
+  CHECK(ring_ll.bandwidth_gbps == 80.6);
+  CHECK(ring_ll.line == 5);
+  CHECK(log.costs[12].algo == "pat");
+  CHECK(log.costs[14].proto == "simple");
+  for (const InfoCost& c : log.costs) CHECK(c.latency_us != 9.9);
+  // A cell that is not LATENCY/BANDWIDTH names the file and line.
+  CHECK(error_of([&] {
+          parse_nccl_info(p + "  Algorithm   |   Ring   |\n" + p + "  Protocol    |  LL |  LL128 |  Simple |\n" + p +
+                              "    AllReduce |    15.0/  80.6 |    x/ 189.3 |    56.0/ 205.7 |\n",
+                          "bad.log");
+        }) == "bad.log:3: cost table cell 'x/ 189.3' is not LATENCY/BANDWIDTH");
+  // Lines with '|' outside a table are not table rows.
+  CHECK(parse_nccl_info(p + "a | b/c | d\n", "other.log").costs.empty());
+}

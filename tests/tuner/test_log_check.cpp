@@ -4,10 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "artune/core/error.hpp"
 #include "artune/logs/nccl_info_log.hpp"
@@ -24,6 +26,7 @@ using artune_test::error_of;
 namespace {
 
 std::string data(const std::string& name) { return (artune_test::log_data_dir() / name).string(); }
+std::string data_path_of(const std::string& name) { return data(name); }
 
 // A fixture's topology: a built-in, or data/FILE.json of tests/simulator/data.
 Topology fixture_topology(const std::string& name) {
@@ -233,4 +236,33 @@ TEST_CASE("log_check.the_logs_nccl_release_chooses") {
   const auto older = picks_of("2.17.1+cuda12.0", &findings);
   CHECK(older == now);
   CHECK(any_of(findings, "NCCL 2.17.1+cuda12.0 predates the oldest release whose choice the model reproduces (2.19.0)"));
+}
+
+TEST_CASE("log_check.nccls_printed_cost_table") {
+  // NCCL 2.30.4's cost table on 8 × H200 (tests/simulator/data/nccl_tuning_published.json, from
+  // C-TC/multi-gpu-programming-models) beside an 8-GPU nccl-tests table on dgx-h100: every cell is the model's.
+  const std::filesystem::path data =
+      artune_test::log_data_dir().parent_path().parent_path() / "simulator" / "data" / "nccl_tuning_published.json";
+  const nlohmann::json doc = nlohmann::json::parse(artune_test::slurp(data.string()));
+  std::string text = "h:1:2 [0] NCCL INFO NCCL version 2.30.4+cuda13.2\n";  // the log's first NCCL line
+  for (const auto& entry : doc.at("logs")) {
+    if (entry.at("id") != "ctc-h200x8-nccl2.30") continue;
+    for (const auto& line : entry.at("lines")) text += line.get<std::string>() + "\n";
+  }
+  REQUIRE(!text.empty());
+  const Topology topo = load_topology("dgx-h100");
+  const auto runs = logs::read_nccl_tests(data_path_of("together-h100-all_reduce_ring.log"));
+  const logs::InfoLog info = logs::parse_nccl_info(text, "h200.log");
+  const CheckReport same = check_runs(topo, runs, &info, CheckOptions{});
+  CHECK(any_of(same.runs[0].findings, "h200.log: NCCL's printed cost table is the model's in all 45 cells"));
+  // One cell changed (AllReduce Ring/LL's bandwidth): named, with the model's figure beside it.
+  std::string changed = text;
+  const std::size_t at = changed.find("    15.0/  80.6");
+  REQUIRE(at != std::string::npos);
+  changed.replace(at, 15, "    15.0/  90.6");
+  const logs::InfoLog other = logs::parse_nccl_info(changed, "h200.log");
+  const CheckReport differs = check_runs(topo, runs, &other, CheckOptions{});
+  CHECK(any_of(differs.runs[0].findings,
+               "h200.log: NCCL's printed cost table differs from the model's (NCCL 2.30.4's) in 1 of 45 cells (line 9: "
+               "AllReduce ring/ll: NCCL 15.0/90.6, the model 15.0/80.6)"));
 }
