@@ -259,19 +259,19 @@ double launch_difference_us(const CostModel& model, int gpus_per_thread, bool gr
 }
 
 // The NCCL release whose cost table chose in a run: the version the log prints where the model reproduces that
-// release's choice (a note says which), else the model's own.
-NcclRelease run_release(const std::string& version, const CostModel& model, std::vector<std::string>* notes) {
+// release's choice (a note says which), else `fallback` (the model's own).
+NcclRelease run_release(const std::string& version, const NcclRelease& fallback, std::vector<std::string>* notes) {
   const std::optional<NcclRelease> printed = read_nccl_release(version);
-  if (!printed) return model.nccl_release;
+  if (!printed) return fallback;
   if (!nccl_release_modelled(*printed)) {
     if (notes != nullptr) {
       notes->push_back(fmt::format("NCCL {} predates the oldest release whose choice the model reproduces ({}): NCCL's "
                                    "choice is modelled with {}'s cost table",
-                                   version, to_string(kOldestModelledNcclRelease), to_string(model.nccl_release)));
+                                   version, to_string(kOldestModelledNcclRelease), to_string(fallback)));
     }
-    return model.nccl_release;
+    return fallback;
   }
-  if (notes != nullptr && *printed != model.nccl_release) {
+  if (notes != nullptr && *printed != fallback) {
     notes->push_back(fmt::format("NCCL {} (the log's version) chooses with its own cost table", to_string(*printed)));
   }
   return *printed;
@@ -345,7 +345,7 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
   }
   // The table is the INFO log's NCCL's: its own printed release where it names one the model has.
   nccl::Graph printed = graph;
-  if (const auto r = read_nccl_release(info.nccl_version); r && nccl_release_modelled(*r)) printed.release = *r;
+  printed.release = run_release(info.nccl_version, graph.release, nullptr);
   if (const CostTableCheck table = compare_cost_table(info, printed); table.cells > 0) {
     if (table.matching == table.cells) {
       out.push_back(fmt::format("{}: NCCL's printed cost table is the model's in all {} cells (to the printed digit)",
@@ -406,10 +406,10 @@ CostTableCheck compare_cost_table(const logs::InfoLog& info, const nccl::Graph& 
   CostTableCheck out;
   std::map<Collective, nccl::CostTable> tables;
   for (const logs::InfoCost& cell : info.costs) {
-    const std::optional<Collective> coll = cell.function == "AllReduce"       ? std::optional(Collective::kAllReduce)
-                                           : cell.function == "AllGather"     ? std::optional(Collective::kAllGather)
-                                           : cell.function == "ReduceScatter" ? std::optional(Collective::kReduceScatter)
-                                                                              : std::nullopt;
+    std::optional<Collective> coll;
+    if (cell.function == "AllReduce") coll = Collective::kAllReduce;
+    if (cell.function == "AllGather") coll = Collective::kAllGather;
+    if (cell.function == "ReduceScatter") coll = Collective::kReduceScatter;
     if (!coll) continue;
     nccl::Forced pair;
     try {
@@ -423,7 +423,9 @@ CostTableCheck compare_cost_table(const logs::InfoLog& info, const nccl::Graph& 
     const double lat = it->second.latency_us[a][pr], bw = it->second.bandwidth[a][pr];
     ++out.cells;
     const bool both_off = cell.bandwidth_gbps == 0 && bw < kPrintedDigit;
-    if (both_off || (std::fabs(lat - cell.latency_us) <= kPrintedDigit && std::fabs(bw - cell.bandwidth_gbps) <= kPrintedDigit)) {
+    const bool same =
+        std::fabs(lat - cell.latency_us) <= kPrintedDigit && std::fabs(bw - cell.bandwidth_gbps) <= kPrintedDigit;
+    if (both_off || same) {
       ++out.matching;
     } else {
       out.differing.push_back(fmt::format("line {}: {} {}/{}: NCCL {:.1f}/{:.1f}, the model {:.1f}/{:.1f}", cell.line,
@@ -512,7 +514,7 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     cr.findings.insert(cr.findings.end(), forcing.notes.begin(), forcing.notes.end());
     cr.spec_from = forcing.from;
     CheckOptions run_options = options;
-    run_options.model.nccl_release = run_release(cr.nccl_version, options.model, &cr.findings);
+    run_options.model.nccl_release = run_release(cr.nccl_version, options.model.nccl_release, &cr.findings);
     nccl::Graph graph = nccl::search(topo, p.gpus);
     graph.release = run_options.model.nccl_release;
     if (!run.devices.empty()) {
@@ -660,7 +662,7 @@ std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun&
   const Forcing forcing = forcing_of(options, run, info);
   nccl::Graph graph = nccl::search(topo, p.gpus);
   graph.release = run_release(run.nccl_version.empty() && info != nullptr ? info->nccl_version : run.nccl_version,
-                              options.model, nullptr);
+                              options.model.nccl_release, nullptr);
   const double launches = launch_difference_us(options.model, std::max(1, run.gpus_per_thread), run.graph > 0);
   for (const logs::TestRow& row : run.rows) {
     const int tb = logs::type_bytes(row.type);
