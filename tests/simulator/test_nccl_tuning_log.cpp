@@ -1,11 +1,13 @@
 // NCCL's own choice against the model's: published TUNING lines ("N Bytes -> Algo A proto P time T", printed by
 // NCCL under NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING; tests/simulator/data/nccl_tuning_published.json keeps them
-// with their sources) are read with artune's NCCL INFO reader, and for each line the model's NCCL (nccl::search,
-// nccl::choose on the line's topology) is asked for its pick at that size and for its cost-table time of NCCL's
-// pick (nccl::algo_time). The test prints one row per line between "<!-- nccl-tuning:begin -->" and
-// "<!-- nccl-tuning:end -->" (docs/accuracy.md quotes it), and holds the model to what the rows show today:
-// which lines agree and how far each time is, so that a change to the cost table that moves them is seen.
-// Issue 26's targets (≥ 95% of the picks agree, the time within 5%) are printed beside.
+// with their sources) are read with artune's NCCL INFO reader, and for each line the model's NCCL (nccl::search on
+// the line's topology, the log's release, without the algorithms the run switched off) is asked for its pick at
+// that size and for its cost-table time of NCCL's pick (nccl::algo_time). Where a log holds the cost table NCCL
+// prints at init, every cell is compared with the model's (compare_cost_table). The test prints one row per line
+// between "<!-- nccl-tuning:begin -->" and "<!-- nccl-tuning:end -->" (docs/accuracy.md quotes it), and holds the
+// model to what the rows show today: which lines agree, how far each time is and how many cells match, so that a
+// change to the cost table that moves them is seen. Issue 26's targets (≥ 95% of the picks agree, the time within
+// 5%) are printed beside.
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
