@@ -12,6 +12,7 @@
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/spec.hpp"
 #include "artune/core/error.hpp"
+#include "artune/core/nccl_names.hpp"
 #include "artune/core/parameters.hpp"
 #include "artune/simulator/nccl_model.hpp"
 #include "artune/simulator/simulator.hpp"
@@ -411,15 +412,12 @@ CostTableCheck compare_cost_table(const logs::InfoLog& info, const nccl::Graph& 
     if (cell.function == "AllGather") coll = Collective::kAllGather;
     if (cell.function == "ReduceScatter") coll = Collective::kReduceScatter;
     if (!coll) continue;
-    nccl::Forced pair;
-    try {
-      pair = nccl::parse_variant(cell.algo + "." + cell.proto, "cost table");
-    } catch (const InvalidInput&) {
-      continue;  // an algorithm the model does not have (CollNet)
-    }
+    const std::optional<NcclAlgo> algo = nccl_algo_of(cell.algo);
+    const std::optional<NcclProto> proto = nccl_proto_of(cell.proto);
+    if (!algo || !proto) continue;  // an algorithm the model does not have (CollNet)
     auto it = tables.find(*coll);
     if (it == tables.end()) it = tables.emplace(*coll, nccl::cost_table(graph, *coll)).first;
-    const int a = static_cast<int>(*pair.algo), pr = static_cast<int>(*pair.proto);
+    const int a = static_cast<int>(*algo), pr = static_cast<int>(*proto);
     const double lat = it->second.latency_us[a][pr], bw = it->second.bandwidth[a][pr];
     ++out.cells;
     const bool both_off = cell.bandwidth_gbps == 0 && bw < kPrintedDigit;

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/core/error.hpp"
 #include "artune/core/input.hpp"
 #include "artune/logs/nccl_info_log.hpp"
 #include "artune/simulator/nccl_model.hpp"
@@ -61,24 +63,22 @@ struct Evaluation {
   std::vector<TableOutcome> tables;
 };
 
-// The model's pick among the algorithms NCCL had: all but `excluded` (NCCL_NVLS_ENABLE=0 takes NVLS out).
+// The model's pick among the algorithms NCCL had: NCCL's choice within each algorithm but `excluded`
+// (NCCL_NVLS_ENABLE=0 takes NVLS out), the fastest of them by NCCL's own estimate.
 nccl::Choice pick_without(const nccl::Graph& g, double bytes, Collective coll, const std::set<std::string>& excluded) {
-  const nccl::CostTable table = nccl::cost_table(g, coll);
-  nccl::Choice best;
-  double best_time = -1;
+  std::optional<nccl::Choice> best;
   for (int a = 0; a < nccl::kAlgos; ++a) {
-    if (excluded.count(std::string(nccl::to_string(static_cast<nccl::Algo>(a)))) != 0) continue;
-    for (int p = 0; p < nccl::kProtos; ++p) {
-      const double t = nccl::algo_time(g, table, static_cast<nccl::Algo>(a), static_cast<nccl::Proto>(p), bytes, coll);
-      if (t >= 0 && (best_time < 0 || t < best_time)) {
-        best_time = t;
-        best.algo = static_cast<nccl::Algo>(a);
-        best.proto = static_cast<nccl::Proto>(p);
-      }
+    const auto algo = static_cast<nccl::Algo>(a);
+    if (excluded.count(std::string(nccl::to_string(algo))) != 0) continue;
+    try {
+      const nccl::Choice c = nccl::choose(g, bytes, {algo, std::nullopt}, "test", coll);
+      if (!best || c.nccl_time_us < best->nccl_time_us) best = c;
+    } catch (const InvalidInput&) {
+      // not available here
     }
   }
-  REQUIRE(best_time >= 0);
-  return best;
+  REQUIRE(best.has_value());
+  return *best;
 }
 
 Evaluation evaluate() {

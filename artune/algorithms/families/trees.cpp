@@ -425,11 +425,11 @@ void emit_packed_rings(Emitter& e, const Setup& s) {
   const std::shared_ptr<const RingPacking> packing = ring_packing_for(s.topo, s.nodes);
   const RingPacking& p = *packing;
   const std::int64_t count = s.options.count;
-  int first = 0;
+  int next = 0;
   for (const PackedRing& ring : p.rings) {
-    for (int c = 0; c < ring.chunks; ++c, ++first) {
-      const std::int64_t lo = count * first / p.chunks, hi = count * (first + 1) / p.chunks;
-      if (hi > lo) emit_packed_ring(e, slots, p, ring, Piece{lo, hi - lo}, s.scale_by);
+    for (int c = 0; c < ring.chunks; ++c, ++next) {
+      const auto [offset, length] = even_piece(count, p.chunks, next);
+      if (length > 0) emit_packed_ring(e, slots, p, ring, Piece{offset, length}, s.scale_by);
     }
   }
 }

@@ -41,8 +41,10 @@ bool usable(const std::vector<int>& links, const LinkRates& rates) {
   return !links.empty();
 }
 
-std::vector<TreeEdge> tree_edges(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
-                                 bool staging) {
+}  // namespace
+
+std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<int>& participants,
+                                      const LinkRates& rates, bool staging) {
   const auto& nodes = topo.nodes();
   const int n = static_cast<int>(participants.size());
   std::vector<TreeEdge> edges;
@@ -75,6 +77,8 @@ std::vector<TreeEdge> tree_edges(const Topology& topo, const std::vector<int>& p
   }
   return edges;
 }
+
+namespace {
 
 // The arc of an edge in the problem's direction: out-trees follow the data, in-trees run against it.
 int arc_tail(const TreeEdge& e, bool toward_root) { return toward_root ? e.to : e.from; }
@@ -552,7 +556,7 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
   check_inputs(topo, rates, options);
   const int n = static_cast<int>(participants.size());
   if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks, 0, 0, {}, {}};
-  const std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
+  const std::vector<TreeEdge> edges = candidate_edges(topo, participants, rates, options.staging);
   const Capacities lp = solve_lp(topo, n, edges, rates, {toward_root});
   return decompose(n, edges, lp.y[0], lp.rate, toward_root, std::vector<double>(static_cast<std::size_t>(n), 1.0),
                    spread_cut(topo, participants, rates, toward_root).rate_gbps, options);
@@ -563,7 +567,7 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
   check_inputs(topo, rates, options);
   const int n = static_cast<int>(participants.size());
   if (n < 2) return n == 1 ? single(options.chunks, false) : TreePacking{false, options.chunks, 0, 0, {}, {}};
-  const std::vector<TreeEdge> edges = tree_edges(topo, participants, rates, options.staging);
+  const std::vector<TreeEdge> edges = candidate_edges(topo, participants, rates, options.staging);
   const std::vector<int> reverse = reverse_edges(edges);
   // The root: the participant with the most rate to the others over direct routes (the trees' value does not
   // depend on it, their depth does).
@@ -580,11 +584,6 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
   demand[static_cast<std::size_t>(root)] = 1.0;
   return decompose(n, edges, lp.y[0], lp.rate, false, demand,
                    collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps, options);
-}
-
-std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<int>& participants,
-                                      const LinkRates& rates, bool staging) {
-  return tree_edges(topo, participants, rates, staging);
 }
 
 int max_depth(const TreePacking& packing) {
