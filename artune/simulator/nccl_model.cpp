@@ -79,6 +79,9 @@ constexpr double kTreeFactor = 0.92;
 constexpr double kTreeLLFactor = 1.0 / 3.8;
 constexpr double kTreeLL128OneNodeFactor = 7.0 / 9.0;
 constexpr double kTreeLL128Factor = 120.0 / 128.0;
+// tuning.cc: Tree's bus bandwidth ×.85 when its graph has the simpler TREE pattern (one GPU to and from the NIC;
+// comm->maxTreePattern, over every rank, since v2.28.3-1); Graph::simple_tree says when search.cc ends there.
+constexpr double kSimpleTreeFactor = 0.85;
 // tuning.cc: PAT's bus bandwidth is the ring graph's ×.75.
 constexpr double kPatBusFactor = 0.75;
 // ncclTopoGetAlgoTime: multi-node Ring/Simple latency ×1.9 before sm80, ×1.4 after ("plateau effect").
@@ -709,6 +712,29 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
   }
   g.ll128_ok = worst <= PathType::kNvb && nic_path <= PathType::kPxb && compcap >= 70;
+  // The tree graph's pattern (search.cc ncclTopoCompute): one GPU per machine searches the simpler TREE; more
+  // search a BALANCED_TREE first, whose NIC two GPUs reach (half the network bandwidth each), starting from
+  // PIX paths between GPU and NIC. On sm90+ ("Try a simpler tree"), when that first search is not optimal the
+  // TREE (one GPU to and from the NIC) is tried at the same speed and path types and, finding its channels,
+  // ends the search. The first search is taken as optimal when every channel's NIC has two of the group's
+  // GPUs of its machine within PIX (a PCIe switch shared with the NIC), not otherwise (one NIC per GPU).
+  if (net) {
+    bool balanced = g.ppn > 1;
+    if (balanced && compcap >= 90) {
+      for (const Channel& ch : g.rings) {
+        for (int mi = 0; mi < g.machines && balanced; ++mi) {
+          const int nic = ch.nics[static_cast<std::size_t>(mi)];
+          int near = 0;
+          for (int k = 0; k < g.ppn; ++k) {
+            const int gpu = ch.ring[static_cast<std::size_t>(mi * g.ppn + k)];
+            if (nic >= 0 && topo.route(gpu, nic).type <= PathType::kPix) ++near;
+          }
+          balanced = near >= 2;
+        }
+      }
+    }
+    g.simple_tree = !balanced;
+  }
   // NVLS (search.cc: an NVSwitch and sm90+): one head per GPU up to NCCL_MAX_NVLS_ARITY, at the fastest
   // intra speed at which every head's share of a GPU's NVLink bandwidth fits.
   if (g.nvswitch > 0 && compcap >= 90 && g.ppn >= 2) {
@@ -925,6 +951,7 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
         bus = std::min(bus * (g.machines == 1 ? kTreeLL128OneNodeFactor : kTreeLL128Factor),
                        nch * kPerChTreeLL128[cci][index2]);
       }
+      if (algo == Algo::kTree && g.simple_tree) bus *= kSimpleTreeFactor;
       if (algo == Algo::kPat) bus *= release < kNccl224 ? kPatBusFactorIn223 : kPatBusFactor;
       // Bus to algorithm bandwidth: all-gather/reduce-scatter convert Ring only (tuning.cc; before v2.23.4-1 NVLS
       // too); NVLS and NVLSTree by 5/6 before v2.28.3-1.

@@ -71,6 +71,7 @@ struct Graph {
   bool power_cpu = false;      ///< cpuArch POWER on every machine (Tree/Simple PCI latency = Ring/Simple's)
   bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
   bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
+  bool simple_tree = false;    ///< NCCL's tree graph has the simpler TREE pattern (Tree's bus bandwidth ×.85)
   int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)
   int channels = 0;            ///< ring/tree channels (after duplication)
   double bw_intra = 0;         ///< NCCL's per-channel GB/s inside a machine

@@ -803,3 +803,63 @@ TEST_CASE("nccl.release_in_the_simulator") {
   m.nccl_release = NcclRelease{2, 21, 5};
   CHECK(simulate(plan, t, m, 4).groups.front().algorithm == "nvlstree");
 }
+
+TEST_CASE("nccl.tree_graph_pattern") {
+  // search.cc ncclTopoCompute: the tree graph is first searched as a BALANCED_TREE (two GPUs of a machine reach the
+  // channel's NIC) from PIX GPU–NIC paths; on sm90+ a first search that is not optimal falls back to the simpler
+  // TREE, and one GPU per machine always searches TREE. tuning.cc: Tree's bus bandwidth × .85 for a TREE graph.
+  const auto machine = [](const std::string& arch, const nlohmann::json& switches, int nics_per_switch) {
+    const nlohmann::json j = {{"name", "m-" + arch},
+                              {"compact",
+                               {{"gpus", 8},
+                                {"arch", arch},
+                                {"cpu_arch", "x86_64-intel"},
+                                {"nvswitch", {{"lanes_per_gpu", 18}, {"lane_bandwidth", 25}}},
+                                {"pcie_switches", switches},
+                                {"pcie_bandwidth", 48},
+                                {"nics_per_switch", nics_per_switch},
+                                {"nic_bandwidth", 50}}}};
+    return topology_from_json(j, "m.json");
+  };
+  const nlohmann::json pairs = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  const nlohmann::json singles = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
+  const NetworkSpec net{50, 2.7, 1.0};
+  // H100 machines with a NIC per GPU, each under its own switch (the built-in dgx-h100): TREE.
+  const nccl::Graph own = graph_of("2xdgx-h100");
+  CHECK(own.simple_tree);
+  const Topology own_json = join_machines({machine("sm90", singles, 1), machine("sm90", singles, 1)}, net, "own");
+  CHECK(nccl::search(own_json, own_json.gpus()).simple_tree);
+  // Two GPUs and two NICs under each switch: the balanced tree is found at PIX, no fallback.
+  const Topology shared = join_machines({machine("sm90", pairs, 2), machine("sm90", pairs, 2)}, net, "shared");
+  const nccl::Graph g_shared = nccl::search(shared, shared.gpus());
+  CHECK_FALSE(g_shared.simple_tree);
+  // Before sm90 NCCL never falls back (the A100's layout alike or not).
+  const Topology ampere = join_machines({machine("sm80", singles, 1), machine("sm80", singles, 1)}, net, "a100");
+  CHECK_FALSE(nccl::search(ampere, ampere.gpus()).simple_tree);
+  CHECK_FALSE(graph_of("2xdgx-a100").simple_tree);
+  // One GPU per machine: TREE whatever the machine.
+  const Topology four = load_topology("4xdgx-a100");
+  const std::vector<int> one_each = {four.gpus()[0], four.gpus()[8], four.gpus()[16], four.gpus()[24]};
+  CHECK(nccl::search(four, one_each).simple_tree);
+  // One machine: no network, no fallback taken by the model.
+  CHECK_FALSE(graph_of("dgx-h100").simple_tree);
+  // The factor: on graphs alike but for the pattern, every Tree cell is .85 of the balanced one; Ring's is the same.
+  nccl::Graph balanced = own;
+  balanced.simple_tree = false;
+  const nccl::CostTable t = nccl::all_reduce_table(own), b = nccl::all_reduce_table(balanced);
+  const int tree = static_cast<int>(nccl::Algo::kTree), ring = static_cast<int>(nccl::Algo::kRing);
+  for (int p = 0; p < nccl::kProtos; ++p) {
+    CAPTURE(p);
+    CHECK(t.bandwidth[tree][p] == doctest::Approx(0.85 * b.bandwidth[tree][p]).epsilon(1e-12));
+    CHECK(t.bandwidth[ring][p] == b.bandwidth[ring][p]);
+    CHECK(t.latency_us[tree][p] == b.latency_us[tree][p]);
+  }
+  // Tree/LL on three H100 machines, in closed form (NVIDIA/nccl#1453's 64 KiB line, NCCL 2.21 printed 37.798233 µs):
+  // llMaxBw 20.4 GB/s × .85 × .5, × .6 at 64 KiB (treeCorrectionFactor), after the 25.2 µs latency.
+  nccl::Graph three = graph_of("3xdgx-h100");
+  three.release = NcclRelease{2, 21, 5};
+  REQUIRE(three.simple_tree);
+  const nccl::CostTable t3 = nccl::all_reduce_table(three);
+  const double ll = nccl::algo_time(three, t3, nccl::Algo::kTree, nccl::Proto::kLL, 65536);
+  CHECK(ll == doctest::Approx(25.2 + 65536.0 / (1000.0 * 20.4 * 0.85 * 0.5 * 0.6)).epsilon(1e-9));
+}
