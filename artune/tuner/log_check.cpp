@@ -374,6 +374,25 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
                                 graph.channels, graph.bw_intra));
     }
   }
+  // The tree graph's pattern (NCCL_TOPO_PATTERN_BALANCED_TREE 1, SPLIT_TREE 2, TREE 3; NCCL takes the largest over
+  // the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table, and the model's search
+  // says which one this topology gives (nccl::Graph::simple_tree).
+  const logs::InfoGraph* tree_graph = nullptr;
+  for (const auto& g : info.graphs) {
+    if (g.pattern >= 1 && g.pattern <= 3 && (tree_graph == nullptr || g.pattern > tree_graph->pattern)) tree_graph = &g;
+  }
+  if (tree_graph != nullptr && (tree_graph->pattern == 3) != graph.simple_tree) {
+    out.push_back(
+        graph.simple_tree
+            ? fmt::format("{}:{}: NCCL's tree graph has pattern {} (NIC traffic spread over two GPUs) where the model's "
+                          "search expects the simpler TREE (3, all NIC traffic through one GPU, Tree at .85 of its "
+                          "bandwidth in NCCL's table): do two GPUs share a PCIe switch with each NIC on this machine?",
+                          info.source, tree_graph->line, tree_graph->pattern)
+            : fmt::format("{}:{}: NCCL's tree graph has the simpler TREE pattern (3: all NIC traffic through one GPU, "
+                          "Tree at .85 of its bandwidth in NCCL's table) where the model's search expects a balanced "
+                          "tree: does each GPU have its own NIC, under its own PCIe switch?",
+                          info.source, tree_graph->line));
+  }
   const int built = info.ring_channels();
   if (built > 0 && built != graph.channels) {
     out.push_back(fmt::format("{}: NCCL built {} ring channel(s); the model's search finds {}", info.source, built,

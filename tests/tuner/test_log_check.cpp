@@ -146,6 +146,26 @@ TEST_CASE("log_check.info_log_findings") {
                            std::string::npos;
   }
   CHECK(opened);
+  // The tree graph's pattern against the model's: 2 A3 Mega machines (a NIC per GPU under its own PCIe switch) give
+  // the simpler TREE (3); a log whose tree graphs are balanced (1) is named, one whose largest pattern is TREE is not.
+  const std::string head = "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n";
+  const std::string balanced = "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
+  const std::string simple = "h:1:2 [0] NCCL INFO Pattern 3, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
+  const std::string ring = "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
+  const Topology a3topo =
+      load_topology((artune_test::log_data_dir().parent_path().parent_path() / "simulator/data/2xa3mega-h100.json").string());
+  REQUIRE(nccl::search(a3topo, a3topo.gpus()).simple_tree);
+  const logs::InfoLog bal = logs::parse_nccl_info(head + ring + balanced, "bal.log");
+  CHECK(any_of(check_runs(a3topo, a3, &bal, CheckOptions{}).runs[0].findings,
+               "bal.log:3: NCCL's tree graph has pattern 1 (NIC traffic spread over two GPUs) where the model's search "
+               "expects the simpler TREE"));
+  const logs::InfoLog max = logs::parse_nccl_info(head + balanced + simple + ring, "max.log");
+  CHECK_FALSE(any_of(check_runs(a3topo, a3, &max, CheckOptions{}).runs[0].findings, "tree graph"));
+  // The reverse on A100 machines (sm80: NCCL never falls back to TREE there).
+  const logs::InfoLog on_a100 = logs::parse_nccl_info(head + simple, "a100.log");
+  CHECK(any_of(check_runs(load_topology("2xdgx-a100"), a3, &on_a100, CheckOptions{}).runs[0].findings,
+               "a100.log:2: NCCL's tree graph has the simpler TREE pattern (3: all NIC traffic through one GPU, Tree at "
+               ".85 of its bandwidth in NCCL's table) where the model's search expects a balanced tree"));
   // An INFO log of another communicator is not compared.
   logs::InfoLog other = logs::read_nccl_info(data("nccl1412-2x8-info.log"));
   const CheckReport r2 = check_runs(load_topology("dgx-h100"), runs, &other, CheckOptions{});
