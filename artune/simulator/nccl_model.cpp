@@ -80,7 +80,7 @@ constexpr double kTreeLLFactor = 1.0 / 3.8;
 constexpr double kTreeLL128OneNodeFactor = 7.0 / 9.0;
 constexpr double kTreeLL128Factor = 120.0 / 128.0;
 // tuning.cc: Tree's bus bandwidth ×.85 when its graph has the simpler TREE pattern (one GPU to and from the NIC;
-// comm->maxTreePattern, over every rank, since v2.28.3-1); Graph::simple_tree says when search.cc ends there.
+// comm->maxTreePattern, over every rank, since v2.26.2-1); Graph::simple_tree says when search.cc ends there.
 constexpr double kSimpleTreeFactor = 0.85;
 // tuning.cc: PAT's bus bandwidth is the ring graph's ×.75.
 constexpr double kPatBusFactor = 0.75;
