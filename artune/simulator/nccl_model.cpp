@@ -979,10 +979,8 @@ double algo_time(const Graph& g, const CostTable& t, Algo algo, Proto proto, dou
   double bw = t.bandwidth[a][p];
   double lat = t.latency_us[a][p];
   if (bw <= 0) return -1.0;
-  const auto b = static_cast<std::uint64_t>(bytes);
-  const int log_size = (b >> 6) == 0 ? -1 : log2i(static_cast<int>(std::min<std::uint64_t>(b >> 6, 1u << 30)));
   const bool all_reduce = coll == Collective::kAllReduce;  // ncclTopoGetAlgoTime corrects all-reduce only
-  if (all_reduce && algo == Algo::kTree && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[p][log_size];
+  if (all_reduce && algo == Algo::kTree) bw *= tree_correction(proto, bytes);
   if (all_reduce && algo == Algo::kRing && proto == Proto::kSimple && g.machines > 1 &&
       bytes / (static_cast<double>(g.channels) * g.ranks) >= 64) {
     lat *= g.compcap < 80 ? kRingPlateauPreAmpere : kRingPlateau;
@@ -1056,6 +1054,12 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
 }
 
 double nvls_efficiency(const Graph& g) noexcept { return kNvlsEfficiency[cc_index(g.compcap)]; }
+
+double tree_correction(Proto proto, double bytes) noexcept {
+  const auto b = static_cast<std::uint64_t>(bytes);
+  const int log_size = (b >> 6) == 0 ? -1 : log2i(static_cast<int>(std::min<std::uint64_t>(b >> 6, 1u << 30)));
+  return log_size >= 0 && log_size < 23 ? kTreeCorrection[static_cast<int>(proto)][log_size] : 1.0;
+}
 
 
 bool pat_enabled(const Graph& g) noexcept {

@@ -207,6 +207,8 @@ double wire_factor(Proto proto) noexcept;
 /// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none
 /// (Ring: its bus bandwidth per channel; Tree: the algorithm bandwidth of NCCL's table per channel).
 double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto);
+/// NCCL's size correction of Tree's all-reduce bandwidth (tuning.cc treeCorrectionFactor) at `bytes`.
+double tree_correction(Proto proto, double bytes) noexcept;
 /// NVLS efficiency of the switch's reduction (tuning.cc nvlsEfficiency).
 double nvls_efficiency(const Graph& graph) noexcept;
 

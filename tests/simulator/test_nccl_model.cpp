@@ -863,3 +863,23 @@ TEST_CASE("nccl.tree_graph_pattern") {
   const double ll = nccl::algo_time(three, t3, nccl::Algo::kTree, nccl::Proto::kLL, 65536);
   CHECK(ll == doctest::Approx(25.2 + 65536.0 / (1000.0 * 20.4 * 0.85 * 0.5 * 0.6)).epsilon(1e-9));
 }
+
+TEST_CASE("nccl.tree_correction_in_the_simulated_time") {
+  // tuning.cc treeCorrectionFactor, per protocol and log2(bytes / 64): what NCCL's estimate and now the simulated
+  // time of a Tree all-reduce scale Tree's bandwidth by.
+  CHECK(nccl::tree_correction(nccl::Proto::kLL, 64) == 1.0);
+  CHECK(nccl::tree_correction(nccl::Proto::kLL, 65536) == 0.6);
+  CHECK(nccl::tree_correction(nccl::Proto::kLL, 262144) == 0.4);
+  CHECK(nccl::tree_correction(nccl::Proto::kSimple, 32) == 1.0);  // below 64 B: no entry
+  CHECK(nccl::tree_correction(nccl::Proto::kSimple, 64) == 0.9);
+  CHECK(nccl::tree_correction(nccl::Proto::kLL128, double(std::uint64_t{1} << 30)) == 1.0);
+  // Two H100 machines at 64 KiB, Tree/LL forced: the channels run at the table's rate × .6, and nothing else
+  // limits them, so the time is the launch, the device latency and 64 KiB at .6 of Tree/LL's algorithm bandwidth.
+  const Topology t = load_topology("2xdgx-h100");
+  const nccl::Graph g = nccl::search(t, t.gpus());
+  const double bw = nccl::all_reduce_table(g).bandwidth[static_cast<int>(nccl::Algo::kTree)][static_cast<int>(nccl::Proto::kLL)];
+  REQUIRE(bw > 0);
+  const double expect = nccl::launch_us() + nccl::device_latency_us(g, nccl::Algo::kTree, nccl::Proto::kLL) +
+                        65536.0 / (1000.0 * bw * 0.6);
+  CHECK(sim(t, "nccl.tree.ll", 65536).time_us == doctest::Approx(expect).epsilon(1e-6));
+}
