@@ -564,6 +564,33 @@ Graph with_channels(const Graph& g, Algo algo, int channels, std::string_view wh
   return out;
 }
 
+namespace {
+
+// The tree graph's pattern (search.cc ncclTopoCompute): one GPU per machine searches the simpler TREE; more
+// search a BALANCED_TREE first, whose NIC two GPUs reach (half the network bandwidth each), starting from PIX
+// paths between GPU and NIC. On sm90+ ("Try a simpler tree"), when that first search is not optimal the TREE (one
+// GPU to and from the NIC) is tried at the same speed and path types and, finding its channels, ends the search.
+// The first search is taken as optimal when every channel's NIC has two of the group's GPUs of its machine within
+// PIX (a PCIe switch shared with the NIC), not otherwise (one NIC per GPU). `g`: channels and NICs searched.
+bool balanced_tree_found(const Topology& topo, const Graph& g) {
+  if (g.ppn < 2) return false;
+  if (g.compcap < 90) return true;
+  for (const Channel& ch : g.rings) {
+    for (int mi = 0; mi < g.machines; ++mi) {
+      const int nic = ch.nics[static_cast<std::size_t>(mi)];
+      if (nic < 0) return false;
+      int near = 0;
+      for (int k = 0; k < g.ppn; ++k) {
+        near += topo.route(ch.ring[static_cast<std::size_t>(mi * g.ppn + k)], nic).type <= PathType::kPix;
+      }
+      if (near < 2) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Graph search(const Topology& topo, const std::vector<int>& gpus) {
   Graph g;
   g.ranks = static_cast<int>(gpus.size());
@@ -712,29 +739,7 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
   }
   g.ll128_ok = worst <= PathType::kNvb && nic_path <= PathType::kPxb && compcap >= 70;
-  // The tree graph's pattern (search.cc ncclTopoCompute): one GPU per machine searches the simpler TREE; more
-  // search a BALANCED_TREE first, whose NIC two GPUs reach (half the network bandwidth each), starting from
-  // PIX paths between GPU and NIC. On sm90+ ("Try a simpler tree"), when that first search is not optimal the
-  // TREE (one GPU to and from the NIC) is tried at the same speed and path types and, finding its channels,
-  // ends the search. The first search is taken as optimal when every channel's NIC has two of the group's
-  // GPUs of its machine within PIX (a PCIe switch shared with the NIC), not otherwise (one NIC per GPU).
-  if (net) {
-    bool balanced = g.ppn > 1;
-    if (balanced && compcap >= 90) {
-      for (const Channel& ch : g.rings) {
-        for (int mi = 0; mi < g.machines && balanced; ++mi) {
-          const int nic = ch.nics[static_cast<std::size_t>(mi)];
-          int near = 0;
-          for (int k = 0; k < g.ppn; ++k) {
-            const int gpu = ch.ring[static_cast<std::size_t>(mi * g.ppn + k)];
-            if (nic >= 0 && topo.route(gpu, nic).type <= PathType::kPix) ++near;
-          }
-          balanced = near >= 2;
-        }
-      }
-    }
-    g.simple_tree = !balanced;
-  }
+  g.simple_tree = net && !balanced_tree_found(topo, g);
   // NVLS (search.cc: an NVSwitch and sm90+): one head per GPU up to NCCL_MAX_NVLS_ARITY, at the fastest
   // intra speed at which every head's share of a GPU's NVLink bandwidth fits.
   if (g.nvswitch > 0 && compcap >= 90 && g.ppn >= 2) {
@@ -1034,7 +1039,7 @@ double wire_factor(Proto proto) noexcept {
   return proto == Proto::kLL ? kLLWire : proto == Proto::kLL128 ? kLL128Wire : 1.0;
 }
 
-double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
+double channel_cap_gbps(const Graph& g, Algo algo, Proto proto, double bytes) {
   const int cci = cc_index(g.compcap);
   const int index2 = g.machines <= 2 ? g.machines - 1 : 2;
   const int index1 = g.machines == 1 ? cci : (g.amd_cpu ? 1 : 0);
@@ -1046,8 +1051,10 @@ double channel_cap_gbps(const Graph& g, Algo algo, Proto proto) {
   }
   if (algo == Algo::kTree) {
     // A tree channel moves its share once up and once down per edge, at most at the algorithm bandwidth
-    // NCCL's table gives one channel (busBw × .92, per-channel caps, protocol factors, × .5).
-    return all_reduce_table(g).bandwidth[static_cast<int>(Algo::kTree)][static_cast<int>(proto)] / nch;
+    // NCCL's table gives one channel (busBw × .92, per-channel caps, protocol factors, × .5), corrected for the
+    // size as NCCL corrects it (treeCorrectionFactor).
+    return all_reduce_table(g).bandwidth[static_cast<int>(Algo::kTree)][static_cast<int>(proto)] / nch *
+           tree_correction(proto, bytes);
   }
   if (algo == Algo::kNvlsTree) return kPerChNvlsTree[cci][index2];
   return 0.0;

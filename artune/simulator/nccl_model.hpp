@@ -205,8 +205,9 @@ double device_latency_us(const Graph& graph, Algo algo, Proto proto, const HopAd
 /// Wire bytes per data byte of a protocol (LL: 8-byte flag per 8 bytes; LL128: 8 of every 128 bytes).
 double wire_factor(Proto proto) noexcept;
 /// Cap on one channel's data rate (GB/s) of an algorithm × protocol from NCCL's per-channel limits, 0 = none
-/// (Ring: its bus bandwidth per channel; Tree: the algorithm bandwidth of NCCL's table per channel).
-double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto);
+/// (Ring: its bus bandwidth per channel; Tree, which runs all-reduce only: the algorithm bandwidth of NCCL's table
+/// per channel × NCCL's size correction at `bytes`, as NCCL's own estimate of the call has it).
+double channel_cap_gbps(const Graph& graph, Algo algo, Proto proto, double bytes);
 /// NCCL's size correction of Tree's all-reduce bandwidth (tuning.cc treeCorrectionFactor) at `bytes`.
 double tree_correction(Proto proto, double bytes) noexcept;
 /// NVLS efficiency of the switch's reduction (tuning.cc nvlsEfficiency).

@@ -288,8 +288,8 @@ void Simulation::add_path_flow(const std::vector<const std::vector<int>*>& parts
 //    for the switch to multicast: (k+1)/k of the buffer each way on its switch links, at NCCL's NVLS
 //    efficiency. NVLSTree adds the Tree's network edges between machines.
 // Protocols put more bytes on the wire (LL 2×, LL128 128/120) and cap a channel's rate at NCCL's
-// per-channel limits (tuning.cc), converted to wire bytes; a Tree all-reduce's cap also takes NCCL's size
-// correction of Tree's bandwidth (treeCorrectionFactor), as NCCL's own estimate of it does.
+// per-channel limits (tuning.cc; Tree's with NCCL's size correction, as NCCL's own estimate has it), converted
+// to wire bytes.
 void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& members) {
   scalable_ = false;  // NCCL's algorithm, protocol and latency depend on the size
   auto git = nccl_graphs_.find(members);
@@ -316,10 +316,7 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   const double latency = nccl::launch_us(model_.launch.gpus_per_thread, model_.launch.cuda_graph) +
                          nccl::device_latency_us(g, choice.algo, choice.proto, adjust, coll);
   const double wire = nccl::wire_factor(choice.proto);
-  double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto);
-  if (choice.algo == nccl::Algo::kTree && coll == Collective::kAllReduce) {
-    cap_gbps *= nccl::tree_correction(choice.proto, bytes);
-  }
+  const double cap_gbps = nccl::channel_cap_gbps(g, choice.algo, choice.proto, bytes);
   const double cap = cap_gbps > 0 ? cap_gbps * wire * kBytesPerUsPerGbps : cap_;
   const int k = g.ranks;
   const int nch = std::max(1, g.channels);

@@ -374,14 +374,16 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
                                 graph.channels, graph.bw_intra));
     }
   }
-  // The tree graph's pattern (NCCL_TOPO_PATTERN_BALANCED_TREE 1, SPLIT_TREE 2, TREE 3; NCCL takes the largest over
-  // the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table, and the model's search
-  // says which one this topology gives (nccl::Graph::simple_tree).
+  // The tree graph's pattern (src/include/graph.h NCCL_TOPO_PATTERN_BALANCED_TREE 1, SPLIT_TREE 2, TREE 3; NCCL
+  // takes the largest over the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table,
+  // and the model's search says which one this topology gives (nccl::Graph::simple_tree).
+  constexpr int kBalancedTreePattern = 1, kTreePattern = 3;
   const logs::InfoGraph* tree_graph = nullptr;
   for (const auto& g : info.graphs) {
-    if (g.pattern >= 1 && g.pattern <= 3 && (tree_graph == nullptr || g.pattern > tree_graph->pattern)) tree_graph = &g;
+    const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
+    if (tree && (tree_graph == nullptr || g.pattern > tree_graph->pattern)) tree_graph = &g;
   }
-  if (tree_graph != nullptr && (tree_graph->pattern == 3) != graph.simple_tree) {
+  if (tree_graph != nullptr && (tree_graph->pattern == kTreePattern) != graph.simple_tree) {
     out.push_back(
         graph.simple_tree
             ? fmt::format("{}:{}: NCCL's tree graph has pattern {} (NIC traffic spread over two GPUs) where the model's "

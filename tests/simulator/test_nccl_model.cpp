@@ -626,8 +626,8 @@ TEST_CASE("nccl.cpu_type_across_machines") {
     CHECK(ta.bandwidth[ring][p] == ti.bandwidth[ring][p]);
     CHECK(ta.bandwidth[tree][p] == ti.bandwidth[tree][p]);
   }
-  CHECK(nccl::channel_cap_gbps(amd, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(22.5 / amd.channels));
-  CHECK(nccl::channel_cap_gbps(intel, nccl::Algo::kRing, nccl::Proto::kLL) == doctest::Approx(39.0 / amd.channels));
+  CHECK(nccl::channel_cap_gbps(amd, nccl::Algo::kRing, nccl::Proto::kLL, 8) == doctest::Approx(22.5 / amd.channels));
+  CHECK(nccl::channel_cap_gbps(intel, nccl::Algo::kRing, nccl::Proto::kLL, 8) == doctest::Approx(39.0 / amd.channels));
   // The simulator's ring steps pay the same overhead: its device latency of Ring/LL is 28 µs longer.
   CHECK(nccl::device_latency_us(amd, nccl::Algo::kRing, nccl::Proto::kLL) -
             nccl::device_latency_us(intel, nccl::Algo::kRing, nccl::Proto::kLL) ==
@@ -879,6 +879,8 @@ TEST_CASE("nccl.tree_correction_in_the_simulated_time") {
   const nccl::Graph g = nccl::search(t, t.gpus());
   const double bw = nccl::all_reduce_table(g).bandwidth[static_cast<int>(nccl::Algo::kTree)][static_cast<int>(nccl::Proto::kLL)];
   REQUIRE(bw > 0);
+  CHECK(nccl::channel_cap_gbps(g, nccl::Algo::kTree, nccl::Proto::kLL, 65536) ==
+        doctest::Approx(bw / g.channels * 0.6).epsilon(1e-12));
   const double expect = nccl::launch_us() + nccl::device_latency_us(g, nccl::Algo::kTree, nccl::Proto::kLL) +
                         65536.0 / (1000.0 * bw * 0.6);
   CHECK(sim(t, "nccl.tree.ll", 65536).time_us == doctest::Approx(expect).epsilon(1e-6));
