@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -361,7 +362,16 @@ class MachineSearch {
           if (nic_type < nic_floor) continue;
           for (int t = 0; t < nics && !found; ++t) {
             nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
-            for (int s = 0; s < n && !found; ++s) {
+            // The NIC's most local GPUs first (search.cc ncclTopoSearchRecNet: net.localGpu, then ncclTopoGetLocal;
+            // NCCL starts a ring at no other GPU but for its PCI-order reference on machines without NVSwitch),
+            // then the rest.
+            std::vector<int> starts(static_cast<std::size_t>(n));
+            std::iota(starts.begin(), starts.end(), 0);
+            std::stable_sort(starts.begin(), starts.end(), [&](int a, int b) {
+              return topo_.route(nic, m_.gpus[a]).type < topo_.route(nic, m_.gpus[b]).type;
+            });
+            for (int k = 0; k < n && !found; ++k) {
+              const int s = starts[static_cast<std::size_t>(k)];
               if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
               std::vector<int> in = topo_.route(nic, m_.gpus[s]).links;
               if (const int port = topo_.network_port(nic); port >= 0) in.push_back(port);
