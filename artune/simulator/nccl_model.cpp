@@ -247,7 +247,7 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
     if (static_cast<int>(ring.size()) == n) {
       std::vector<int> back;
       if (nic >= 0) {
-        const Route& out = topo.route(gpus[cur], nic);
+        const Route out = net_send_route(topo, gpus[cur], nic);  // PXN where NCCL takes it
         const Route& in = topo.route(nic, gpus[start]);
         if (out.type > nic_type || in.type > nic_type) return false;
         back = out.links;
@@ -326,7 +326,7 @@ class MachineSearch {
       std::vector<int> links;
       for (int i = 0; i < n; ++i) {
         if (i + 1 == n && nic >= 0) {
-          const auto& o = topo_.route(m_.gpus[r[i]], nic).links;
+          const std::vector<int> o = net_send_route(topo_, m_.gpus[r[i]], nic).links;
           const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
           links.insert(links.end(), o.begin(), o.end());
           links.insert(links.end(), in.begin(), in.end());
@@ -356,9 +356,10 @@ class MachineSearch {
         found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1, PathType::kLoc);
       } else {
         // NICs round-robin from the channel's index, starting GPUs near the NIC (search.cc starts a
-        // ring at the NIC and ends it there): within PXB of it first, farther (PHB, SYS) only when no
-        // GPU is that close, as search.cc widens typeInter only while it finds nothing.
-        for (const PathType nic_type : {PathType::kPxb, PathType::kSys}) {
+        // ring at the NIC and ends it there): within PXB of it first, then sending to it through an NVLink
+        // peer (PXN), farther (PHB, SYS) only when neither finds a channel, as search.cc widens typeInter
+        // only while it finds nothing.
+        for (const PathType nic_type : {PathType::kPxb, PathType::kPxn, PathType::kSys}) {
           if (nic_type < nic_floor) continue;
           for (int t = 0; t < nics && !found; ++t) {
             nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
@@ -455,7 +456,7 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
     for (const int g : m.gpus) {
       for (const int nic : m.nics) {
         double b = std::numeric_limits<double>::infinity();
-        for (const int l : topo.route(g, nic).links) b = std::min(b, caps.get(l));
+        for (const int l : net_send_route(topo, g, nic).links) b = std::min(b, caps.get(l));
         // paths.cc: the GPU-to-NET path ends on the port, whose speed bounds it.
         if (const int port = topo.network_port(nic); port >= 0) b = std::min(b, caps.get(port));
         nic_bw = std::max(nic_bw, b);
@@ -601,6 +602,38 @@ bool balanced_tree_found(const Topology& topo, const Graph& g) {
 
 }  // namespace
 
+Route net_send_route(const Topology& topo, int gpu, int nic) {
+  const Route& direct = topo.route(gpu, nic);
+  // The NIC's local GPU (paths.cc ncclTopoGetLocalGpu): the most bandwidth to it, then the best path type.
+  int peer = -1;
+  for (const int g : topo.nodes_of_kind(NodeKind::kGpu, topo.nodes()[static_cast<std::size_t>(nic)].machine)) {
+    if (peer < 0) {
+      peer = g;
+      continue;
+    }
+    const Route& r = topo.route(g, nic);
+    const Route& best = topo.route(peer, nic);
+    if (r.bandwidth_gbps > best.bandwidth_gbps + 1e-9 ||
+        (std::abs(r.bandwidth_gbps - best.bandwidth_gbps) <= 1e-9 && r.type < best.type)) {
+      peer = g;
+    }
+  }
+  if (peer < 0 || peer == gpu) return direct;
+  const Route& peer_to_nic = topo.route(peer, nic);
+  const Route& to_peer = topo.route(gpu, peer);
+  // paths.cc: the peer within PXB of the NIC, joined to us by NVLink (NVL: direct or through NVSwitches), with more
+  // bandwidth to the NIC than ours or sparing us a path through a CPU.
+  if (peer_to_nic.type > PathType::kPxb || to_peer.type > PathType::kNvl) return direct;
+  if (!(peer_to_nic.bandwidth_gbps > direct.bandwidth_gbps + 1e-9 || direct.type > PathType::kPxb)) return direct;
+  Route pxn;
+  pxn.type = PathType::kPxn;
+  pxn.links = to_peer.links;
+  pxn.links.insert(pxn.links.end(), peer_to_nic.links.begin(), peer_to_nic.links.end());
+  pxn.bandwidth_gbps = std::min(to_peer.bandwidth_gbps, peer_to_nic.bandwidth_gbps);
+  pxn.latency_us = to_peer.latency_us + peer_to_nic.latency_us;
+  return pxn;
+}
+
 Graph search(const Topology& topo, const std::vector<int>& gpus) {
   Graph g;
   g.ranks = static_cast<int>(gpus.size());
@@ -738,17 +771,23 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
   }
   if (g.ppn > 1 && worst > PathType::kNvl) g.nvlink_intra = false;
-  // LL128 (tuning.cc): typeIntra ≤ NVB, GPU–NIC path ≤ PXB, sm70 or later.
+  // LL128 (tuning.cc): typeIntra ≤ NVB, the graph's GPU–NIC path type (typeInter: the NIC into the machine's
+  // first GPU, its last GPU's send path out) ≤ PXB, or ≤ PXN on sm90 and later (v2.21.5-1 and on; 2.28's
+  // NCCL_LL128_C2C, 1 by default, keeps it), sm70 or later.
   PathType nic_path = PathType::kPix;
   if (net) {
     for (const Channel& ch : g.rings) {
       for (int mi = 0; mi < g.machines; ++mi) {
+        const int nic = ch.nics[static_cast<std::size_t>(mi)];
+        if (nic < 0) continue;
         const int head = ch.ring[static_cast<std::size_t>(mi * g.ppn)];
-        nic_path = std::max(nic_path, topo.route(head, ch.nics[static_cast<std::size_t>(mi)]).type);
+        const int tail = ch.ring[static_cast<std::size_t>(mi * g.ppn + g.ppn - 1)];
+        nic_path = std::max({nic_path, topo.route(nic, head).type, net_send_route(topo, tail, nic).type});
       }
     }
   }
-  g.ll128_ok = worst <= PathType::kNvb && nic_path <= PathType::kPxb && compcap >= 70;
+  g.ll128_ok = worst <= PathType::kNvb &&
+               (nic_path <= PathType::kPxb || (compcap >= 90 && nic_path <= PathType::kPxn)) && compcap >= 70;
   g.simple_tree = net && !balanced_tree_found(topo, g);
   // NVLS (search.cc: an NVSwitch and sm90+): one head per GPU up to NCCL_MAX_NVLS_ARITY, at the fastest
   // intra speed at which every head's share of a GPU's NVLink bandwidth fits.

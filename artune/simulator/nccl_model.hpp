@@ -70,7 +70,7 @@ struct Graph {
   bool amd_x86_cpu = false;    ///< cpuArch x86 and cpuVendor AMD on every machine (getNetOverhead's 2 µs)
   bool power_cpu = false;      ///< cpuArch POWER on every machine (Tree/Simple PCI latency = Ring/Simple's)
   bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
-  bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB, sm70+)
+  bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB or PXN on sm90+, sm70+)
   bool simple_tree = false;    ///< NCCL's tree graph has the simpler TREE pattern (Tree's bus bandwidth ×.85)
   int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)
   int channels = 0;            ///< ring/tree channels (after duplication)
@@ -97,6 +97,13 @@ int min_channels(Algo algo) noexcept;
 /// channels): the cost table, the latencies and the simulator's flows of that algorithm then see only these.
 /// InvalidInput naming `what` unless min_channels(algo) ≤ channels ≤ max_channels(graph, algo).
 Graph with_channels(const Graph& graph, Algo algo, int channels, std::string_view what);
+
+/// The path a GPU sends to a NIC of its machine on (NCCL's paths.cc, "PXN"): the topology's route, or, where the
+/// NIC's own GPU (its best path) is within PXB of the NIC, joined to `gpu` by NVLink, and has more bandwidth to the
+/// NIC than `gpu` or spares it a path through a CPU, the NVLink route to that GPU followed by its route to the NIC,
+/// of type PXN. NCCL takes it in this direction only (it receives from a NIC directly); NCCL_PXN_DISABLE is 0 by
+/// default since 2.12.
+Route net_send_route(const Topology& topo, int gpu, int nic);
 
 /// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
 /// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.

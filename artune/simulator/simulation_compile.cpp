@@ -332,8 +332,9 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
       return;
     }
     const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
-    add_path_flow({&topo_.route(a, na).links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap, used,
-                  pending);
+    // Out through the NIC on NCCL's send path (PXN where NCCL takes it), in from it directly.
+    const Route send = nccl::net_send_route(topo_, a, na);
+    add_path_flow({&send.links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap, used, pending);
   };
   auto tree_edges = [&](double share, bool chains) {
     for (int c = 0; c < nch; ++c) {

@@ -524,6 +524,7 @@ std::string_view to_string(PathType type) noexcept {
     case PathType::kNvb: return "NVB";
     case PathType::kPix: return "PIX";
     case PathType::kPxb: return "PXB";
+    case PathType::kPxn: return "PXN";
     case PathType::kPhb: return "PHB";
     case PathType::kNode: return "NODE";
     case PathType::kSys: return "SYS";

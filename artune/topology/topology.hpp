@@ -23,8 +23,11 @@ enum class NodeKind { kGpu, kCpu, kPcieSwitch, kNvSwitch, kNic, kNetSwitch };
 enum class LinkKind { kNvLink, kPcie, kSmp, kNetwork, kLoopback };
 
 /// NCCL's ordered path types, best first: a route's class. NODE is the
-/// nvidia-smi class for crossing PCIe host bridges inside one NUMA node.
-enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kNode, kSys, kNet };
+/// nvidia-smi class for crossing PCIe host bridges inside one NUMA node. PXN
+/// (a GPU sending to a NIC through an NVLink peer's PCIe) is NCCL's only: no
+/// topology route has it, the NCCL model's send path to a NIC may
+/// (simulator/nccl_model.hpp net_send_route).
+enum class PathType { kLoc, kNvl, kNvb, kPix, kPxb, kPxn, kPhb, kNode, kSys, kNet };
 
 /// The fabric a NIC port sits on (NCCL's network transport or plugin for it): what the latency NCCL charges per
 /// network step, the port's achievable rate and the protocols NCCL may run across it depend on. Defaults per kind
@@ -194,7 +197,7 @@ class Topology {
 std::string_view to_string(NodeKind kind) noexcept;
 /// Short name of a link kind ("nvlink", "pcie", "smp", "network", "loopback").
 std::string_view to_string(LinkKind kind) noexcept;
-/// nvidia-smi style name of a path type ("X", "NVL", "NVB", "PIX", "PXB", "PHB", "NODE", "SYS", "NET").
+/// nvidia-smi style name of a path type ("X", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "NODE", "SYS", "NET").
 std::string_view to_string(PathType type) noexcept;
 /// Parses a node kind name; nullopt if unknown.
 std::optional<NodeKind> parse_node_kind(std::string_view text);

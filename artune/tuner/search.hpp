@@ -83,7 +83,7 @@ struct ModelError {
   double large_single_pct;
   double large_multi_pct;
 };
-inline constexpr ModelError kValidatedModelError{18.0, 3.4, 10.1};
+inline constexpr ModelError kValidatedModelError{18.0, 3.4, 8.4};
 /// The largest message of the small regime (the validation's 8 B – 64 KiB).
 inline constexpr std::uint64_t kSmallMessageBytes = 64 << 10;
 

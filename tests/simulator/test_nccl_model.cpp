@@ -451,8 +451,9 @@ TEST_CASE("nccl.all_gather_and_reduce_scatter") {
 TEST_CASE("nccl.network_kind_per_nic") {
   // A cluster whose NICs state their fabric: 2 DGX H100 joined by EFA (aws-ofi-nccl reports 75 µs and runs
   // Simple only, net_kind.cpp), the same over InfiniBand (stated and unstated), RoCE (NCCL's IB transport).
-  auto cluster = [](const nlohmann::json& fabric) {
-    nlohmann::json doc = {{"machines", {{{"config", "dgx-h100"}, {"count", 2}}}}, {"network", {{"nic_bandwidth", 50}}}};
+  auto cluster = [](const nlohmann::json& fabric, double nic_gbps = 50) {
+    nlohmann::json doc = {{"machines", {{{"config", "dgx-h100"}, {"count", 2}}}},
+                          {"network", {{"nic_bandwidth", nic_gbps}}}};
     if (!fabric.is_null()) doc["network"]["fabric"] = fabric;
     return topology_from_json(doc, "test.json");
   };
@@ -499,7 +500,8 @@ TEST_CASE("nccl.network_kind_per_nic") {
   CHECK(se.time_us - sp.time_us == doctest::Approx(300));
   // A port's own figures replace the kind's: the extra step time on every protocol, the reported latency, the
   // protocols, the efficiency of its network links (large transfers at half the rate: twice the time at 1 GiB
-  // where the NICs bound the ring).
+  // where the NICs bound the ring: 200 Gb/s ports do; at 400 Gb/s the NVLink into each NIC's own GPU, which carries
+  // the channel's PXN traffic besides the ring's, binds first).
   const Topology tuned = cluster(
       {{"kind", "efa"}, {"extra_step_us", 10}, {"reported_latency_us", 35}, {"protocols", {"simple", "ll128"}}});
   const nccl::Graph gt = nccl::search(tuned, tuned.gpus());
@@ -509,10 +511,10 @@ TEST_CASE("nccl.network_kind_per_nic") {
   CHECK(nccl::device_latency_us(gt, nccl::Algo::kRing, nccl::Proto::kSimple) -
             nccl::device_latency_us(gp, nccl::Algo::kRing, nccl::Proto::kSimple) ==
         doctest::Approx(20));
-  const Topology slow = cluster({{"efficiency", 0.45}});
+  const Topology slow = cluster({{"efficiency", 0.45}}, 25), base = cluster(nullptr, 25);
   const double big = 1024.0 * 1024 * 1024;
   const SimResult ss = sim(slow, "nccl.ring.simple", static_cast<std::uint64_t>(big));
-  const SimResult sb = sim(plain, "nccl.ring.simple", static_cast<std::uint64_t>(big));
+  const SimResult sb = sim(base, "nccl.ring.simple", static_cast<std::uint64_t>(big));
   CHECK(ss.busbw_gbps == doctest::Approx(sb.busbw_gbps / 2).epsilon(0.02));
 }
 
@@ -884,4 +886,55 @@ TEST_CASE("nccl.tree_correction_in_the_simulated_time") {
   const double expect = nccl::launch_us() + nccl::device_latency_us(g, nccl::Algo::kTree, nccl::Proto::kLL) +
                         65536.0 / (1000.0 * bw * 0.6);
   CHECK(sim(t, "nccl.tree.ll", 65536).time_us == doctest::Approx(expect).epsilon(1e-6));
+}
+
+TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
+  // paths.cc (PXN): a GPU sends to a NIC through the NIC's own GPU over NVLink when that GPU is within PXB of the
+  // NIC and the sender's own path crosses a CPU (or carries less); receiving stays direct.
+  const Topology h = load_topology("2xdgx-h100");  // each GPU with its own NIC under its own PCIe switch
+  const std::vector<int> gpus = h.nodes_of_kind(NodeKind::kGpu, 0);
+  const std::vector<int> nics = h.nodes_of_kind(NodeKind::kNic, 0);
+  REQUIRE(gpus.size() == 8);
+  REQUIRE(nics.size() == 8);
+  for (const int nic : nics) {
+    int own = -1;
+    for (const int g : gpus) {
+      if (h.route(g, nic).type == PathType::kPix) own = g;
+    }
+    REQUIRE(own >= 0);
+    // The NIC's own GPU sends directly; every other GPU through it: its NVLink route to that GPU, then that GPU's
+    // PCIe route to the NIC.
+    CHECK(nccl::net_send_route(h, own, nic).links == h.route(own, nic).links);
+    for (const int g : gpus) {
+      if (g == own) continue;
+      const Route pxn = nccl::net_send_route(h, g, nic);
+      CHECK(h.route(g, nic).type > PathType::kPxb);
+      CHECK(pxn.type == PathType::kPxn);
+      std::vector<int> expect = h.route(g, own).links;
+      const std::vector<int>& tail = h.route(own, nic).links;
+      expect.insert(expect.end(), tail.begin(), tail.end());
+      CHECK(pxn.links == expect);
+      CHECK(h.route(nic, g).type > PathType::kPxb);  // receiving is not PXN
+    }
+  }
+  // The ring search: each channel enters a machine at its NIC's own GPU and leaves through PXN, so the graph's
+  // GPU-to-NIC type is PXN, which keeps LL128 on sm90 (tuning.cc).
+  const nccl::Graph g = nccl::search(h, h.gpus());
+  for (const nccl::Channel& ch : g.rings) {
+    for (int m = 0; m < g.machines; ++m) {
+      const int nic = ch.nics[static_cast<std::size_t>(m)];
+      const int head = ch.ring[static_cast<std::size_t>(m * g.ppn)];
+      const int tail = ch.ring[static_cast<std::size_t>(m * g.ppn + g.ppn - 1)];
+      CHECK(h.route(nic, head).type == PathType::kPix);
+      CHECK(nccl::net_send_route(h, tail, nic).type == PathType::kPxn);
+    }
+  }
+  CHECK(g.ll128_ok);
+  // Without NVLink between the GPUs there is no peer to relay through: two PCIe machines send through the CPU.
+  const Topology p = load_topology("2xpcie-8gpu");
+  const std::vector<int> pg = p.nodes_of_kind(NodeKind::kGpu, 0);
+  for (const int nic : p.nodes_of_kind(NodeKind::kNic, 0)) {
+    for (const int gpu : pg) CHECK(nccl::net_send_route(p, gpu, nic).type == p.route(gpu, nic).type);
+  }
+  // Nor is there where every NIC sits under a CPU (no GPU within PXB of any): see the test above.
 }
