@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 #include "artune/algorithms/spec.hpp"
@@ -227,7 +230,8 @@ struct Machine {
 // Depth-first search for one directed ring over `gpus` at `bw` on the capacities left, starting at local
 // GPU `start`, next GPUs tried by most capacity left on the way (search.cc sorts its candidates by
 // bandwidth). Without a NIC the ring closes back to the start; with one (a machine of a cluster) it leaves
-// through the NIC and comes back in through it to the start, both ends within PXB of it (no cross-NIC).
+// through the NIC and comes back in through it to the start, both ends within `nic_type` of it (no cross-NIC),
+// the way out on NCCL's send path (PXN through the NIC's own GPU where NCCL takes it).
 bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, PathType max_type, Capacities& caps,
                std::vector<int>& ring, int start, int nic, PathType nic_type) {
   const int n = static_cast<int>(gpus.size());
@@ -235,6 +239,7 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
   std::vector<char> used(n, 0);
   used[start] = 1;
   long budget = kSearchBudget;
+  const int nic_gpu = nic >= 0 ? nic_local_gpu(topo, nic, gpus) : -1;
   auto route_links = [&](int a, int b) -> const std::vector<int>& { return topo.route(gpus[a], gpus[b]).links; };
   auto headroom = [&](int a, int b) {
     double h = std::numeric_limits<double>::infinity();
@@ -247,7 +252,7 @@ bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, Pa
     if (static_cast<int>(ring.size()) == n) {
       std::vector<int> back;
       if (nic >= 0) {
-        const Route out = net_send_route(topo, gpus[cur], nic);  // PXN where NCCL takes it
+        const Route out = net_send_route(topo, gpus[cur], nic, nic_gpu);
         const Route& in = topo.route(nic, gpus[start]);
         if (out.type > nic_type || in.type > nic_type) return false;
         back = out.links;
@@ -326,7 +331,7 @@ class MachineSearch {
       std::vector<int> links;
       for (int i = 0; i < n; ++i) {
         if (i + 1 == n && nic >= 0) {
-          const std::vector<int> o = net_send_route(topo_, m_.gpus[r[i]], nic).links;
+          const std::vector<int> o = net_send_route(topo_, m_.gpus[r[i]], nic, nic_local_gpu(topo_, nic, m_.gpus)).links;
           const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
           links.insert(links.end(), o.begin(), o.end());
           links.insert(links.end(), in.begin(), in.end());
@@ -453,10 +458,11 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
   }
   if (net) {
     double nic_bw = 0;
-    for (const int g : m.gpus) {
-      for (const int nic : m.nics) {
+    for (const int nic : m.nics) {
+      const int nic_gpu = nic_local_gpu(topo, nic, m.gpus);
+      for (const int g : m.gpus) {
         double b = std::numeric_limits<double>::infinity();
-        for (const int l : net_send_route(topo, g, nic).links) b = std::min(b, caps.get(l));
+        for (const int l : net_send_route(topo, g, nic, nic_gpu).links) b = std::min(b, caps.get(l));
         // paths.cc: the GPU-to-NET path ends on the port, whose speed bounds it.
         if (const int port = topo.network_port(nic); port >= 0) b = std::min(b, caps.get(port));
         nic_bw = std::max(nic_bw, b);
@@ -602,25 +608,29 @@ bool balanced_tree_found(const Topology& topo, const Graph& g) {
 
 }  // namespace
 
-Route net_send_route(const Topology& topo, int gpu, int nic) {
-  const Route& direct = topo.route(gpu, nic);
-  // The NIC's local GPU (paths.cc ncclTopoGetLocalGpu): the most bandwidth to it, then the best path type.
-  int peer = -1;
-  for (const int g : topo.nodes_of_kind(NodeKind::kGpu, topo.nodes()[static_cast<std::size_t>(nic)].machine)) {
-    if (peer < 0) {
-      peer = g;
+int nic_local_gpu(const Topology& topo, int nic, const std::vector<int>& gpus) {
+  int best = -1;
+  for (const int g : gpus) {
+    if (topo.nodes()[static_cast<std::size_t>(g)].machine != topo.nodes()[static_cast<std::size_t>(nic)].machine) continue;
+    if (best < 0) {
+      best = g;
       continue;
     }
     const Route& r = topo.route(g, nic);
-    const Route& best = topo.route(peer, nic);
-    if (r.bandwidth_gbps > best.bandwidth_gbps + 1e-9 ||
-        (std::abs(r.bandwidth_gbps - best.bandwidth_gbps) <= 1e-9 && r.type < best.type)) {
-      peer = g;
+    const Route& b = topo.route(best, nic);
+    if (r.bandwidth_gbps > b.bandwidth_gbps + 1e-9 ||
+        (std::abs(r.bandwidth_gbps - b.bandwidth_gbps) <= 1e-9 && r.type < b.type)) {
+      best = g;
     }
   }
-  if (peer < 0 || peer == gpu) return direct;
-  const Route& peer_to_nic = topo.route(peer, nic);
-  const Route& to_peer = topo.route(gpu, peer);
+  return best;
+}
+
+Route net_send_route(const Topology& topo, int gpu, int nic, int local_gpu) {
+  const Route& direct = topo.route(gpu, nic);
+  if (local_gpu < 0 || local_gpu == gpu) return direct;
+  const Route& peer_to_nic = topo.route(local_gpu, nic);
+  const Route& to_peer = topo.route(gpu, local_gpu);
   // paths.cc: the peer within PXB of the NIC, joined to us by NVLink (NVL: direct or through NVSwitches), with more
   // bandwidth to the NIC than ours or sparing us a path through a CPU.
   if (peer_to_nic.type > PathType::kPxb || to_peer.type > PathType::kNvl) return direct;
@@ -634,7 +644,10 @@ Route net_send_route(const Topology& topo, int gpu, int nic) {
   return pxn;
 }
 
-Graph search(const Topology& topo, const std::vector<int>& gpus) {
+namespace {
+
+// NCCL's graph for a group, found anew (search keeps them).
+Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
   Graph g;
   g.ranks = static_cast<int>(gpus.size());
   if (gpus.empty()) throw InvalidInput("nccl: a collective over no GPUs");
@@ -746,7 +759,10 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     for (std::size_t mi = 0; mi < machines.size(); ++mi) {
       const auto& [order, nic] = results[mi].rings[c];
       for (const int local : order) ch.ring.push_back(machines[mi].gpus[static_cast<std::size_t>(local)]);
-      if (net) ch.nics.push_back(nic);
+      if (net) {
+        ch.nics.push_back(nic);
+        ch.nic_gpus.push_back(nic >= 0 ? nic_local_gpu(topo, nic, machines[mi].gpus) : -1);
+      }
     }
     g.rings.push_back(std::move(ch));
   }
@@ -782,7 +798,8 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
         if (nic < 0) continue;
         const int head = ch.ring[static_cast<std::size_t>(mi * g.ppn)];
         const int tail = ch.ring[static_cast<std::size_t>(mi * g.ppn + g.ppn - 1)];
-        nic_path = std::max({nic_path, topo.route(nic, head).type, net_send_route(topo, tail, nic).type});
+        const int nic_gpu = ch.nic_gpus[static_cast<std::size_t>(mi)];
+        nic_path = std::max({nic_path, topo.route(nic, head).type, net_send_route(topo, tail, nic, nic_gpu).type});
       }
     }
   }
@@ -808,6 +825,41 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
     }
     g.nvls_bw_inter = speeds[0];
     if (g.nvls_bw == 0) g.nvls_channels = 0;
+  }
+  return g;
+}
+
+// Graphs kept per process (search), the oldest dropped first past this many.
+constexpr std::size_t kGraphCacheEntries = 64;
+
+}  // namespace
+
+Graph search(const Topology& topo, const std::vector<int>& gpus) {
+  // The graph depends on the topology (its nodes, links and NIC fabrics: the fingerprint; the GPUs' and CPUs'
+  // architectures: Node::arch) and the group only, and a size sweep, the tuner and a calibration's fit ask for the
+  // same one many times over: found once per process.
+  std::string topology_key = topo.fingerprint();
+  for (const Node& node : topo.nodes()) {
+    if (!node.arch.empty() && node.kind != NodeKind::kNic) topology_key += "|" + node.arch;
+  }
+  using Key = std::pair<std::string, std::vector<int>>;
+  static std::mutex mutex;
+  static std::map<Key, Graph> cache;
+  static std::deque<Key> order;
+  Key key{std::move(topology_key), gpus};
+  {
+    std::lock_guard lock(mutex);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  Graph g = find_graph(topo, gpus);
+  std::lock_guard lock(mutex);
+  if (cache.emplace(key, g).second) {
+    order.push_back(std::move(key));
+    if (order.size() > kGraphCacheEntries) {
+      cache.erase(order.front());
+      order.pop_front();
+    }
   }
   return g;
 }

@@ -55,8 +55,9 @@ std::string to_string(const Forced& forced);
 /// One channel: its ring over the group's GPUs (topology nodes, machine segments chained) and per machine
 /// the NIC it enters and leaves by (empty on one machine).
 struct Channel {
-  std::vector<int> ring;  ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
-  std::vector<int> nics;  ///< per machine: NIC node of this channel
+  std::vector<int> ring;      ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
+  std::vector<int> nics;      ///< per machine: NIC node of this channel
+  std::vector<int> nic_gpus;  ///< per machine: that NIC's own GPU among the group's (nic_local_gpu), for PXN
 };
 
 /// NCCL's graph for one group of GPUs: what ncclTopoCompute finds for the Ring pattern (Tree shares its
@@ -98,12 +99,16 @@ int min_channels(Algo algo) noexcept;
 /// InvalidInput naming `what` unless min_channels(algo) ≤ channels ≤ max_channels(graph, algo).
 Graph with_channels(const Graph& graph, Algo algo, int channels, std::string_view what);
 
+/// A NIC's own GPU among `gpus` (paths.cc ncclTopoGetLocalGpu over the communicator's GPUs of that machine): the one
+/// with the most bandwidth to it, then the best path type, then the first; -1 for none.
+int nic_local_gpu(const Topology& topo, int nic, const std::vector<int>& gpus);
+
 /// The path a GPU sends to a NIC of its machine on (NCCL's paths.cc, "PXN"): the topology's route, or, where the
-/// NIC's own GPU (its best path) is within PXB of the NIC, joined to `gpu` by NVLink, and has more bandwidth to the
-/// NIC than `gpu` or spares it a path through a CPU, the NVLink route to that GPU followed by its route to the NIC,
-/// of type PXN. NCCL takes it in this direction only (it receives from a NIC directly); NCCL_PXN_DISABLE is 0 by
-/// default since 2.12.
-Route net_send_route(const Topology& topo, int gpu, int nic);
+/// NIC's own GPU (`local_gpu`, nic_local_gpu) is within PXB of the NIC, joined to `gpu` by NVLink, and has more
+/// bandwidth to the NIC than `gpu` or spares it a path through a CPU, the NVLink route to that GPU followed by its
+/// route to the NIC, of type PXN. NCCL takes it in this direction only (it receives from a NIC directly);
+/// NCCL_PXN_DISABLE is 0 by default since 2.12.
+Route net_send_route(const Topology& topo, int gpu, int nic, int local_gpu);
 
 /// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
 /// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.

@@ -333,7 +333,7 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
     }
     const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
     // Out through the NIC on NCCL's send path (PXN where NCCL takes it), in from it directly.
-    const Route send = nccl::net_send_route(topo_, a, na);
+    const Route send = nccl::net_send_route(topo_, a, na, ch.nic_gpus[static_cast<std::size_t>(ma)]);
     add_path_flow({&send.links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap, used, pending);
   };
   auto tree_edges = [&](double share, bool chains) {

@@ -904,10 +904,11 @@ TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
     REQUIRE(own >= 0);
     // The NIC's own GPU sends directly; every other GPU through it: its NVLink route to that GPU, then that GPU's
     // PCIe route to the NIC.
-    CHECK(nccl::net_send_route(h, own, nic).links == h.route(own, nic).links);
+    CHECK(nccl::nic_local_gpu(h, nic, gpus) == own);
+    CHECK(nccl::net_send_route(h, own, nic, own).links == h.route(own, nic).links);
     for (const int g : gpus) {
       if (g == own) continue;
-      const Route pxn = nccl::net_send_route(h, g, nic);
+      const Route pxn = nccl::net_send_route(h, g, nic, own);
       CHECK(h.route(g, nic).type > PathType::kPxb);
       CHECK(pxn.type == PathType::kPxn);
       std::vector<int> expect = h.route(g, own).links;
@@ -926,7 +927,8 @@ TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
       const int head = ch.ring[static_cast<std::size_t>(m * g.ppn)];
       const int tail = ch.ring[static_cast<std::size_t>(m * g.ppn + g.ppn - 1)];
       CHECK(h.route(nic, head).type == PathType::kPix);
-      CHECK(nccl::net_send_route(h, tail, nic).type == PathType::kPxn);
+      CHECK(ch.nic_gpus[static_cast<std::size_t>(m)] == nccl::nic_local_gpu(h, nic, h.gpus()));
+      CHECK(nccl::net_send_route(h, tail, nic, ch.nic_gpus[static_cast<std::size_t>(m)]).type == PathType::kPxn);
     }
   }
   CHECK(g.ll128_ok);
@@ -934,7 +936,29 @@ TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
   const Topology p = load_topology("2xpcie-8gpu");
   const std::vector<int> pg = p.nodes_of_kind(NodeKind::kGpu, 0);
   for (const int nic : p.nodes_of_kind(NodeKind::kNic, 0)) {
-    for (const int gpu : pg) CHECK(nccl::net_send_route(p, gpu, nic).type == p.route(gpu, nic).type);
+    const int own = nccl::nic_local_gpu(p, nic, pg);
+    for (const int gpu : pg) CHECK(nccl::net_send_route(p, gpu, nic, own).type == p.route(gpu, nic).type);
   }
   // Nor is there where every NIC sits under a CPU (no GPU within PXB of any): see the test above.
+}
+
+TEST_CASE("nccl.graphs_found_once_per_topology_and_group") {
+  // search keeps the graphs it finds (a sweep, the tuner and a calibration's fit ask for the same one many times);
+  // the key holds what the search reads beyond the topology's fingerprint: the GPUs' architectures.
+  nlohmann::json doc = nlohmann::json::parse(builtin_topology_text("dgx-h100"));
+  const Topology h100 = topology_from_json(doc, "h100.json");
+  doc["compact"]["arch"] = "sm80";
+  const Topology as_a100 = topology_from_json(doc, "h100.json");
+  REQUIRE(h100.fingerprint() == as_a100.fingerprint());
+  const nccl::Graph g90 = nccl::search(h100, h100.gpus());
+  const nccl::Graph g80 = nccl::search(as_a100, as_a100.gpus());
+  CHECK(g90.nvls_channels == 8);  // NVLS needs sm90
+  CHECK(g80.nvls_channels == 0);
+  // Asked again: the same graph, for either.
+  CHECK(nccl::search(h100, h100.gpus()).nvls_channels == 8);
+  CHECK(nccl::search(as_a100, as_a100.gpus()).nvls_channels == 0);
+  // Another group of the same topology is its own entry.
+  const std::vector<int> two{h100.gpus()[0], h100.gpus()[1]};
+  CHECK(nccl::search(h100, two).ranks == 2);
+  CHECK(nccl::search(h100, h100.gpus()).ranks == 8);
 }
