@@ -132,6 +132,10 @@ constexpr NcclRelease kNccl225{2, 25, 0};
 //    (before: min(bwIntra, bwInter) as for all-reduce).
 constexpr NcclRelease kNccl226{2, 26, 0};
 constexpr double kNvlsAgRsInterShare = 0.9;
+//  - v2.27.3-1 to v2.27.6-1: LL128 on sm90 and later only up to P2C (NCCL_LL128_C2C, 1 by default), so a graph
+//    that sends to its NIC through PXN runs no LL128 (before and from v2.27.7-1: up to PXN).
+constexpr NcclRelease kNccl2273{2, 27, 3};
+constexpr NcclRelease kNccl2277{2, 27, 7};
 //  - v2.28.3-1: NVLS and NVLSTree per-head bandwidth from nvlsEfficiency, (heads−1)/heads and the
 //    perChMaxNVLSTreeBws cap, converted by nRanks/nsteps (before: min(bwIntra, bwInter), NVLSTree's bwInter
 //    halved past two machines, ×5/6).
@@ -788,8 +792,8 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
   }
   if (g.ppn > 1 && worst > PathType::kNvl) g.nvlink_intra = false;
   // LL128 (tuning.cc): typeIntra ≤ NVB, the graph's GPU–NIC path type (typeInter: the NIC into the machine's
-  // first GPU, its last GPU's send path out) ≤ PXB, or ≤ PXN on sm90 and later (v2.21.5-1 and on; 2.28's
-  // NCCL_LL128_C2C, 1 by default, keeps it), sm70 or later.
+  // first GPU, its last GPU's send path out) ≤ PXB, or ≤ PXN on sm90 and later (every release from v2.19.3-1 but
+  // v2.27.3-1 to v2.27.6-1, which the cost table takes from pxn_inter), sm70 or later.
   PathType nic_path = PathType::kPix;
   if (net) {
     for (const Channel& ch : g.rings) {
@@ -803,6 +807,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
       }
     }
   }
+  g.pxn_inter = nic_path == PathType::kPxn;
   g.ll128_ok = worst <= PathType::kNvb &&
                (nic_path <= PathType::kPxb || (compcap >= 90 && nic_path <= PathType::kPxn)) && compcap >= 70;
   g.simple_tree = net && !balanced_tree_found(topo, g);
@@ -1069,6 +1074,7 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       // Enabled: LL128 where NCCL enables it; NVLSTree only across machines; NVLS only on one (no CollNet).
       bool on = true;
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
+      if (proto == Proto::kLL128 && g.pxn_inter && release >= kNccl2273 && release < kNccl2277) on = false;
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
       // A fabric that allows only some protocols (aws-ofi-nccl sets NCCL_PROTO=simple on EFA, net_kind.cpp).

@@ -932,6 +932,16 @@ TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
     }
   }
   CHECK(g.ll128_ok);
+  CHECK(g.pxn_inter);
+  // LL128 over PXN: every release's table keeps it but v2.27.3-1 to v2.27.6-1's (NCCL_LL128_C2C 1: only up to P2C).
+  const int ring = static_cast<int>(nccl::Algo::kRing), ll128 = static_cast<int>(nccl::Proto::kLL128);
+  for (const auto& [release, on] : std::vector<std::pair<NcclRelease, bool>>{
+           {{2, 22, 3}, true}, {{2, 27, 3}, false}, {{2, 27, 6}, false}, {{2, 27, 7}, true}, {{2, 28, 9}, true}}) {
+    nccl::Graph at = g;
+    at.release = release;
+    CAPTURE(to_string(release));
+    CHECK((nccl::all_reduce_table(at).bandwidth[ring][ll128] > 0) == on);
+  }
   // Without NVLink between the GPUs there is no peer to relay through: two PCIe machines send through the CPU.
   const Topology p = load_topology("2xpcie-8gpu");
   const std::vector<int> pg = p.nodes_of_kind(NodeKind::kGpu, 0);
