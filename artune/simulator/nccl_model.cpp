@@ -793,7 +793,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
   if (g.ppn > 1 && worst > PathType::kNvl) g.nvlink_intra = false;
   // LL128 (tuning.cc): typeIntra ≤ NVB, the graph's GPU–NIC path type (typeInter: the NIC into the machine's
   // first GPU, its last GPU's send path out) ≤ PXB, or ≤ PXN on sm90 and later (every release from v2.19.3-1 but
-  // v2.27.3-1 to v2.27.6-1, which the cost table takes from pxn_inter), sm70 or later.
+  // v2.27.3-1 to v2.27.6-1, which the cost table takes from type_inter), sm70 or later.
   PathType nic_path = PathType::kPix;
   if (net) {
     for (const Channel& ch : g.rings) {
@@ -807,7 +807,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
       }
     }
   }
-  g.pxn_inter = nic_path == PathType::kPxn;
+  if (net) g.type_inter = nic_path;
   g.ll128_ok = worst <= PathType::kNvb &&
                (nic_path <= PathType::kPxb || (compcap >= 90 && nic_path <= PathType::kPxn)) && compcap >= 70;
   g.simple_tree = net && !balanced_tree_found(topo, g);
@@ -1074,7 +1074,9 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       // Enabled: LL128 where NCCL enables it; NVLSTree only across machines; NVLS only on one (no CollNet).
       bool on = true;
       if (proto == Proto::kLL128 && !g.ll128_ok) on = false;
-      if (proto == Proto::kLL128 && g.pxn_inter && release >= kNccl2273 && release < kNccl2277) on = false;
+      if (proto == Proto::kLL128 && g.type_inter == PathType::kPxn && release >= kNccl2273 && release < kNccl2277) {
+        on = false;
+      }
       if (algo == Algo::kNvlsTree && g.machines == 1) on = false;
       if (algo == Algo::kNvls && g.machines > 1) on = false;
       // A fabric that allows only some protocols (aws-ofi-nccl sets NCCL_PROTO=simple on EFA, net_kind.cpp).

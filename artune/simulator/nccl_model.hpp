@@ -72,7 +72,7 @@ struct Graph {
   bool power_cpu = false;      ///< cpuArch POWER on every machine (Tree/Simple PCI latency = Ring/Simple's)
   bool nvlink_intra = false;   ///< ring edges inside a machine are NVLink (NCCL's NVLINK latency class)
   bool ll128_ok = false;       ///< NCCL enables LL128 here (typeIntra ≤ NVB, NIC path ≤ PXB or PXN on sm90+, sm70+)
-  bool pxn_inter = false;      ///< the graph sends to its NICs through PXN (its typeInter is PXN)
+  PathType type_inter = PathType::kLoc;  ///< the ring graph's GPU-to-NIC path type (NCCL's typeInter; LOC alone)
   bool simple_tree = false;    ///< NCCL's tree graph has the simpler TREE pattern (Tree's bus bandwidth ×.85)
   int nvswitch = 0;            ///< NVSwitch nodes in a machine (NCCL's nvsCount)
   int channels = 0;            ///< ring/tree channels (after duplication)

@@ -377,7 +377,7 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
   // The tree graph's pattern (src/include/graph.h NCCL_TOPO_PATTERN_BALANCED_TREE 1, SPLIT_TREE 2, TREE 3; NCCL
   // takes the largest over the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table,
   // and the model's search says which one this topology gives (nccl::Graph::simple_tree).
-  constexpr int kBalancedTreePattern = 1, kTreePattern = 3;
+  constexpr int kBalancedTreePattern = 1, kTreePattern = 3, kRingPattern = 4;
   const logs::InfoGraph* tree_graph = nullptr;
   for (const auto& g : info.graphs) {
     const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
@@ -394,6 +394,27 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
                           "Tree at .85 of its bandwidth in NCCL's table) where the model's search expects a balanced "
                           "tree: does each GPU have its own NIC, under its own PCIe switch?",
                           info.source, tree_graph->line));
+  }
+  // The ring graph's GPU-to-NIC path type (NCCL's typeInter, printed after the '/' of "type"; NCCL names PCIe host
+  // bridges within a socket PHB, where nvidia-smi says NODE) against the model's: PXN on one side only says which
+  // GPUs share a PCIe switch with each NIC.
+  if (p.machines > 1) {
+    const std::string model_type(graph.type_inter == PathType::kNode ? "PHB" : to_string(graph.type_inter));
+    for (const auto& g : info.graphs) {
+      if (g.pattern != kRingPattern || g.type_inter.empty() || g.type_inter == model_type) continue;
+      const bool nccl_pxn = g.type_inter == "PXN", model_pxn = graph.type_inter == PathType::kPxn;
+      const bool near = g.type_inter == "PIX" || g.type_inter == "PXB";
+      out.push_back(fmt::format(
+          "{}:{}: NCCL's ring graph reaches its NICs over {} paths where the model's search goes over {}: {}", info.source,
+          g.line, g.type_inter, model_type,
+          nccl_pxn && !model_pxn ? "NCCL sends through a peer GPU (PXN), so no NIC shares a PCIe switch with two GPUs "
+                                   "of a ring: does each NIC have one GPU of its own?"
+          : model_pxn && near    ? "NCCL's rings start and end within each NIC's PCIe switch: do two GPUs share a "
+                                   "switch with each NIC (the topology gives each NIC one), or did the run set "
+                                   "NCCL_PXN_DISABLE=1?"
+                                 : "are the NICs under the PCIe switches or CPUs the topology puts them?"));
+      break;
+    }
   }
   const int built = info.ring_channels();
   if (built > 0 && built != graph.channels) {

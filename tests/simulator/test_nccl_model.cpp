@@ -932,7 +932,7 @@ TEST_CASE("nccl.pxn_sends_to_a_nic_through_its_own_gpu") {
     }
   }
   CHECK(g.ll128_ok);
-  CHECK(g.pxn_inter);
+  CHECK(g.type_inter == PathType::kPxn);
   // LL128 over PXN: every release's table keeps it but v2.27.3-1 to v2.27.6-1's (NCCL_LL128_C2C 1: only up to P2C).
   const int ring = static_cast<int>(nccl::Algo::kRing), ll128 = static_cast<int>(nccl::Proto::kLL128);
   for (const auto& [release, on] : std::vector<std::pair<NcclRelease, bool>>{

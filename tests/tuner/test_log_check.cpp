@@ -151,7 +151,7 @@ TEST_CASE("log_check.info_log_findings") {
   const std::string head = "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n";
   const std::string balanced = "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
   const std::string simple = "h:1:2 [0] NCCL INFO Pattern 3, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
-  const std::string ring = "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
+  const std::string ring = "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PXN, sameChannels 1\n";
   const Topology a3topo =
       load_topology((artune_test::log_data_dir().parent_path().parent_path() / "simulator/data/2xa3mega-h100.json").string());
   REQUIRE(nccl::search(a3topo, a3topo.gpus()).simple_tree);
@@ -166,6 +166,21 @@ TEST_CASE("log_check.info_log_findings") {
   CHECK(any_of(check_runs(load_topology("2xdgx-a100"), a3, &on_a100, CheckOptions{}).runs[0].findings,
                "a100.log:2: NCCL's tree graph has the simpler TREE pattern (3: all NIC traffic through one GPU, Tree at "
                ".85 of its bandwidth in NCCL's table) where the model's search expects a balanced tree"));
+  // The ring graph's GPU-to-NIC type against the model's: with a NIC per GPU NCCL sends through the NIC's own GPU
+  // (PXN), which the model's search does too (no finding); a ring graph within PIX there, or PXN where two GPUs share
+  // each NIC's switch, is named with the question it raises.
+  CHECK_FALSE(any_of(check_runs(a3topo, a3, &bal, CheckOptions{}).runs[0].findings, "ring graph"));
+  const std::string ring_pix =
+      "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PIX, sameChannels 1\n";
+  const logs::InfoLog pix = logs::parse_nccl_info(head + ring_pix, "pix.log");
+  CHECK(any_of(check_runs(a3topo, a3, &pix, CheckOptions{}).runs[0].findings,
+               "pix.log:2: NCCL's ring graph reaches its NICs over PIX paths where the model's search goes over PXN: "
+               "NCCL's rings start and end within each NIC's PCIe switch"));
+  const logs::InfoLog pxn = logs::parse_nccl_info(head + ring, "pxn.log");
+  CHECK(any_of(check_runs(load_topology("2xdgx-a100"), a3, &pxn, CheckOptions{}).runs[0].findings,
+               "pxn.log:2: NCCL's ring graph reaches its NICs over PXN paths where the model's search goes over PIX: "
+               "NCCL sends through a peer GPU (PXN)"));
+  CHECK_FALSE(any_of(check_runs(load_topology("2xdgx-a100"), a3, &pix, CheckOptions{}).runs[0].findings, "ring graph"));
   // An INFO log of another communicator is not compared.
   logs::InfoLog other = logs::read_nccl_info(data("nccl1412-2x8-info.log"));
   const CheckReport r2 = check_runs(load_topology("dgx-h100"), runs, &other, CheckOptions{});
