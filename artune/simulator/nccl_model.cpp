@@ -235,15 +235,14 @@ struct Machine {
 // GPU `start`, next GPUs tried by most capacity left on the way (search.cc sorts its candidates by
 // bandwidth). Without a NIC the ring closes back to the start; with one (a machine of a cluster) it leaves
 // through the NIC and comes back in through it to the start, both ends within `nic_type` of it (no cross-NIC),
-// the way out on NCCL's send path (PXN through the NIC's own GPU where NCCL takes it).
+// the way out on NCCL's send path (PXN through `nic_gpu`, the NIC's own GPU, where NCCL takes it).
 bool find_ring(const Topology& topo, const std::vector<int>& gpus, double bw, PathType max_type, Capacities& caps,
-               std::vector<int>& ring, int start, int nic, PathType nic_type) {
+               std::vector<int>& ring, int start, int nic, int nic_gpu, PathType nic_type) {
   const int n = static_cast<int>(gpus.size());
   ring.assign(1, start);
   std::vector<char> used(n, 0);
   used[start] = 1;
   long budget = kSearchBudget;
-  const int nic_gpu = nic >= 0 ? nic_local_gpu(topo, nic, gpus) : -1;
   auto route_links = [&](int a, int b) -> const std::vector<int>& { return topo.route(gpus[a], gpus[b]).links; };
   auto headroom = [&](int a, int b) {
     double h = std::numeric_limits<double>::infinity();
@@ -304,7 +303,24 @@ struct SearchResult {
 class MachineSearch {
  public:
   MachineSearch(const Topology& topo, const Machine& m, int compcap, bool net)
-      : topo_(topo), m_(m), compcap_(compcap), net_(net) {}
+      : topo_(topo), m_(m), compcap_(compcap), net_(net) {
+    // Per NIC, once: its own GPU (PXN relays through it) and the GPUs to start a ring at, most local first
+    // (search.cc ncclTopoSearchRecNet: net.localGpu, then ncclTopoGetLocal; NCCL starts a ring at no other GPU but
+    // for its PCI-order reference on machines without NVSwitch), then the rest.
+    const int n = static_cast<int>(m_.gpus.size());
+    for (const int nic : m_.nics) {
+      nic_gpu_[nic] = nic_local_gpu(topo_, nic, m_.gpus);
+      std::vector<int>& starts = starts_[nic];
+      starts.resize(static_cast<std::size_t>(n));
+      std::iota(starts.begin(), starts.end(), 0);
+      std::stable_sort(starts.begin(), starts.end(), [&](int a, int b) {
+        return topo_.route(nic, m_.gpus[a]).type < topo_.route(nic, m_.gpus[b]).type;
+      });
+    }
+  }
+
+  // A NIC's own GPU (node) among the machine's group.
+  int nic_gpu(int nic) const { return nic_gpu_.at(nic); }
 
   // Channels at `bw`, at most `max_channels`, over GPU-to-GPU paths no worse than `max_type`.
   std::vector<std::pair<std::vector<int>, int>> at(double bw, int max_channels, PathType max_type) const {
@@ -335,7 +351,7 @@ class MachineSearch {
       std::vector<int> links;
       for (int i = 0; i < n; ++i) {
         if (i + 1 == n && nic >= 0) {
-          const std::vector<int> o = net_send_route(topo_, m_.gpus[r[i]], nic, nic_local_gpu(topo_, nic, m_.gpus)).links;
+          const std::vector<int> o = net_send_route(topo_, m_.gpus[r[i]], nic, nic_gpu_.at(nic)).links;
           const auto& in = topo_.route(nic, m_.gpus[r[0]]).links;
           links.insert(links.end(), o.begin(), o.end());
           links.insert(links.end(), in.begin(), in.end());
@@ -362,7 +378,7 @@ class MachineSearch {
       int nic = -1;
       bool found = false;
       if (!net_) {
-        found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1, PathType::kLoc);
+        found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, 0, -1, -1, PathType::kLoc);
       } else {
         // NICs round-robin from the channel's index, starting GPUs near the NIC (search.cc starts a
         // ring at the NIC and ends it there): within PXB of it first, then sending to it through an NVLink
@@ -372,21 +388,13 @@ class MachineSearch {
           if (nic_type < nic_floor) continue;
           for (int t = 0; t < nics && !found; ++t) {
             nic = m_.nics[static_cast<std::size_t>((static_cast<int>(out.size()) + t) % nics)];
-            // The NIC's most local GPUs first (search.cc ncclTopoSearchRecNet: net.localGpu, then ncclTopoGetLocal;
-            // NCCL starts a ring at no other GPU but for its PCI-order reference on machines without NVSwitch),
-            // then the rest.
-            std::vector<int> starts(static_cast<std::size_t>(n));
-            std::iota(starts.begin(), starts.end(), 0);
-            std::stable_sort(starts.begin(), starts.end(), [&](int a, int b) {
-              return topo_.route(nic, m_.gpus[a]).type < topo_.route(nic, m_.gpus[b]).type;
-            });
-            for (int k = 0; k < n && !found; ++k) {
-              const int s = starts[static_cast<std::size_t>(k)];
+            for (const int s : starts_.at(nic)) {
+              if (found) break;
               if (topo_.route(nic, m_.gpus[s]).type > nic_type) continue;
               std::vector<int> in = topo_.route(nic, m_.gpus[s]).links;
               if (const int port = topo_.network_port(nic); port >= 0) in.push_back(port);
               if (!caps.fits(in, bw)) continue;
-              found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_type);
+              found = find_ring(topo_, m_.gpus, bw, max_type, caps, ring, s, nic, nic_gpu_.at(nic), nic_type);
             }
           }
           if (found) nic_floor = nic_type;
@@ -418,6 +426,8 @@ class MachineSearch {
   const Machine& m_;
   int compcap_;
   bool net_;
+  std::unordered_map<int, int> nic_gpu_;              // NIC node -> its own GPU (node), for PXN
+  std::unordered_map<int, std::vector<int>> starts_;  // NIC node -> local GPU indices to start a ring at, in order
 };
 
 // search.cc ncclTopoCompute for the Ring pattern on one machine: pass 1 from the fastest speed a GPU can
@@ -460,13 +470,13 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
       max_bw = std::max(max_bw, b);
     }
   }
+  const MachineSearch search(topo, m, compcap, net);
   if (net) {
     double nic_bw = 0;
     for (const int nic : m.nics) {
-      const int nic_gpu = nic_local_gpu(topo, nic, m.gpus);
       for (const int g : m.gpus) {
         double b = std::numeric_limits<double>::infinity();
-        for (const int l : net_send_route(topo, g, nic, nic_gpu).links) b = std::min(b, caps.get(l));
+        for (const int l : net_send_route(topo, g, nic, search.nic_gpu(nic)).links) b = std::min(b, caps.get(l));
         // paths.cc: the GPU-to-NET path ends on the port, whose speed bounds it.
         if (const int port = topo.network_port(nic); port >= 0) b = std::min(b, caps.get(port));
         nic_bw = std::max(nic_bw, b);
@@ -487,7 +497,6 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
     }
   }
   if (n == 1) min_type = max_type = PathType::kLoc;
-  const MachineSearch search(topo, m, compcap, net);
   int idx = 0;
   while (idx < nspeeds - 1 && speeds[idx] > max_bw) ++idx;
   SearchResult best;
