@@ -3,7 +3,7 @@
 # GPUs: no build, no Debian packages, nothing installed. From the repository root:
 #
 #   bash scripts/gpu_check.sh [--bundle DIR] [--report DIR] [--phases 0,1,2,3,4,5] [--deadline S]
-#                             [--archive FILE] [--dry-run]
+#                             [--archive FILE] [--families 'TOPO:SPEC ...'] [--sanitizer-limit S] [--dry-run]
 #
 # Phases, cheapest and most important first; each has its own time limit, and the report is written as each
 # one ends (and archived to --archive after each), so a window cut short still leaves the phases that ran:
@@ -24,6 +24,10 @@
 # --deadline S (default 500) bounds the whole check: a phase gets at most its own limit and never more than
 # what is left. The verdict is "pass", "partial" (a phase skipped or cut short, or a test that could only run
 # reduced on the GPUs there are) or "FAIL".
+#
+# --families replaces the list of family/topology pairs that phases 1 and 2 run (default: every family, see
+# below), e.g. --families 'dgx1-v100:prings' to give one family's sanitizer runs the whole window;
+# --sanitizer-limit S (default 150) is phase 2's own time limit.
 #
 # --dry-run walks every phase on a machine without a GPU, from the same bundle, with the GPU steps replaced by
 # the host-side replays that exist (cuda_kernels_host, the cuda lowering, the plan verifier's race check, the
@@ -46,6 +50,8 @@ phases="0,1,2,3,4,5"
 deadline=500
 archive=""
 dry=0
+only_families=""
+sanitizer_limit=150
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=${2:?--bundle needs a folder}; shift 2 ;;
@@ -53,12 +59,18 @@ while [ $# -gt 0 ]; do
     --phases) phases=${2:?--phases needs a list such as 0,1,4}; shift 2 ;;
     --deadline) deadline=${2:?--deadline needs seconds}; shift 2 ;;
     --archive) archive=${2:?--archive needs a file}; shift 2 ;;
+    --families) only_families=${2:?--families needs a list such as 'dgx1-v100:prings'}; shift 2 ;;
+    --sanitizer-limit) sanitizer_limit=${2:?--sanitizer-limit needs seconds}; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) fail "unknown argument '$1' (see --help)" ;;
   esac
 done
 case $deadline in '' | *[!0-9]*) fail "--deadline: '$deadline' is not a whole number of seconds" ;; esac
+case $sanitizer_limit in '' | *[!0-9]*) fail "--sanitizer-limit: '$sanitizer_limit' is not a whole number of seconds" ;; esac
+for f in $only_families; do
+  case $f in *?:?*) ;; *) fail "--families: '$f' is not TOPOLOGY:SPEC (e.g. dgx1-v100:prings)" ;; esac
+done
 case ,$phases, in *[!0-9,]*) fail "--phases: '$phases' is not a list of phase numbers 0-5" ;; esac
 
 smi=${NVIDIA_SMI:-nvidia-smi}
@@ -202,6 +214,7 @@ say "gpu_check: $gpus x $gpu_name, bundle $bundle, report $report, deadline ${de
 families="uniform:4:xring uniform:8:xring#2 uniform:5:rechd uniform:8:pscpu uniform:8:psgpu#2 uniform:8:nccl
   uniform:8:tree dgx1-v100:hiercopy dgx1-v100:mring#2 uniform:2x4:nccl/xring uniform:2x4:2d uniform:3:rechd
   uniform:2:xring dgx1-v100:trees uniform:8:trees2 dgx1-v100:rbtrees dgx1-v100:prings"
+[ -n "$only_families" ] && families=$only_families
 topo_of() { echo "${1%:*}"; }
 spec_of() { echo "${1##*:}"; }
 
@@ -336,7 +349,7 @@ phase2() {
     }
     export -f san_one san_all
     export report sanitizer artune list
-    step sanitizer 150 bash -c san_all
+    step sanitizer "$sanitizer_limit" bash -c san_all
     judge $?
     grep -q FAILED "$report/sanitizer.txt" && bad
     md "- $(grep -c '^ok' "$report/sanitizer.txt") of $(wc -l <"$list") sanitizer runs clean; each run's output in \`san_*.txt\`"
