@@ -201,7 +201,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
   if [ $dry = 1 ]; then
     echo "**Dry run** on $(uname -n) (no GPU): every phase with its GPU steps replaced by host-side replays."
   else
-    echo "\`bash scripts/gpu_check.sh --phases $phases\` on $(date -u '+%Y-%m-%d %H:%M UTC') (sm $(echo "$caps" |
+    echo "\`bash scripts/gpu_check.sh --phases $phases --deadline $deadline$([ -n "$only_families" ] &&
+      echo " --families '$only_families'")$([ "$sanitizer_limit" = 150 ] || echo " --sanitizer-limit $sanitizer_limit")\` on $(date -u '+%Y-%m-%d %H:%M UTC') (sm $(echo "$caps" |
       paste -sd, -)), bundle \`$(head -1 "$bundle/BUNDLE.txt")\`."
   fi
   echo
