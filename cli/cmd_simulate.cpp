@@ -43,6 +43,7 @@ struct SimulateFlags {
   std::string gpu_perm;
   std::string gather;
   bool links = false;
+  bool critical_path = false;
   bool json = false;
   // Set when the flag was given at all, so that an explicitly empty value is an error, not the default.
   bool has_backend = false;
@@ -57,7 +58,17 @@ struct Row {
   std::uint64_t size = 0;
   std::int64_t count = 0;
   SimResult result;
+  std::vector<CriticalRun> critical;  ///< --critical-path, largest size only
+  std::vector<std::string> devices;   ///< the plan's device names (with `critical`)
 };
+
+/// "gpu1 -> gpu3", "on gpu3" (a local op), "-" (group and scale ops, by their ranks).
+std::string run_devices(const Row& row, const CriticalRun& run) {
+  const auto name = [&](int d) { return d >= 0 && d < static_cast<int>(row.devices.size()) ? row.devices[d] : "-"; };
+  if (run.src_device < 0 && run.dst_device < 0) return "-";
+  if (run.src_device < 0 || run.src_device == run.dst_device) return "on " + name(run.dst_device);
+  return name(run.src_device) + " -> " + name(run.dst_device);
+}
 
 std::string bottleneck_text(const Topology& topo, const SimResult& r) {
   return r.bottleneck_link < 0 ? std::string("-") : link_name(topo, r.bottleneck_link);
@@ -151,6 +162,10 @@ void run_simulate(const SimulateFlags& f) {
     options.count = row.count;
     const Plan plan = build_plan(topo, spec, options);
     row.result = simulate(plan, topo, model, es);
+    if (f.critical_path && size == sizes.back()) {
+      row.critical = critical_runs(plan, row.result);
+      for (const PlanDevice& d : plan.devices) row.devices.push_back(d.name);
+    }
     rows.push_back(std::move(row));
   }
   const int ranks = rows.empty() ? 0 : rows.front().result.ranks;
@@ -196,6 +211,25 @@ void run_simulate(const SimulateFlags& f) {
       results.push_back(std::move(j));
     }
     doc["results"] = std::move(results);
+    if (f.critical_path && !rows.empty()) {
+      const Row& row = rows.back();
+      nlohmann::json runs = nlohmann::json::array();
+      for (const CriticalRun& run : row.critical) {
+        const auto device = [&](int d) { return d < 0 ? nlohmann::json(nullptr) : nlohmann::json(row.devices[d]); };
+        runs.push_back({{"steps", run.ops},
+                        {"start_us", run.start_us},
+                        {"end_us", run.end_us},
+                        {"op", std::string(to_string(run.kind))},
+                        {"from", device(run.src_device)},
+                        {"to", device(run.dst_device)},
+                        {"limited_by", run.limiting_link < 0 ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(link_name(topo, run.limiting_link))}});
+      }
+      doc["critical_path"] = {{"size", row.size},
+                              {"time_us", row.result.time_us},
+                              {"steps", row.result.critical_path.size()},
+                              {"runs", std::move(runs)}};
+    }
     if (f.links && !rows.empty()) {
       doc["links"] = {{"size", rows.back().size}, {"links", links_json(topo, rows.back())}};
       if (!rows.back().result.groups.empty()) doc["links"]["nccl"] = nccl_json(rows.back().result);
@@ -235,6 +269,21 @@ void run_simulate(const SimulateFlags& f) {
     } else {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>12.2f}  {:>11.2f}  {:>11.2f}  {:>6.1f}  {}\n", row.size, row.count,
                  to_string(type), redop, r.time_us, r.algbw_gbps, r.busbw_gbps, pct(row), bottleneck_text(topo, r));
+    }
+  }
+  if (f.critical_path && !rows.empty()) {
+    const Row& row = rows.back();
+    fmt::print(
+        "#\n# critical path at {} bytes ({:.2f} us): {} steps in {} runs, each step started by the "
+        "one before; a run is consecutive steps alike (op, devices, limiting link), such as a pipelined op's "
+        "segments\n",
+        row.size, row.result.time_us, row.result.critical_path.size(), row.critical.size());
+    fmt::print("# {:>5}  {:>11}  {:>11}  {:>11}  {:<6}  {:<24}  {}\n", "steps", "start(us)", "end(us)", "time(us)",
+               "op", "devices", "limited by");
+    for (const CriticalRun& run : row.critical) {
+      fmt::print("  {:>5}  {:>11.2f}  {:>11.2f}  {:>11.2f}  {:<6}  {:<24}  {}\n", run.ops, run.start_us, run.end_us,
+                 run.end_us - run.start_us, to_string(run.kind), run_devices(row, run),
+                 run.limiting_link < 0 ? std::string("- (latency or compute)") : link_name(topo, run.limiting_link));
     }
   }
   if (f.links && !rows.empty()) {
@@ -295,6 +344,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)")
       ->each([flags](const std::string&) { flags->has_gather = true; });
   cmd->add_flag("--links", flags->links, "add the per-link utilisation table for the largest size");
+  cmd->add_flag("--critical-path", flags->critical_path,
+                "add the critical path of the largest size: the chain of ops, each started by the one before, that "
+                "sets its time, runs of alike ops folded into one line");
   cmd->add_flag("--json", flags->json, "print the same data as JSON");
   cmd->callback([flags] { run_simulate(*flags); });
 }

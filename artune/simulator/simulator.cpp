@@ -65,6 +65,32 @@ std::string link_name(const Topology& topo, int link) {
   return fmt::format("{}->{} ({})", topo.nodes()[l.src].id, topo.nodes()[l.dst].id, to_string(l.kind));
 }
 
+std::vector<CriticalRun> critical_runs(const Plan& plan, const SimResult& result) {
+  std::vector<CriticalRun> runs;
+  for (std::size_t i = 0; i < result.critical_path.size(); ++i) {
+    const CriticalStep& step = result.critical_path[i];
+    if (step.op < 0 || step.op >= static_cast<int>(plan.ops.size())) {
+      throw InvalidInput(fmt::format("critical path step {} names op {}, which the plan ({} ops) lacks", i, step.op,
+                                     plan.ops.size()));
+    }
+    const Op& op = plan.ops[static_cast<std::size_t>(step.op)];
+    const bool moves = op.kind == OpKind::kCopy || op.kind == OpKind::kReduce;
+    const int src = moves ? op.src.device : -1;
+    const int dst = op.kind == OpKind::kGroup ? -1 : op.dst.device;
+    if (!runs.empty()) {
+      CriticalRun& last = runs.back();
+      if (last.kind == op.kind && last.src_device == src && last.dst_device == dst &&
+          last.limiting_link == step.limiting_link) {
+        ++last.ops;
+        last.end_us = step.end_us;
+        continue;
+      }
+    }
+    runs.push_back({static_cast<int>(i), 1, step.start_us, step.end_us, op.kind, src, dst, step.limiting_link});
+  }
+  return runs;
+}
+
 std::vector<int> best_ring_order(const Topology& topo, const std::vector<int>& nodes) {
   const int k = static_cast<int>(nodes.size());
   if (k <= 3) return nodes;  // every cyclic order of ≤ 3 members is the same ring or its reverse

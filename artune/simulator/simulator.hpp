@@ -68,6 +68,25 @@ struct SimResult {
   friend bool operator==(const SimResult&, const SimResult&) = default;
 };
 
+/// A run of consecutive critical-path steps that are alike: the same op kind between the same two devices,
+/// limited by the same link (a pipelined op's segments, one after another, fold into one run). Each step of the
+/// path starts as the one before it ends, so the runs tile [0, time_us].
+struct CriticalRun {
+  int first_step = 0;     ///< index of its first step in SimResult::critical_path
+  int ops = 0;            ///< steps in the run
+  double start_us = 0;    ///< its first step's start
+  double end_us = 0;      ///< its last step's end
+  OpKind kind = OpKind::kCopy;
+  int src_device = -1;    ///< plan device the data comes from (copy, reduce), -1 for scale and group ops
+  int dst_device = -1;    ///< plan device it goes to (group ops: -1)
+  int limiting_link = -1; ///< as CriticalStep::limiting_link
+  friend bool operator==(const CriticalRun&, const CriticalRun&) = default;
+};
+
+/// The critical path of `result` (a simulation of `plan`) folded into runs of alike steps, first to last.
+/// InvalidInput when a step names an op the plan lacks.
+std::vector<CriticalRun> critical_runs(const Plan& plan, const SimResult& result);
+
 /// Simulates `plan` on `topo` with the given element size and cost model. Deterministic.
 /// InvalidInput when the plan names devices, links or ops that do not exist.
 SimResult simulate(const Plan& plan, const Topology& topo, const CostModel& model, std::size_t element_bytes);

@@ -99,6 +99,49 @@ TEST_CASE("cli_simulate.links_and_bottleneck") {
   CHECK(doc["links"]["links"][0]["kind"] == "smp");  // most utilised first
 }
 
+TEST_CASE("cli_simulate.critical_path") {
+  // xring on 4 GPUs in 2 segments at 1 MiB: three reduce hops (the last one's 2 segments fold into one run),
+  // then three copy hops of the all-gather, each step started by the one before.
+  const std::vector<std::string> args = {"simulate", "-t", "uniform:4", "-s", "xring", "--segments", "2",
+                                         "-b",       "1M", "-e", "1M",        "--critical-path"};
+  const Result r = run_artune(args);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("# critical path at 1048576 bytes") != std::string::npos);
+  CHECK(r.out.find("7 steps in 6 runs") != std::string::npos);
+  CHECK(r.out.find("reduce  gpu3 -> gpu0") != std::string::npos);
+  CHECK(r.out.find("copy    gpu2 -> gpu3              gpu2->gpu3 (nvlink)") != std::string::npos);
+  std::vector<std::string> with_json = args;
+  with_json.push_back("--json");
+  const Result j = run_artune(with_json);
+  REQUIRE(j.status == 0);
+  const json doc = json::parse(j.out);
+  const json& path = doc["critical_path"];
+  CHECK(path["size"] == 1048576);
+  CHECK(path["steps"] == 7);
+  REQUIRE(path["runs"].size() == 6);
+  std::vector<std::string> ops;
+  int steps = 0;
+  for (const json& run : path["runs"]) {
+    ops.push_back(run["op"]);
+    steps += run["steps"].get<int>();
+  }
+  CHECK(ops == std::vector<std::string>{"reduce", "reduce", "reduce", "copy", "copy", "copy"});
+  CHECK(steps == 7);
+  CHECK(path["runs"][2]["steps"] == 2);
+  CHECK(path["runs"][2]["from"] == "gpu3");
+  CHECK(path["runs"][2]["to"] == "gpu0");
+  CHECK(path["runs"][0]["start_us"] == 0.0);
+  CHECK(path["runs"][5]["end_us"] == doc["results"][0]["time_us"]);
+  for (std::size_t k = 1; k < path["runs"].size(); ++k) {
+    CHECK(path["runs"][k]["start_us"] == path["runs"][k - 1]["end_us"]);
+  }
+  CHECK(path["runs"][5]["limited_by"] == "gpu2->gpu3 (nvlink)");
+  // Without the flag, no path in either form.
+  const Result plain = run_artune({"simulate", "-t", "uniform:4", "-s", "xring", "-b", "1M", "-e", "1M", "--json"});
+  REQUIRE(plain.status == 0);
+  CHECK_FALSE(json::parse(plain.out).contains("critical_path"));
+}
+
 TEST_CASE("cli_simulate.backend_and_calibration") {
   auto time_of = [](const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"simulate", "-t", "uniform:4", "-s", "xring", "-b", "1K", "-e", "1K", "--json"};

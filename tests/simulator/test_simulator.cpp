@@ -63,6 +63,51 @@ TEST_CASE("simulator.single_copy_and_reduce") {
   CHECK(simulate(reduce, t, m, 4).time_us == doctest::Approx(113.5).epsilon(1e-12));
 }
 
+TEST_CASE("simulator.critical_runs_fold_alike_steps") {
+  const Topology t = pair_topology();
+  const CostModel m = round_model();
+  Plan chain = plan_over(t, {0, 1}, kMillionBytes);
+  const int a = add_xfer(chain, OpKind::kCopy, 0, 1, 0, kMillionBytes);
+  add_xfer(chain, OpKind::kReduce, 1, 0, 0, kMillionBytes, {a});
+  // Unpipelined: one run per op, tiling the time.
+  const SimResult whole = simulate(chain, t, m, 4);
+  const std::vector<CriticalRun> two = critical_runs(chain, whole);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].kind == OpKind::kCopy);
+  CHECK(two[0].src_device == 0);
+  CHECK(two[0].dst_device == 1);
+  CHECK(two[0].ops == 1);
+  CHECK(two[0].start_us == 0.0);
+  CHECK(two[0].end_us == doctest::Approx(103.5));
+  CHECK(two[1].kind == OpKind::kReduce);
+  CHECK(two[1].first_step == 1);
+  CHECK(two[0].limiting_link == 0);  // the copy: by the link 0 -> 1
+  CHECK(two[1].limiting_link == whole.critical_path[1].limiting_link);
+  CHECK(two[1].end_us == whole.time_us);
+
+  // In four segments a reduce segment (3.5 + 25 + the destination's 2.5) outlasts a copy segment (3.5 + 25): the
+  // path takes the first copy segment, then every reduce segment, which fold into one run.
+  const Plan piped = pipeline(chain, 4);
+  const SimResult r = simulate(piped, t, m, 4);
+  const std::vector<CriticalRun> runs = critical_runs(piped, r);
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].kind == OpKind::kCopy);
+  CHECK(runs[0].ops == 1);
+  CHECK(runs[1].kind == OpKind::kReduce);
+  CHECK(runs[1].ops == 4);
+  CHECK(runs[1].first_step == 1);
+  CHECK(runs[0].end_us == runs[1].start_us);
+  CHECK(runs[1].end_us == r.time_us);
+  int steps = 0;
+  for (const CriticalRun& run : runs) steps += run.ops;
+  CHECK(steps == static_cast<int>(r.critical_path.size()));
+
+  // A result that does not belong to the plan is refused.
+  SimResult alien = r;
+  alien.critical_path.back().op = static_cast<int>(piped.ops.size());
+  CHECK_THROWS_AS(critical_runs(piped, alien), InvalidInput);
+}
+
 TEST_CASE("simulator.local_ops_cost_memory_bandwidth") {
   const Topology t = pair_topology();
   const CostModel m = round_model();
