@@ -219,12 +219,21 @@ def self_test():
 
 def main():
     args = sys.argv[1:]
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if args[:1] == ["--self-test"]:
         return self_test()
     update = args[:1] == ["--update"]
     if update:
         args = args[1:]
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        print(f"docs_figures: unexpected arguments {' '.join(args)} (see --help)", file=sys.stderr)
+        return 2
     root = os.path.abspath(args[0] if args else ".")
+    if not os.path.isfile(os.path.join(root, "README.md")):
+        print(f"docs_figures: {root}: no README.md there (give the repository root)", file=sys.stderr)
+        return 2
     artune = os.environ.get("ARTUNE_BIN", os.path.join(root, "build", "cli", "artune"))
     checker = Checker(root, artune, update)
     pages = [os.path.join(root, "README.md")]

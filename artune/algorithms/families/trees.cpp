@@ -3,7 +3,8 @@
 // links' usable rates (topology/link_rates.hpp): all-gather broadcasts each rank's block down its out-trees,
 // reduce-scatter reduces each block up its in-trees into its owner, all-reduce runs the two (the owner
 // scales its block for avg in between; `trees2` reduces every block whole first). `rbtrees` packs spanning
-// trees of one root instead and reduces the whole buffer up and broadcasts it down each (Blink's all-reduce):
+// trees instead (each rooted at its centre) and reduces the whole buffer up and broadcasts it down each (Blink's
+// all-reduce):
 // it alone reaches the all-reduce's split and volume bounds, which the two phases' packings cannot where one
 // link splits the GPUs. A tree edge is a transfer
 // over NCCL's route, or two transfers staged through a CPU socket's scratch memory; going up, a piece lands in
@@ -51,10 +52,10 @@ constexpr std::size_t kPackingCacheEntries = 64;
 // weight's); its copies, about 32 per block, keep plans at a few thousand ops on 8 GPUs.
 constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
-// rbtrees carries the whole buffer over the trees of one root, as about 64 copies in proportion to the trees'
-// weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine: 32 copies
-// reach 85.6, 88.2 and 90.0 % of the bound, 64 copies 87.3, 93.3 and 89.6 %, 128 copies 89.4, 91.6 and 90.5 %, with
-// twice the plan's ops to simulate).
+// rbtrees carries the whole buffer over its trees (each rooted at its centre), as about 64 copies in proportion to
+// the trees' weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine:
+// 32 copies reach 86.7, 92.9 and 95.5 % of the bound, 64 copies 88.0, 95.4 and 94.9 %, 128 copies 89.8, 92.7 and
+// 93.6 %, with twice the plan's ops to simulate).
 constexpr int kCopiesPerBuffer = 64;
 // prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
 // make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
@@ -242,10 +243,12 @@ BlockOf plan_blocks(Emitter& e) {
 // asks for.
 std::vector<std::vector<Piece>> pieces(const TreePacking& p, int copies_per_block, const BlockOf& block) {
   std::vector<std::vector<Piece>> out;
-  std::vector<int> next_chunk(p.trees.empty() ? 0 : p.trees.front().parent_edge.size(), 0);
+  // Each block's next chunk, by the block's offset: the trees of one root share their root's block, and the
+  // reduce-broadcast trees, rooted where each is shallowest, all share the whole buffer.
+  std::map<std::int64_t, int> next_chunk;
   for (const WeightedTree& t : p.trees) {
     const auto [block_offset, block_count] = block(t.root);
-    int& first = next_chunk[static_cast<std::size_t>(t.root)];
+    int& first = next_chunk[block_offset];
     const int copies = std::clamp(
         static_cast<int>(std::lround(static_cast<double>(t.chunks) * copies_per_block / p.chunks)), 1, t.chunks);
     // Copies cut along chunk boundaries, which sit in proportion to the block: a block of twice the elements gives
@@ -361,8 +364,8 @@ void emit_reduce_broadcast_tree(Emitter& e, const std::vector<Slot>& slots, cons
   copy_down(e, slots, p, t, order, piece);
 }
 
-// rbtrees: the whole buffer, split among the trees of one root by weight and each tree's share into copies,
-// each copy reduced up its tree into the root and broadcast down it; --segments pipelines the two, so every
+// rbtrees: the whole buffer, split among the trees by weight and each tree's share into copies, each copy reduced
+// up its tree into the tree's root and broadcast down it; --segments pipelines the two, so every
 // tree edge carries pieces both ways at once.
 void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   const std::vector<Slot> slots = user_slots(ranks(s));

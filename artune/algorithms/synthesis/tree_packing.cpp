@@ -562,6 +562,81 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
                    spread_cut(topo, participants, rates, toward_root).rate_gbps, options);
 }
 
+namespace {
+
+// Roots a reduce-broadcast tree at its centre. Such a tree is a spanning tree whose every edge carries the
+// tree's share once each way (the LP gave each edge one rate for both directions), so any participant can be its
+// root with the same load on every link; what the root sets is the pipeline's depth, the transfers a piece passes
+// up to the root and back down. The centre has the least eccentricity in transfers (1 per route, 2 per edge
+// staged through a CPU); ties keep the LP's root, then the lowest index. A path of six participants rooted at
+// one end is five hops deep, at its middle three. The re-rooted edges are the reverse `candidates`.
+void recentre(TreePacking& p, WeightedTree& tree, const std::vector<TreeEdge>& candidates) {
+  const int n = static_cast<int>(tree.parent_edge.size());
+  struct Arc {
+    int to, via, cost;
+  };
+  std::vector<std::vector<Arc>> adjacent(static_cast<std::size_t>(n));
+  for (int v = 0; v < n; ++v) {
+    const int e = tree.parent_edge[static_cast<std::size_t>(v)];
+    if (e < 0) continue;
+    const TreeEdge& edge = p.edges[static_cast<std::size_t>(e)];
+    const int cost = edge.via >= 0 ? 2 : 1;
+    adjacent[static_cast<std::size_t>(edge.from)].push_back({edge.to, edge.via, cost});
+    adjacent[static_cast<std::size_t>(edge.to)].push_back({edge.from, edge.via, cost});
+  }
+  // Distances from `from` over the tree, with each participant's parent arc toward `from`.
+  const auto walk = [&](int from, std::vector<int>* parent, std::vector<int>* via) {
+    std::vector<int> dist(static_cast<std::size_t>(n), -1);
+    std::vector<int> stack{from};
+    dist[static_cast<std::size_t>(from)] = 0;
+    while (!stack.empty()) {
+      const int u = stack.back();
+      stack.pop_back();
+      for (const Arc& a : adjacent[static_cast<std::size_t>(u)]) {
+        if (dist[static_cast<std::size_t>(a.to)] >= 0) continue;
+        dist[static_cast<std::size_t>(a.to)] = dist[static_cast<std::size_t>(u)] + a.cost;
+        if (parent != nullptr) (*parent)[static_cast<std::size_t>(a.to)] = u;
+        if (via != nullptr) (*via)[static_cast<std::size_t>(a.to)] = a.via;
+        stack.push_back(a.to);
+      }
+    }
+    return *std::max_element(dist.begin(), dist.end());
+  };
+  int centre = tree.root;
+  int least = walk(tree.root, nullptr, nullptr);
+  for (int v = 0; v < n; ++v) {
+    const int eccentricity = walk(v, nullptr, nullptr);
+    if (eccentricity < least) {
+      least = eccentricity;
+      centre = v;
+    }
+  }
+  if (centre == tree.root) return;
+  std::vector<int> parent(static_cast<std::size_t>(n), -1), via(static_cast<std::size_t>(n), -1);
+  walk(centre, &parent, &via);
+  std::vector<int> parent_edge(static_cast<std::size_t>(n), -1);
+  for (int v = 0; v < n; ++v) {
+    if (v == centre) continue;
+    const auto same = [&](const TreeEdge& e) {
+      return e.from == parent[static_cast<std::size_t>(v)] && e.to == v && e.via == via[static_cast<std::size_t>(v)];
+    };
+    auto it = std::find_if(p.edges.begin(), p.edges.end(), same);
+    if (it == p.edges.end()) {
+      const auto found = std::find_if(candidates.begin(), candidates.end(), same);
+      ARTUNE_CHECK(found != candidates.end(),
+                   fmt::format("tree packing: no edge from {} to {} to re-root a tree at {}",
+                               parent[static_cast<std::size_t>(v)], v, centre));
+      p.edges.push_back(*found);
+      it = p.edges.end() - 1;
+    }
+    parent_edge[static_cast<std::size_t>(v)] = static_cast<int>(it - p.edges.begin());
+  }
+  tree.root = centre;
+  tree.parent_edge = std::move(parent_edge);
+}
+
+}  // namespace
+
 TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<int>& participants,
                                         const LinkRates& rates, const PackingOptions& options) {
   check_inputs(topo, rates, options);
@@ -582,8 +657,11 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
   const Capacities lp = solve_reduce_broadcast_lp(topo, n, edges, reverse, rates, root);
   std::vector<double> demand(static_cast<std::size_t>(n), 0.0);
   demand[static_cast<std::size_t>(root)] = 1.0;
-  return decompose(n, edges, lp.y[0], lp.rate, false, demand,
-                   collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps, options);
+  TreePacking packing = decompose(n, edges, lp.y[0], lp.rate, false, demand,
+                                  collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps,
+                                  options);
+  for (WeightedTree& tree : packing.trees) recentre(packing, tree, edges);
+  return packing;
 }
 
 int max_depth(const TreePacking& packing) {

@@ -57,7 +57,8 @@ struct TreePacking {
   double rate_gbps = 0;             ///< per-root rate of the fractional packing (GB/s at the rates given)
   double bound_gbps = 0;            ///< the cut bound's per-root rate at the same rates (≥ rate_gbps)
   std::vector<TreeEdge> edges;      ///< every edge some tree uses
-  std::vector<WeightedTree> trees;  ///< by root, heaviest first; each root's chunks sum to `chunks`
+  std::vector<WeightedTree> trees;  ///< by root, heaviest first; each root's chunks sum to `chunks` (reduce-broadcast
+                                    ///< trees: all the trees' chunks do, each tree rooted at its centre)
   friend bool operator==(const TreePacking&, const TreePacking&) = default;
 };
 
@@ -72,15 +73,17 @@ struct PackingOptions {
 TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
                        bool toward_root, const PackingOptions& options = {});
 
-/// Trees for an all-reduce by reduction and broadcast (Blink, MLSys'20): weighted spanning trees of one root
-/// (the participant with the most direct rate), each carrying its share (chunks of the whole buffer, summing
+/// Trees for an all-reduce by reduction and broadcast (Blink, MLSys'20): weighted spanning trees packed from one
+/// root (the participant with the most direct rate), each carrying its share (chunks of the whole buffer, summing
 /// to `chunks`) up as an in-tree (reduce, every edge reversed) and down as an out-tree (broadcast, the edges'
 /// direction) at once, so a tree edge loads the links of both directions. The LP maximises the trees' total
 /// rate x: by Edmonds' theorem on an orientation of the edges (Frank), arborescences of weight x from the root
 /// fit, and x is then the all-reduce's algbw at `rates` (`rate_gbps`). Every tree crosses each split cut once
 /// each way and its N−1 edges carry its share once each way, which is what the all-reduce's split and volume
 /// bounds count (`bound_gbps`); x falls short of them where a partition into more than two parts binds (a
-/// spanning tree crosses it at least parts − 1 times) or a route detours. Returned as out-trees.
+/// spanning tree crosses it at least parts − 1 times) or a route detours. Returned as out-trees, each then rooted
+/// at its centre (the participant that reaches every other over the tree in the fewest transfers, a staged edge
+/// counting two): the links' loads do not depend on the root, the pipeline's depth does.
 TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<int>& participants,
                                         const LinkRates& rates, const PackingOptions& options = {});
 
