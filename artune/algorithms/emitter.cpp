@@ -73,7 +73,13 @@ int Emitter::finish(Op op, std::vector<int> deps) {
   deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
   deps.erase(std::remove(deps.begin(), deps.end(), id), deps.end());
   op.deps = std::move(deps);
+  op.phase = phase_;
   return plan_.add(std::move(op));
+}
+
+void Emitter::set_phase(double phase) {
+  ARTUNE_CHECK(phase >= 0 && phase < 1, fmt::format("emitter: pipeline phase {} outside [0, 1)", phase));
+  phase_ = phase;
 }
 
 int Emitter::copy(const Location& src, const Location& dst) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -164,6 +165,10 @@ class Reader {
     return json_reader::string(v, source_, path);
   }
 
+  double number(const nlohmann::json& v, const std::string& path) const {
+    return json_reader::number(v, source_, path);
+  }
+
   // Rejects keys the format does not know, so that typos do not pass silently.
   void only_keys(const nlohmann::json& obj, const std::string& path,
                  std::initializer_list<std::string_view> keys) const {
@@ -245,6 +250,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
     }
     if (op.kind == OpKind::kScale || op.divisor != defaults.divisor) j["divisor"] = op.divisor;
     if (!op.algo.empty()) j["algo"] = op.algo;
+    if (op.phase != defaults.phase) j["phase"] = op.phase;
     ops.push_back(std::move(j));
   }
   doc["ops"] = std::move(ops);
@@ -367,7 +373,8 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     const std::string path = fmt::format("ops[{}]", i);
     const auto& v = ops[i];
     r.expect_object(v, path);
-    r.only_keys(v, path, {"id", "kind", "src", "dst", "deps", "collective", "group", "root", "divisor", "algo"});
+    r.only_keys(v, path, {"id", "kind", "src", "dst", "deps", "collective", "group", "root", "divisor", "algo",
+                                 "phase"});
     Op op;
     op.id = r.small_int(r.field(v, path, "id"), path + ".id");
     if (op.id != static_cast<int>(i)) r.fail(path + ".id", fmt::format("must be {} (ids are positions)", i));
@@ -411,6 +418,10 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source) {
     }
     if (v.contains("root")) op.root = r.small_int(v["root"], path + ".root");
     if (v.contains("divisor")) op.divisor = r.small_int(v["divisor"], path + ".divisor");
+    if (v.contains("phase")) {
+      op.phase = r.number(v["phase"], path + ".phase");
+      if (!(op.phase >= 0 && op.phase < 1)) r.fail(path + ".phase", "must be in [0, 1)");
+    }
     if (v.contains("algo")) {
       op.algo = r.string(v["algo"], path + ".algo");
       if (op.kind != OpKind::kGroup) r.fail(path + ".algo", "only group ops run a library algorithm");
@@ -515,6 +526,20 @@ struct Segments {
 
 }  // namespace
 
+std::vector<std::int64_t> staggered_pieces(std::int64_t count, int segments, double phase) {
+  if (segments < 1 || !(phase > 0 && phase < 1)) {
+    throw InvalidInput(fmt::format("staggered_pieces: {} segments at phase {} (needs ≥ 1 and a phase in (0, 1))",
+                                   segments, phase));
+  }
+  std::vector<std::int64_t> starts{0};
+  const double size = static_cast<double>(count) / segments;
+  for (int k = 1; k <= segments; ++k) {
+    const auto at = static_cast<std::int64_t>(std::llround((k - phase) * size));
+    if (at > starts.back() && at < count) starts.push_back(at);
+  }
+  return starts;
+}
+
 Plan pipeline(const Plan& plan, int segments) {
   if (segments < 1 || segments > kMaxSegments) {
     throw InvalidInput(fmt::format("pipeline: segments must be between 1 and {} (got {})", kMaxSegments, segments));
@@ -524,7 +549,8 @@ Plan pipeline(const Plan& plan, int segments) {
   // before anything is allocated.
   std::size_t total_ops = 0;
   for (const Op& op : plan.ops) {
-    const std::int64_t pieces = splittable(op) ? std::min<std::int64_t>(segments, op_count(op)) : 1;
+    const int k = splittable(op) ? segments + (op.phase > 0 ? 1 : 0) : 1;
+    const std::int64_t pieces = std::min<std::int64_t>(k, op_count(op));
     total_ops += static_cast<std::size_t>(std::max<std::int64_t>(1, pieces));
   }
   if (total_ops > kMaxPlanOps) {
@@ -556,9 +582,13 @@ Plan pipeline(const Plan& plan, int segments) {
     seg.total = op_count(op);
     if (seg.total < 0) throw InvalidInput(fmt::format("pipeline: op {} has a negative count", op.id));
     const int k = splittable(op) ? segments : 1;
-    for (int j = 0; j < k; ++j) {
-      const auto [off, n] = even_piece(seg.total, k, j);
-      if (n > 0 || (j == 0 && seg.total == 0)) seg.starts.push_back(off);
+    if (k > 1 && op.phase > 0) {
+      seg.starts = staggered_pieces(seg.total, k, op.phase);
+    } else {
+      for (int j = 0; j < k; ++j) {
+        const auto [off, n] = even_piece(seg.total, k, j);
+        if (n > 0 || (j == 0 && seg.total == 0)) seg.starts.push_back(off);
+      }
     }
     seg.first = static_cast<int>(out.ops.size());
 

@@ -72,6 +72,12 @@ struct Op {
   std::string algo;        ///< NCCL algorithm[.protocol] the spec forces ("ring", "tree.ll"); empty = NCCL's choice
   // Scale ops only.
   int divisor = 1;  ///< dst is divided by this (avg: the number of participants)
+  /// pipeline()'s stagger, in [0, 1): its segment boundaries start this fraction of a segment early, so that the
+  /// op runs a first piece of 1 − phase segments, whole segments, and a last piece of `phase` (0: even pieces).
+  /// Streams of transfers that share links and pause alike between pieces (each piece waits its latency before
+  /// its bytes move) pause at different moments when their phases differ, and the link stays busy. The ops
+  /// that carry one piece of data along should share a phase, so that their segments line up.
+  double phase = 0;
   friend bool operator==(const Op&, const Op&) = default;
 };
 
@@ -145,7 +151,8 @@ Plan plan_from_json(const nlohmann::json& doc, std::string_view source);
 /// Splits every op into `segments` pieces with per-segment dependencies so that
 /// successive segments of a chain of transfers overlap (1 ≤ segments ≤ kMaxSegments; InvalidInput
 /// before any work when the result would exceed kMaxPlanOps).
-/// Pieces are even_piece()s of the op's region (empty ones dropped); segment j of
+/// Pieces are even_piece()s of the op's region (empty ones dropped), or with a phase φ > 0 (Op::phase)
+/// staggered_pieces(); segment j of
 /// an op follows segment j-1 of the same op and, for each dep, the latest of that
 /// dep's segments overlapping it in memory (its last segment when none overlaps).
 /// Reduce-scatter and all-gather group ops stay whole (their shards would move).
@@ -156,5 +163,9 @@ Plan pipeline(const Plan& plan, int segments);
 std::pair<std::int64_t, std::int64_t> ragged_piece(std::int64_t count, int pieces, int index);
 /// Balanced split (pieces differ by at most one element, larger ones first).
 std::pair<std::int64_t, std::int64_t> even_piece(std::int64_t count, int pieces, int index);
+/// The starts of an op's pipeline pieces at phase φ in (0, 1): `count` elements in `segments` segments of
+/// count/segments, boundaries at round((k − φ)·count/segments) for k = 1..segments, so a first piece of 1 − φ
+/// segments, then whole ones, then a last piece of φ (segments + 1 pieces; empty ones dropped). Starts with 0.
+std::vector<std::int64_t> staggered_pieces(std::int64_t count, int segments, double phase);
 
 }  // namespace artune

@@ -56,6 +56,52 @@ TEST_CASE("pipeline.chain_exact") {
   CHECK(q.devices == p.devices);
 }
 
+TEST_CASE("pipeline.staggered_phases") {
+  // 12 elements in 4 segments of 3 at phase 1/3: boundaries at round((k - 1/3) * 3) = 2, 5, 8, 11.
+  CHECK(staggered_pieces(12, 4, 1.0 / 3) == std::vector<std::int64_t>{0, 2, 5, 8, 11});
+  // Phase 1/2 of one segment of 8: a first piece of 4 and a last of 4.
+  CHECK(staggered_pieces(8, 1, 0.5) == std::vector<std::int64_t>{0, 4});
+  // Fewer elements than pieces: empty pieces dropped.
+  CHECK(staggered_pieces(2, 4, 0.5) == std::vector<std::int64_t>{0, 1});
+  CHECK(staggered_pieces(0, 4, 0.5) == std::vector<std::int64_t>{0});
+  CHECK_THROWS_AS(staggered_pieces(8, 2, 0.0), InvalidInput);
+  CHECK_THROWS_AS(staggered_pieces(8, 2, 1.0), InvalidInput);
+  CHECK_THROWS_AS(staggered_pieces(8, 0, 0.5), InvalidInput);
+
+  // a -> b -> c forwarding 12 elements at phase 1/3 in 4 segments: both copies cut alike (5 pieces each), and
+  // piece j of the second waits for piece j of the first and its own piece j - 1.
+  Plan p = empty_plan(3, 12);
+  const int sb = p.add_buffer(1, 12);
+  Op first = copy_op(loc(0, 0, 0, 12), loc(1, sb, 0, 12), {});
+  first.phase = 1.0 / 3;
+  p.add(first);
+  Op second = copy_op(loc(1, sb, 0, 12), loc(2, 0, 0, 12), {0});
+  second.phase = 1.0 / 3;
+  p.add(second);
+  const Plan q = pipeline(p, 4);
+  REQUIRE(q.ops.size() == 10);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> cuts = {{0, 2}, {2, 3}, {5, 3}, {8, 3}, {11, 1}};
+  for (int j = 0; j < 5; ++j) {
+    const Op& a = q.ops[static_cast<std::size_t>(j)];
+    const Op& b = q.ops[static_cast<std::size_t>(5 + j)];
+    CHECK(a.src.offset == cuts[static_cast<std::size_t>(j)].first);
+    CHECK(a.src.count == cuts[static_cast<std::size_t>(j)].second);
+    CHECK(b.dst.offset == cuts[static_cast<std::size_t>(j)].first);
+    CHECK(a.phase == doctest::Approx(1.0 / 3));
+    CHECK(b.deps == (j == 0 ? std::vector<int>{0} : std::vector<int>{j, 5 + j - 1}));
+  }
+  // The op limit counts the extra piece a phase adds: 128 ops of 4096 segments fit artune's 524288, of 4097 not.
+  Plan wide = empty_plan(2, 1 << 20);
+  for (int i = 0; i < 128; ++i) {
+    Op op = copy_op(loc(0, 0, 0, 1 << 20), loc(1, 0, 0, 1 << 20), i == 0 ? std::vector<int>{} : std::vector<int>{i - 1});
+    op.phase = 0.5;
+    wide.add(op);
+  }
+  CHECK_THROWS_AS(pipeline(wide, 4096), InvalidInput);
+  for (Op& op : wide.ops) op.phase = 0;
+  CHECK(pipeline(wide, 4096).ops.size() == 128u * 4096u);
+}
+
 TEST_CASE("pipeline.overlap_rules") {
   Plan p = empty_plan(3, 10);
   const int sb = p.add_buffer(1, 10);

@@ -104,6 +104,9 @@ TEST_CASE("plan.json_round_trip") {
   g.add(group_op(Collective::kReduceScatter, {0, 1, 2}, 0, 2, 10, {1}));
   g.add(group_op(Collective::kAllGather, {0, 1, 2}, 0, 2, 10, {2}));
   plans.push_back(g);
+  Plan staggered = ring_plan(3, 30);
+  staggered.ops[1].phase = 0.25;
+  plans.push_back(staggered);
   for (const Plan& p : plans) {
     const json doc = plan_to_json(p);
     CHECK(plan_from_json(doc, "x") == p);
@@ -158,10 +161,13 @@ TEST_CASE("plan.json_errors") {
   CHECK(with("/ops/1/dst/offset", 8) == "plan.json: ops[1].dst: [8, 11) exceeds device 2 buffer 1 of 3 elements");
   CHECK(with("/ops/1/kind", "move") == "plan.json: ops[1].kind: unknown op kind 'move' (copy, reduce, scale, group)");
   CHECK(with("/ops/1/dst/count", "3") == "plan.json: ops[1].dst.count: must be an integer, not a string");
+  CHECK(with("/ops/1/phase", 1.0) == "plan.json: ops[1].phase: must be in [0, 1)");
+  CHECK(with("/ops/1/phase", -0.5) == "plan.json: ops[1].phase: must be in [0, 1)");
+  CHECK(with("/ops/1/phase", "x") == "plan.json: ops[1].phase: must be a number, not a string");
   CHECK(with("/ops/1/dst/count", 2.5) == "plan.json: ops[1].dst.count: must be an integer, not a number");
   CHECK(with("/ops/1/colour", 1) ==
         "plan.json: ops[1].colour: unknown field (expected id, kind, src, dst, deps, collective, group, root, divisor, "
-        "algo)");
+        "algo, phase)");
   CHECK(with("/count", -1) == "plan.json: count: must be ≥ 0");
   CHECK(with("/op", "median").find("plan.json: op: ") == 0);
   CHECK(with("/ranks/1/rank", 2) == "plan.json: ranks[1].rank: must be 1 (ranks first, then helpers, in order)");

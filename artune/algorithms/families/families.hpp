@@ -84,6 +84,8 @@ class Emitter {
   int device_for_node(int node);
   /// Adds a scratch buffer of `count` elements to a plan device; returns its buffer index.
   int scratch(int device, std::int64_t count);
+  /// The pipeline phase (Op::phase, in [0, 1)) of the ops emitted from now on; 0 at the start.
+  void set_phase(double phase);
 
  private:
   struct Segment {
@@ -101,6 +103,7 @@ class Emitter {
   Plan& plan_;
   const Topology& topo_;
   std::map<std::pair<int, int>, Track> tracks_;
+  double phase_ = 0;
 };
 
 /// Sentinel for "no scale": the family leaves fully reduced values as they are.

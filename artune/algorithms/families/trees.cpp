@@ -316,6 +316,13 @@ void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
   }
 }
 
+// A copy's pipeline phase: where it starts in its block, as a fraction of the block (copies of one block stagger).
+double phase_in_block(const Piece& piece, std::pair<std::int64_t, std::int64_t> block) {
+  const auto [offset, count] = block;
+  if (count <= 0) return 0;
+  return std::clamp(static_cast<double>(piece.offset - offset) / static_cast<double>(count), 0.0, 0.999);
+}
+
 // Every root's block down its out-trees; `root_copy`, when given, holds each root's whole block (in a
 // scratch of the root), which its own sends read.
 void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p, bool split,
@@ -325,9 +332,11 @@ void emit_out_trees(Emitter& e, const std::vector<Slot>& slots, const TreePackin
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
     for (const Piece& piece : chunk_pieces[i]) {
+      e.set_phase(phase_in_block(piece, block(t.root)));
       copy_down(e, slots, p, t, order, piece, root_copy.empty() ? nullptr : &root_copy[static_cast<std::size_t>(t.root)]);
     }
   }
+  e.set_phase(0);
 }
 
 // Every root's block up its in-trees, deepest first (a participant forwards its subtree's sum); the root
@@ -339,11 +348,13 @@ void emit_in_trees(Emitter& e, const std::vector<Slot>& slots, const TreePacking
     const WeightedTree& t = p.trees[i];
     const std::vector<int> order = by_depth(p, t);
     for (const Piece& piece : chunk_pieces[i]) {
+      e.set_phase(phase_in_block(piece, block(t.root)));
       reduce_up(e, slots, p, t, order, piece);
       if (scale_by != kNoScale)
         e.scale(at(slots[static_cast<std::size_t>(t.root)], piece.offset, piece.count), scale_by);
     }
   }
+  e.set_phase(0);
 }
 
 void require_blocks_fit(const Setup& s) {
@@ -373,10 +384,20 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
   const auto chunk_pieces = pieces(p, kCopiesPerBuffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
+  std::size_t copies = 0;
+  for (const auto& mine : chunk_pieces) copies += mine.size();
+  // Copy c of all pipelines at phase c/copies: the copies sharing a link pause between their pieces (each piece
+  // waits its latency) at different moments instead of all at once, which left the link idle for that time on
+  // every piece (docs/bound.md).
+  std::size_t copy = 0;
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const std::vector<int> order = by_depth(p, p.trees[i]);
-    for (const Piece& piece : chunk_pieces[i]) emit_reduce_broadcast_tree(e, slots, p, p.trees[i], order, piece, s.scale_by);
+    for (const Piece& piece : chunk_pieces[i]) {
+      e.set_phase(static_cast<double>(copy++) / static_cast<double>(copies));
+      emit_reduce_broadcast_tree(e, slots, p, p.trees[i], order, piece, s.scale_by);
+    }
   }
+  e.set_phase(0);
 }
 
 // One piece of the buffer around a packed ring: the piece cut into one chunk per participant, a
@@ -596,7 +617,7 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 
 // rbtrees pipelines deeper: both directions of every tree edge wait for the pieces before them, and its copies
 // keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
-const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64};
+const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
 // prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
 // and 97.3 % of the bound at 1, 2, 4 and 8 segments; 8 take 2.7 times the simulation of 4).
