@@ -70,6 +70,54 @@ TEST_CASE("contention.two_flows_on_one_link_take_twice_as_long") {
   CHECK(simulate(apart, t, m, 4).time_us == doctest::Approx(a).epsilon(1e-12));
 }
 
+TEST_CASE("contention.staggered_pipelines_keep_a_shared_link_busy") {
+  // 12 copies of 4 MiB from gpu1 to gpu3 of a DGX-1, each staged through CPU 0's memory (gpu1 -> cpu0 -> gpu3) and
+  // pipelined in 64 pieces: the 12 streams share gpu1's PCIe uplink (12 GB/s at the nccl profile), which carries
+  // their 48 MiB in 4194.30 us. In step, every stream waits its pieces' latency at the same moments and the link
+  // idles meanwhile; at phases c/12 the waits spread out and the link stays busy (Op::phase, pipeline()).
+  const Topology t = load_topology("dgx1-v100");
+  const CostModel m = CostModel::defaults();
+  const auto node = [&](const char* id) {
+    for (std::size_t i = 0; i < t.nodes().size(); ++i) {
+      if (t.nodes()[i].id == id) return static_cast<int>(i);
+    }
+    FAIL("no node " << id);
+    return -1;
+  };
+  constexpr std::int64_t kCopy = 1 << 20;  // elements (4 MiB of float)
+  constexpr int kCopies = 12;
+  const auto run = [&](bool staggered) {
+    Plan p;
+    p.spec = "staged copies";
+    p.count = kCopy * kCopies;
+    p.devices = {{node("gpu1"), "gpu1", true}, {node("gpu3"), "gpu3", true}, {node("cpu0"), "cpu0", false}};
+    p.buffers = {{p.count}, {p.count}, {}};
+    for (int c = 0; c < kCopies; ++c) {
+      const int stage = p.add_buffer(2, kCopy);
+      Op up;
+      up.kind = OpKind::kCopy;
+      up.src = {0, 0, c * kCopy, kCopy};
+      up.dst = {2, stage, 0, kCopy};
+      up.phase = staggered ? static_cast<double>(c) / kCopies : 0.0;
+      const int first = p.add(up);
+      Op down = up;
+      down.src = up.dst;
+      down.dst = {1, 0, c * kCopy, kCopy};
+      down.deps = {first};
+      p.add(down);
+    }
+    return simulate(pipeline(p, 64), t, m, 4).time_us;
+  };
+  const double ideal = kCopies * 4.0 * (1 << 20) / 12e3;  // µs at 12 GB/s
+  CHECK(ideal == doctest::Approx(4194.304));
+  const double in_step = run(false);
+  const double staggered = run(true);
+  INFO("in step " << in_step << " us, staggered " << staggered << " us");
+  CHECK(in_step > 1.10 * ideal);     // every piece's latency with the link idle
+  CHECK(staggered < 1.02 * ideal);   // one piece's fill and drain, no more
+  CHECK(staggered > ideal);
+}
+
 TEST_CASE("contention.pcie_ring_bottlenecked_on_qpi") {
   const Topology t = load_topology("pcie-8gpu");
   const SimResult r = run(t, "xring", std::uint64_t{256} << 20);

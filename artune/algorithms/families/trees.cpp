@@ -54,8 +54,8 @@ constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
 // rbtrees carries the whole buffer over its trees (each rooted at its centre), as about 64 copies in proportion to
 // the trees' weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine:
-// 32 copies reach 86.7, 92.9 and 95.5 % of the bound, 64 copies 88.0, 95.4 and 94.9 %, 128 copies 89.8, 92.7 and
-// 93.6 %, with twice the plan's ops to simulate).
+// 32 copies reach 86.6, 95.0 and 96.7 % of the bound, 64 copies 89.0, 95.8 and 96.1 %, 128 copies 92.8, 96.3 and
+// 96.1 %, with twice the plan's ops to simulate). Copy c of C pipelines at phase c/C (Op::phase).
 constexpr int kCopiesPerBuffer = 64;
 // prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
 // make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
@@ -616,7 +616,9 @@ const std::vector<int> kTreeSegments = {1, 4, 8, 16, 32};
 const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 
 // rbtrees pipelines deeper: both directions of every tree edge wait for the pieces before them, and its copies
-// keep the plan's flows few enough to simulate at 64 segments (DGX-1 V100, 256 MiB: 0.2-0.3 s a size).
+// keep the plan's flows few enough to simulate at 64 and 128 segments. 128 pays where the staggered copies'
+// latency leaves room (dgx1-v100[1,2,3,4,5,6,7] at 256 MiB: 93.1 % of the bound at 64, 95.3 % at 128;
+// dgx1-v100[0,1,2,4]: 89.0 and 87.5 %).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
 // prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
