@@ -88,7 +88,7 @@ for e in "${benchmarks[@]}"; do
     echo "## run $r: $(printf '%.1f' "$(echo "$(date +%s.%N) - $start" | bc)") s wall; load average after: $(load)" >>"$tmp"
   done
   if [ $ok = 1 ]; then
-    mv "$tmp" "$out"
+    chmod 644 "$tmp" && mv "$tmp" "$out"
     echo "run_reports: $out ($runs run(s))"
   else
     echo "run_reports: $name failed; its output is not kept (rerun: $cmd)" >&2

@@ -26,7 +26,8 @@
 # reduced on the GPUs there are) or "FAIL".
 #
 # --families replaces the list of family/topology pairs that phases 1 and 2 run (default: every family, see
-# below), e.g. --families 'dgx1-v100:prings' to give one family's sanitizer runs the whole window;
+# below), e.g. --families 'dgx1-v100:prings' to give one family's sanitizer runs the whole window; an entry
+# TOPOLOGY:SPEC@K runs the spec pipelined in K segments (--segments K);
 # --sanitizer-limit S (default 150) is phase 2's own time limit.
 #
 # --dry-run walks every phase on a machine without a GPU, from the same bundle, with the GPU steps replaced by
@@ -59,17 +60,18 @@ while [ $# -gt 0 ]; do
     --phases) phases=${2:?--phases needs a list such as 0,1,4}; shift 2 ;;
     --deadline) deadline=${2:?--deadline needs seconds}; shift 2 ;;
     --archive) archive=${2:?--archive needs a file}; shift 2 ;;
-    --families) only_families=${2:?--families needs a list such as 'dgx1-v100:prings'}; shift 2 ;;
+    --families) only_families=${2:?--families needs a list such as 'dgx1-v100:prings dgx1-v100:rbtrees@16'}; shift 2 ;;
     --sanitizer-limit) sanitizer_limit=${2:?--sanitizer-limit needs seconds}; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) fail "unknown argument '$1' (see --help)" ;;
   esac
 done
 case $deadline in '' | *[!0-9]*) fail "--deadline: '$deadline' is not a whole number of seconds" ;; esac
 case $sanitizer_limit in '' | *[!0-9]*) fail "--sanitizer-limit: '$sanitizer_limit' is not a whole number of seconds" ;; esac
 for f in $only_families; do
-  case $f in *?:?*) ;; *) fail "--families: '$f' is not TOPOLOGY:SPEC (e.g. dgx1-v100:prings)" ;; esac
+  case $f in *?:?*@*[!0-9]* | *?:?*@) fail "--families: '$f': the segments after @ must be a whole number" ;; esac
+  case $f in *?:?*) ;; *) fail "--families: '$f' is not TOPOLOGY:SPEC[@SEGMENTS] (e.g. dgx1-v100:prings)" ;; esac
 done
 case ,$phases, in *[!0-9,]*) fail "--phases: '$phases' is not a list of phase numbers 0-5" ;; esac
 
@@ -216,8 +218,11 @@ families="uniform:4:xring uniform:8:xring#2 uniform:5:rechd uniform:8:pscpu unif
   uniform:8:tree dgx1-v100:hiercopy dgx1-v100:mring#2 uniform:2x4:nccl/xring uniform:2x4:2d uniform:3:rechd
   uniform:2:xring dgx1-v100:trees uniform:8:trees2 dgx1-v100:rbtrees dgx1-v100:prings"
 [ -n "$only_families" ] && families=$only_families
+# An entry is TOPOLOGY:SPEC, or TOPOLOGY:SPEC@K to run it pipelined in K segments (--segments K).
 topo_of() { echo "${1%:*}"; }
-spec_of() { echo "${1##*:}"; }
+spec_of() { local x="${1##*:}"; echo "${x%@*}"; }
+seg_of() { case ${1##*:} in *@*) echo "${1##*@}" ;; *) echo 1 ;; esac; }
+label_of() { local x; x=$(spec_of "$1"); [ "$(seg_of "$1")" = 1 ] || x="${x}_seg$(seg_of "$1")"; echo "${x//[#\/]/_}"; }
 
 # ------------------------------------------------------------------------------------------------ phase 0
 phase0() {
@@ -299,13 +304,17 @@ phase1() {
     local t s
     t=$(topo_of "$f")
     s=$(spec_of "$f")
-    [ $dry = 1 ] && { step "lower_${s//[#\/]/_}_$t" 20 "$artune" plan -t "$t" -s "$s" --count 64K --lower cuda || bad; }
+    local k l
+    k=$(seg_of "$f")
+    l=$(label_of "$f")
+    [ $dry = 1 ] && { step "lower_${l}_$t" 20 "$artune" plan -t "$t" -s "$s" --segments "$k" --count 64K \
+      --lower cuda || bad; }
     # The test programs above cover every type × op; the command line runs two of them per family.
     for dto in float:sum bfloat16:avg; do
-      step "run_${backend}_${s//[#\/]/_}_${t}_${dto%:*}" 30 "$artune" run -t "$t" -s "$s" --backend $backend \
+      step "run_${backend}_${l}_${t}_${dto%:*}" 30 "$artune" run -t "$t" -s "$s" --segments "$k" --backend $backend \
         -b 8 -e 4M -f 32 -d "${dto%:*}" -o "${dto#*:}" -n 2 -w 1 -c 2 || bad
     done
-    step "run_${backend}_${s//[#\/]/_}_${t}_b2b" 30 "$artune" run -t "$t" -s "$s" --backend $backend \
+    step "run_${backend}_${l}_${t}_b2b" 30 "$artune" run -t "$t" -s "$s" --segments "$k" --backend $backend \
       -b 1K -e 1M -f 32 -n 3 -w 1 -c 1 --back-to-back || bad
   done
   # Every #wrong in the tables must be 0 (a wrong result also exits 1, judged above).
@@ -323,8 +332,8 @@ phase2() {
     # The plan verifier's own race check (every plan step's reads and writes against the schedule) and the
     # cuda lowering's host replay stand in for the sanitizer.
     for f in $families; do
-      step "verify_$(spec_of "$f" | tr '#/' '__')_$(topo_of "$f")" 30 "$artune" plan -t "$(topo_of "$f")" \
-        -s "$(spec_of "$f")" --count 64K || bad
+      step "verify_$(label_of "$f")_$(topo_of "$f")" 30 "$artune" plan -t "$(topo_of "$f")" \
+        -s "$(spec_of "$f")" --segments "$(seg_of "$f")" --count 64K || bad
     done
   elif [ -z "$sanitizer" ]; then
     md "- compute-sanitizer not found: phase skipped"
@@ -333,17 +342,19 @@ phase2() {
     local list="$report/sanitizer_jobs.txt"
     : >"$list"
     for tool in memcheck racecheck; do
-      for f in $families; do echo "$tool $(topo_of "$f") $(spec_of "$f")" >>"$list"; done
+      for f in $families; do echo "$tool $(topo_of "$f") $(spec_of "$f") $(seg_of "$f")" >>"$list"; done
     done
     # Four at a time on the GPU; each job's output in its own san_*.txt.
-    san_one() {  # tool topology spec
-      local out="$report/san_$1_$(echo "$3_$2" | tr '#/:' '___').txt"
-      if "$sanitizer" --tool "$1" --error-exitcode 9 "$artune" run -t "$2" -s "$3" --backend cuda -b 64K -e 64K \
-        -n 1 -w 0 -c 1 >"$out" 2>&1; then echo "ok $1 $2 $3"; else echo "FAILED $1 $2 $3 (exit $?)"; fi
+    san_one() {  # tool topology spec segments
+      local seg=""
+      [ "$4" = 1 ] || seg="_seg$4"
+      local out="$report/san_$1_$(echo "$3${seg}_$2" | tr '#/:' '___').txt"
+      if "$sanitizer" --tool "$1" --error-exitcode 9 "$artune" run -t "$2" -s "$3" --segments "$4" --backend cuda \
+        -b 64K -e 64K -n 1 -w 0 -c 1 >"$out" 2>&1; then echo "ok $1 $2 $3 seg $4"; else echo "FAILED $1 $2 $3 seg $4 (exit $?)"; fi
     }
     san_all() {
-      while read -r tool t s; do
-        san_one "$tool" "$t" "$s" &
+      while read -r tool t s k; do
+        san_one "$tool" "$t" "$s" "$k" &
         while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
       done <"$list"
       wait

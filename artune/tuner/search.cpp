@@ -302,7 +302,8 @@ class Search {
   }
 
   // Stage 6: the pick of every size in order (result.pick, result.sizes): the fastest verified candidate, the
-  // previous size's pick where it is within keep_within, NCCL's own choice unless beaten by the minimum gain.
+  // previous size's pick where it is within keep_within, NCCL's own choice unless the fastest beats it by the
+  // minimum gain (and no pick that does not beat it by that gain where the fastest does).
   void pick_sizes() {
     const std::size_t n = n_;
     for (std::size_t si = 0; si < n_sizes_; ++si) {
@@ -324,20 +325,29 @@ class Search {
         if (scores.ranking.empty()) {
           throw Unsupported(fmt::format("autotune: no candidate builds at {} bytes on '{}'", bytes, topo_.name()));
         }
-        pick = scores.ranking.front();
+        const std::size_t fastest = scores.ranking.front();
+        pick = fastest;
+        const double gain = min_gain_at(options_, topo_, bytes);
+        // Whether candidate c beats NCCL's own choice by more than the minimum gain (true without NCCL).
+        const auto beats_nccl = [&](std::size_t c) {
+          return !nccl_ || !scores.predicted[*nccl_] ||
+                 scores.predicted[*nccl_]->time_us > scores.predicted[c]->time_us * (1.0 + gain);
+        };
         if (!result_.pick.empty()) {
+          // Hysteresis: the previous size's pick within keep_within of the fastest, unless that would keep a plan
+          // (NCCL's own choice among them) that NCCL's does not trail by the minimum gain where the fastest's does.
           const std::size_t previous = result_.pick.back();
           if (scores.predicted[previous] &&
-              scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options_.keep_within)) {
+              scores.predicted[previous]->time_us <= scores.predicted[pick]->time_us * (1.0 + options_.keep_within) &&
+              (beats_nccl(previous) || !beats_nccl(fastest))) {
             pick = previous;
           }
         }
-        // NCCL's own choice stays unless the pick beats it by more than the minimum gain. It stays as the first
+        // NCCL's own choice stays unless the fastest beats it by more than the minimum gain. It stays as the first
         // candidate of the ranking with its time: an explicit pair equal to it (--target nccl, which the plugin can
         // steer to) where one is listed before plain `nccl`, as a tie is broken anyway.
         if (nccl_ && scores.predicted[*nccl_] && scores.predicted[pick]->time_us < scores.predicted[*nccl_]->time_us &&
-            scores.predicted[*nccl_]->time_us <=
-                scores.predicted[pick]->time_us * (1.0 + min_gain_at(options_, topo_, bytes))) {
+            !beats_nccl(fastest)) {
           const double nccl_us = scores.predicted[*nccl_]->time_us;
           pick = *nccl_;
           for (const std::size_t c : scores.ranking) {

@@ -18,7 +18,7 @@ for smi in /nonexistent/nvidia-smi true false; do
   [ ! -e "$root/build-gpu-check-test" ] || { echo "FAIL: a build folder was made"; status=1; }
 done
 # Bad flags are refused the same way, naming the flag, before anything else.
-for args in "--families foo" "--sanitizer-limit 2m" "--deadline x" "--phases a"; do
+for args in "--families foo" "--families a:b@x" "--sanitizer-limit 2m" "--deadline x" "--phases a"; do
   # shellcheck disable=SC2086  # the flags are meant to split
   err=$(cd "$root" && NVIDIA_SMI=/nonexistent/nvidia-smi bash scripts/gpu_check.sh $args 2>&1 >/dev/null)
   rc=$?

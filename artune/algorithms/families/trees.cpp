@@ -54,9 +54,15 @@ constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
 // rbtrees carries the whole buffer over its trees (each rooted at its centre), as about 64 copies in proportion to
 // the trees' weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine:
-// 32 copies reach 86.6, 95.0 and 96.7 % of the bound, 64 copies 89.0, 95.8 and 96.1 %, 128 copies 92.8, 96.3 and
-// 96.1 %, with twice the plan's ops to simulate). Copy c of C pipelines at phase c/C (Op::phase).
+// 32 copies reach 86.9, 95.3 and 96.8 % of the bound, 64 copies 89.3, 96.4 and 95.7 %, 128 copies 93.7, 96.9 and
+// 96.4 %, with twice the plan's ops to simulate). The copies pipeline at kPhases phases (Op::phase).
 constexpr int kCopiesPerBuffer = 64;
+// Pipeline phases the copies stagger over (Op::phase: 0, 1/4, 1/2, 3/4). While one quarter of the copies on a link
+// waits for its pieces' latency the others carry on; more phases gain nothing and make the simulation slower, as
+// every phase ends its pieces at its own moment (dgx1-v100[1,2,3,4,5,6,7], rbtrees at 256 MiB and 64 segments:
+// 91.3 % of the bound with 2 phases, 94.1 % with 4 or 8, 93.1 % with one per copy; all 247 subsets of dgx1-v100 in
+// bench_synthesis: 8.9 s with 2 phases, 19.7 s with one per copy).
+constexpr int kPhases = 4;
 // prings cuts the buffer into 256 equal pieces, each all-reduced around one ring (ring_packing.hpp: equal pieces
 // make the fabric's even sharing between transfers give each ring the rate the LP asks for). Fewer pieces round
 // the rings' shares more coarsely: on dgx1-v100 at 256 MiB and 4 segments, 64 pieces reached 91.9 % of the bound
@@ -316,7 +322,9 @@ void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
   }
 }
 
-// A copy's pipeline phase: where it starts in its block, as a fraction of the block (copies of one block stagger).
+// A copy's pipeline phase (Op::phase): where it starts in its block, as a fraction of the block, so that the copies
+// of one block stagger (rounded to quarters, as rbtrees' copies, dgx-a100's trees at 256 MiB and 32 segments
+// reached 220.06 GB/s busbw instead of 234.09).
 double phase_in_block(const Piece& piece, std::pair<std::int64_t, std::int64_t> block) {
   const auto [offset, count] = block;
   if (count <= 0) return 0;
@@ -384,16 +392,14 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
   const auto chunk_pieces = pieces(p, kCopiesPerBuffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
-  std::size_t copies = 0;
-  for (const auto& mine : chunk_pieces) copies += mine.size();
-  // Copy c of all pipelines at phase c/copies: the copies sharing a link pause between their pieces (each piece
-  // waits its latency) at different moments instead of all at once, which left the link idle for that time on
-  // every piece (docs/bound.md).
-  std::size_t copy = 0;
+  // Copy c pipelines at phase (c mod 4)/4: the copies sharing a link pause between their pieces (each piece waits
+  // its latency) at four different moments instead of all at once, which left the link idle for that time on every
+  // piece (docs/bound.md).
+  int copy = 0;
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
     const std::vector<int> order = by_depth(p, p.trees[i]);
     for (const Piece& piece : chunk_pieces[i]) {
-      e.set_phase(static_cast<double>(copy++) / static_cast<double>(copies));
+      e.set_phase(static_cast<double>(copy++ % kPhases) / kPhases);
       emit_reduce_broadcast_tree(e, slots, p, p.trees[i], order, piece, s.scale_by);
     }
   }
@@ -617,8 +623,8 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 
 // rbtrees pipelines deeper: both directions of every tree edge wait for the pieces before them, and its copies
 // keep the plan's flows few enough to simulate at 64 and 128 segments. 128 pays where the staggered copies'
-// latency leaves room (dgx1-v100[1,2,3,4,5,6,7] at 256 MiB: 93.1 % of the bound at 64, 95.3 % at 128;
-// dgx1-v100[0,1,2,4]: 89.0 and 87.5 %).
+// latency leaves room (dgx1-v100[1,2,3,4,5,6,7] at 256 MiB: 94.1 % of the bound at 64, 96.4 % at 128;
+// dgx1-v100[0,1,2,4]: 89.3 and 88.7 %).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
 // prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
