@@ -323,8 +323,8 @@ void copy_down(Emitter& e, const std::vector<Slot>& slots, const TreePacking& p,
 }
 
 // A copy's pipeline phase (Op::phase): where it starts in its block, as a fraction of the block, so that the copies
-// of one block stagger (rounded to quarters, as rbtrees' copies, dgx-a100's trees at 256 MiB and 32 segments
-// reached 220.06 GB/s busbw instead of 234.09).
+// of one block stagger. Not rounded to kPhases as rbtrees' copies are: rounded, dgx-a100's trees at 256 MiB and
+// 32 segments reached 220.06 GB/s busbw instead of 234.09.
 double phase_in_block(const Piece& piece, std::pair<std::int64_t, std::int64_t> block) {
   const auto [offset, count] = block;
   if (count <= 0) return 0;
@@ -392,8 +392,8 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
   const auto chunk_pieces = pieces(p, kCopiesPerBuffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
-  // Copy c pipelines at phase (c mod 4)/4: the copies sharing a link pause between their pieces (each piece waits
-  // its latency) at four different moments instead of all at once, which left the link idle for that time on every
+  // Copy c pipelines at phase (c mod kPhases)/kPhases: the copies sharing a link pause between their pieces (each
+  // piece waits its latency) at four different moments instead of all at once, which left the link idle for that time on every
   // piece (docs/bound.md).
   int copy = 0;
   for (std::size_t i = 0; i < p.trees.size(); ++i) {
