@@ -128,6 +128,10 @@ class MpiBackend final : public HarnessBackend {
         if (notice_->wait(kRootNoticeSeconds)) {
           std::this_thread::sleep_for(std::chrono::duration<double>(kRootAbortSeconds));
         } else {
+          // One survivor at a time: rank r waits r − 1 s, so that the lowest one's MPI_Abort usually ends the job
+          // before the next calls it. Aborts from several ranks at once could crash Open MPI 4.1's mpirun in its
+          // PMIx log handler (orte_rml_oob_send_buffer_nb: exit 139 instead of the ranks' 3).
+          std::this_thread::sleep_for(std::chrono::seconds(rank_ - 1));
           std::fprintf(stderr, "artune: rank %d: %s (rank 0 did not report within %g s)\n", rank_,
                        failure_message_.c_str(), kRootNoticeSeconds);
         }
