@@ -78,11 +78,9 @@ TEST_CASE("contention.staggered_pipelines_keep_a_shared_link_busy") {
   const Topology t = load_topology("dgx1-v100");
   const CostModel m = CostModel::defaults();
   const auto node = [&](const char* id) {
-    for (std::size_t i = 0; i < t.nodes().size(); ++i) {
-      if (t.nodes()[i].id == id) return static_cast<int>(i);
-    }
-    FAIL("no node " << id);
-    return -1;
+    const int n = t.find_node(id);
+    REQUIRE(n >= 0);
+    return n;
   };
   constexpr std::int64_t kCopy = 1 << 20;  // elements (4 MiB of float)
   constexpr int kCopies = 12;

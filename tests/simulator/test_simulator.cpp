@@ -35,6 +35,18 @@ constexpr std::int64_t kMillionBytes = 250000;  // floats
 
 }  // namespace
 
+namespace {
+
+// A million bytes copied from device 0 to 1, then reduced from 1 back into 0 after it.
+Plan copy_then_reduce_back(const Topology& t) {
+  Plan chain = plan_over(t, {0, 1}, kMillionBytes);
+  const int a = add_xfer(chain, OpKind::kCopy, 0, 1, 0, kMillionBytes);
+  add_xfer(chain, OpKind::kReduce, 1, 0, 0, kMillionBytes, {a});
+  return chain;
+}
+
+}  // namespace
+
 TEST_CASE("simulator.single_copy_and_reduce") {
   const Topology t = pair_topology();
   const CostModel m = round_model();
@@ -66,9 +78,7 @@ TEST_CASE("simulator.single_copy_and_reduce") {
 TEST_CASE("simulator.critical_runs_fold_alike_steps") {
   const Topology t = pair_topology();
   const CostModel m = round_model();
-  Plan chain = plan_over(t, {0, 1}, kMillionBytes);
-  const int a = add_xfer(chain, OpKind::kCopy, 0, 1, 0, kMillionBytes);
-  add_xfer(chain, OpKind::kReduce, 1, 0, 0, kMillionBytes, {a});
+  const Plan chain = copy_then_reduce_back(t);
   // Unpipelined: one run per op, tiling the time.
   const SimResult whole = simulate(chain, t, m, 4);
   const std::vector<CriticalRun> two = critical_runs(chain, whole);
@@ -139,9 +149,7 @@ TEST_CASE("simulator.local_ops_cost_memory_bandwidth") {
 TEST_CASE("simulator.dependencies_chain_and_parallel_directions") {
   const Topology t = pair_topology();
   const CostModel m = round_model();
-  Plan chain = plan_over(t, {0, 1}, kMillionBytes);
-  const int a = add_xfer(chain, OpKind::kCopy, 0, 1, 0, kMillionBytes);
-  add_xfer(chain, OpKind::kReduce, 1, 0, 0, kMillionBytes, {a});
+  const Plan chain = copy_then_reduce_back(t);
   const SimResult r = simulate(chain, t, m, 4);
   CHECK(r.time_us == doctest::Approx(103.5 + 113.5).epsilon(1e-12));
   REQUIRE(r.critical_path.size() == 2);

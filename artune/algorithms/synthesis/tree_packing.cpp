@@ -605,6 +605,7 @@ void recentre(TreePacking& p, WeightedTree& tree, const std::vector<TreeEdge>& c
   int centre = tree.root;
   int least = walk(tree.root, nullptr, nullptr);
   for (int v = 0; v < n; ++v) {
+    if (v == tree.root) continue;
     const int eccentricity = walk(v, nullptr, nullptr);
     if (eccentricity < least) {
       least = eccentricity;
