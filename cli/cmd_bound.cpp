@@ -31,10 +31,16 @@ struct BoundFlags {
 
 std::string set_by(const CollectiveBound& b) {
   if (b.ranks < 2) return "one participant: nothing moves";
-  if (b.in_network) return "in-network reduction (NVLS): the slowest cut splitting the GPUs";
   if (b.collective == Collective::kAllReduce) {
-    return b.cuts.front().what == "volume" ? "volume: 2(N-1) buffers into the GPUs"
-                                           : "the slowest cut splitting the GPUs";
+    const std::string& what = b.cuts.front().what;
+    if (what == "volume") return "volume: 2(N-1) buffers into the GPUs";
+    if (what == "partition") {
+      return fmt::format("{}partition: 2({}-1) buffers between {} parts",
+                         b.in_network ? "in-network reduction (NVLS) and a " : "", b.cuts.front().parts.size(),
+                         b.cuts.front().parts.size());
+    }
+    return b.in_network ? "in-network reduction (NVLS): the slowest cut splitting the GPUs"
+                        : "the slowest cut splitting the GPUs";
   }
   return b.collective == Collective::kAllGather ? "all-gather cut" : "reduce-scatter cut";
 }
@@ -46,9 +52,16 @@ nlohmann::json cut_json(const Topology& topo, const BoundCut& cut) {
   for (int l : cut.links) links.push_back(link_name(topo, l));
   nlohmann::json receivers = nlohmann::json::array();
   for (int r : cut.receivers) receivers.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);
-  return {
-      {"what", cut.what}, {"inside", inside}, {"ranks_inside", cut.ranks_inside}, {"ranks_outside", cut.ranks_outside},
-      {"links", links},   {"gbps", cut.gbps}, {"rate_gbps", cut.rate_gbps},       {"receivers", receivers}};
+  nlohmann::json parts = nlohmann::json::array();
+  for (const std::vector<int>& part : cut.parts) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int v : part) ids.push_back(topo.nodes()[static_cast<std::size_t>(v)].id);
+    parts.push_back(ids);
+  }
+  return {{"what", cut.what},   {"inside", inside},       {"ranks_inside", cut.ranks_inside},
+          {"ranks_outside", cut.ranks_outside},             {"links", links},
+          {"gbps", cut.gbps},   {"rate_gbps", cut.rate_gbps}, {"receivers", receivers},
+          {"parts", parts}};
 }
 
 nlohmann::json bound_json(const Topology& topo, const CollectiveBound& b) {
@@ -97,6 +110,9 @@ void run_bound(const BoundFlags& f) {
               ? fmt::format("every result crosses it: algbw <= {:.2f} GB/s", c.rate_gbps)
           : c.what == "volume"
               ? fmt::format("{} buffers in all: algbw <= {:.2f} GB/s", 2 * (c.ranks_outside - 1), c.rate_gbps)
+          : c.what == "partition"
+              ? fmt::format("{} buffers cross between the parts: algbw <= {:.2f} GB/s", 2 * (c.parts.size() - 1),
+                            c.rate_gbps)
               : fmt::format("{} blocks at {:.2f} GB/s each",
                             c.receivers.empty()
                                 ? c.ranks_inside
@@ -117,8 +133,10 @@ void add_bound_command(CLI::App& app) {
   cmd->footer(
       "The bound is the least time any plan can take (ForestColl's min-cut bound, found with max flows):\n"
       "all-gather M/N * max over sets S of devices holding some but not all GPUs of |S ∩ GPUs| / (GB/s of\n"
-      "the links leaving S); reduce-scatter the same on the reversed links; all-reduce their sum, or, where\n"
-      "the hardware reduces in the network (NVLS), M / the slowest cut splitting the GPUs. Effective rates\n"
+      "the links leaving S); reduce-scatter the same on the reversed links; all-reduce the largest of\n"
+      "M / the slowest cut splitting the GPUs, 2(N-1)M / what the GPUs can take in together (not where the\n"
+      "hardware reduces in the network, NVLS), and 2(p-1)M / the links between p parts of a partition of the\n"
+      "devices (p >= 3, searched up to 8 GPUs). Effective rates\n"
       "are nominal times the --backend profile's link efficiency (what a simulated plan can reach).\n"
       "Examples:\n"
       "  artune bound -t 'dgx1-v100[0,1,2,4,5]'\n"

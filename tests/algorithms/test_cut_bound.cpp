@@ -1,13 +1,17 @@
 // The min-cut bound (algorithms/synthesis/cut_bound.hpp) against closed forms: rings of equal links, a fully
 // connected machine, a star through one switch, a two-machine cluster; the split cut where one slow link
-// separates the GPUs; the max-flow wrapper itself.
+// separates the GPUs; partitions into three parts that bind tighter than any cut; the max-flow wrapper itself.
 
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
 
+#include <limits>
+#include <vector>
+
 #include "artune/algorithms/synthesis/cut_bound.hpp"
 #include "artune/algorithms/synthesis/max_flow.hpp"
+#include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/topology/io/io.hpp"
 #include "artune/topology/link_rates.hpp"
 
@@ -154,4 +158,51 @@ TEST_CASE("cut_bound.cluster_of_dgx1") {
   CHECK(ag.rate_gbps == doctest::Approx(4 * 11.25 / 24));
   CHECK(ag.ranks_inside == 24);
   CHECK(ag.links.size() == 4);
+}
+
+TEST_CASE("cut_bound.partition_of_three_pairs") {
+  // Three pairs of GPUs, 100 GB/s inside each, joined in a triangle by 10 GB/s links. A cut around one pair lets
+  // in 20 (algbw ≤ 20); the three pairs as parts have 3·2·10 = 60 GB/s between them and every byte crosses
+  // between parts 2·(3−1) times: algbw ≤ 15, busbw 15·2·5/6 = 25. Reduce-broadcast trees meet it: each tree
+  // crosses two of the triangle's links, 1.5 trees of 10 GB/s.
+  Topology t;
+  t.set_name("three-pairs");
+  for (int g = 0; g < 6; ++g) t.add_node({fmt::format("gpu{}", g), NodeKind::kGpu, 0, g, -1, "", ""});
+  for (int pair = 0; pair < 3; ++pair) {
+    t.add_duplex_link(2 * pair, 2 * pair + 1, LinkKind::kNvLink, 100, 0.6);
+    t.add_duplex_link(2 * pair + 1, (2 * pair + 2) % 6, LinkKind::kNvLink, 10, 0.6);
+  }
+  t.finalize();
+  const LinkRates rates = nominal_link_rates(t);
+  CHECK(splitting_cut(t, {}, rates).rate_gbps == doctest::Approx(20));
+  const BoundCut part = partition_cut(t, {}, rates);
+  CHECK(part.rate_gbps == doctest::Approx(15));
+  CHECK(part.gbps == doctest::Approx(60));
+  CHECK(part.links.size() == 6);
+  CHECK(part.parts == std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}});
+  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, rates);
+  CHECK(b.algbw_gbps == doctest::Approx(15));
+  CHECK(b.busbw_gbps == doctest::Approx(25));
+  CHECK(b.cuts.front().what == "partition");
+  CHECK(cut_text(t, b.cuts.front()) ==
+        "{gpu0,gpu1} | {gpu2,gpu3} | {gpu4,gpu5}: 6 links (nvlink) between the parts, 60.00 GB/s");
+  const synthesis::TreePacking trees = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), rates);
+  CHECK(trees.rate_gbps == doctest::Approx(15));
+  // Fewer than three participants, or more than the search covers: no partition bound.
+  CHECK(partition_cut(t, {0, 2}, rates).rate_gbps == std::numeric_limits<double>::infinity());
+  const Topology big = load_topology("uniform:9");
+  CHECK(partition_cut(big, {}, nominal_link_rates(big)).rate_gbps == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("cut_bound.partition_of_a_dgx1_subset") {
+  // dgx1-v100[0,1,2,3,4,6]: the NVLink quad 0-3, gpu4 (two lanes to gpu0, one to gpu6) and gpu6 (one lane to
+  // gpu2). No cut binds as much as the three of them as parts: per direction 40 + 20 + 20 GB/s of NVLink, gpu6's
+  // PCIe switch to cpu1 (12) and QPI (6), 98 GB/s each way for 4 buffers: algbw 49 where the split cut gives 52.
+  const Topology t = load_topology("dgx1-v100[0,1,2,3,4,6]");
+  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, usable_link_rates(t));
+  CHECK(b.algbw_gbps == doctest::Approx(49));
+  REQUIRE(b.cuts.front().what == "partition");
+  CHECK(b.cuts.front().gbps == doctest::Approx(196));
+  CHECK(cut_text(t, b.cuts.front()).rfind("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu6}: 10 links", 0) == 0);
+  CHECK(splitting_cut(t, {}, usable_link_rates(t)).rate_gbps == doctest::Approx(52));
 }

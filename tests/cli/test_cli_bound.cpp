@@ -39,7 +39,15 @@ TEST_CASE("cli_bound.bound") {
   CHECK(doc["effective"]["cuts"][0]["receivers"].size() == 2);
   CHECK(doc["gpus"] == 8);
   const auto h = run_artune({"bound", "-t", "dgx-h100"});
-  CHECK(h.out.find("in-network reduction (NVLS)") != std::string::npos);
+  CHECK(h.out.find("in-network reduction (NVLS) and a partition: 2(5-1) buffers between 5 parts") !=
+        std::string::npos);
+  CHECK(h.out.find("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu5} | {gpu6} | {gpu7}: 16 links") != std::string::npos);
+  const auto hj = run_artune({"bound", "-t", "dgx-h100", "--json"});
+  REQUIRE(hj.status == 0);
+  const auto hdoc = nlohmann::json::parse(hj.out);
+  CHECK(hdoc["effective"]["cuts"][0]["what"] == "partition");
+  CHECK(hdoc["effective"]["cuts"][0]["parts"].size() == 5);
+  CHECK(hdoc["effective"]["in_network"] == true);
 }
 
 TEST_CASE("cli_bound.alloc") {

@@ -41,10 +41,13 @@ TEST_CASE("bound_sim.effective_rates") {
   CHECK(b.busbw_gbps == doctest::Approx(126));
   CHECK(bound_fraction(b, 1 << 20, b.time_us(1 << 20)) == doctest::Approx(1));
   CHECK(bound_fraction(b, 1 << 20, 2 * b.time_us(1 << 20)) == doctest::Approx(0.5));
-  // H100: NVLS reduces in the switch, the bound is the slowest cut splitting the GPUs (one GPU's 408 GB/s).
+  // H100: NVLS reduces in the switch, so no volume bound; one GPU takes in 408 GB/s (360 of NVLink, 48 of PCIe),
+  // but GPUs 4-7 share their socket: the partition {gpu0-3} | {gpu4} | … | {gpu7} (cpu1 with gpu4) has four GPUs'
+  // NVLink, cpu1's PCIe to the switches of gpu5-7 and UPI between its parts, 3212 GB/s for 8 buffers: 401.5.
   const CollectiveBound h = effective_bound(load_topology("dgx-h100"), {}, Collective::kAllReduce, nccl);
   CHECK(h.in_network);
-  CHECK(h.algbw_gbps == doctest::Approx(408));
+  CHECK(h.algbw_gbps == doctest::Approx(401.5));
+  CHECK(h.cuts.front().what == "partition");
 }
 
 TEST_CASE("bound_sim.no_candidate_beats_the_bound") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <utility>
 #include <set>
 #include <tuple>
@@ -403,6 +404,120 @@ BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants_i
   return cut;
 }
 
+BoundCut partition_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  const int n = static_cast<int>(participants.size());
+  BoundCut best;
+  best.what = "partition";
+  best.rate_gbps = std::numeric_limits<double>::infinity();
+  if (n < 3 || n > kPartitionParticipants) return best;
+  const auto& links = topo.links();
+  const auto nodes = static_cast<int>(topo.nodes().size());
+  // Neighbours and the rate between them, both ways together (parallel links summed).
+  std::map<std::pair<int, int>, double> between;
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const Link& link = links[l];
+    if (!(rates[l] > 0) || link.src == link.dst) continue;
+    between[{std::min(link.src, link.dst), std::max(link.src, link.dst)}] += rates[l];
+  }
+  std::vector<std::vector<std::pair<int, double>>> adjacent(static_cast<std::size_t>(nodes));
+  for (const auto& [ends, rate] : between) {
+    adjacent[static_cast<std::size_t>(ends.first)].emplace_back(ends.second, rate);
+    adjacent[static_cast<std::size_t>(ends.second)].emplace_back(ends.first, rate);
+  }
+  // The other devices, nearest the participants first (breadth-first), in the order they are assigned.
+  std::vector<int> label(static_cast<std::size_t>(nodes), -1);
+  std::vector<bool> seen(static_cast<std::size_t>(nodes), false);
+  for (int p : participants) seen[static_cast<std::size_t>(p)] = true;
+  std::vector<int> others;
+  {
+    std::vector<int> frontier = participants;
+    while (!frontier.empty()) {
+      std::vector<int> next;
+      for (int u : frontier) {
+        for (const auto& [v, rate] : adjacent[static_cast<std::size_t>(u)]) {
+          if (seen[static_cast<std::size_t>(v)]) continue;
+          seen[static_cast<std::size_t>(v)] = true;
+          others.push_back(v);
+          next.push_back(v);
+        }
+      }
+      frontier = std::move(next);
+    }
+  }
+  std::vector<double> to_part(static_cast<std::size_t>(n), 0.0);
+  // The part `v` has the most rate to (its own on ties), among its labelled neighbours.
+  const auto closest_part = [&](int v, int parts) {
+    std::fill(to_part.begin(), to_part.begin() + parts, 0.0);
+    for (const auto& [u, rate] : adjacent[static_cast<std::size_t>(v)]) {
+      if (label[static_cast<std::size_t>(u)] >= 0) to_part[static_cast<std::size_t>(label[static_cast<std::size_t>(u)])] += rate;
+    }
+    int chosen = label[static_cast<std::size_t>(v)] >= 0 ? label[static_cast<std::size_t>(v)] : 0;
+    for (int k = 0; k < parts; ++k) {
+      if (to_part[static_cast<std::size_t>(k)] > to_part[static_cast<std::size_t>(chosen)] * (1 + kRelativeSlack)) chosen = k;
+    }
+    return chosen;
+  };
+  // Moves of one device at a time lower the rate between parts; they stop within a few passes.
+  constexpr int kMaxPasses = 8;
+  std::vector<int> part(static_cast<std::size_t>(n), 0), best_label;
+  int best_parts = 0;
+  const auto evaluate = [&](int parts) {
+    for (int i = 0; i < n; ++i) label[static_cast<std::size_t>(participants[static_cast<std::size_t>(i)])] = part[static_cast<std::size_t>(i)];
+    for (int v : others) label[static_cast<std::size_t>(v)] = -1;
+    for (int v : others) label[static_cast<std::size_t>(v)] = closest_part(v, parts);
+    for (int pass = 0; pass < kMaxPasses; ++pass) {
+      bool moved = false;
+      for (int v : others) {
+        const int k = closest_part(v, parts);
+        moved = moved || k != label[static_cast<std::size_t>(v)];
+        label[static_cast<std::size_t>(v)] = k;
+      }
+      if (!moved) break;
+    }
+    double crossing = 0;
+    for (const auto& [ends, rate] : between) {
+      const int a = label[static_cast<std::size_t>(ends.first)], b = label[static_cast<std::size_t>(ends.second)];
+      if (a >= 0 && b >= 0 && a != b) crossing += rate;
+    }
+    const double rate = crossing / (2.0 * (parts - 1));
+    if (rate < best.rate_gbps * (1 - kRelativeSlack)) {
+      best.rate_gbps = rate;
+      best_label = label;
+      best_parts = parts;
+    }
+  };
+  // Every partition of the participants into 3 or more parts, as restricted growth strings (participant i
+  // joins one of the parts of those before it, or opens the next).
+  const auto grow = [&](const auto& self, int i, int parts) -> void {
+    if (parts + (n - i) < 3) return;
+    if (i == n) {
+      evaluate(parts);
+      return;
+    }
+    for (int k = 0; k <= parts; ++k) {
+      part[static_cast<std::size_t>(i)] = k;
+      self(self, i + 1, std::max(parts, k + 1));
+    }
+  };
+  grow(grow, 0, 0);
+  best.parts.assign(static_cast<std::size_t>(best_parts), {});
+  for (int v = 0; v < nodes; ++v) {
+    const int k = best_label[static_cast<std::size_t>(v)];
+    if (k >= 0) best.parts[static_cast<std::size_t>(k)].push_back(v);
+  }
+  for (std::size_t l = 0; l < links.size(); ++l) {
+    const int a = best_label[static_cast<std::size_t>(links[l].src)], b = best_label[static_cast<std::size_t>(links[l].dst)];
+    if (rates[l] > 0 && a >= 0 && b >= 0 && a != b) {
+      best.links.push_back(static_cast<int>(l));
+      best.gbps += rates[l];
+    }
+  }
+  best.ranks_outside = n;
+  return best;
+}
+
 CollectiveBound collective_bound(const Topology& topo, std::vector<int> participants, Collective collective,
                                  const LinkRates& rates, bool in_network_reduction) {
   participants = default_participants(topo, std::move(participants));
@@ -424,20 +539,18 @@ CollectiveBound collective_bound(const Topology& topo, std::vector<int> particip
     case Collective::kAllReduce: {
       // Every set splitting the participants sends the other side M bytes of results (in-network reduction
       // included); without it, the GPUs also take in 2(N−1)·M bytes in all (reduce N inputs, then spread).
+      // Partitions into three or more parts refine both (a gossip among the parts, whatever combines where).
       BoundCut split = splitting_cut(topo, participants, rates);
       split.what = in_network_reduction ? "in-network" : "split";
-      b.us_per_byte = 1.0 / (split.rate_gbps * kBytesPerUsPerGbps);
       b.in_network = in_network_reduction;
-      if (!in_network_reduction) {
-        BoundCut volume = volume_cut(topo, participants, rates);
-        const double us = 1.0 / (volume.rate_gbps * kBytesPerUsPerGbps);
-        if (us > b.us_per_byte) {
-          b.us_per_byte = us;
-          b.cuts.push_back(std::move(volume));
-          break;
-        }
-      }
-      b.cuts.push_back(std::move(split));
+      BoundCut binding = std::move(split);
+      const auto tighter = [&](BoundCut cut) {
+        if (cut.rate_gbps < binding.rate_gbps * (1 - kRelativeSlack)) binding = std::move(cut);
+      };
+      if (!in_network_reduction) tighter(volume_cut(topo, participants, rates));
+      tighter(partition_cut(topo, participants, rates));
+      b.us_per_byte = 1.0 / (binding.rate_gbps * kBytesPerUsPerGbps);
+      b.cuts.push_back(std::move(binding));
       break;
     }
     default: throw InvalidInput(fmt::format("cut bound: {} is not a plan-level collective", to_string(collective)));
@@ -475,6 +588,18 @@ std::string cut_text(const Topology& topo, const BoundCut& cut) {
   for (const LinkKind kind : kinds_crossed) {
     if (!kinds.empty()) kinds += '+';
     kinds += to_string(kind);
+  }
+  if (!cut.parts.empty()) {
+    std::string parts;
+    for (const std::vector<int>& part : cut.parts) {
+      std::vector<std::string> ids;
+      for (int v : part) {
+        if (topo.nodes()[static_cast<std::size_t>(v)].kind == NodeKind::kGpu) ids.push_back(topo.nodes()[static_cast<std::size_t>(v)].id);
+      }
+      parts += fmt::format("{}{{{}}}", parts.empty() ? "" : " | ", names(ids));
+    }
+    return fmt::format("{}: {} links ({}) between the parts, {:.2f} GB/s", parts, cut.links.size(),
+                       kinds.empty() ? "none" : kinds, cut.gbps);
   }
   if (!cut.receivers.empty()) {
     std::vector<std::string> ids;

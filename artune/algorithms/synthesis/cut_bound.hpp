@@ -23,6 +23,14 @@
 // reduce-scatter and all-gather in the two directions of that link at once can beat the sum of the two
 // collectives' bounds.
 //
+// Partitions refine the all-reduce's bound where neither of those binds: contract each part of a partition of
+// the devices (every part holding a participant) to one vertex, and a plan becomes a gossip among the p parts,
+// which needs 2(p−1) transfers of every byte between parts whatever combines where (the one-way gossip bound
+// again, of which the volume bound is the finest partition), so T ≥ 2(p−1)·M / (the rates of the links
+// between parts, both ways). Where three groups of GPUs are joined by slower links than each holds inside
+// (a DGX-1 quad and two GPUs of the other), it is tighter than any single cut: a spanning tree crosses such
+// a partition at least twice, a cut only once.
+//
 // The maximum over cuts is found without enumerating them. With a source s joined to every participant by
 // an arc of rate x, the minimum s–u cut over all u ∈ P is ≥ N·x exactly when B⁺(S) ≥ x·|S ∩ P| for every
 // S above, so the largest such x (the all-gather's rate per block) is a ratio min B⁺(S)/|S ∩ P|, which
@@ -42,7 +50,7 @@ namespace artune {
 
 /// A set of devices and the links crossing its boundary that bound a collective.
 struct BoundCut {
-  std::string what;         ///< "all-gather", "reduce-scatter", "split", "in-network" or "volume"
+  std::string what;         ///< "all-gather", "reduce-scatter", "split", "in-network", "volume" or "partition"
   std::vector<int> inside;  ///< topology nodes of S (the side that sends), sorted
   std::vector<int> links;   ///< links out of S, by index
   int ranks_inside = 0;     ///< participants in S
@@ -52,6 +60,9 @@ struct BoundCut {
   /// Set when the bound is on what a few participants can take in together (all-gather; send out, reduce-scatter)
   /// over their own links rather than on a cut: these participants (nodes), each needing N−1 blocks.
   std::vector<int> receivers;
+  /// Set for a partition (all-reduce): the nodes of each part, the participants' parts first; `links` are the
+  /// links between parts (both ways), `gbps` their rates.
+  std::vector<std::vector<int>> parts;
 };
 
 /// The bound of one collective over a topology's participants at some link rates.
@@ -81,6 +92,15 @@ BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participant
 /// algbw ≤ (what the participants can take in together, every GPU and CPU sending) / 2(N−1). `rate_gbps`
 /// is that algbw; `receivers` all participants.
 BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
+
+/// The all-reduce's partition bound: algbw ≤ (Σ rates of the links between parts) / 2(p−1) over partitions of the
+/// devices into p ≥ 3 parts each holding a participant (two parts are the split cut's, which is tighter). Every
+/// partition of up to kPartitionParticipants participants is tried, each other device put in the part it has
+/// the most rate to (then moved while a move lowers the rate between parts); any partition gives a bound, so
+/// this one is a bound even where a better partition exists. `rate_gbps` is that algbw; infinite with fewer
+/// than 3 or more than kPartitionParticipants participants.
+constexpr int kPartitionParticipants = 8;
+BoundCut partition_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
 
 /// The bound of `collective` (all-reduce, all-gather or reduce-scatter) over `participants` (empty: every GPU)
 /// at `rates`; `in_network_reduction`: the hardware can reduce in the network (all-reduce only).
