@@ -51,6 +51,7 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   } else {
     id = static_cast<int>(flows_.size());
     flows_.emplace_back();
+    heap_pos_.push_back(-1);
   }
   Flow& f = flows_[id];
   f.res.assign(resources.begin(), resources.end());
@@ -67,7 +68,7 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   f.cap = cap > 0 ? cap : 0;
   f.limiter = -1;
   f.tag = tag;
-  f.heap_pos = -1;
+  heap_pos_[static_cast<std::size_t>(id)] = -1;
   f.active = true;
   for (std::size_t k = 0; k < f.res.size(); ++k) {
     const int r = f.res[k];
@@ -309,20 +310,15 @@ std::pair<double, int> FlowEngine::next_completion() {
   return {completions_.front().time, completions_.front().flow};
 }
 
-bool FlowEngine::earlier(const Scheduled& a, const Scheduled& b) {
-  if (a.time != b.time) return a.time < b.time;
-  return a.flow < b.flow;
-}
-
 void FlowEngine::heap_set(int pos, const Scheduled& entry) {
   completions_[static_cast<std::size_t>(pos)] = entry;
-  flows_[entry.flow].heap_pos = pos;
+  heap_pos_[static_cast<std::size_t>(entry.flow)] = pos;
 }
 
 void FlowEngine::heap_up(int pos) {
   const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
   while (pos > 0) {
-    const int parent = (pos - 1) / 2;
+    const int parent = (pos - 1) / kHeapArity;
     if (!earlier(entry, completions_[static_cast<std::size_t>(parent)])) break;
     heap_set(pos, completions_[static_cast<std::size_t>(parent)]);
     pos = parent;
@@ -334,10 +330,12 @@ void FlowEngine::heap_down(int pos) {
   const int n = static_cast<int>(completions_.size());
   const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
   for (;;) {
-    int child = 2 * pos + 1;
-    if (child >= n) break;
-    if (child + 1 < n && earlier(completions_[static_cast<std::size_t>(child + 1)], completions_[static_cast<std::size_t>(child)]))
-      ++child;
+    const int first = kHeapArity * pos + 1;
+    if (first >= n) break;
+    int child = first;
+    for (int c = first + 1; c < std::min(first + kHeapArity, n); ++c) {
+      if (earlier(completions_[static_cast<std::size_t>(c)], completions_[static_cast<std::size_t>(child)])) child = c;
+    }
     if (!earlier(completions_[static_cast<std::size_t>(child)], entry)) break;
     heap_set(pos, completions_[static_cast<std::size_t>(child)]);
     pos = child;
@@ -346,29 +344,34 @@ void FlowEngine::heap_down(int pos) {
 }
 
 void FlowEngine::schedule(int flow, double time) {
-  Flow& f = flows_[flow];
-  if (f.heap_pos < 0) {
+  int& pos = heap_pos_[static_cast<std::size_t>(flow)];
+  if (pos < 0) {
     completions_.push_back({time, flow});
-    f.heap_pos = static_cast<int>(completions_.size()) - 1;
-    heap_up(f.heap_pos);
+    pos = static_cast<int>(completions_.size()) - 1;
+    heap_up(pos);
   } else {
-    completions_[static_cast<std::size_t>(f.heap_pos)].time = time;
-    heap_up(f.heap_pos);
-    heap_down(flows_[flow].heap_pos);
+    Scheduled& entry = completions_[static_cast<std::size_t>(pos)];
+    const bool sooner = time < entry.time;
+    entry.time = time;
+    // Only one direction can move it: up when it ends sooner, down when later.
+    if (sooner) {
+      heap_up(pos);
+    } else {
+      heap_down(pos);
+    }
   }
 }
 
 void FlowEngine::unschedule(int flow) {
-  Flow& f = flows_[flow];
-  const int pos = f.heap_pos;
+  const int pos = heap_pos_[static_cast<std::size_t>(flow)];
   if (pos < 0) return;
-  f.heap_pos = -1;
+  heap_pos_[static_cast<std::size_t>(flow)] = -1;
   const Scheduled last = completions_.back();
   completions_.pop_back();
   if (last.flow == flow) return;
   heap_set(pos, last);
   heap_up(pos);
-  heap_down(flows_[last.flow].heap_pos);
+  heap_down(heap_pos_[static_cast<std::size_t>(last.flow)]);
 }
 
 }  // namespace artune::detail

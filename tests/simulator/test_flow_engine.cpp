@@ -1,6 +1,7 @@
 // Max-min fair sharing in the simulator's private flow engine.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "artune/simulator/flow_engine.hpp"
@@ -170,4 +171,88 @@ TEST_CASE("flow_engine.rejects_bad_weights") {
   FlowEngine plain({1.0, 1.0});
   CHECK_THROWS(plain.start(0.0, 1.0, r, 0, 0, two));  // an engine made without weights refuses them
   CHECK(plain.active_flows() == 0);
+}
+
+TEST_CASE("flow_engine.completion_heap_orders_many_flows") {
+  // Two resources of capacity 1, each shared by its flows alike (processor sharing): 40 flows of distinct work
+  // start at 0, half on each; 20 more start at 40 on resource 0 only. Each end raises its resource's rates
+  // (entries move up the completion heap); the late starts lower resource 0's and leave resource 1's (entries move
+  // down past others). The ends must come in time order at the times of a plain processor-sharing reference.
+  constexpr int kEarly = 40, kFlows = 60;
+  constexpr double kLateStart = 40;
+  std::vector<double> work(kFlows);
+  for (int i = 0; i < kFlows; ++i) work[static_cast<std::size_t>(i)] = 1 + (i * 37 % kFlows) + 0.25 * (i % 3);
+  const auto starts_at = [&](int i) { return i < kEarly ? 0.0 : kLateStart; };
+  const auto resource_of = [&](int i) { return i < kEarly ? i % 2 : 0; };
+  // The reference: from event to event, each active flow of a resource moves dt / (its flows active).
+  std::vector<double> expected(kFlows, -1);
+  for (int res = 0; res < 2; ++res) {
+    std::vector<double> left = work;
+    double now = 0;
+    for (;;) {
+      std::vector<int> active;
+      for (int i = 0; i < kFlows; ++i) {
+        if (resource_of(i) == res && starts_at(i) <= now && expected[static_cast<std::size_t>(i)] < 0)
+          active.push_back(i);
+      }
+      if (active.empty() && now >= kLateStart) break;
+      const auto n = static_cast<double>(active.size());
+      double dt = now < kLateStart ? kLateStart - now : 1e300;
+      for (int i : active) dt = std::min(dt, left[static_cast<std::size_t>(i)] * n);
+      for (int i : active) left[static_cast<std::size_t>(i)] -= dt / n;
+      now += dt;
+      for (int i : active) {
+        if (left[static_cast<std::size_t>(i)] <= 1e-9) expected[static_cast<std::size_t>(i)] = now;
+      }
+    }
+  }
+  FlowEngine e({1.0, 1.0});
+  const auto start = [&](int i) {
+    const int r[] = {resource_of(i)};
+    e.start(starts_at(i), work[static_cast<std::size_t>(i)], r, 0, i);
+  };
+  for (int i = 0; i < kEarly; ++i) start(i);
+  e.settle(0.0);
+  std::vector<double> end(kFlows, -1);
+  bool late_started = false;
+  double last = 0;
+  for (;;) {
+    const auto [t, f] = e.next_completion();
+    if (!late_started && (f < 0 || t > kLateStart)) {
+      for (int i = kEarly; i < kFlows; ++i) start(i);
+      e.settle(kLateStart);
+      late_started = true;
+      continue;
+    }
+    if (f < 0) break;
+    CHECK(t >= last);
+    last = t;
+    const auto done = e.finish(f, t);
+    end[static_cast<std::size_t>(done.tag)] = t;
+    e.settle(t);
+  }
+  for (int i = 0; i < kFlows; ++i) {
+    INFO("flow " << i);
+    CHECK(end[static_cast<std::size_t>(i)] == doctest::Approx(expected[static_cast<std::size_t>(i)]).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("flow_engine.slowed_flow_moves_behind_others") {
+  // A (10 units, resource 0) and B (12, resource 1) at rate 1: A would end first, at 10. At 1, C starts on resource
+  // 0 and halves A's rate: A now ends at 1 + 9·2 = 19, after B (12), and the next completion must be B's.
+  FlowEngine e({1.0, 1.0});
+  const int r0[] = {0}, r1[] = {1};
+  e.start(0.0, 10.0, r0, 0, 0);
+  e.start(0.0, 12.0, r1, 0, 1);
+  e.settle(0.0);
+  CHECK(e.next_completion().first == 10.0);
+  e.start(1.0, 100.0, r0, 0, 2);
+  e.settle(1.0);
+  const auto [t, next] = e.next_completion();
+  CHECK(t == 12.0);
+  CHECK(next == 1);
+  const auto end = drain(e, 3);
+  CHECK(end[1] == 12.0);
+  CHECK(end[0] == 19.0);
+  CHECK(end[2] == doctest::Approx(19 + 91));  // 9 of its 100 units by 19, the other 91 alone
 }
