@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "artune/algorithms/synthesis/cut_bound.hpp"
@@ -205,4 +207,35 @@ TEST_CASE("cut_bound.partition_of_a_dgx1_subset") {
   CHECK(b.cuts.front().gbps == doctest::Approx(196));
   CHECK(cut_text(t, b.cuts.front()).rfind("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu6}: 10 links", 0) == 0);
   CHECK(splitting_cut(t, {}, usable_link_rates(t)).rate_gbps == doctest::Approx(52));
+  // Every device in a part: the NICs (leaves, peeled off the search) with their PCIe switches.
+  const auto id = [&](int v) { return t.nodes()[static_cast<std::size_t>(v)].id; };
+  std::vector<std::vector<std::string>> parts;
+  for (const std::vector<int>& part : b.cuts.front().parts) {
+    parts.emplace_back();
+    for (int v : part) parts.back().push_back(id(v));
+  }
+  CHECK(parts == std::vector<std::vector<std::string>>{
+                     {"gpu0", "gpu1", "gpu2", "gpu3", "cpu0", "pcisw0", "pcisw1", "nic0", "nic1"},
+                     {"gpu4", "cpu1", "pcisw2", "nic2"},
+                     {"gpu6", "pcisw3", "nic3"}});
+  // The same six GPUs as participants of a whole cluster: gpu5 and gpu7 stay as devices that can relay (their
+  // NVLinks join gpu4 and gpu6 to the rest), the network and the other machines are one unit in a single part.
+  // The best partition found keeps the quad's GPUs apart and gpu4, gpu6 with the relays: 729 GB/s for 8 buffers.
+  // Participants on two machines are not searched.
+  const Topology c = load_topology("4xdgx1-v100");
+  const LinkRates cr = usable_link_rates(c);
+  const std::vector<int> six = {c.gpus()[0], c.gpus()[1], c.gpus()[2], c.gpus()[3], c.gpus()[4], c.gpus()[6]};
+  const BoundCut in_cluster = partition_cut(c, six, cr);
+  CHECK(in_cluster.rate_gbps == doctest::Approx(729.0 / 8));
+  REQUIRE(in_cluster.parts.size() == 5);
+  int beyond = 0;  // devices off machine 0 (the network switch included)
+  for (const Node& node : c.nodes()) beyond += node.machine != 0 ? 1 : 0;
+  for (const std::vector<int>& part : in_cluster.parts) {
+    const bool holds_m1 = std::find(part.begin(), part.end(), c.gpus()[8]) != part.end();
+    int off_machine = 0;
+    for (int v : part) off_machine += c.nodes()[static_cast<std::size_t>(v)].machine != 0 ? 1 : 0;
+    CHECK(off_machine == (holds_m1 ? beyond : 0));  // all of them in the part of m1/gpu0
+  }
+  CHECK(partition_cut(c, {c.gpus()[0], c.gpus()[1], c.gpus()[8]}, cr).rate_gbps ==
+        std::numeric_limits<double>::infinity());
 }

@@ -412,23 +412,67 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
   best.what = "partition";
   best.rate_gbps = std::numeric_limits<double>::infinity();
   if (n < 3 || n > kPartitionParticipants) return best;
+  // Searched on one machine: the participants' machine's devices each on their own, everything beyond its NICs
+  // (the network, other machines) as one more unit, kept in a single part.
+  const int machine = topo.nodes()[static_cast<std::size_t>(participants.front())].machine;
+  for (int p : participants) {
+    if (topo.nodes()[static_cast<std::size_t>(p)].machine != machine) return best;
+  }
   const auto& links = topo.links();
   const auto nodes = static_cast<int>(topo.nodes().size());
-  // Neighbours and the rate between them, both ways together (parallel links summed).
-  std::map<std::pair<int, int>, double> between;
+  const int outside = nodes;  // the unit of every device off the machine
+  const auto unit_of = [&](int v) { return topo.nodes()[static_cast<std::size_t>(v)].machine == machine ? v : outside; };
+  // Neighbouring units and the rate between them, both ways together (parallel links summed).
+  std::map<std::pair<int, int>, double> summed;
   for (std::size_t l = 0; l < links.size(); ++l) {
-    const Link& link = links[l];
-    if (!(rates[l] > 0) || link.src == link.dst) continue;
-    between[{std::min(link.src, link.dst), std::max(link.src, link.dst)}] += rates[l];
+    const int a = unit_of(links[l].src), b = unit_of(links[l].dst);
+    if (!(rates[l] > 0) || a == b) continue;
+    summed[{std::min(a, b), std::max(a, b)}] += rates[l];
   }
-  std::vector<std::vector<std::pair<int, double>>> adjacent(static_cast<std::size_t>(nodes));
-  for (const auto& [ends, rate] : between) {
+  std::vector<std::vector<std::pair<int, double>>> adjacent(static_cast<std::size_t>(nodes) + 1);
+  for (const auto& [ends, rate] : summed) {
     adjacent[static_cast<std::size_t>(ends.first)].emplace_back(ends.second, rate);
     adjacent[static_cast<std::size_t>(ends.second)].emplace_back(ends.first, rate);
   }
+  // A unit that is not a participant and has one neighbour (a NIC, the network behind it) always joins that
+  // neighbour's part: left out, peeled until none is left.
+  std::vector<bool> is_participant(static_cast<std::size_t>(nodes) + 1, false);
+  for (int p : participants) is_participant[static_cast<std::size_t>(p)] = true;
+  std::vector<bool> peeled(static_cast<std::size_t>(nodes) + 1, false);
+  std::vector<std::pair<int, int>> peels;  // (unit, the neighbour it joins), in the order peeled
+  {
+    std::vector<int> degree(static_cast<std::size_t>(nodes) + 1, 0);
+    std::vector<int> leaves;
+    for (std::size_t v = 0; v < adjacent.size(); ++v) {
+      degree[v] = static_cast<int>(adjacent[v].size());
+      if (degree[v] == 1 && !is_participant[v]) leaves.push_back(static_cast<int>(v));
+    }
+    while (!leaves.empty()) {
+      const int v = leaves.back();
+      leaves.pop_back();
+      peeled[static_cast<std::size_t>(v)] = true;
+      for (const auto& [u, rate] : adjacent[static_cast<std::size_t>(v)]) {
+        if (peeled[static_cast<std::size_t>(u)]) continue;
+        peels.emplace_back(v, u);
+        if (--degree[static_cast<std::size_t>(u)] == 1 && !is_participant[static_cast<std::size_t>(u)]) leaves.push_back(u);
+      }
+    }
+    for (auto& list : adjacent) {
+      std::erase_if(list, [&](const std::pair<int, double>& e) { return peeled[static_cast<std::size_t>(e.first)]; });
+    }
+  }
+  struct Between {
+    int a, b;
+    double rate;
+  };
+  std::vector<Between> between;
+  for (const auto& [ends, rate] : summed) {
+    if (!peeled[static_cast<std::size_t>(ends.first)] && !peeled[static_cast<std::size_t>(ends.second)])
+      between.push_back({ends.first, ends.second, rate});
+  }
   // The other devices, nearest the participants first (breadth-first), in the order they are assigned.
-  std::vector<int> label(static_cast<std::size_t>(nodes), -1);
-  std::vector<bool> seen(static_cast<std::size_t>(nodes), false);
+  std::vector<int> label(static_cast<std::size_t>(nodes) + 1, -1);
+  std::vector<bool> seen(static_cast<std::size_t>(nodes) + 1, false);
   for (int p : participants) seen[static_cast<std::size_t>(p)] = true;
   std::vector<int> others;
   {
@@ -477,9 +521,9 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
       if (!moved) break;
     }
     double crossing = 0;
-    for (const auto& [ends, rate] : between) {
-      const int a = label[static_cast<std::size_t>(ends.first)], b = label[static_cast<std::size_t>(ends.second)];
-      if (a >= 0 && b >= 0 && a != b) crossing += rate;
+    for (const Between& e : between) {
+      const int a = label[static_cast<std::size_t>(e.a)], b = label[static_cast<std::size_t>(e.b)];
+      if (a >= 0 && b >= 0 && a != b) crossing += e.rate;
     }
     const double rate = crossing / (2.0 * (parts - 1));
     if (rate < best.rate_gbps * (1 - kRelativeSlack)) {
@@ -502,13 +546,17 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
     }
   };
   grow(grow, 0, 0);
+  // The peeled units join their neighbours' parts, the last peeled first.
+  for (auto it = peels.rbegin(); it != peels.rend(); ++it)
+    best_label[static_cast<std::size_t>(it->first)] = best_label[static_cast<std::size_t>(it->second)];
+  const auto part_of = [&](int v) { return best_label[static_cast<std::size_t>(unit_of(v))]; };
   best.parts.assign(static_cast<std::size_t>(best_parts), {});
   for (int v = 0; v < nodes; ++v) {
-    const int k = best_label[static_cast<std::size_t>(v)];
+    const int k = part_of(v);
     if (k >= 0) best.parts[static_cast<std::size_t>(k)].push_back(v);
   }
   for (std::size_t l = 0; l < links.size(); ++l) {
-    const int a = best_label[static_cast<std::size_t>(links[l].src)], b = best_label[static_cast<std::size_t>(links[l].dst)];
+    const int a = part_of(links[l].src), b = part_of(links[l].dst);
     if (rates[l] > 0 && a >= 0 && b >= 0 && a != b) {
       best.links.push_back(static_cast<int>(l));
       best.gbps += rates[l];

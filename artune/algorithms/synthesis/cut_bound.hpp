@@ -95,10 +95,12 @@ BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants, 
 
 /// The all-reduce's partition bound: algbw ≤ (Σ rates of the links between parts) / 2(p−1) over partitions of the
 /// devices into p ≥ 3 parts each holding a participant (two parts are the split cut's, which is tighter). Every
-/// partition of up to kPartitionParticipants participants is tried, each other device put in the part it has
-/// the most rate to (then moved while a move lowers the rate between parts); any partition gives a bound, so
-/// this one is a bound even where a better partition exists. `rate_gbps` is that algbw; infinite with fewer
-/// than 3 or more than kPartitionParticipants participants.
+/// partition of up to kPartitionParticipants participants of one machine is tried, each other device of the
+/// machine put in the part it has the most rate to (then moved while a move lowers the rate between parts;
+/// devices with one neighbour, such as NICs, join it; the network and other machines are one unit); any
+/// partition gives a bound, so this one is a bound even where a better partition exists. `rate_gbps` is that
+/// algbw; infinite with fewer than 3 or more than kPartitionParticipants participants, or participants on
+/// several machines.
 constexpr int kPartitionParticipants = 8;
 BoundCut partition_cut(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates);
 
