@@ -73,8 +73,9 @@ struct CollectiveBound {
   double algbw_gbps = 0;    ///< size / time at the bound (0 for one rank)
   double busbw_gbps = 0;    ///< algbw · bus_factor(collective, N)
   bool in_network = false;  ///< set by the in-network cut (all-reduce where the hardware reduces)
-  std::vector<BoundCut>
-      cuts;  ///< the cuts that set it (all-reduce: reduce-scatter's and all-gather's, or the in-network one)
+  /// The cut that sets it, one: the collective's own (all-gather, reduce-scatter), or for the all-reduce the
+  /// tightest of the split ("split", "in-network" with NVLS), volume and partition bounds.
+  std::vector<BoundCut> cuts;
   /// The bound's time for a buffer of `bytes` (µs).
   double time_us(double bytes) const { return bytes * us_per_byte; }
 };
