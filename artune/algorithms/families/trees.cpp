@@ -5,8 +5,8 @@
 // scales its block for avg in between; `trees2` reduces every block whole first). `rbtrees` packs spanning
 // trees instead (each rooted at its centre) and reduces the whole buffer up and broadcasts it down each (Blink's
 // all-reduce):
-// it alone reaches the all-reduce's split and volume bounds, which the two phases' packings cannot where one
-// link splits the GPUs. A tree edge is a transfer
+// it alone can reach the all-reduce's split, partition and volume bounds, which the two phases' packings cannot
+// where one link splits the GPUs. A tree edge is a transfer
 // over NCCL's route, or two transfers staged through a CPU socket's scratch memory; going up, a piece lands in
 // scratch of the parent, which reduces it locally. Each tree carries its share of the root's block (its weight,
 // in 1/1024ths), whole or as copies in proportion to the weight; --segments pipelines the pieces down and up the

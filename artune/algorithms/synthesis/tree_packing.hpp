@@ -79,9 +79,10 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
 /// direction) at once, so a tree edge loads the links of both directions. The LP maximises the trees' total
 /// rate x: by Edmonds' theorem on an orientation of the edges (Frank), arborescences of weight x from the root
 /// fit, and x is then the all-reduce's algbw at `rates` (`rate_gbps`). Every tree crosses each split cut once
-/// each way and its N−1 edges carry its share once each way, which is what the all-reduce's split and volume
-/// bounds count (`bound_gbps`); x falls short of them where a partition into more than two parts binds (a
-/// spanning tree crosses it at least parts − 1 times) or a route detours. Returned as out-trees, each then rooted
+/// each way, crosses a partition into p parts at least p − 1 times each way, and its N−1 edges carry its share
+/// once each way, which is what the all-reduce's split, partition and volume bounds count (`bound_gbps`); x
+/// falls short of them where routes bind that the links do not (a staged edge loads its CPU's PCIe uplink
+/// whichever way it carries, docs/bound.md) or a route detours. Returned as out-trees, each then rooted
 /// at its centre (the participant that reaches every other over the tree in the fewest transfers, a staged edge
 /// counting two): the links' loads do not depend on the root, the pipeline's depth does.
 TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<int>& participants,
