@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <bit>
@@ -281,6 +282,33 @@ TEST_CASE("trees.plans_verify") {
       }
     }
   }
+}
+
+TEST_CASE("trees.reduce_broadcast_copies") {
+  // rbtrees#C cuts the buffer into about C copies by the trees' weights (default 64): the default plan is
+  // rbtrees#64's; with twice the copies every tree edge carries twice the transfers; one copy per tree at #1.
+  // Every plan verified (build).
+  const Topology t = load_topology("dgx1-v100[0,1,2,3,4,5]");
+  const auto copies_of = [](const Plan& p) {
+    return std::count_if(p.ops.begin(), p.ops.end(), [](const Op& op) { return op.kind == OpKind::kCopy; });
+  };
+  const std::int64_t count = 1 << 20;
+  const Plan fallback = build(t, Collective::kAllReduce, "rbtrees", count, ReduceOp::kSum);
+  const Plan sixty_four = build(t, Collective::kAllReduce, "rbtrees#64", count, ReduceOp::kSum);
+  CHECK(fallback.ops == sixty_four.ops);  // the plans' labels differ (the spec's text), not their ops
+  const Plan more = build(t, Collective::kAllReduce, "reduce-broadcast-trees#128", count, ReduceOp::kSum);
+  const Plan one = build(t, Collective::kAllReduce, "rbtrees#1", count, ReduceOp::kSum);
+  const TreePacking p = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), usable_link_rates(t));
+  int staged = 0;  // edges staged through a CPU: two copies each way
+  for (const synthesis::WeightedTree& tree : p.trees) {
+    for (int e : tree.parent_edge) staged += e >= 0 && p.edges[static_cast<std::size_t>(e)].via >= 0 ? 1 : 0;
+  }
+  // One copy per tree: each of its 5 edges carries the copy up and down, a staged edge in two transfers each way.
+  CHECK(copies_of(one) == static_cast<std::ptrdiff_t>(p.trees.size() * 2 * 5 + 2 * staged));
+  CHECK(copies_of(more) > copies_of(sixty_four));
+  CHECK(copies_of(sixty_four) > copies_of(one));
+  CHECK(to_string(parse_collective_spec(Collective::kAllReduce, "reduce-broadcast-trees#128")) == "rbtrees#128");
+  CHECK_THROWS_AS(parse_collective_spec(Collective::kAllReduce, "trees#2"), InvalidInput);
 }
 
 TEST_CASE("trees.same_spec_same_plan") {

@@ -55,7 +55,8 @@ constexpr int kCopiesPerBlock = 32;
 // rbtrees carries the whole buffer over its trees (each rooted at its centre), as about 64 copies in proportion to
 // the trees' weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine:
 // 32 copies reach 86.9, 95.3 and 96.8 % of the bound, 64 copies 89.3, 96.4 and 95.7 %, 128 copies 93.7, 96.9 and
-// 96.4 %, with twice the plan's ops to simulate). The copies pipeline at kPhases phases (Op::phase).
+// 96.4 %, with twice the plan's ops to simulate). The copies pipeline at kPhases phases (Op::phase). `rbtrees#C`
+// asks for C copies instead (docs/bound.md: 128 lift the subsets, at twice the simulation's time).
 constexpr int kCopiesPerBuffer = 64;
 // Pipeline phases the copies stagger over (Op::phase: 0, 1/4, 1/2, 3/4). While one quarter of the copies on a link
 // waits for its pieces' latency the others carry on; more phases gain nothing and make the simulation slower, as
@@ -386,12 +387,13 @@ void emit_reduce_broadcast_tree(Emitter& e, const std::vector<Slot>& slots, cons
 // rbtrees: the whole buffer, split among the trees by weight and each tree's share into copies, each copy reduced
 // up its tree into the tree's root and broadcast down it; --segments pipelines the two, so every
 // tree edge carries pieces both ways at once.
-void emit_reduce_broadcast_trees(Emitter& e, const Setup& s) {
+void emit_reduce_broadcast_trees(Emitter& e, const Setup& s, int copies_per_buffer) {
   const std::vector<Slot> slots = user_slots(ranks(s));
   const std::shared_ptr<const TreePacking> packing = packing_for(s.topo, s.nodes, Packing::kReduceBroadcast);
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
-  const auto chunk_pieces = pieces(p, kCopiesPerBuffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
+  const auto chunk_pieces =
+      pieces(p, copies_per_buffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
   // Copy c pipelines at phase (c mod kPhases)/kPhases: the copies sharing a link pause between their pieces (each
   // piece waits its latency) at four different moments instead of all at once, which left the link idle for that time on every
   // piece (docs/bound.md).
@@ -554,7 +556,7 @@ void emit_trees_reducescatter_across_machines(Emitter& e, const Setup& s) {
 // 7 or 8 GPUs of a DGX-1).
 void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
   if (token.name == std::string_view("rbtrees")) {
-    emit_reduce_broadcast_trees(e, s);
+    emit_reduce_broadcast_trees(e, s, token.arg < 0 ? kCopiesPerBuffer : token.arg);
     return;
   }
   if (token.name == std::string_view("prings")) {
@@ -677,9 +679,10 @@ const Family trees{
                "all-gather down out-trees, each piece as soon as it is reduced"},
               {"trees2", "tree-packing-two-phase", ArgKind::kNone,
                "trees with each block reduced whole before it goes down, the trees as copies by weight"},
-              {"rbtrees", "reduce-broadcast-trees", ArgKind::kNone,
+              {"rbtrees", "reduce-broadcast-trees", ArgKind::kCopies,
                "spanning trees of one root packed over the topology's capacity, the buffer reduced up and "
-               "broadcast down each at once (Blink)"},
+               "broadcast down each at once (Blink); #C = copies the buffer is cut into by the trees' weights "
+               "(default 64)"},
               {"prings", "ring-packing", ArgKind::kNone,
                "Hamiltonian rings packed over the topology's capacity (LP by column generation), each "
                "all-reducing its share of the buffer around the ring (one machine, at most 12 GPUs)"}},
