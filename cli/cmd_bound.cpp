@@ -136,7 +136,7 @@ void add_bound_command(CLI::App& app) {
       "the links leaving S); reduce-scatter the same on the reversed links; all-reduce the largest of\n"
       "M / the slowest cut splitting the GPUs, 2(N-1)M / what the GPUs can take in together (not where the\n"
       "hardware reduces in the network, NVLS), and 2(p-1)M / the links between p parts of a partition of the\n"
-      "devices (p >= 3, searched up to 8 GPUs). Effective rates\n"
+      "devices (p >= 3, searched for up to 8 GPUs of one machine). Effective rates\n"
       "are nominal times the --backend profile's link efficiency (what a simulated plan can reach).\n"
       "Examples:\n"
       "  artune bound -t 'dgx1-v100[0,1,2,4,5]'\n"
