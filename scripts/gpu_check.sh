@@ -342,19 +342,17 @@ phase2() {
     local list="$report/sanitizer_jobs.txt"
     : >"$list"
     for tool in memcheck racecheck; do
-      for f in $families; do echo "$tool $(topo_of "$f") $(spec_of "$f") $(seg_of "$f")" >>"$list"; done
+      for f in $families; do echo "$tool $(topo_of "$f") $(spec_of "$f") $(seg_of "$f") $(label_of "$f")" >>"$list"; done
     done
     # Four at a time on the GPU; each job's output in its own san_*.txt.
-    san_one() {  # tool topology spec segments
-      local seg=""
-      [ "$4" = 1 ] || seg="_seg$4"
-      local out="$report/san_$1_$(echo "$3${seg}_$2" | tr '#/:' '___').txt"
+    san_one() {  # tool topology spec segments label
+      local out="$report/san_$1_$5_${2//:/_}.txt"
       if "$sanitizer" --tool "$1" --error-exitcode 9 "$artune" run -t "$2" -s "$3" --segments "$4" --backend cuda \
         -b 64K -e 64K -n 1 -w 0 -c 1 >"$out" 2>&1; then echo "ok $1 $2 $3 seg $4"; else echo "FAILED $1 $2 $3 seg $4 (exit $?)"; fi
     }
     san_all() {
-      while read -r tool t s k; do
-        san_one "$tool" "$t" "$s" "$k" &
+      while read -r tool t s k l; do
+        san_one "$tool" "$t" "$s" "$k" "$l" &
         while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n; done
       done <"$list"
       wait

@@ -472,8 +472,7 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
   }
   // The other devices, nearest the participants first (breadth-first), in the order they are assigned.
   std::vector<int> label(static_cast<std::size_t>(nodes) + 1, -1);
-  std::vector<bool> seen(static_cast<std::size_t>(nodes) + 1, false);
-  for (int p : participants) seen[static_cast<std::size_t>(p)] = true;
+  std::vector<bool> seen = is_participant;
   std::vector<int> others;
   {
     std::vector<int> frontier = participants;
