@@ -177,7 +177,9 @@ TEST_CASE("flow_engine.completion_heap_orders_many_flows") {
   // Two resources of capacity 1, each shared by its flows alike (processor sharing): 40 flows of distinct work
   // start at 0, half on each; 20 more start at 40 on resource 0 only. Each end raises its resource's rates
   // (entries move up the completion heap); the late starts lower resource 0's and leave resource 1's (entries move
-  // down past others). The ends must come in time order at the times of a plain processor-sharing reference.
+  // down past others). The ends must come in time order at the times of a plain processor-sharing reference. A heap
+  // that never sifts down still passes here (the next raise sifts the entries back before they surface): that is
+  // flow_engine.slowed_flow_moves_behind_others' case.
   constexpr int kEarly = 40, kFlows = 60;
   constexpr double kLateStart = 40;
   std::vector<double> work(kFlows);
