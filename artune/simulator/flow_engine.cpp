@@ -165,8 +165,7 @@ void FlowEngine::freeze(int flow, double rate, int limiter) {
       if (--R.unfrozen > 0) {
         // Exact arithmetic never lowers a share below the current level; rounding could.
         if (R.remaining < rate * R.unfrozen) R.remaining = rate * R.unfrozen;
-        shares_.push_back({R.remaining / R.unfrozen, r});
-        std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+        requeue(r);
       }
     }
     return;
@@ -183,11 +182,33 @@ void FlowEngine::freeze(int flow, double rate, int limiter) {
       if (--R.unfrozen > 0) {
         if (!(R.unfrozen_weight > 0)) R.unfrozen_weight = std::numeric_limits<double>::min();
         if (R.remaining < rate * R.unfrozen_weight) R.remaining = rate * R.unfrozen_weight;
-        shares_.push_back({R.remaining / R.unfrozen_weight, r});
-        std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+        requeue(r);
       }
     }
   }
+}
+
+void FlowEngine::requeue(int r) {
+  Resource& R = res_[r];
+  if (R.requeued) return;
+  R.requeued = true;
+  requeued_.push_back(r);
+}
+
+template <bool kWeighted>
+void FlowEngine::push_requeued() {
+  for (const int r : requeued_) {
+    Resource& R = res_[r];
+    R.requeued = false;
+    if (R.unfrozen == 0) continue;
+    if constexpr (kWeighted) {
+      shares_.push_back({R.remaining / R.unfrozen_weight, r});
+    } else {
+      shares_.push_back({R.remaining / R.unfrozen, r});
+    }
+    std::push_heap(shares_.begin(), shares_.end(), ShareLater{});
+  }
+  requeued_.clear();
 }
 
 void FlowEngine::settle(double now) {
@@ -257,6 +278,7 @@ void FlowEngine::settle_impl(double now) {
     if (s.id < 0) {
       const int fl = -s.id - 1;
       if (!flows_[fl].frozen) freeze<kWeighted>(fl, s.value, -1);
+      push_requeued<kWeighted>();
       continue;
     }
     Resource& R = res_[s.id];
@@ -272,6 +294,7 @@ void FlowEngine::settle_impl(double now) {
     R.unfrozen = 0;
     if constexpr (kWeighted) R.unfrozen_weight = 0;
     R.remaining = 0;
+    push_requeued<kWeighted>();
   }
 
   // Saturation bookkeeping.

@@ -69,6 +69,7 @@ class FlowEngine {
     double saturated_since = 0;
     bool saturated = false;
     bool dirty = false;
+    bool requeued = false;  // in requeued_: its share changed while flows were being fixed
     std::uint32_t epoch = 0;
     double weight_sum = 0;  // weighted engines: Σ weights of its active flows
     // progressive-filling scratch
@@ -106,6 +107,13 @@ class FlowEngine {
   };
 
   void mark_dirty(int r);
+  // Progressive filling fixes the flows of one resource (or one flow's cap) at a time; the shares of the other
+  // resources those flows cross change with each, and each such resource enters the share heap once, with its share
+  // after the last (requeue, then push_requeued), rather than once per flow fixed (the entries in between would be
+  // stale: the same fills, far fewer heap entries where hundreds of flows share a few links).
+  void requeue(int r);
+  template <bool kWeighted>
+  void push_requeued();
   void credit_limiter(Flow& f, double moved);
   template <bool kWeighted>
   void freeze(int flow, double rate, int limiter);
@@ -136,6 +144,7 @@ class FlowEngine {
   std::vector<Scheduled> completions_;  // indexed heap of the active flows
   std::vector<int> heap_pos_;           // per flow id: its position in completions_, -1 when not scheduled
   std::vector<Share> shares_;     // heap scratch
+  std::vector<int> requeued_;     // scratch: resources whose share changed since the last push_requeued
   std::vector<int> comp_res_;     // scratch
   std::vector<int> comp_flows_;   // scratch
   std::uint32_t epoch_ = 0;

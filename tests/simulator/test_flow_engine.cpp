@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "artune/simulator/flow_engine.hpp"
@@ -257,4 +258,82 @@ TEST_CASE("flow_engine.slowed_flow_moves_behind_others") {
   CHECK(end[1] == 12.0);
   CHECK(end[0] == 19.0);
   CHECK(end[2] == doctest::Approx(19 + 91));  // 9 of its 100 units by 19, the other 91 alone
+}
+
+TEST_CASE("flow_engine.progressive_filling_matches_water_filling") {
+  // 200 flows, each over 1–3 of 6 resources of different capacities, some with a cap of their own: many bottleneck
+  // levels, and resources whose flows are fixed by several others one batch after another (the share heap takes
+  // each such resource once per batch, after the batch's last flow). The rates must equal a plain water-filling:
+  // raise every unfixed flow's rate alike until a resource fills or a flow reaches its cap, fix those flows, repeat.
+  const std::vector<double> capacity = {10.0, 3.0, 7.5, 40.0, 1.25, 16.0};
+  constexpr int kFlows = 200;
+  std::vector<std::vector<int>> route(kFlows);
+  std::vector<double> cap(kFlows, 0);
+  unsigned seed = 12345;
+  const auto next = [&seed](unsigned n) {
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) % n;
+  };
+  for (int i = 0; i < kFlows; ++i) {
+    const unsigned hops = 1 + next(3);
+    while (route[static_cast<std::size_t>(i)].size() < hops) {
+      const int r = static_cast<int>(next(static_cast<unsigned>(capacity.size())));
+      auto& path = route[static_cast<std::size_t>(i)];
+      if (std::find(path.begin(), path.end(), r) == path.end()) path.push_back(r);
+    }
+    if (next(5) == 0) cap[static_cast<std::size_t>(i)] = 0.01 + 0.02 * next(10);
+  }
+  // The reference.
+  std::vector<double> expected(kFlows, -1);
+  std::vector<double> left = capacity;
+  double level = 0;
+  for (;;) {
+    double step = 1e300;
+    for (std::size_t r = 0; r < capacity.size(); ++r) {
+      int unfixed = 0;
+      for (int i = 0; i < kFlows; ++i) {
+        const auto& path = route[static_cast<std::size_t>(i)];
+        if (expected[static_cast<std::size_t>(i)] < 0 && std::find(path.begin(), path.end(), r) != path.end())
+          ++unfixed;
+      }
+      if (unfixed > 0) step = std::min(step, left[r] / unfixed);
+    }
+    for (int i = 0; i < kFlows; ++i) {
+      if (expected[static_cast<std::size_t>(i)] < 0 && cap[static_cast<std::size_t>(i)] > 0)
+        step = std::min(step, cap[static_cast<std::size_t>(i)] - level);
+    }
+    if (step == 1e300) break;
+    level += step;
+    for (int i = 0; i < kFlows; ++i) {
+      if (expected[static_cast<std::size_t>(i)] < 0) {
+        for (int r : route[static_cast<std::size_t>(i)]) left[static_cast<std::size_t>(r)] -= step;
+      }
+    }
+    for (int i = 0; i < kFlows; ++i) {
+      if (expected[static_cast<std::size_t>(i)] >= 0) continue;
+      bool fixed = cap[static_cast<std::size_t>(i)] > 0 && cap[static_cast<std::size_t>(i)] <= level * (1 + 1e-12);
+      for (int r : route[static_cast<std::size_t>(i)]) fixed = fixed || left[static_cast<std::size_t>(r)] <= 1e-9;
+      if (fixed) expected[static_cast<std::size_t>(i)] = level;
+    }
+  }
+  FlowEngine e(capacity);
+  std::vector<int> id(kFlows);
+  for (int i = 0; i < kFlows; ++i) {
+    id[static_cast<std::size_t>(i)] =
+        e.start(0.0, 100.0, route[static_cast<std::size_t>(i)], cap[static_cast<std::size_t>(i)], i);
+  }
+  e.settle(0.0);
+  int capped = 0;
+  for (int i = 0; i < kFlows; ++i) {
+    INFO("flow " << i);
+    REQUIRE(expected[static_cast<std::size_t>(i)] > 0);
+    CHECK(e.rate(id[static_cast<std::size_t>(i)]) == doctest::Approx(expected[static_cast<std::size_t>(i)]).epsilon(1e-9));
+    if (e.rate(id[static_cast<std::size_t>(i)]) == doctest::Approx(cap[static_cast<std::size_t>(i)])) ++capped;
+  }
+  // The case has flows held by their caps and several distinct levels besides.
+  CHECK(capped > 0);
+  std::vector<double> levels(expected);
+  std::sort(levels.begin(), levels.end());
+  CHECK(std::unique(levels.begin(), levels.end(), [](double a, double b) { return std::abs(a - b) < 1e-9; }) -
+            levels.begin() >= 4);
 }
