@@ -7,6 +7,8 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/sizes.hpp"
@@ -84,6 +86,26 @@ TEST_CASE("candidates.dgx1_v100") {
     const VerifyResult v = verify(build_candidate(topo, c, 777, ReduceOp::kSum));
     CHECK_MESSAGE(v.ok, c.label());
   }
+}
+
+TEST_CASE("candidates.reduce_broadcast_trees_copies_by_gpus") {
+  // rbtrees at its default 64 copies everywhere one packing is tried; at 128 copies (32, 64 and 128 segments) on
+  // sets of up to 6 GPUs only, where the finer copies lift DGX-1 subsets and the plans stay cheap to simulate.
+  const auto rbtrees = [](const std::string& topology) {
+    std::map<std::string, std::vector<int>> out;
+    for (const auto& c : generate_candidates(load_topology(topology)).candidates) {
+      if (c.spec.rfind("rbtrees", 0) == 0) out[c.spec].push_back(c.segments);
+    }
+    return out;
+  };
+  const auto six = rbtrees("dgx1-v100[0,1,2,3,4,5]");
+  CHECK(six.at("rbtrees") == std::vector<int>{1, 4, 16, 32, 64, 128});
+  CHECK(six.at("rbtrees#128") == std::vector<int>{32, 64, 128});
+  CHECK(rbtrees("dgx1-v100[0,4]").count("rbtrees#128") == 1);
+  const auto seven = rbtrees("dgx1-v100[0,1,2,3,4,5,6]");
+  CHECK(seven.count("rbtrees") == 1);
+  CHECK(seven.count("rbtrees#128") == 0);
+  CHECK(rbtrees("dgx1-v100").count("rbtrees#128") == 0);
 }
 
 TEST_CASE("candidates.dgx1_p100_and_dgx2") {

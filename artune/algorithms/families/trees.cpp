@@ -629,6 +629,14 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // dgx1-v100[0,1,2,4]: 89.3 and 88.7 %).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
+// rbtrees#128, twice the default copies, on sets of up to 6 GPUs: on 3-6 GPUs of a DGX-1 the finer copies lift the
+// worst sets (dgx1-v100[0,1,2,3,4,5] at 256 MiB: 83.6 % of the bound at 64 copies, 86.7 % at 128; the V100 subset
+// table of docs/bound.md from 169 sets at 95 % of the bound to 182). Not tried on more GPUs: no 7- or 8-GPU set of
+// a DGX-1 gains (the whole machines' picks stay NCCL's, by min-gain), and there these plans are the slowest of all
+// candidates to simulate (the flows of twice the copies share every link).
+constexpr int kFineCopiesMaxGpus = 6;
+const std::vector<int> kFineCopiesSegments = {32, 64, 128};
+
 // prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
 // and 97.3 % of the bound at 1, 2, 4 and 8 segments; 8 take 2.7 times the simulation of 4).
 const std::vector<int> kPackedRingSegments = {2, 4};
@@ -662,6 +670,9 @@ void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed
   if (ctx.machines > 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
+  if (ctx.gpus <= kFineCopiesMaxGpus)
+    out.push_back({fmt::format("rbtrees#{}", 2 * kCopiesPerBuffer), {}, {}, CandidateSeed::Segments::kAll,
+                   kFineCopiesSegments});
   if (ctx.gpus <= synthesis::kMaxRingPackingParticipants)
     out.push_back({"prings", {}, {}, CandidateSeed::Segments::kAll, kPackedRingSegments});
 }
