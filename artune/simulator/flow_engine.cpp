@@ -1,7 +1,6 @@
 #include "artune/simulator/flow_engine.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -12,6 +11,22 @@ namespace {
 // A resource counts as saturated when less than this fraction of its capacity
 // is left unallocated after filling (rounding of the shares).
 constexpr double kSaturationSlack = 1e-9;
+
+// FNV-1a over the bytes of a class's route, weights and cap.
+std::uint64_t class_key(std::span<const int> resources, std::span<const double> weights, double cap) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  };
+  for (const int r : resources) mix(&r, sizeof r);
+  for (const double w : weights) mix(&w, sizeof w);
+  mix(&cap, sizeof cap);
+  return h;
+}
 }  // namespace
 
 FlowEngine::FlowEngine(std::vector<double> capacities, bool weighted) : weighted_(weighted) {
@@ -31,6 +46,90 @@ void FlowEngine::mark_dirty(int r) {
   }
 }
 
+double FlowEngine::rate(int flow) const {
+  const Flow& f = flows_.at(flow);
+  return f.active ? classes_[static_cast<std::size_t>(f.cls)].rate : 0.0;
+}
+
+int FlowEngine::class_for(double now, std::span<const int> resources, std::span<const double> weights, double cap) {
+  const std::uint64_t key = class_key(resources, weights, cap);
+  std::vector<int>& same_key = classes_by_key_[key];
+  for (const int c : same_key) {
+    const Class& k = classes_[static_cast<std::size_t>(c)];
+    if (k.cap == cap && std::equal(k.res.begin(), k.res.end(), resources.begin(), resources.end()) &&
+        std::equal(k.weights.begin(), k.weights.end(), weights.begin(), weights.end()))
+      return c;
+  }
+  int id;
+  if (!free_classes_.empty()) {
+    id = free_classes_.back();
+    free_classes_.pop_back();
+  } else {
+    id = static_cast<int>(classes_.size());
+    classes_.emplace_back();
+    heap_pos_.push_back(-1);
+  }
+  same_key.push_back(id);
+  Class& c = classes_[static_cast<std::size_t>(id)];
+  c.key = key;
+  c.count = 0;
+  c.frozen = false;
+  c.limiter = -1;
+  c.new_limiter = -1;
+  c.rate = 0;
+  c.new_rate = 0;
+  c.cap = cap;
+  c.served = 0;
+  c.last_t = now;
+  c.res.assign(resources.begin(), resources.end());
+  c.weights.assign(weights.begin(), weights.end());
+  c.members.clear();
+  c.history.assign(1, {0.0, -1});
+  c.pos.resize(c.res.size());
+  for (std::size_t k = 0; k < c.res.size(); ++k) {
+    Resource& R = res_.at(c.res[k]);
+    c.pos[k] = static_cast<int>(R.classes.size());
+    R.classes.push_back(id);
+  }
+  if (c.res.empty()) {
+    // Only its own cap limits it: its rate is known now.
+    c.rate = cap;
+    c.new_rate = cap;
+  }
+  return id;
+}
+
+// A class without flows leaves its resources' lists and the lookup.
+void FlowEngine::drop_class(int id) {
+  Class& c = classes_[static_cast<std::size_t>(id)];
+  for (std::size_t k = 0; k < c.res.size(); ++k) {
+    Resource& R = res_[c.res[k]];
+    const int p = c.pos[k];
+    const int last = R.classes.back();
+    R.classes[p] = last;
+    R.classes.pop_back();
+    if (last != id) {
+      Class& other = classes_[static_cast<std::size_t>(last)];
+      for (std::size_t j = 0; j < other.res.size(); ++j) {
+        if (other.res[j] == c.res[k]) {
+          other.pos[j] = p;
+          break;
+        }
+      }
+    }
+  }
+  std::vector<int>& same_key = classes_by_key_[c.key];
+  same_key.erase(std::find(same_key.begin(), same_key.end(), id));
+  if (same_key.empty()) classes_by_key_.erase(c.key);
+  unschedule(id);
+  free_classes_.push_back(id);
+}
+
+void FlowEngine::advance(Class& c, double now) {
+  if (c.rate > 0) c.served += c.rate * (now - c.last_t);
+  c.last_t = now;
+}
+
 int FlowEngine::start(double now, double work, std::span<const int> resources, double cap, std::int64_t tag,
                       std::span<const double> weights) {
   if (!(work > 0)) throw std::invalid_argument("FlowEngine::start: work must be > 0");
@@ -44,6 +143,10 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
         throw std::invalid_argument("FlowEngine::start: weights must be finite and > 0");
     }
   }
+  for (const int r : resources) {
+    if (r < 0 || r >= resource_count()) throw std::out_of_range("FlowEngine::start: no such resource");
+  }
+  const int cid = class_for(now, resources, weights, cap > 0 ? cap : 0);
   int id;
   if (!free_flows_.empty()) {
     id = free_flows_.back();
@@ -51,135 +154,116 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   } else {
     id = static_cast<int>(flows_.size());
     flows_.emplace_back();
-    heap_pos_.push_back(-1);
   }
+  Class& c = classes_[static_cast<std::size_t>(cid)];
+  // The class's count as of now, without moving its (last_t, served): the other flows' completion times stay
+  // as computed, bit for bit, so flows that end together still do.
+  const double served_now = c.rate > 0 ? c.served + c.rate * (now - c.last_t) : c.served;
   Flow& f = flows_[id];
-  f.res.assign(resources.begin(), resources.end());
-  f.pos.resize(f.res.size());
-  if (weighted_) {
-    if (weights_.size() < flows_.size()) weights_.resize(flows_.size());
-    weights_[static_cast<std::size_t>(id)].assign(weights.begin(), weights.end());
-  }
-  f.limiters.clear();
-  f.work_left = work;
-  f.last_t = now;
-  f.rate = 0;
-  f.new_rate = 0;
-  f.cap = cap > 0 ? cap : 0;
-  f.limiter = -1;
-  f.tag = tag;
-  heap_pos_[static_cast<std::size_t>(id)] = -1;
   f.active = true;
-  for (std::size_t k = 0; k < f.res.size(); ++k) {
-    const int r = f.res[k];
-    Resource& R = res_.at(r);
-    if (R.flows.empty()) R.busy_since = now;
-    f.pos[k] = static_cast<int>(R.flows.size());
-    R.flows.push_back(id);
+  f.cls = cid;
+  f.joined = served_now;
+  f.mark = served_now + work;
+  f.history_from = c.history.size() - 1;
+  f.tag = tag;
+  c.members.push_back({f.mark, id});
+  member_up(c, static_cast<int>(c.members.size()) - 1);
+  ++c.count;
+  for (std::size_t k = 0; k < c.res.size(); ++k) {
+    Resource& R = res_[c.res[k]];
+    if (R.flows == 0) R.busy_since = now;
+    ++R.flows;
     if (weighted_) {
-      const double w = weights.empty() ? 1.0 : weights[k];
+      const double w = c.weights.empty() ? 1.0 : c.weights[k];
       R.weight_sum += w;
       R.stats.work += work * w;
     } else {
       R.stats.work += work;
     }
-    mark_dirty(r);
+    mark_dirty(c.res[k]);
   }
-  if (f.res.empty()) {
-    // Only its own cap limits it: its rate is known now.
-    f.rate = f.cap;
-    f.limiter = -1;
-    schedule(id, now + work / f.rate);
-  }
+  reschedule(cid);
   ++active_;
   return id;
-}
-
-void FlowEngine::credit_limiter(Flow& f, double moved) {
-  if (moved <= 0) return;
-  for (auto& [r, w] : f.limiters) {
-    if (r == f.limiter) {
-      w += moved;
-      return;
-    }
-  }
-  f.limiters.emplace_back(f.limiter, moved);
 }
 
 FlowEnd FlowEngine::finish(int flow, double now) {
   Flow& f = flows_.at(flow);
   if (!f.active) throw std::logic_error("FlowEngine::finish: flow is not active");
-  credit_limiter(f, f.work_left);
+  const int cid = f.cls;
+  Class& c = classes_[static_cast<std::size_t>(cid)];
+  // Its work, by the limiters of the class's history entries its life spans.
+  credits_.clear();
+  for (std::size_t i = f.history_from; i < c.history.size(); ++i) {
+    const double from = std::max(f.joined, c.history[i].first);
+    const double to = i + 1 < c.history.size() ? std::min(f.mark, c.history[i + 1].first) : f.mark;
+    if (!(to > from)) continue;
+    const int limiter = c.history[i].second;
+    const auto it = std::find_if(credits_.begin(), credits_.end(), [limiter](const auto& e) { return e.first == limiter; });
+    if (it == credits_.end()) {
+      credits_.emplace_back(limiter, to - from);
+    } else {
+      it->second += to - from;
+    }
+  }
   FlowEnd end;
   end.tag = f.tag;
   double best = -1;
-  for (const auto& [r, w] : f.limiters) {
+  for (const auto& [r, w] : credits_) {
     if (w > best) {
       best = w;
       end.limiter = r;
     }
   }
-  for (std::size_t k = 0; k < f.res.size(); ++k) {
-    const int r = f.res[k];
+  member_remove(c, f.member_pos);
+  --c.count;
+  for (std::size_t k = 0; k < c.res.size(); ++k) {
+    const int r = c.res[k];
     Resource& R = res_[r];
-    const int p = f.pos[k];
-    const int last = R.flows.back();
-    R.flows[p] = last;
-    R.flows.pop_back();
+    --R.flows;
     // An empty resource restarts its sum from exactly 0 (weighted sums drift by rounding).
-    if (weighted_) {
-      const std::vector<double>& w = weights_[static_cast<std::size_t>(flow)];
-      R.weight_sum = R.flows.empty() ? 0.0 : R.weight_sum - (w.empty() ? 1.0 : w[k]);
-    }
-    if (last != flow) {
-      Flow& g = flows_[last];
-      for (std::size_t j = 0; j < g.res.size(); ++j) {
-        if (g.res[j] == r) {
-          g.pos[j] = p;
-          break;
-        }
-      }
-    }
-    if (R.flows.empty()) R.stats.busy_us += now - R.busy_since;
+    if (weighted_) R.weight_sum = R.flows == 0 ? 0.0 : R.weight_sum - (c.weights.empty() ? 1.0 : c.weights[k]);
+    if (R.flows == 0) R.stats.busy_us += now - R.busy_since;
     mark_dirty(r);
   }
   f.active = false;
-  unschedule(flow);
+  f.cls = -1;
   free_flows_.push_back(flow);
   --active_;
+  if (c.count == 0) {
+    drop_class(cid);
+  } else {
+    reschedule(cid);
+  }
   return end;
 }
 
 template <bool kWeighted>
-void FlowEngine::freeze(int flow, double rate, int limiter) {
-  Flow& f = flows_[flow];
-  f.frozen = true;
-  f.new_rate = rate;
-  f.new_limiter = limiter;
-  if constexpr (!kWeighted) {
-    for (const int r : f.res) {
-      if (r == limiter) continue;
-      Resource& R = res_[r];
+void FlowEngine::freeze(int cid, double rate, int limiter) {
+  Class& c = classes_[static_cast<std::size_t>(cid)];
+  c.frozen = true;
+  c.new_rate = rate;
+  c.new_limiter = limiter;
+  const double n = c.count;
+  for (std::size_t k = 0; k < c.res.size(); ++k) {
+    const int r = c.res[k];
+    if (r == limiter) continue;
+    Resource& R = res_[r];
+    if constexpr (!kWeighted) {
       // Every weight 1: the weight left on a resource is its count of unfrozen flows.
-      R.remaining -= rate;
-      if (--R.unfrozen > 0) {
+      R.remaining -= rate * n;
+      R.unfrozen -= c.count;
+      if (R.unfrozen > 0) {
         // Exact arithmetic never lowers a share below the current level; rounding could.
         if (R.remaining < rate * R.unfrozen) R.remaining = rate * R.unfrozen;
         requeue(r);
       }
-    }
-    return;
-  }
-  const std::vector<double>& weights = weights_[static_cast<std::size_t>(flow)];
-  for (std::size_t k = 0; k < f.res.size(); ++k) {
-    const int r = f.res[k];
-    if (r == limiter) continue;
-    Resource& R = res_[r];
-    {
-      const double w = weights.empty() ? 1.0 : weights[k];
+    } else {
+      const double w = (c.weights.empty() ? 1.0 : c.weights[k]) * n;
       R.remaining -= rate * w;
       R.unfrozen_weight -= w;
-      if (--R.unfrozen > 0) {
+      R.unfrozen -= c.count;
+      if (R.unfrozen > 0) {
         if (!(R.unfrozen_weight > 0)) R.unfrozen_weight = std::numeric_limits<double>::min();
         if (R.remaining < rate * R.unfrozen_weight) R.remaining = rate * R.unfrozen_weight;
         requeue(r);
@@ -225,7 +309,7 @@ void FlowEngine::settle_impl(double now) {
   ++epoch_;
   // The connected component(s) of the dirty resources, breadth first.
   comp_res_.clear();
-  comp_flows_.clear();
+  comp_classes_.clear();
   for (const int r : dirty_) {
     res_[r].dirty = false;
     if (res_[r].epoch != epoch_) {
@@ -236,12 +320,12 @@ void FlowEngine::settle_impl(double now) {
   dirty_.clear();
   for (std::size_t i = 0; i < comp_res_.size(); ++i) {
     const int r = comp_res_[i];
-    for (const int fl : res_[r].flows) {
-      Flow& f = flows_[fl];
-      if (f.epoch == epoch_) continue;
-      f.epoch = epoch_;
-      comp_flows_.push_back(fl);
-      for (const int r2 : f.res) {
+    for (const int cid : res_[r].classes) {
+      Class& c = classes_[static_cast<std::size_t>(cid)];
+      if (c.epoch == epoch_) continue;
+      c.epoch = epoch_;
+      comp_classes_.push_back(cid);
+      for (const int r2 : c.res) {
         if (res_[r2].epoch != epoch_) {
           res_[r2].epoch = epoch_;
           comp_res_.push_back(r2);
@@ -257,7 +341,7 @@ void FlowEngine::settle_impl(double now) {
   for (const int r : comp_res_) {
     Resource& R = res_[r];
     R.remaining = R.capacity;
-    R.unfrozen = static_cast<int>(R.flows.size());
+    R.unfrozen = R.flows;
     if constexpr (kWeighted) {
       R.unfrozen_weight = R.weight_sum;
       if (R.unfrozen > 0) shares_.push_back({R.remaining / R.unfrozen_weight, r});
@@ -265,10 +349,10 @@ void FlowEngine::settle_impl(double now) {
       if (R.unfrozen > 0) shares_.push_back({R.remaining / R.unfrozen, r});
     }
   }
-  for (const int fl : comp_flows_) {
-    Flow& f = flows_[fl];
-    f.frozen = false;
-    if (f.cap > 0) shares_.push_back({f.cap, -(fl + 1)});
+  for (const int cid : comp_classes_) {
+    Class& c = classes_[static_cast<std::size_t>(cid)];
+    c.frozen = false;
+    if (c.cap > 0) shares_.push_back({c.cap, -(cid + 1)});
   }
   std::make_heap(shares_.begin(), shares_.end(), ShareLater{});
   while (!shares_.empty()) {
@@ -276,8 +360,8 @@ void FlowEngine::settle_impl(double now) {
     const Share s = shares_.back();
     shares_.pop_back();
     if (s.id < 0) {
-      const int fl = -s.id - 1;
-      if (!flows_[fl].frozen) freeze<kWeighted>(fl, s.value, -1);
+      const int cid = -s.id - 1;
+      if (!classes_[static_cast<std::size_t>(cid)].frozen) freeze<kWeighted>(cid, s.value, -1);
       push_requeued<kWeighted>();
       continue;
     }
@@ -288,8 +372,8 @@ void FlowEngine::settle_impl(double now) {
     } else {
       if (R.remaining / R.unfrozen != s.value) continue;  // stale
     }
-    for (const int fl : R.flows) {
-      if (!flows_[fl].frozen) freeze<kWeighted>(fl, s.value, s.id);
+    for (const int cid : R.classes) {
+      if (!classes_[static_cast<std::size_t>(cid)].frozen) freeze<kWeighted>(cid, s.value, s.id);
     }
     R.unfrozen = 0;
     if constexpr (kWeighted) R.unfrozen_weight = 0;
@@ -300,7 +384,7 @@ void FlowEngine::settle_impl(double now) {
   // Saturation bookkeeping.
   for (const int r : comp_res_) {
     Resource& R = res_[r];
-    const bool sat = !R.flows.empty() && R.remaining <= R.capacity * kSaturationSlack;
+    const bool sat = R.flows > 0 && R.remaining <= R.capacity * kSaturationSlack;
     if (sat != R.saturated) {
       if (sat) {
         R.saturated_since = now;
@@ -311,20 +395,22 @@ void FlowEngine::settle_impl(double now) {
     }
   }
 
-  // New rates: advance the flows whose rate changed and reschedule them.
-  for (const int fl : comp_flows_) {
-    Flow& f = flows_[fl];
-    if (f.new_rate == f.rate && f.new_limiter == f.limiter) continue;
-    if (f.rate > 0) {
-      const double moved = std::min(f.work_left, f.rate * (now - f.last_t));
-      credit_limiter(f, moved);
-      f.work_left -= moved;
+  // New rates: advance the classes whose rate or limiter changed, note a new limiter, reschedule.
+  for (const int cid : comp_classes_) {
+    Class& c = classes_[static_cast<std::size_t>(cid)];
+    if (c.new_rate == c.rate && c.new_limiter == c.limiter) continue;
+    advance(c, now);
+    if (c.new_limiter != c.limiter) {
+      if (c.history.back().first == c.served) {
+        c.history.back().second = c.new_limiter;  // nothing served under the one before
+      } else {
+        c.history.emplace_back(c.served, c.new_limiter);
+      }
+      c.limiter = c.new_limiter;
     }
-    f.last_t = now;
-    f.limiter = f.new_limiter;
-    if (f.new_rate == f.rate) continue;
-    f.rate = f.new_rate;
-    schedule(fl, now + f.work_left / f.rate);
+    if (c.new_rate == c.rate) continue;
+    c.rate = c.new_rate;
+    reschedule(cid);
   }
 }
 
@@ -333,9 +419,73 @@ std::pair<double, int> FlowEngine::next_completion() {
   return {completions_.front().time, completions_.front().flow};
 }
 
+void FlowEngine::member_set(Class& c, int pos, const Member& m) {
+  c.members[static_cast<std::size_t>(pos)] = m;
+  flows_[static_cast<std::size_t>(m.flow)].member_pos = pos;
+}
+
+namespace {
+bool member_before(double mark_a, int flow_a, double mark_b, int flow_b) {
+  return mark_a < mark_b || (mark_a == mark_b && flow_a < flow_b);
+}
+}  // namespace
+
+void FlowEngine::member_up(Class& c, int pos) {
+  const Member m = c.members[static_cast<std::size_t>(pos)];
+  while (pos > 0) {
+    const int parent = (pos - 1) / 2;
+    const Member& p = c.members[static_cast<std::size_t>(parent)];
+    if (!member_before(m.mark, m.flow, p.mark, p.flow)) break;
+    member_set(c, pos, p);
+    pos = parent;
+  }
+  member_set(c, pos, m);
+}
+
+void FlowEngine::member_down(Class& c, int pos) {
+  const int n = static_cast<int>(c.members.size());
+  const Member m = c.members[static_cast<std::size_t>(pos)];
+  for (;;) {
+    int child = 2 * pos + 1;
+    if (child >= n) break;
+    const Member* a = &c.members[static_cast<std::size_t>(child)];
+    if (child + 1 < n) {
+      const Member& b = c.members[static_cast<std::size_t>(child + 1)];
+      if (member_before(b.mark, b.flow, a->mark, a->flow)) {
+        ++child;
+        a = &b;
+      }
+    }
+    if (!member_before(a->mark, a->flow, m.mark, m.flow)) break;
+    member_set(c, pos, *a);
+    pos = child;
+  }
+  member_set(c, pos, m);
+}
+
+void FlowEngine::member_remove(Class& c, int pos) {
+  const Member last = c.members.back();
+  c.members.pop_back();
+  if (pos == static_cast<int>(c.members.size())) return;
+  member_set(c, pos, last);
+  member_up(c, pos);
+  member_down(c, flows_[static_cast<std::size_t>(last.flow)].member_pos);
+}
+
+void FlowEngine::reschedule(int cid) {
+  const Class& c = classes_[static_cast<std::size_t>(cid)];
+  if (c.members.empty() || !(c.rate > 0)) {
+    unschedule(cid);
+    return;
+  }
+  const Member& first = c.members.front();
+  // Never before last_t: rounding can leave a served count a hair past a mark.
+  schedule({c.last_t + std::max(0.0, first.mark - c.served) / c.rate, first.flow, cid});
+}
+
 void FlowEngine::heap_set(int pos, const Scheduled& entry) {
   completions_[static_cast<std::size_t>(pos)] = entry;
-  heap_pos_[static_cast<std::size_t>(entry.flow)] = pos;
+  heap_pos_[static_cast<std::size_t>(entry.cls)] = pos;
 }
 
 void FlowEngine::heap_up(int pos) {
@@ -366,16 +516,16 @@ void FlowEngine::heap_down(int pos) {
   heap_set(pos, entry);
 }
 
-void FlowEngine::schedule(int flow, double time) {
-  int& pos = heap_pos_[static_cast<std::size_t>(flow)];
+void FlowEngine::schedule(const Scheduled& entry) {
+  int& pos = heap_pos_[static_cast<std::size_t>(entry.cls)];
   if (pos < 0) {
-    completions_.push_back({time, flow});
+    completions_.push_back(entry);
     pos = static_cast<int>(completions_.size()) - 1;
     heap_up(pos);
   } else {
-    Scheduled& entry = completions_[static_cast<std::size_t>(pos)];
-    const bool sooner = time < entry.time;
-    entry.time = time;
+    Scheduled& old = completions_[static_cast<std::size_t>(pos)];
+    const bool sooner = earlier(entry, old);
+    old = entry;
     // Only one direction can move it: up when it ends sooner, down when later.
     if (sooner) {
       heap_up(pos);
@@ -385,16 +535,16 @@ void FlowEngine::schedule(int flow, double time) {
   }
 }
 
-void FlowEngine::unschedule(int flow) {
-  const int pos = heap_pos_[static_cast<std::size_t>(flow)];
+void FlowEngine::unschedule(int cid) {
+  const int pos = heap_pos_[static_cast<std::size_t>(cid)];
   if (pos < 0) return;
-  heap_pos_[static_cast<std::size_t>(flow)] = -1;
+  heap_pos_[static_cast<std::size_t>(cid)] = -1;
   const Scheduled last = completions_.back();
   completions_.pop_back();
-  if (last.flow == flow) return;
+  if (last.cls == cid) return;
   heap_set(pos, last);
   heap_up(pos);
-  heap_down(heap_pos_[static_cast<std::size_t>(last.flow)]);
+  heap_down(heap_pos_[static_cast<std::size_t>(last.cls)]);
 }
 
 }  // namespace artune::detail

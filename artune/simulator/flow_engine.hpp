@@ -12,9 +12,16 @@
 // the resources and flows connected (through shared resources) to a flow that
 // started or ended since the previous settle(). Everything is deterministic:
 // ids are assigned in call order, lists are vectors, ties break by index.
+//
+// Flows over the same resources with the same weights and cap always get the same rate: they form one class,
+// and the filling, the rates and the completion heap work on classes. A class counts the work each of its
+// flows has been served since it formed; a flow ends when that count reaches its mark (the count when it
+// started plus its work), so a change of the class's rate moves one entry of the completion heap, however
+// many flows the class holds (a plan's pipelined copies put dozens of flows on each route at once).
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,7 +61,7 @@ class FlowEngine {
   /// Earliest completion among active flows as {time, flow}; flow is -1 when none is active.
   std::pair<double, int> next_completion();
   /// Current rate of an active flow (units/µs); 0 before its first settle().
-  double rate(int flow) const { return flows_.at(flow).rate; }
+  double rate(int flow) const;
   /// Statistics of a resource (complete once every flow has finished and settle() ran).
   const ResourceStats& stats(int resource) const { return res_.at(resource).stats; }
   /// Number of active flows.
@@ -63,7 +70,8 @@ class FlowEngine {
  private:
   struct Resource {
     double capacity = 0;
-    std::vector<int> flows;  // active flows on it
+    std::vector<int> classes;  // classes with active flows over it
+    int flows = 0;             // its active flows (Σ the classes' counts)
     ResourceStats stats;
     double busy_since = 0;
     double saturated_since = 0;
@@ -77,27 +85,44 @@ class FlowEngine {
     double unfrozen_weight = 0;
     int unfrozen = 0;
   };
-  // What settle() reads of every flow it visits comes first, in one cache line: the filling touches each flow of a
-  // component several times.
-  struct Flow {
+  // A flow waiting for its class's served count to reach its mark.
+  struct Member {
+    double mark = 0;
+    int flow = -1;
+  };
+  // Flows over the same resources, weights and cap. What settle() reads of every class it visits comes first.
+  struct Class {
     std::uint32_t epoch = 0;
-    bool active = false;
     bool frozen = false;
+    int count = 0;  // active flows
     int limiter = -1;
     int new_limiter = -1;
-    double rate = 0;
+    double rate = 0;  // of each of its flows
     double new_rate = 0;
     double cap = 0;
-    double work_left = 0;                          // as of last_t
+    double served = 0;  // work served to each flow since the class formed, as of last_t
     double last_t = 0;
-    std::vector<int> res;                          // resources it crosses
-    std::vector<int> pos;                          // its index in each resource's flow list
-    std::vector<std::pair<int, double>> limiters;  // work moved while limited by a resource
+    std::vector<int> res;         // resources it crosses
+    std::vector<int> pos;         // its index in each resource's class list
+    std::vector<double> weights;  // empty: 1 on every resource
+    std::vector<Member> members;  // binary min-heap by (mark, flow)
+    // (served count when it began, limiter): a new entry each time the limiter changes; a flow's work is
+    // credited to the limiters of the entries its life spans.
+    std::vector<std::pair<double, int>> history;
+    std::uint64_t key = 0;
+  };
+  struct Flow {
+    bool active = false;
+    int cls = -1;
+    int member_pos = -1;           // its index in its class's members
+    double mark = 0;               // served count at which it ends
+    double joined = 0;             // served count when it started
+    std::size_t history_from = 0;  // its class's history entry when it started
     std::int64_t tag = -1;
   };
   struct Share {
     double value;
-    int id;  // resource index, or -(flow + 1) for a flow's own cap
+    int id;  // resource index, or -(class + 1) for a class's own cap
   };
   struct ShareLater {
     bool operator()(const Share& a, const Share& b) const {
@@ -107,24 +132,33 @@ class FlowEngine {
   };
 
   void mark_dirty(int r);
-  // Progressive filling fixes the flows of one resource (or one flow's cap) at a time; the shares of the other
+  // The class of a flow starting at `now` over these resources, made when none is active.
+  int class_for(double now, std::span<const int> resources, std::span<const double> weights, double cap);
+  void drop_class(int c);
+  void advance(Class& c, double now);
+  // The class's members heap.
+  void member_set(Class& c, int pos, const Member& m);
+  void member_up(Class& c, int pos);
+  void member_down(Class& c, int pos);
+  void member_remove(Class& c, int pos);
+  // Where the class's first flow ends, in the completion heap (nowhere when its rate is 0 or it has none).
+  void reschedule(int c);
+  // Progressive filling fixes the flows of one resource (or one class's cap) at a time; the shares of the other
   // resources those flows cross change with each, and each such resource enters the share heap once, with its share
-  // after the last (requeue, then push_requeued), rather than once per flow fixed (the entries in between would be
-  // stale: the same fills, far fewer heap entries where hundreds of flows share a few links).
+  // after the last (requeue, then push_requeued), rather than once per class fixed.
   void requeue(int r);
   template <bool kWeighted>
   void push_requeued();
-  void credit_limiter(Flow& f, double moved);
   template <bool kWeighted>
-  void freeze(int flow, double rate, int limiter);
+  void freeze(int c, double rate, int limiter);
   template <bool kWeighted>
   void settle_impl(double now);
-  // Indexed min-heap of active flows by (completion, id), 4-ary (half the depth of a binary heap, the four children
-  // in one cache line): one entry per flow, updated in place. Each entry carries its flow's completion time and
-  // each flow's position is kept apart from the flows (heap_pos_), so that sifting touches neither.
+  // Indexed min-heap of the classes by the (completion, flow) of their first flow to end, 4-ary (half the depth of
+  // a binary heap, the four children in one cache line), each class's position kept apart (heap_pos_).
   struct Scheduled {
     double time = 0;  // predicted end at the current rate
     int flow = -1;
+    int cls = -1;
   };
   static constexpr int kHeapArity = 4;
   static bool earlier(const Scheduled& a, const Scheduled& b) {
@@ -133,20 +167,23 @@ class FlowEngine {
   void heap_set(int pos, const Scheduled& entry);
   void heap_up(int pos);
   void heap_down(int pos);
-  void schedule(int flow, double time);
-  void unschedule(int flow);
+  void schedule(const Scheduled& entry);
+  void unschedule(int c);
 
   std::vector<Resource> res_;
   std::vector<Flow> flows_;
   std::vector<int> free_flows_;
-  std::vector<std::vector<double>> weights_;  // weighted engines: per flow id, a weight per resource (empty = 1)
+  std::vector<Class> classes_;
+  std::vector<int> free_classes_;
+  std::unordered_map<std::uint64_t, std::vector<int>> classes_by_key_;  // active classes by a hash of their route
   std::vector<int> dirty_;
-  std::vector<Scheduled> completions_;  // indexed heap of the active flows
-  std::vector<int> heap_pos_;           // per flow id: its position in completions_, -1 when not scheduled
-  std::vector<Share> shares_;     // heap scratch
-  std::vector<int> requeued_;     // scratch: resources whose share changed since the last push_requeued
-  std::vector<int> comp_res_;     // scratch
-  std::vector<int> comp_flows_;   // scratch
+  std::vector<Scheduled> completions_;  // indexed heap of the classes
+  std::vector<int> heap_pos_;           // per class id: its position in completions_, -1 when not scheduled
+  std::vector<Share> shares_;           // heap scratch
+  std::vector<int> requeued_;           // scratch: resources whose share changed since the last push_requeued
+  std::vector<int> comp_res_;           // scratch
+  std::vector<int> comp_classes_;       // scratch
+  std::vector<std::pair<int, double>> credits_;  // scratch of finish(): work by limiter, in order of first use
   std::uint32_t epoch_ = 0;
   int active_ = 0;
   bool weighted_ = false;  // flows may have weights: shares divide by weight sums

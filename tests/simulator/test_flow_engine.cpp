@@ -114,6 +114,57 @@ TEST_CASE("flow_engine.limiter_reported") {
   CHECK(e.finish(f, t).limiter == 1);
 }
 
+TEST_CASE("flow_engine.class_of_flows_started_apart") {
+  // Three flows over the same two resources (one class) start at 0, 2 and 4, with a flow over r1 alone from 0 to
+  // its end. r0 (capacity 6) limits the class while it holds three flows and r1 (capacity 8) shares evenly before:
+  //   0-2: A and D share r1 (4 each; r0 has 6 for A alone): A 8 served;
+  //   2-4: A, B, D on r1 (8/3 each; r0: 6/2 = 3 for A and B, not binding): A 8 + 16/3, B 16/3;
+  //   from 4: A, B, C on r0 (2 each, the binding share), D takes r1's rest (8 - 6 = 2).
+  // A (work 20) has 20 - 40/3 = 20/3 left at 4: ends at 4 + 10/3. Its limiter: r1 for 40/3 units, r0 for 20/3.
+  FlowEngine e({6.0, 8.0});
+  const int both[] = {0, 1};
+  const int r1[] = {1};
+  const int a = e.start(0.0, 20.0, both, 0, 0);
+  e.start(0.0, 1000.0, r1, 0, 1);
+  e.settle(0.0);
+  CHECK(e.rate(a) == doctest::Approx(4.0));
+  const auto [t1, none] = e.next_completion();
+  CHECK(t1 > 2.0);
+  const int b = e.start(2.0, 100.0, both, 0, 2);
+  e.settle(2.0);
+  CHECK(e.rate(a) == doctest::Approx(8.0 / 3));
+  CHECK(e.rate(b) == doctest::Approx(8.0 / 3));
+  e.start(4.0, 100.0, both, 0, 3);
+  e.settle(4.0);
+  CHECK(e.rate(a) == doctest::Approx(2.0));
+  const auto [t, f] = e.next_completion();
+  CHECK(f == a);
+  CHECK(t == doctest::Approx(4.0 + 10.0 / 3));
+  const auto end = e.finish(f, t);
+  CHECK(end.tag == 0);
+  CHECK(end.limiter == 1);  // 40/3 units under r1, 20/3 under r0
+  e.settle(t);
+  CHECK(e.rate(b) == doctest::Approx(8.0 / 3));  // r1 shared by B, C, D binds before r0 (6 / 2)
+  // The class empties and forms again: a new flow over the same resources is served from its own start.
+  // B has 100 - 16/3 - 20/3 = 88 left at 22/3, C 100 - 20/3: both at 8/3 until B ends at 22/3 + 33; C then runs at
+  // 4 (r1 shared with D) and ends 4/3 later.
+  const auto rest = drain(e, 4);
+  CHECK(rest[2] == doctest::Approx(22.0 / 3 + 33));
+  CHECK(rest[3] == doctest::Approx(22.0 / 3 + 33 + 4.0 / 3));
+  FlowEngine g({5.0});
+  const int r0[] = {0};
+  g.start(0.0, 10.0, r0, 0, 0);
+  g.settle(0.0);
+  const auto [t2, f2] = g.next_completion();
+  CHECK(t2 == 2.0);
+  g.finish(f2, t2);
+  g.settle(t2);
+  g.start(7.0, 15.0, r0, 0, 1);
+  g.settle(7.0);
+  CHECK(g.next_completion().first == 10.0);
+  CHECK(g.stats(0).busy_us == 2.0);
+}
+
 TEST_CASE("flow_engine.rejects_bad_input") {
   CHECK_THROWS(FlowEngine({0.0}));
   FlowEngine e({1.0});
