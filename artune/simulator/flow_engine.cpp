@@ -27,6 +27,18 @@ std::uint64_t class_key(std::span<const int> resources, std::span<const double> 
   mix(&cap, sizeof cap);
   return h;
 }
+
+// The index of a free slot of `items`: one freed before, or a new one at the end.
+template <typename T>
+int reuse_or_append(std::vector<T>& items, std::vector<int>& free) {
+  if (!free.empty()) {
+    const int id = free.back();
+    free.pop_back();
+    return id;
+  }
+  items.emplace_back();
+  return static_cast<int>(items.size()) - 1;
+}
 }  // namespace
 
 FlowEngine::FlowEngine(std::vector<double> capacities, bool weighted) : weighted_(weighted) {
@@ -60,15 +72,8 @@ int FlowEngine::class_for(double now, std::span<const int> resources, std::span<
         std::equal(k.weights.begin(), k.weights.end(), weights.begin(), weights.end()))
       return c;
   }
-  int id;
-  if (!free_classes_.empty()) {
-    id = free_classes_.back();
-    free_classes_.pop_back();
-  } else {
-    id = static_cast<int>(classes_.size());
-    classes_.emplace_back();
-    heap_pos_.push_back(-1);
-  }
+  const int id = reuse_or_append(classes_, free_classes_);
+  if (heap_pos_.size() < classes_.size()) heap_pos_.push_back(-1);
   same_key.push_back(id);
   Class& c = classes_[static_cast<std::size_t>(id)];
   c.key = key;
@@ -147,14 +152,7 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
     if (r < 0 || r >= resource_count()) throw std::out_of_range("FlowEngine::start: no such resource");
   }
   const int cid = class_for(now, resources, weights, cap > 0 ? cap : 0);
-  int id;
-  if (!free_flows_.empty()) {
-    id = free_flows_.back();
-    free_flows_.pop_back();
-  } else {
-    id = static_cast<int>(flows_.size());
-    flows_.emplace_back();
-  }
+  const int id = reuse_or_append(flows_, free_flows_);
   Class& c = classes_[static_cast<std::size_t>(cid)];
   // The class's count as of now, without moving its (last_t, served): the other flows' completion times stay
   // as computed, bit for bit, so flows that end together still do.
