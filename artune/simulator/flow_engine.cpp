@@ -104,7 +104,7 @@ int FlowEngine::class_for(double now, std::span<const int> resources, std::span<
   return id;
 }
 
-// A class without flows leaves its resources' lists and the lookup.
+// A class without flows leaves its resources' lists and its key's list.
 void FlowEngine::drop_class(int id) {
   Class& c = classes_[static_cast<std::size_t>(id)];
   for (std::size_t k = 0; k < c.res.size(); ++k) {
@@ -123,9 +123,10 @@ void FlowEngine::drop_class(int id) {
       }
     }
   }
+  // The key's list stays, empty or not: a pipeline's route forms and empties its class piece after piece, and
+  // keeping the list saves a map node and a vector allocated each time (at most one list per route ever seen).
   std::vector<int>& same_key = classes_by_key_[c.key];
   same_key.erase(std::find(same_key.begin(), same_key.end(), id));
-  if (same_key.empty()) classes_by_key_.erase(c.key);
   unschedule(id);
   free_classes_.push_back(id);
 }
