@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "artune/algorithms/plan.hpp"
+#include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/simulator/bound.hpp"
 #include "artune/simulator/simulator.hpp"
 #include "artune/topology/io/io.hpp"
@@ -64,14 +65,39 @@ nlohmann::json cut_json(const Topology& topo, const BoundCut& cut) {
           {"parts", parts}};
 }
 
-nlohmann::json bound_json(const Topology& topo, const CollectiveBound& b) {
+// What trees packed over the routes carry beside a bound (synthesis::packed_trees_algbw), on one machine of at most
+// kMaxTreePackingParticipants GPUs (a cluster's trees are packed per machine, with rings across).
+struct PackedTrees {
+  bool known = false;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  double fraction = 0;  // of the bound's algbw
+};
+
+PackedTrees packed_trees(const Topology& topo, Collective collective, const LinkRates& rates,
+                         const CollectiveBound& bound) {
+  PackedTrees p;
+  if (topo.machine_count() != 1 || bound.ranks < 2 || bound.ranks > synthesis::kMaxTreePackingParticipants) return p;
+  p.known = true;
+  p.algbw_gbps = synthesis::packed_trees_algbw(topo, topo.gpus(), collective, rates);
+  p.busbw_gbps = p.algbw_gbps * bus_factor(collective, bound.ranks);
+  p.fraction = bound.algbw_gbps > 0 ? p.algbw_gbps / bound.algbw_gbps : 0;
+  return p;
+}
+
+nlohmann::json bound_json(const Topology& topo, const CollectiveBound& b, const PackedTrees& packed) {
   nlohmann::json cuts = nlohmann::json::array();
   for (const BoundCut& c : b.cuts) cuts.push_back(cut_json(topo, c));
+  nlohmann::json trees = nullptr;
+  if (packed.known) {
+    trees = {{"algbw_gbps", packed.algbw_gbps}, {"busbw_gbps", packed.busbw_gbps}, {"fraction", packed.fraction}};
+  }
   return {{"busbw_gbps", b.busbw_gbps},
           {"algbw_gbps", b.algbw_gbps},
           {"us_per_byte", b.us_per_byte},
           {"in_network", b.in_network},
-          {"cuts", cuts}};
+          {"cuts", cuts},
+          {"packed_trees", trees}};
 }
 
 void run_bound(const BoundFlags& f) {
@@ -80,6 +106,8 @@ void run_bound(const BoundFlags& f) {
   const CostModel model = cost_model_from_flags(f.backend, f.has_backend, f.calibration, f.has_calibration);
   const CollectiveBound effective = effective_bound(topo, {}, collective, model);
   const CollectiveBound nominal = nominal_bound(topo, {}, collective);
+  const PackedTrees packed_effective = packed_trees(topo, collective, effective_link_rates(topo, model), effective);
+  const PackedTrees packed_nominal = packed_trees(topo, collective, nominal_link_rates(topo), nominal);
   if (f.json) {
     nlohmann::json doc;
     doc["topology"] = topo.name();
@@ -88,8 +116,8 @@ void run_bound(const BoundFlags& f) {
     doc["collective"] = std::string(collective_flag_name(collective));
     doc["backend"] = std::string(to_string(model.profile));
     doc["in_network_reduction"] = collective == Collective::kAllReduce && in_network_reduction(topo, {});
-    doc["effective"] = bound_json(topo, effective);
-    doc["nominal"] = bound_json(topo, nominal);
+    doc["effective"] = bound_json(topo, effective, packed_effective);
+    doc["nominal"] = bound_json(topo, nominal, packed_nominal);
     print_json(doc);
     return;
   }
@@ -123,6 +151,17 @@ void run_bound(const BoundFlags& f) {
   };
   cuts("effective", effective);
   cuts("nominal", nominal);
+  if (!packed_effective.known) return;
+  fmt::print("#\n# trees packed over the routes (the trees family's LP; what trees carry, not a bound on every plan)\n");
+  fmt::print("# {:<24}  {:>11}  {:>11}  {}\n", "rates", "busbw(GB/s)", "algbw(GB/s)", "of the bound");
+  const auto packed_row = [&](const std::string& label, const PackedTrees& p, bool in_network) {
+    fmt::print("  {:<24}  {:>11.2f}  {:>11.2f}  {:.1f} %{}\n", label, p.busbw_gbps, p.algbw_gbps, 100 * p.fraction,
+               p.fraction >= 1 - 1e-6 ? ""
+               : in_network     ? ": the bound counts the switches' reduction (NVLS), which trees do not use"
+                                : ": routes bind that no cut sees");
+  };
+  packed_row(fmt::format("effective (profile {})", to_string(model.profile)), packed_effective, effective.in_network);
+  packed_row("nominal", packed_nominal, nominal.in_network);
 }
 
 }  // namespace
@@ -130,17 +169,21 @@ void run_bound(const BoundFlags& f) {
 void add_bound_command(CLI::App& app) {
   auto flags = std::make_shared<BoundFlags>();
   CLI::App* cmd = app.add_subcommand("bound", "Print the min-cut throughput bound of a collective on a topology");
-  cmd->footer(
+  cmd->footer(fmt::format(
       "The bound is the least time any plan can take (ForestColl's min-cut bound, found with max flows):\n"
       "all-gather M/N * max over sets S of devices holding some but not all GPUs of |S ∩ GPUs| / (GB/s of\n"
       "the links leaving S); reduce-scatter the same on the reversed links; all-reduce the largest of\n"
       "M / the slowest cut splitting the GPUs, 2(N-1)M / what the GPUs can take in together (not where the\n"
       "hardware reduces in the network, NVLS), and 2(p-1)M / the links between p parts of a partition of the\n"
-      "devices (p >= 3, searched for up to 8 GPUs of one machine). Effective rates\n"
-      "are nominal times the --backend profile's link efficiency (what a simulated plan can reach).\n"
+      "devices (p >= 3, searched for up to 8 GPUs of one machine). Effective rates are nominal times the\n"
+      "--backend profile's link efficiency (what a simulated plan can reach).\n"
+      "On one machine of up to {} GPUs it also prints what spanning trees packed over the routes carry (the\n"
+      "trees family's LP: rbtrees for all-reduce, out-/in-trees for all-gather and reduce-scatter): below the\n"
+      "bound where routes bind that no cut sees (an edge staged through a CPU loads its PCIe uplink both ways).\n"
       "Examples:\n"
       "  artune bound -t 'dgx1-v100[0,1,2,4,5]'\n"
-      "  artune bound -t dgx-h100 --collective allgather --json\n");
+      "  artune bound -t dgx-h100 --collective allgather --json\n",
+      synthesis::kMaxTreePackingParticipants));
   cmd->add_option("-t,--topology", flags->topo,
                   "topology: built-in name, generator (uniform:8, 4xdgx1-v100), JSON file, or a GPU subset of any "
                   "(dgx1-v100[0,1,2,4,5])")

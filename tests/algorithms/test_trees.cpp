@@ -189,6 +189,35 @@ TEST_CASE("trees.reduce_broadcast_packing_reaches_the_bound") {
   }
 }
 
+TEST_CASE("trees.packed_trees_algbw") {
+  // What `artune bound` prints beside the bound: the packings' LP rates as the collective's algbw. At the bound
+  // where the routes allow it (the whole DGX-1, a uniform machine, each collective); below it on dgx1-v100[0,1,4],
+  // where gpu1's PCIe edges to gpu0 are staged through cpu0 and load pcisw0's uplink both ways (29 of the split
+  // cut's 32 GB/s). Past kMaxTreePackingParticipants the packings refuse, in one line.
+  for (const char* name : {"dgx1-v100", "uniform:4", "dgx1-v100[0,1,4]"}) {
+    INFO(name);
+    const Topology t = load_topology(name);
+    const LinkRates rates = usable_link_rates(t);
+    for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
+      INFO(to_string(c));
+      const double bound = collective_bound(t, t.gpus(), c, rates).algbw_gbps;
+      const double packed = synthesis::packed_trees_algbw(t, t.gpus(), c, rates);
+      CHECK(packed <= bound * (1 + 1e-9));
+      if (std::string_view(name) == "dgx1-v100[0,1,4]" && c == Collective::kAllReduce) {
+        CHECK(bound == doctest::Approx(32));
+        CHECK(packed == doctest::Approx(29).epsilon(1e-6));
+      } else {
+        CHECK(packed == doctest::Approx(bound).epsilon(1e-6));
+      }
+    }
+  }
+  const Topology one = load_topology("dgx1-v100[3]");
+  CHECK(synthesis::packed_trees_algbw(one, one.gpus(), Collective::kAllReduce, usable_link_rates(one)) == 0);
+  const Topology big = load_topology("uniform:25");
+  CHECK_THROWS_WITH_AS(synthesis::packed_trees_algbw(big, big.gpus(), Collective::kAllReduce, usable_link_rates(big)),
+                       doctest::Contains("at most 24 GPUs of one machine (25 given)"), InvalidInput);
+}
+
 TEST_CASE("trees.ring_packing") {
   // Every ring visits every participant once, each hop an edge from one to the next; the pieces sum to the
   // packing's; the rings' loads (pieces over the buffer, times the quantised rate) stay within every link's rate;

@@ -50,6 +50,30 @@ TEST_CASE("cli_bound.bound") {
   CHECK(hdoc["effective"]["in_network"] == true);
 }
 
+TEST_CASE("cli_bound.packed_trees") {
+  // Beside the bound, what trees packed over the routes carry: below it where a staged edge loads a PCIe uplink
+  // both ways, below it on NVLS machines by the switches' reduction, absent on clusters.
+  const auto r = run_artune({"bound", "-t", "dgx1-v100[0,1,4]"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("# trees packed over the routes") != std::string::npos);
+  CHECK(r.out.find("effective (profile nccl)        38.67        29.00  90.6 %: routes bind that no cut sees") !=
+        std::string::npos);
+  const auto whole = run_artune({"bound", "-t", "dgx1-v100", "--json"});
+  REQUIRE(whole.status == 0);
+  const auto doc = nlohmann::json::parse(whole.out);
+  CHECK(doc["effective"]["packed_trees"]["fraction"].get<double>() == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(doc["nominal"]["packed_trees"]["busbw_gbps"].get<double>() == doctest::Approx(156).epsilon(1e-6));
+  const auto h = run_artune({"bound", "-t", "dgx-h100"});
+  CHECK(h.out.find("58.1 %: the bound counts the switches' reduction (NVLS), which trees do not use") !=
+        std::string::npos);
+  const auto c = run_artune({"bound", "-t", "2xdgx-a100", "--json"});
+  REQUIRE(c.status == 0);
+  CHECK(nlohmann::json::parse(c.out)["effective"]["packed_trees"].is_null());
+  CHECK(run_artune({"bound", "-t", "2xdgx-a100"}).out.find("trees packed") == std::string::npos);
+  expect_bad({"simulate", "-t", "uniform:25", "-s", "rbtrees", "-b", "1M", "-e", "1M"},
+             "tree packing takes at most 24 GPUs of one machine (25 given)");
+}
+
 TEST_CASE("cli_bound.alloc") {
   const auto r = run_artune({"alloc", "-t", "dgx1-v100", "-k", "4", "--top", "2"});
   REQUIRE(r.status == 0);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/core/error.hpp"
+#include "artune/topology/link_rates.hpp"
 #include "artune/topology/io/io.hpp"
 #include "artune/topology/subset.hpp"
 #include "artune/tuner/allocation.hpp"
@@ -102,6 +104,17 @@ TEST_CASE("allocation.dgx1_subset_table_row") {
   CHECK(std::exp(log_sum / 56) == doctest::Approx(3.130).epsilon(0.002));
   CHECK(worst_vs_nccl == doctest::Approx(1.696).epsilon(0.004));
   CHECK(at_least == 56);
+  // "below, packing < 95 %": of the sets below 95 % of the bound, those whose trees packed over the routes stay
+  // below 95 % of it themselves (`artune bound`'s second table; dgx1-v100[0,1,4]-like: 29 of 32 GB/s).
+  int held_by_routes = 0;
+  for (const SubsetScore& s : a.ranked) {
+    if (s.bound.time_us(static_cast<double>(o.bytes)) / s.trees_us >= 0.95) continue;
+    const Topology sub = load_topology("dgx1-v100[" + s.list + "]");
+    const double packed =
+        synthesis::packed_trees_algbw(sub, sub.gpus(), Collective::kAllReduce, usable_link_rates(sub));
+    held_by_routes += packed < 0.95 * s.bound.algbw_gbps;
+  }
+  CHECK(held_by_routes == 4);
   // The set: at least 1.4× NCCL.
   for (const SubsetScore& s : a.ranked) {
     if (s.list == "0,1,2,4,5") CHECK(s.nccl_us / s.trees_us >= 1.4);

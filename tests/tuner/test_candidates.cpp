@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/algorithms/verifier/verifier.hpp"
 #include "artune/core/sizes.hpp"
 #include "artune/topology/io/io.hpp"
@@ -106,6 +107,21 @@ TEST_CASE("candidates.reduce_broadcast_trees_copies_by_gpus") {
   CHECK(seven.count("rbtrees") == 1);
   CHECK(seven.count("rbtrees#128") == 0);
   CHECK(rbtrees("dgx1-v100").count("rbtrees#128") == 0);
+}
+
+TEST_CASE("candidates.tree_packing_limit") {
+  // The tree families are tried where every machine's GPUs fit one packing (kMaxTreePackingParticipants): past it
+  // their LPs take minutes (uniform:32: over 50 s for one packing), and a cluster packs per machine.
+  const auto tree_specs = [](const std::string& topology) {
+    int n = 0;
+    for (const auto& c : generate_candidates(load_topology(topology)).candidates) n += c.family == "trees";
+    return n;
+  };
+  CHECK(synthesis::kMaxTreePackingParticipants == 24);
+  CHECK(tree_specs("uniform:24") > 0);
+  CHECK(tree_specs("uniform:25") == 0);
+  CHECK(tree_specs("uniform:2x4") > 0);
+  CHECK(tree_specs("uniform:2x25") == 0);
 }
 
 TEST_CASE("candidates.dgx1_p100_and_dgx2") {

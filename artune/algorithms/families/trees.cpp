@@ -613,8 +613,11 @@ ClosedForm trees_collective_closed_form(const ClosedFormInput& in) {
   return {(p - 1) / p * in.bytes * in.ingress_us_per_byte, Exactness::kLowerBound};
 }
 
-// Tried on every machine whose GPUs one packing takes (its LP grows with the square of the GPUs).
-constexpr int kMaxTunedGpus = 64;
+// Tried where every machine's GPUs fit one packing (CandidateContext::gpus counts machine 0's; the trees of a
+// cluster are packed per machine, and only on machines of equal GPU counts).
+bool packable(const CandidateContext& ctx) {
+  return ctx.gpus >= 2 && ctx.gpus <= synthesis::kMaxTreePackingParticipants;
+}
 
 // Trees need deeper pipelines than the tuner's default depths: every piece crosses a tree's depth.
 const std::vector<int> kTreeSegments = {1, 4, 8, 16, 32};
@@ -655,7 +658,7 @@ bool machines_of_equal_gpus(const Topology& topo) {
 // All-gather and reduce-scatter: one machine's packing, or on clusters of equal machines its trees inside them and
 // rings across.
 void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
-  if (ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  if (!packable(ctx)) return;
   if (ctx.machines > 1) {
     if (machines_of_equal_gpus(ctx.topo))
       out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kAcrossMachinesSegments});
@@ -667,7 +670,7 @@ void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
 // All-reduce: `trees` as the other collectives take it, and on one machine `trees2` and `rbtrees` besides.
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   trees_candidates(ctx, out);
-  if (ctx.machines > 1 || ctx.gpus < 2 || ctx.gpus > kMaxTunedGpus) return;
+  if (ctx.machines > 1 || !packable(ctx)) return;
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
   if (ctx.gpus <= kFineCopiesMaxGpus)

@@ -535,10 +535,15 @@ TreePacking decompose(int n, const std::vector<TreeEdge>& edges, const std::vect
   return out;
 }
 
-void check_inputs(const Topology& topo, const LinkRates& rates, const PackingOptions& options) {
+void check_inputs(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
+                  const PackingOptions& options) {
   ARTUNE_CHECK(rates.size() == topo.links().size(),
                fmt::format("tree packing: {} link rates for {} links", rates.size(), topo.links().size()));
   ARTUNE_CHECK(options.chunks >= 1, fmt::format("tree packing: {} chunks per block", options.chunks));
+  if (participants.size() > static_cast<std::size_t>(kMaxTreePackingParticipants)) {
+    throw InvalidInput(fmt::format("topology '{}': tree packing takes at most {} GPUs of one machine ({} given)",
+                                   topo.name(), kMaxTreePackingParticipants, participants.size()));
+  }
 }
 
 TreePacking single(int chunks, bool toward_root) {
@@ -553,7 +558,7 @@ TreePacking single(int chunks, bool toward_root) {
 
 TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
                        bool toward_root, const PackingOptions& options) {
-  check_inputs(topo, rates, options);
+  check_inputs(topo, participants, rates, options);
   const int n = static_cast<int>(participants.size());
   if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks, 0, 0, {}, {}};
   const std::vector<TreeEdge> edges = candidate_edges(topo, participants, rates, options.staging);
@@ -640,7 +645,7 @@ void recentre(TreePacking& p, WeightedTree& tree, const std::vector<TreeEdge>& c
 
 TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<int>& participants,
                                         const LinkRates& rates, const PackingOptions& options) {
-  check_inputs(topo, rates, options);
+  check_inputs(topo, participants, rates, options);
   const int n = static_cast<int>(participants.size());
   if (n < 2) return n == 1 ? single(options.chunks, false) : TreePacking{false, options.chunks, 0, 0, {}, {}};
   const std::vector<TreeEdge> edges = candidate_edges(topo, participants, rates, options.staging);
@@ -679,6 +684,21 @@ int max_depth(const TreePacking& packing) {
     }
   }
   return deepest;
+}
+
+double packed_trees_algbw(const Topology& topo, const std::vector<int>& participants, Collective collective,
+                          const LinkRates& rates) {
+  const int n = static_cast<int>(participants.size());
+  if (n < 2) return 0;
+  switch (collective) {
+    case Collective::kAllReduce:
+      return pack_reduce_broadcast_trees(topo, participants, rates).rate_gbps;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return n * pack_trees(topo, participants, rates, collective == Collective::kReduceScatter).rate_gbps;
+    default:
+      throw InvalidInput(fmt::format("packed trees: {} is not a plan-level collective", to_string(collective)));
+  }
 }
 
 }  // namespace artune::synthesis

@@ -33,6 +33,11 @@
 
 namespace artune::synthesis {
 
+/// The most participants a tree packing takes. Its LPs have a flow per participant over every pair's edges, and
+/// GLPK's simplex time grows steeply with them (the reduce-broadcast LP on uniform:16 0.15 s, uniform:24 1.3 s,
+/// uniform:26 6.9 s, uniform:32 over 50 s); clusters pack each machine's GPUs on their own.
+inline constexpr int kMaxTreePackingParticipants = 24;
+
 /// How data moves between two participants along a tree: the route between them, or staged through a CPU.
 struct TreeEdge {
   int from = -1;           ///< participant (index into the participants) the data leaves
@@ -68,8 +73,8 @@ struct PackingOptions {
   bool staging = true;  ///< allow edges staged through a CPU socket of the machine
 };
 
-/// Packs trees over `participants` (topology nodes, in rank order; at least 2) at `rates` (by link).
-/// InvalidInput when the participants are not connected at those rates.
+/// Packs trees over `participants` (topology nodes, in rank order; 2 to kMaxTreePackingParticipants) at `rates`
+/// (by link). InvalidInput when the participants are not connected at those rates, or too many.
 TreePacking pack_trees(const Topology& topo, const std::vector<int>& participants, const LinkRates& rates,
                        bool toward_root, const PackingOptions& options = {});
 
@@ -90,6 +95,15 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
 
 /// Depth of the deepest tree (edges from root to the farthest participant).
 int max_depth(const TreePacking& packing);
+
+/// The algbw (GB/s) of `collective` that trees packed over the routes carry at `rates`: the reduce-broadcast
+/// packing's rate for the all-reduce, N × the per-root rate of the out-trees (all-gather) or in-trees
+/// (reduce-scatter); 0 for fewer than 2 participants. Not a bound on every plan: the fractional optimum of the
+/// trees family's LP (no rounding, no schedule), at or below the cut bound (collective_bound). Where it is below,
+/// routes bind that no cut sees, and no tree packing over these routes reaches the bound. `artune bound` prints
+/// it beside the bound (docs/bound.md).
+double packed_trees_algbw(const Topology& topo, const std::vector<int>& participants, Collective collective,
+                          const LinkRates& rates);
 
 /// The edges a packing may use between the participants (every ordered pair: the route, and with `staging`
 /// each path staged through a CPU socket of their machine that crosses other links), usable at `rates`.
