@@ -10,6 +10,7 @@
 #include "artune/algorithms/builders.hpp"
 #include "artune/algorithms/collectives.hpp"
 #include "artune/algorithms/registry.hpp"
+#include "artune/algorithms/synthesis/tree_packing.hpp"
 #include "artune/core/error.hpp"
 #include "artune/core/parallel.hpp"
 #include "artune/core/parameters.hpp"
@@ -76,6 +77,13 @@ SubsetScore score(const Topology& topo, std::vector<int> gpus, const AllocationO
         }
       }
       if (seeds.empty()) {
+        for (int m = 0; m < sub.machine_count(); ++m) {
+          if (sub.gpus_of_machine(m).size() > static_cast<std::size_t>(synthesis::kMaxTreePackingParticipants)) {
+            throw InvalidInput(fmt::format(
+                "plans 'trees': the tree families pack at most {} GPUs of one machine ({} asked for); use bound or all",
+                synthesis::kMaxTreePackingParticipants, o.k));
+          }
+        }
         // One GPU, or machines that differ, where the family is no tuner candidate: its plan as the spec builds it.
         CandidateSeed seed;
         seed.spec = "trees";

@@ -72,6 +72,8 @@ TEST_CASE("cli_bound.packed_trees") {
   CHECK(run_artune({"bound", "-t", "2xdgx-a100"}).out.find("trees packed") == std::string::npos);
   expect_bad({"simulate", "-t", "uniform:25", "-s", "rbtrees", "-b", "1M", "-e", "1M"},
              "tree packing takes at most 24 GPUs of one machine (25 given)");
+  expect_bad({"alloc", "-t", "uniform:26", "-k", "25", "--plans", "trees"},
+             "plans 'trees': the tree families pack at most 24 GPUs of one machine (25 asked for)");
 }
 
 TEST_CASE("cli_bound.alloc") {
