@@ -111,6 +111,11 @@ struct Topology::RouteCache {
   std::unordered_map<int, int> nearest_nic;
   // Per source NIC: the link by which the network BFS reached each node (-1 = not reached).
   std::unordered_map<int, std::vector<int>> network_tree;
+  // fingerprint() and machine_shape(), which format every node and link they cover: the plan builders and the
+  // NCCL model key their caches by them on every build (128xdgx-h100's autotune spent a tenth of its time there).
+  // Dropped by whatever changes what they cover (add_node, add_link, set_network, finalize).
+  std::optional<std::string> fingerprint;
+  std::unordered_map<int, std::string> machine_shape;
 };
 
 Topology::Topology() : cache_(std::make_unique<RouteCache>()) {}
@@ -144,6 +149,7 @@ int Topology::add_node(Node node) {
   nodes_.push_back(std::move(node));
   out_links_.emplace_back();
   in_links_.emplace_back();
+  forget_traits();
   return index;
 }
 
@@ -171,6 +177,7 @@ int Topology::add_link(Link link) {
   out_links_[link.src].push_back(index);
   in_links_[link.dst].push_back(index);
   links_.push_back(link);
+  forget_traits();
   return index;
 }
 
@@ -463,7 +470,22 @@ std::string node_traits(const Node& node) {
   return fmt::format("{}|{}", node.kind == NodeKind::kNic ? "" : node.arch, fabric_traits(node));
 }
 
+void Topology::forget_traits() {
+  std::unique_lock lock(cache_->mutex);
+  cache_->fingerprint.reset();
+  cache_->machine_shape.clear();
+}
+
+void Topology::set_network(NetworkSpec spec) {
+  network_ = spec;
+  forget_traits();
+}
+
 std::string Topology::fingerprint() const {
+  {
+    std::shared_lock lock(cache_->mutex);
+    if (cache_->fingerprint) return *cache_->fingerprint;
+  }
   std::uint64_t hash = 1469598103934665603ull;
   for (const Node& node : nodes_) {
     hash = fnv1a(hash, fmt::format("n|{}|{}|{}|{};", node.id, to_string(node.kind), node.machine, node.local_index));
@@ -476,10 +498,18 @@ std::string Topology::fingerprint() const {
     hash = fnv1a(hash, fmt::format("net|{:.6g}|{:.6g}|{:.6g};", network_->nic_bandwidth_gbps, network_->latency_us,
                                    network_->oversubscription));
   }
-  return fmt::format("{:016x}", hash);
+  std::string out = fmt::format("{:016x}", hash);
+  std::unique_lock lock(cache_->mutex);
+  cache_->fingerprint = out;
+  return out;
 }
 
 std::string Topology::machine_shape(int machine) const {
+  {
+    std::shared_lock lock(cache_->mutex);
+    const auto it = cache_->machine_shape.find(machine);
+    if (it != cache_->machine_shape.end()) return it->second;
+  }
   const auto place = [&](int node) {
     const Node& n = nodes_[static_cast<std::size_t>(node)];
     return n.machine == machine ? fmt::format("{}:{}", to_string(n.kind), n.local_index) : "x:" + n.id;
@@ -500,6 +530,8 @@ std::string Topology::machine_shape(int machine) const {
   std::sort(parts.begin(), parts.end());
   std::string out;
   for (const std::string& part : parts) out += part + ";";
+  std::unique_lock lock(cache_->mutex);
+  cache_->machine_shape.emplace(machine, out);
   return out;
 }
 

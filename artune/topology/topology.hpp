@@ -155,7 +155,7 @@ class Topology {
   /// The network joining machines, if any.
   const std::optional<NetworkSpec>& network() const { return network_; }
   /// Sets the network spec (clusters).
-  void set_network(NetworkSpec spec) { network_ = spec; }
+  void set_network(NetworkSpec spec);
 
   /// The route from node a to node b (memoised; thread-safe for concurrent readers after finalize()).
   const Route& route(int a, int b) const;
@@ -191,6 +191,8 @@ class Topology {
   std::vector<int> network_path(int nic_a, int nic_b) const;
   struct RouteCache;
   std::unique_ptr<RouteCache> cache_;
+  /// Drops the memoised fingerprint and machine shapes (what they cover changed).
+  void forget_traits();
 };
 
 /// Short name of a kind ("gpu", "cpu", "pcie_switch", "nvswitch", "nic", "net_switch").

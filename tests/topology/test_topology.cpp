@@ -165,6 +165,36 @@ TEST_CASE("topology.machine_shape") {
   CHECK(a.fingerprint() == b.fingerprint());  // decision tables of earlier releases keep loading
 }
 
+TEST_CASE("topology.memoised_traits_follow_changes") {
+  // fingerprint() and machine_shape() are memoised; a node, a link or a network added after the first call
+  // changes them as if nothing had been kept.
+  Topology t = dgx1_like(true);
+  const std::string fp = t.fingerprint(), shape = t.machine_shape(0);
+  CHECK(t.fingerprint() == fp);
+  Node extra = t.nodes()[static_cast<std::size_t>(gpu(t, 0))];
+  extra.id = "gpu8";
+  extra.local_index = 8;
+  const int x = t.add_node(extra);
+  const std::string with_node = t.fingerprint();
+  CHECK(with_node != fp);
+  CHECK(t.machine_shape(0) != shape);
+  const std::string shape_with_node = t.machine_shape(0);
+  t.add_duplex_link(gpu(t, 0), x, LinkKind::kNvLink, 25, 0.7);
+  CHECK(t.fingerprint() != with_node);
+  CHECK(t.machine_shape(0) != shape_with_node);
+  const std::string with_link = t.fingerprint();
+  NetworkSpec net;
+  net.latency_us = 3;
+  t.set_network(net);
+  CHECK(t.fingerprint() != with_link);
+  Topology fresh = dgx1_like(true);
+  fresh.add_node(extra);
+  fresh.add_duplex_link(gpu(fresh, 0), fresh.find_node("gpu8"), LinkKind::kNvLink, 25, 0.7);
+  fresh.set_network(net);
+  CHECK(fresh.fingerprint() == t.fingerprint());  // never asked before: computed from scratch, the same
+  CHECK(fresh.machine_shape(0) == t.machine_shape(0));
+}
+
 TEST_CASE("topology.rejects_bad_construction") {
   Topology t;
   const int a = t.add_node(mk("a", NodeKind::kGpu));
