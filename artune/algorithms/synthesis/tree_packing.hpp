@@ -34,8 +34,9 @@
 namespace artune::synthesis {
 
 /// The most participants a tree packing takes. Its LPs have a flow per participant over every pair's edges, and
-/// GLPK's simplex time grows steeply with them (the reduce-broadcast LP on uniform:16 0.15 s, uniform:24 1.3 s,
-/// uniform:26 6.9 s, uniform:32 over 50 s); clusters pack each machine's GPUs on their own.
+/// GLPK's simplex time grows steeply with them (`artune simulate -t uniform:N -s rbtrees -b 1M -e 1M`: 0.24 s at
+/// 16 GPUs, 1.8 s at 24, and with this limit lifted 7.2 s at 26 and 96 s at 32; docs/bound.md); clusters pack
+/// each machine's GPUs on their own.
 inline constexpr int kMaxTreePackingParticipants = 24;
 
 /// How data moves between two participants along a tree: the route between them, or staged through a CPU.
