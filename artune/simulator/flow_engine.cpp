@@ -28,6 +28,50 @@ std::uint64_t class_key(std::span<const int> resources, std::span<const double> 
   return h;
 }
 
+// Indexed d-ary heaps (a class's members, the completion heap): `before` orders entries, `place(pos, entry)` stores
+// an entry and records where it now is.
+template <int Arity, typename T, typename Before, typename Place>
+void sift_up(std::vector<T>& heap, int pos, Before before, Place place) {
+  const T entry = heap[static_cast<std::size_t>(pos)];
+  while (pos > 0) {
+    const int parent = (pos - 1) / Arity;
+    if (!before(entry, heap[static_cast<std::size_t>(parent)])) break;
+    place(pos, heap[static_cast<std::size_t>(parent)]);
+    pos = parent;
+  }
+  place(pos, entry);
+}
+
+template <int Arity, typename T, typename Before, typename Place>
+void sift_down(std::vector<T>& heap, int pos, Before before, Place place) {
+  const int n = static_cast<int>(heap.size());
+  const T entry = heap[static_cast<std::size_t>(pos)];
+  for (;;) {
+    const int first = Arity * pos + 1;
+    if (first >= n) break;
+    int child = first;
+    for (int c = first + 1; c < std::min(first + Arity, n); ++c) {
+      if (before(heap[static_cast<std::size_t>(c)], heap[static_cast<std::size_t>(child)])) child = c;
+    }
+    if (!before(heap[static_cast<std::size_t>(child)], entry)) break;
+    place(pos, heap[static_cast<std::size_t>(child)]);
+    pos = child;
+  }
+  place(pos, entry);
+}
+
+// Removes heap[pos]: the last entry takes its place and moves whichever way it must; `where(entry)` is the
+// position place() recorded.
+template <int Arity, typename T, typename Before, typename Place, typename Where>
+void erase_at(std::vector<T>& heap, int pos, Before before, Place place, Where where) {
+  const T last = heap.back();
+  heap.pop_back();
+  if (pos == static_cast<int>(heap.size())) return;
+  place(pos, last);
+  sift_up<Arity>(heap, pos, before, place);
+  sift_down<Arity>(heap, where(last), before, place);
+}
+
 // The index of a free slot of `items`: one freed before, or a new one at the end.
 template <typename T>
 int reuse_or_append(std::vector<T>& items, std::vector<int>& free) {
@@ -165,8 +209,7 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   f.mark = served_now + work;
   f.history_from = c.history.size() - 1;
   f.tag = tag;
-  c.members.push_back({f.mark, id});
-  member_up(c, static_cast<int>(c.members.size()) - 1);
+  member_add(c, {f.mark, id});
   ++c.count;
   for (std::size_t k = 0; k < c.res.size(); ++k) {
     Resource& R = res_[c.res[k]];
@@ -423,52 +466,16 @@ void FlowEngine::member_set(Class& c, int pos, const Member& m) {
   flows_[static_cast<std::size_t>(m.flow)].member_pos = pos;
 }
 
-namespace {
-bool member_before(double mark_a, int flow_a, double mark_b, int flow_b) {
-  return mark_a < mark_b || (mark_a == mark_b && flow_a < flow_b);
-}
-}  // namespace
-
-void FlowEngine::member_up(Class& c, int pos) {
-  const Member m = c.members[static_cast<std::size_t>(pos)];
-  while (pos > 0) {
-    const int parent = (pos - 1) / 2;
-    const Member& p = c.members[static_cast<std::size_t>(parent)];
-    if (!member_before(m.mark, m.flow, p.mark, p.flow)) break;
-    member_set(c, pos, p);
-    pos = parent;
-  }
-  member_set(c, pos, m);
-}
-
-void FlowEngine::member_down(Class& c, int pos) {
-  const int n = static_cast<int>(c.members.size());
-  const Member m = c.members[static_cast<std::size_t>(pos)];
-  for (;;) {
-    int child = 2 * pos + 1;
-    if (child >= n) break;
-    const Member* a = &c.members[static_cast<std::size_t>(child)];
-    if (child + 1 < n) {
-      const Member& b = c.members[static_cast<std::size_t>(child + 1)];
-      if (member_before(b.mark, b.flow, a->mark, a->flow)) {
-        ++child;
-        a = &b;
-      }
-    }
-    if (!member_before(a->mark, a->flow, m.mark, m.flow)) break;
-    member_set(c, pos, *a);
-    pos = child;
-  }
-  member_set(c, pos, m);
+void FlowEngine::member_add(Class& c, const Member& m) {
+  c.members.push_back(m);
+  sift_up<kMemberArity>(c.members, static_cast<int>(c.members.size()) - 1, member_before,
+                        [&](int pos, const Member& e) { member_set(c, pos, e); });
 }
 
 void FlowEngine::member_remove(Class& c, int pos) {
-  const Member last = c.members.back();
-  c.members.pop_back();
-  if (pos == static_cast<int>(c.members.size())) return;
-  member_set(c, pos, last);
-  member_up(c, pos);
-  member_down(c, flows_[static_cast<std::size_t>(last.flow)].member_pos);
+  erase_at<kMemberArity>(
+      c.members, pos, member_before, [&](int at, const Member& e) { member_set(c, at, e); },
+      [&](const Member& e) { return flows_[static_cast<std::size_t>(e.flow)].member_pos; });
 }
 
 void FlowEngine::reschedule(int cid) {
@@ -488,31 +495,11 @@ void FlowEngine::heap_set(int pos, const Scheduled& entry) {
 }
 
 void FlowEngine::heap_up(int pos) {
-  const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
-  while (pos > 0) {
-    const int parent = (pos - 1) / kHeapArity;
-    if (!earlier(entry, completions_[static_cast<std::size_t>(parent)])) break;
-    heap_set(pos, completions_[static_cast<std::size_t>(parent)]);
-    pos = parent;
-  }
-  heap_set(pos, entry);
+  sift_up<kHeapArity>(completions_, pos, earlier, [this](int at, const Scheduled& e) { heap_set(at, e); });
 }
 
 void FlowEngine::heap_down(int pos) {
-  const int n = static_cast<int>(completions_.size());
-  const Scheduled entry = completions_[static_cast<std::size_t>(pos)];
-  for (;;) {
-    const int first = kHeapArity * pos + 1;
-    if (first >= n) break;
-    int child = first;
-    for (int c = first + 1; c < std::min(first + kHeapArity, n); ++c) {
-      if (earlier(completions_[static_cast<std::size_t>(c)], completions_[static_cast<std::size_t>(child)])) child = c;
-    }
-    if (!earlier(completions_[static_cast<std::size_t>(child)], entry)) break;
-    heap_set(pos, completions_[static_cast<std::size_t>(child)]);
-    pos = child;
-  }
-  heap_set(pos, entry);
+  sift_down<kHeapArity>(completions_, pos, earlier, [this](int at, const Scheduled& e) { heap_set(at, e); });
 }
 
 void FlowEngine::schedule(const Scheduled& entry) {
@@ -538,12 +525,9 @@ void FlowEngine::unschedule(int cid) {
   const int pos = heap_pos_[static_cast<std::size_t>(cid)];
   if (pos < 0) return;
   heap_pos_[static_cast<std::size_t>(cid)] = -1;
-  const Scheduled last = completions_.back();
-  completions_.pop_back();
-  if (last.cls == cid) return;
-  heap_set(pos, last);
-  heap_up(pos);
-  heap_down(heap_pos_[static_cast<std::size_t>(last.cls)]);
+  erase_at<kHeapArity>(
+      completions_, pos, earlier, [this](int at, const Scheduled& e) { heap_set(at, e); },
+      [this](const Scheduled& e) { return heap_pos_[static_cast<std::size_t>(e.cls)]; });
 }
 
 }  // namespace artune::detail

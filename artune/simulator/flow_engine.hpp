@@ -136,10 +136,13 @@ class FlowEngine {
   int class_for(double now, std::span<const int> resources, std::span<const double> weights, double cap);
   void drop_class(int c);
   void advance(Class& c, double now);
-  // The class's members heap.
+  // The class's members heap: binary, the first to end (mark, then flow) on top.
+  static constexpr int kMemberArity = 2;
+  static bool member_before(const Member& a, const Member& b) {
+    return a.mark < b.mark || (a.mark == b.mark && a.flow < b.flow);
+  }
   void member_set(Class& c, int pos, const Member& m);
-  void member_up(Class& c, int pos);
-  void member_down(Class& c, int pos);
+  void member_add(Class& c, const Member& m);
   void member_remove(Class& c, int pos);
   // Where the class's first flow ends, in the completion heap (nowhere when its rate is 0 or it has none).
   void reschedule(int c);
