@@ -111,7 +111,8 @@ TEST_CASE("candidates.reduce_broadcast_trees_copies_by_gpus") {
 
 TEST_CASE("candidates.tree_packing_limit") {
   // The tree families are tried where every machine's GPUs fit one packing (kMaxTreePackingParticipants): past it
-  // their LPs take minutes (uniform:32: over 50 s for one packing), and a cluster packs per machine.
+  // their LPs take minutes (simulate -t uniform:32 -s rbtrees: 96 s with the limit lifted), and a cluster packs
+  // per machine.
   const auto tree_specs = [](const std::string& topology) {
     int n = 0;
     for (const auto& c : generate_candidates(load_topology(topology)).candidates) n += c.family == "trees";
