@@ -65,7 +65,7 @@ int Emitter::finish(Op op, std::vector<int> deps) {
     // The backstop for families without an up-front estimate (see builders.cpp).
     throw InvalidInput(
         fmt::format("{} {}: the plan needs more than {} ops, artune's limit per plan (use fewer "
-                    "participants, subchunks, shards or packs)",
+                    "participants, subchunks, shards, packs, copies or slices)",
                     parameter("spec"), plan_.spec, kMaxPlanOps));
   }
   const int id = static_cast<int>(plan_.ops.size());

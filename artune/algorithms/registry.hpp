@@ -53,7 +53,7 @@ using UpperLevel = std::function<void(Emitter& e, const std::vector<Slot>& reps,
 }  // namespace detail
 
 /// What `#n` means in a spec token; kNone: the token takes no argument.
-enum class ArgKind { kNone, kSubchunks, kShards, kPacks, kRings, kCopies };
+enum class ArgKind { kNone, kSubchunks, kShards, kPacks, kRings, kCopies, kSlices };
 
 /// One spec token of a family (the shuffle family has three: pscpu, psgpu, shuffle).
 struct SpecName {

@@ -302,6 +302,7 @@ TEST_CASE("trees.plans_verify") {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
         INFO(name << " count " << count << " " << to_string(op));
         build(t, Collective::kAllReduce, "trees", count, op);
+        build(t, Collective::kAllReduce, "trees#3", count, op, 2);
         build(t, Collective::kAllReduce, "trees2", count, op, 3);
         build(t, Collective::kAllReduce, "rbtrees", count, op, 4);
         if (t.gpus().size() <= synthesis::kMaxRingPackingParticipants)
@@ -337,7 +338,47 @@ TEST_CASE("trees.reduce_broadcast_copies") {
   CHECK(copies_of(more) > copies_of(sixty_four));
   CHECK(copies_of(sixty_four) > copies_of(one));
   CHECK(to_string(parse_collective_spec(Collective::kAllReduce, "reduce-broadcast-trees#128")) == "rbtrees#128");
-  CHECK_THROWS_AS(parse_collective_spec(Collective::kAllReduce, "trees#2"), InvalidInput);
+  CHECK_THROWS_AS(parse_collective_spec(Collective::kAllReduce, "trees2#2"), InvalidInput);
+}
+
+TEST_CASE("trees.slices") {
+  // trees#P: the buffer in P slices, each run through every phase as the whole plan of its slice (P times the
+  // ops, each slice's on its own range), and each step of a slice after the same step of the slice before, so
+  // that the phases overlap as a pipeline. One slice is the plan of `trees`. Every plan verified (build).
+  for (const char* name : {"uniform:2x2", "dgx1-v100[0,1,2,4,5]", "2xpcie-8gpu"}) {
+    INFO(name);
+    const Topology t = load_topology(name);
+    const std::int64_t count = 4096 * 3;
+    const Plan whole = build(t, Collective::kAllReduce, "trees", count, ReduceOp::kAvg);
+    CHECK(build(t, Collective::kAllReduce, "trees#1", count, ReduceOp::kAvg).ops == whole.ops);
+    CHECK(to_string(parse_collective_spec(Collective::kAllReduce, "tree-packing#4")) == "trees#4");
+    const int slices = 3;
+    const Plan sliced = build(t, Collective::kAllReduce, "trees#3", count, ReduceOp::kAvg);
+    REQUIRE(sliced.ops.size() == slices * whole.ops.size());
+    const std::size_t per = whole.ops.size();
+    const std::int64_t length = count / slices;
+    for (std::size_t i = 0; i < sliced.ops.size(); ++i) {
+      const Op& op = sliced.ops[i];
+      const auto k = static_cast<std::int64_t>(i / per);
+      // The slice's own range of the users' buffers (buffer 0; scratch and staging buffers are the op's own).
+      for (const Location* l : {&op.src, &op.dst}) {
+        if (l->buffer != 0 || (l == &op.src && op.kind == OpKind::kScale)) continue;
+        CHECK(l->offset >= k * length);
+        CHECK(l->offset + l->count <= (k + 1) * length);
+      }
+      if (k > 0) CHECK(std::binary_search(op.deps.begin(), op.deps.end(), static_cast<int>(i - per)));
+    }
+  }
+  // More slices than elements: the empty ones are left out (two elements, two slices' plans).
+  const Topology t = load_topology("uniform:2x2");
+  CHECK(build(t, Collective::kAllReduce, "trees#64", 2, ReduceOp::kSum).ops.size() ==
+        2 * build(t, Collective::kAllReduce, "trees", 1, ReduceOp::kSum).ops.size());
+  // Refused up front, in one line, where the slices would pass the plan's op limit.
+  BuildOptions o;
+  o.count = 1 << 20;
+  CHECK_THROWS_WITH_AS(build_plan(load_topology("128xdgx-h100"), parse_spec("trees#8"), o),
+                       doctest::Contains("8 slices of"), InvalidInput);
+  CHECK_THROWS_AS(parse_collective_spec(Collective::kAllGather, "trees#2"), InvalidInput);
 }
 
 TEST_CASE("trees.same_spec_same_plan") {

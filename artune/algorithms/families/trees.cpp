@@ -11,7 +11,8 @@
 // scratch of the parent, which reduces it locally. Each tree carries its share of the root's block (its weight,
 // in 1/1024ths), whole or as copies in proportion to the weight; --segments pipelines the pieces down and up the
 // trees. On clusters of machines with equal GPU counts the trees stay inside the machines (one packing for
-// machines built alike) and rings of the same local GPU cross them, for all three collectives. `prings` packs
+// machines built alike) and rings of the same local GPU cross them, for all three collectives; `trees#P` runs the
+// all-reduce in P slices through its phases, so that they overlap (emit_in_slices). `prings` packs
 // Hamiltonian rings instead (synthesis/ring_packing.hpp; a ring is a spanning path closed by one more hop): on
 // machines whose GPUs all take in alike it reaches the bound where the trees' schedules fall short of theirs.
 //
@@ -466,6 +467,53 @@ void emit_packed_rings(Emitter& e, const Setup& s) {
   }
 }
 
+// Slice k's ops follow slice k − 1's one for one: op i of the slice starting at `first` waits for op i of the one in
+// [prev_first, prev_end) where both are the same step (kind and devices), as pipeline() chains an op's segments. The
+// slices' plans are alike (the same emission over ranges of the same size, give or take an element); where a piece
+// came out empty and the two drift apart, an op is left without the extra wait, which costs overlap, not correctness.
+void follow_previous_slice(Plan& plan, std::size_t prev_first, std::size_t prev_end, std::size_t first) {
+  for (std::size_t i = 0; prev_first + i < prev_end && first + i < plan.ops.size(); ++i) {
+    const Op& before = plan.ops[prev_first + i];
+    Op& op = plan.ops[first + i];
+    if (op.kind != before.kind || op.src.device != before.src.device || op.dst.device != before.dst.device) continue;
+    op.deps.insert(std::upper_bound(op.deps.begin(), op.deps.end(), before.id), before.id);
+    op.deps.erase(std::unique(op.deps.begin(), op.deps.end()), op.deps.end());
+  }
+}
+
+// `trees#P`: the buffer in P slices, each through every phase of the plan (in-trees, the rings across machines,
+// out-trees) as a plan of its own over `blocks` even blocks of the slice, and every step of a slice after the same
+// step of the slice before. The phases then overlap as a pipeline: slice k + 1 goes up the in-trees while slice k
+// crosses the machines. pipeline()'s segments cannot do this: a segment waits for what it reads, and a ring's
+// chunk spans whole trees' pieces, each reduced up its tree at the pace of all the others, so on clusters the
+// rings waited for every in-tree to finish (4xdgx-h100, 256 MiB: 214 GB/s busbw at 8 segments, the three phases'
+// times added; 322 in 8 slices, docs/bound.md). With one slice, the plan of `trees`.
+void emit_in_slices(Emitter& e, std::int64_t count, int blocks, int slices,
+                    const std::function<void(const BlockOf&)>& emit_slice) {
+  std::size_t prev_first = 0;
+  std::size_t prev_end = 0;
+  for (int k = 0; k < slices; ++k) {
+    const auto [offset, length] = even_piece(count, slices, k);
+    if (length == 0) continue;
+    const BlockOf block = [offset, length, blocks](int b) {
+      const auto [o, n] = even_piece(length, blocks, b);
+      return std::pair<std::int64_t, std::int64_t>{offset + o, n};
+    };
+    const std::size_t first = e.plan().ops.size();
+    emit_slice(block);
+    const std::size_t ops = e.plan().ops.size() - first;
+    if (k == 0 && ops * static_cast<std::size_t>(slices) > kMaxPlanOps) {
+      // Refused before the others are emitted (the emitter's own limit would stop them only at the limit).
+      throw InvalidInput(fmt::format("{} {}: {} slices of {} ops each pass artune's limit of {} ops per plan (use "
+                                     "fewer slices)",
+                                     parameter("spec"), e.plan().spec, slices, ops, kMaxPlanOps));
+    }
+    if (k > 0) follow_previous_slice(e.plan(), prev_first, prev_end, first);
+    prev_first = first;
+    prev_end = e.plan().ops.size();
+  }
+}
+
 // Whether the plan runs across machines that each hold the same number of its GPUs (two or more): the trees then
 // go inside the machines and rings across them.
 bool across_machines(const Setup& s) { return s.workers.size() > 1 && s.per_worker > 1; }
@@ -498,21 +546,20 @@ std::shared_ptr<const TreePacking> packing_of(const Setup& s, const Machines& m,
 // machines by a ring of the GPUs holding it (one ring per local GPU, over the NICs, all at once), then an all-gather
 // down the out-trees. Each machine's packings are its own LP over its GPUs only, solved once for machines built
 // alike (machine_packing_for); the network takes rings, as NCCL's do.
-void emit_trees_across_machines(Emitter& e, const Setup& s) {
+void emit_trees_across_machines(Emitter& e, const Setup& s, int slices) {
   const std::vector<Slot> slots = user_slots(ranks(s));
-  const int gpus = s.per_worker;
-  const std::int64_t count = s.options.count;
-  const BlockOf block = [&](int k) { return even_piece(count, gpus, k); };
   const Machines m = machines_of(s, slots);
-  for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto in = packing_of(s, m, w, Packing::kInTrees);
-    emit_in_trees(e, m.slots[w], *in, kNoScale, false, block);
-  }
-  emit_rings_across_machines(e, m.slots, block, s.scale_by);
-  for (std::size_t w = 0; w < s.workers.size(); ++w) {
-    const auto out = packing_of(s, m, w, Packing::kOutTrees);
-    emit_out_trees(e, m.slots[w], *out, false, block);
-  }
+  emit_in_slices(e, s.options.count, s.per_worker, slices, [&](const BlockOf& block) {
+    for (std::size_t w = 0; w < s.workers.size(); ++w) {
+      const auto in = packing_of(s, m, w, Packing::kInTrees);
+      emit_in_trees(e, m.slots[w], *in, kNoScale, false, block);
+    }
+    emit_rings_across_machines(e, m.slots, block, s.scale_by);
+    for (std::size_t w = 0; w < s.workers.size(); ++w) {
+      const auto out = packing_of(s, m, w, Packing::kOutTrees);
+      emit_out_trees(e, m.slots[w], *out, false, block);
+    }
+  });
 }
 
 // The plan's blocks of one machine's ranks (`row`, in local order): local GPU k is the root of row[k]'s block.
@@ -550,7 +597,8 @@ void emit_trees_reducescatter_across_machines(Emitter& e, const Setup& s) {
 
 // Both phases take the packings of the reduce-scatter and the all-gather, each at its own best rate.
 // trees: each piece goes down its out-trees as soon as its root has reduced it, so the phases overlap (best
-// where the links that bind carry one phase each way, as on most GPU subsets). trees2: every root has its
+// where the links that bind carry one phase each way, as on most GPU subsets); `trees#P` runs the buffer in P
+// slices through them (emit_in_slices), which clusters need. trees2: every root has its
 // whole block reduced first (one local copy of the block, which its sends down read, waits for all of it),
 // and every tree runs as copies in proportion to its weight (best where both phases load the same links:
 // 7 or 8 GPUs of a DGX-1).
@@ -563,23 +611,29 @@ void emit_trees_allreduce(Emitter& e, const Setup& s, const AlgToken& token) {
     emit_packed_rings(e, s);
     return;
   }
+  const int slices = token.arg < 0 ? 1 : token.arg;
   if (token.name == std::string_view("trees") && across_machines(s)) {
-    emit_trees_across_machines(e, s);
+    emit_trees_across_machines(e, s, slices);
     return;
   }
   const std::vector<Slot> slots = user_slots(ranks(s));
-  const bool two_phase = token.name == std::string_view("trees2");
-  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, two_phase, plan_blocks(e));
-  std::vector<Slot> root_copy;
-  if (two_phase) {
-    for (int r = 0; r < ranks(s); ++r) {
-      const auto [offset, count] = collective_block(e.plan(), r);
-      const Slot copy{r, e.scratch(r, count), -offset};
-      e.copy(at(slots[static_cast<std::size_t>(r)], offset, count), at(copy, offset, count));
-      root_copy.push_back(copy);
-    }
+  if (token.name == std::string_view("trees")) {
+    emit_in_slices(e, s.options.count, ranks(s), slices, [&](const BlockOf& block) {
+      emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, false, block);
+      emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), false, block);
+    });
+    return;
   }
-  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), two_phase, plan_blocks(e), root_copy);
+  // trees2: every root's block reduced whole and copied aside (its sends down read the copy) before it goes down.
+  emit_in_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kInTrees), s.scale_by, true, plan_blocks(e));
+  std::vector<Slot> root_copy;
+  for (int r = 0; r < ranks(s); ++r) {
+    const auto [offset, count] = collective_block(e.plan(), r);
+    const Slot copy{r, e.scratch(r, count), -offset};
+    e.copy(at(slots[static_cast<std::size_t>(r)], offset, count), at(copy, offset, count));
+    root_copy.push_back(copy);
+  }
+  emit_out_trees(e, slots, *packing_for(s.topo, s.nodes, Packing::kOutTrees), true, plan_blocks(e), root_copy);
 }
 
 void emit_trees_allgather(Emitter& e, const Setup& s, const AlgToken&) {
@@ -647,6 +701,10 @@ const std::vector<int> kPackedRingSegments = {2, 4};
 // Clusters: `trees` in every machine and rings across, where every machine has the same GPUs; shallower pipelines
 // (the plan carries every machine's trees: 4xdgx1-v100 at 32 segments passes the plan's op limit).
 const std::vector<int> kAcrossMachinesSegments = {1, 4, 8, 16};
+// The all-reduce there in slices besides (trees#P, one segment each: slices pipeline the phases, and segments on
+// top gained little for P times the plan). At 256 MiB, busbw in GB/s at 8 / 16 slices (docs/bound.md): 4xdgx-h100
+// 321.9 / 316.4 (whole, the best of its depths: 214.1), 4xdgx1-v100 49.9 / 53.1 (41.7).
+const std::vector<int> kAcrossMachinesSlices = {8, 16};
 
 bool machines_of_equal_gpus(const Topology& topo) {
   for (int m = 1; m < topo.machine_count(); ++m) {
@@ -667,10 +725,20 @@ void trees_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
   out.push_back({"trees", {}, {}, CandidateSeed::Segments::kAll, kTreeSegments});
 }
 
-// All-reduce: `trees` as the other collectives take it, and on one machine `trees2` and `rbtrees` besides.
+// All-reduce: `trees` as the other collectives take it, on clusters in slices besides, and on one machine
+// `trees2` and `rbtrees` besides.
 void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed>& out) {
+  const std::size_t before = out.size();
   trees_candidates(ctx, out);
-  if (ctx.machines > 1 || !packable(ctx)) return;
+  if (ctx.machines > 1) {
+    if (out.size() == before) return;  // no `trees` here
+    for (const int slices : kAcrossMachinesSlices) {
+      out.push_back(
+          {fmt::format("trees#{}", slices), {}, {}, CandidateSeed::Segments::kOne});
+    }
+    return;
+  }
+  if (!packable(ctx)) return;
   out.push_back({"trees2", {}, {}, CandidateSeed::Segments::kAll, kTwoPhaseTreeSegments});
   out.push_back({"rbtrees", {}, {}, CandidateSeed::Segments::kAll, kReduceBroadcastSegments});
   if (ctx.gpus <= kFineCopiesMaxGpus)
@@ -688,9 +756,10 @@ namespace artune::family {
 const Family trees{
     .name = "trees",
     .readable = "tree-packing",
-    .specs = {{"trees", "tree-packing", ArgKind::kNone,
-               "spanning trees per root packed over the topology's capacity: reduce-scatter up in-trees, "
-               "all-gather down out-trees, each piece as soon as it is reduced"},
+    .specs = {{"trees", "tree-packing", ArgKind::kSlices,
+               "spanning trees per root packed over the topology's capacity: reduce-scatter up in-trees "
+               "(across machines then rings of the same local GPU), all-gather down out-trees, each piece as "
+               "soon as it is reduced; #P = slices the buffer is pipelined in through these phases (default 1)"},
               {"trees2", "tree-packing-two-phase", ArgKind::kNone,
                "trees with each block reduced whole before it goes down, the trees as copies by weight"},
               {"rbtrees", "reduce-broadcast-trees", ArgKind::kCopies,
