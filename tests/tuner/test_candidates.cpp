@@ -125,6 +125,25 @@ TEST_CASE("candidates.tree_packing_limit") {
   CHECK(tree_specs("uniform:2x25") == 0);
 }
 
+TEST_CASE("candidates.trees_in_slices_on_clusters") {
+  // On clusters of equal machines the trees' all-reduce is tried in 8 and 16 slices besides (one segment each),
+  // where the slices' rings across machines (2·G·W·(W − 1) ops each) fit the plan's op limit: on 92 machines of 2
+  // GPUs 33,488 ops per slice, so 8 slices fit and 16 do not (535,808 > 524,288). Not on one machine.
+  const auto sliced = [](const std::string& topology) {
+    std::set<std::string> specs;
+    for (const auto& c : generate_candidates(load_topology(topology)).candidates) {
+      if (c.spec.rfind("trees#", 0) == 0) {
+        CHECK(c.segments == 1);
+        specs.insert(c.spec);
+      }
+    }
+    return specs;
+  };
+  CHECK(sliced("uniform:2x4") == std::set<std::string>{"trees#16", "trees#8"});
+  CHECK(sliced("uniform:92x2") == std::set<std::string>{"trees#8"});
+  CHECK(sliced("uniform:8").empty());
+}
+
 TEST_CASE("candidates.dgx1_p100_and_dgx2") {
   const Topology p100 = load_topology("dgx1-p100");
   const CandidateSet p = generate_candidates(p100);

@@ -732,7 +732,13 @@ void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed
   trees_candidates(ctx, out);
   if (ctx.machines > 1) {
     if (out.size() == before) return;  // no `trees` here
+    // The rings across machines alone take 2·G·W·(W − 1) ops per slice (W machines of G GPUs: a ring per local GPU,
+    // W − 1 steps of reduce-scatter and of all-gather with W chunks each); past the plan's op limit the slices are
+    // left out here rather than refused at every size (128xdgx-h100: 260,096 per slice).
+    const auto w = static_cast<std::size_t>(ctx.machines);
+    const std::size_t ring_ops = 2 * static_cast<std::size_t>(ctx.gpus) * w * (w - 1);
     for (const int slices : kAcrossMachinesSlices) {
+      if (ring_ops * static_cast<std::size_t>(slices) > kMaxPlanOps) continue;
       out.push_back(
           {fmt::format("trees#{}", slices), {}, {}, CandidateSeed::Segments::kOne});
     }
