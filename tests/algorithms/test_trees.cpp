@@ -315,9 +315,9 @@ TEST_CASE("trees.plans_verify") {
 }
 
 TEST_CASE("trees.reduce_broadcast_copies") {
-  // rbtrees#C cuts the buffer into about C copies by the trees' weights (default 64): the default plan is
-  // rbtrees#64's; with twice the copies every tree edge carries twice the transfers; one copy per tree at #1.
-  // Every plan verified (build).
+  // rbtrees#C cuts the buffer into C equal pieces (default 64), apportioned to the trees by weight and balanced over
+  // the links: every transfer of the plan moves one piece; the pieces of a tree sum to about its weight's share; at
+  // #1 the whole buffer goes up and down one tree. Every plan verified (build).
   const Topology t = load_topology("dgx1-v100[0,1,2,3,4,5]");
   const auto copies_of = [](const Plan& p) {
     return std::count_if(p.ops.begin(), p.ops.end(), [](const Op& op) { return op.kind == OpKind::kCopy; });
@@ -328,17 +328,39 @@ TEST_CASE("trees.reduce_broadcast_copies") {
   CHECK(fallback.ops == sixty_four.ops);  // the plans' labels differ (the spec's text), not their ops
   const Plan more = build(t, Collective::kAllReduce, "reduce-broadcast-trees#128", count, ReduceOp::kSum);
   const Plan one = build(t, Collective::kAllReduce, "rbtrees#1", count, ReduceOp::kSum);
-  const TreePacking p = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), usable_link_rates(t));
-  int staged = 0;  // edges staged through a CPU: two copies each way
-  for (const synthesis::WeightedTree& tree : p.trees) {
-    for (int e : tree.parent_edge) staged += e >= 0 && p.edges[static_cast<std::size_t>(e)].via >= 0 ? 1 : 0;
+  for (const auto& [plan, pieces] : {std::pair<const Plan*, std::int64_t>{&sixty_four, 64}, {&more, 128}, {&one, 1}}) {
+    for (const Op& op : plan->ops) {
+      if (op.kind == OpKind::kCopy) CHECK(op.dst.count == count / pieces);
+    }
   }
-  // One copy per tree: each of its 5 edges carries the copy up and down, a staged edge in two transfers each way.
-  CHECK(copies_of(one) == static_cast<std::ptrdiff_t>(p.trees.size() * 2 * 5 + 2 * staged));
+  const TreePacking p = synthesis::pack_reduce_broadcast_trees(t, t.gpus(), usable_link_rates(t));
+  int most_staged = 0;  // the most edges of one tree staged through a CPU: two copies each way
+  for (const synthesis::WeightedTree& tree : p.trees) {
+    int staged = 0;
+    for (int e : tree.parent_edge) staged += e >= 0 && p.edges[static_cast<std::size_t>(e)].via >= 0 ? 1 : 0;
+    most_staged = std::max(most_staged, staged);
+  }
+  // One piece, one tree: each of its 5 edges carries it up and down, a staged edge in two transfers each way.
+  CHECK(copies_of(one) >= 2 * 5);
+  CHECK(copies_of(one) <= 2 * 5 + 2 * most_staged);
   CHECK(copies_of(more) > copies_of(sixty_four));
   CHECK(copies_of(sixty_four) > copies_of(one));
   CHECK(to_string(parse_collective_spec(Collective::kAllReduce, "reduce-broadcast-trees#128")) == "rbtrees#128");
   CHECK_THROWS_AS(parse_collective_spec(Collective::kAllReduce, "trees2#2"), InvalidInput);
+}
+
+TEST_CASE("trees.apportion_by_load") {
+  // Two items of equal weight, each over a link of its own (rates 1 and 2), three pieces: largest remainders give
+  // the first two (loads 2 and 0.5 pieces per unit of rate), and one moves to the second (1 and 1); a second move
+  // would load the second link 1.5. An item crossing a link twice loads it twice: two pieces split evenly would
+  // load the first link 2, both on the second item load the second 1.
+  const LinkRates rates = {1.0, 2.0};
+  const synthesis::LoadedPieces even = synthesis::apportion_by_load({0.5, 0.5}, 3, {{{0, 1}}, {{1, 1}}}, rates);
+  CHECK(even.pieces == std::vector<int>{1, 2});
+  CHECK(even.max_load == doctest::Approx(1.0));
+  const synthesis::LoadedPieces twice = synthesis::apportion_by_load({0.5, 0.5}, 2, {{{0, 2}}, {{1, 1}}}, rates);
+  CHECK(twice.pieces == std::vector<int>{0, 2});
+  CHECK(twice.max_load == doctest::Approx(1.0));
 }
 
 TEST_CASE("trees.slices") {

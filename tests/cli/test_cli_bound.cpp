@@ -128,12 +128,18 @@ TEST_CASE("cli_bound.trees_run_exact") {
     CHECK(c.status == 0);
     CHECK(c.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   }
+  // The all-reduce in slices (trees#P: each step of a slice after the same step of the slice before).
+  const auto sliced = run_artune({"run", "-t", "2xpcie-8gpu", "-s", "trees#4", "--backend", "cpu", "-b", "1K", "-e",
+                                  "256K", "-f", "16", "-o", "avg", "--segments", "2"});
+  INFO("trees#4: " << sliced.err);
+  CHECK(sliced.status == 0);
+  CHECK(sliced.out.find("# Out of bounds values : 0 OK") != std::string::npos);
   // Under mpirun: one rank per GPU, the staged copies on the ranks of the CPUs' plan devices.
-  for (const char* spec : {"trees", "rbtrees", "prings"}) {
+  for (const char* spec : {"trees", "trees#3", "rbtrees", "prings"}) {
     const auto m = run_shell(
         "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 120 mpirun -np 5 "
         "--oversubscribe " +
-        artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s " + spec +
+        artune_test::artune_bin() + " run -t 'dgx1-v100[0,1,2,4,5]' -s '" + spec + "'" +
         " --backend mpi -b 4K -e 64K -f 16 2>&1");
     if (m.out.find("mpirun: not found") != std::string::npos) break;
     INFO(spec << ": " << m.out);

@@ -308,7 +308,7 @@ TEST_CASE("cli_ux.autotune_table_against_nccl") {
       run_artune({"autotune", "-t", "dgx1-p100", "-b", "2K", "-e", "1G", "-f", "4", "-q", "--min-gain", "0"});
   REQUIRE(fastest.status == 0);
   CHECK(fastest.out.find("kept by min-gain") == std::string::npos);
-  CHECK(fastest.out.find("# differs from NCCL's own choice in 1 of 2 ranges: 32M-512M") != std::string::npos);
+  CHECK(fastest.out.find("# differs from NCCL's own choice in 2 of 3 ranges: 32M, 128M-512M") != std::string::npos);
   for (const char* bad : {"-1", "x", "2000"}) {
     const CliResult e = run_artune({"autotune", "-t", "pcie-8gpu", "-b", "1K", "-e", "1K", "-q", "--min-gain", bad});
     CHECK(e.status == 2);

@@ -53,11 +53,12 @@ constexpr std::size_t kPackingCacheEntries = 64;
 // weight's); its copies, about 32 per block, keep plans at a few thousand ops on 8 GPUs.
 constexpr int kChunksPerBlock = 1024;
 constexpr int kCopiesPerBlock = 32;
-// rbtrees carries the whole buffer over its trees (each rooted at its centre), as about 64 copies in proportion to
-// the trees' weights (simulated at 256 MiB and 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine:
-// 32 copies reach 86.9, 95.3 and 96.8 % of the bound, 64 copies 89.3, 96.4 and 95.7 %, 128 copies 93.7, 96.9 and
-// 96.4 %, with twice the plan's ops to simulate). The copies pipeline at kPhases phases (Op::phase). `rbtrees#C`
-// asks for C copies instead (docs/bound.md: 128 lift the subsets, at twice the simulation's time).
+// rbtrees carries the whole buffer over its trees (each rooted at its centre), as 64 equal pieces (copies)
+// apportioned to the trees by weight and balanced over the links (reduce_broadcast_pieces; simulated at 256 MiB and
+// 64 segments on dgx1-v100[0,1,2,4], [0,1,2,4,5] and the whole machine: 32 pieces reach 94.4, 93.6 and 85.8 % of the
+// bound, 64 pieces 93.8, 96.5 and 94.1 %, 128 pieces 94.5, 97.3 and 96.6 %, with twice the plan's ops to simulate).
+// The copies pipeline at kPhases phases (Op::phase). `rbtrees#C` asks for C pieces instead (docs/bound.md: 128 lift
+// the subsets, at twice the simulation's time).
 constexpr int kCopiesPerBuffer = 64;
 // Pipeline phases the copies stagger over (Op::phase: 0, 1/4, 1/2, 3/4). While one quarter of the copies on a link
 // waits for its pieces' latency the others carry on; more phases gain nothing and make the simulation slower, as
@@ -251,8 +252,7 @@ BlockOf plan_blocks(Emitter& e) {
 // asks for.
 std::vector<std::vector<Piece>> pieces(const TreePacking& p, int copies_per_block, const BlockOf& block) {
   std::vector<std::vector<Piece>> out;
-  // Each block's next chunk, by the block's offset: the trees of one root share their root's block, and the
-  // reduce-broadcast trees, rooted where each is shallowest, all share the whole buffer.
+  // Each block's next chunk, by the block's offset: the trees of one root share their root's block.
   std::map<std::int64_t, int> next_chunk;
   for (const WeightedTree& t : p.trees) {
     const auto [block_offset, block_count] = block(t.root);
@@ -385,6 +385,47 @@ void emit_reduce_broadcast_tree(Emitter& e, const std::vector<Slot>& slots, cons
   copy_down(e, slots, p, t, order, piece);
 }
 
+// rbtrees' copies: the buffer in `copies` equal pieces, apportioned to the trees by weight and balanced over the
+// links (synthesis::apportion_by_load: a piece of a tree crosses the links of its edges both ways, up and down), as
+// prings apportions its pieces. Pieces of one size are what the fabric's even sharing of a link between its
+// transfers needs to give each tree its share: copies of a tree's own share, cut per tree (rounded to whole
+// copies per tree), were of different sizes from tree to tree, and the trees with the larger ones fell behind
+// (docs/bound.md: the DGX-1 V100 subsets at 95 % of the bound from 182 to 196, P100 194 to 198).
+std::vector<std::vector<Piece>> reduce_broadcast_pieces(const Setup& s, const TreePacking& p, int copies) {
+  std::vector<double> weights;
+  std::vector<std::map<int, int>> crossings;
+  for (const WeightedTree& t : p.trees) {
+    weights.push_back(t.chunks);
+    std::map<int, int>& crossed = crossings.emplace_back();
+    const auto cross = [&](int from, int to) {
+      for (const int l : s.topo.route(from, to).links) ++crossed[l];
+    };
+    for (const int e : t.parent_edge) {
+      if (e < 0) continue;
+      const TreeEdge& te = p.edges[static_cast<std::size_t>(e)];
+      for (const int l : te.links) ++crossed[l];  // down
+      const int from = s.nodes[static_cast<std::size_t>(te.from)];
+      const int to = s.nodes[static_cast<std::size_t>(te.to)];
+      if (te.via < 0) {  // up: the reverse route, or staged back through the same CPU
+        cross(to, from);
+      } else {
+        cross(to, te.via);
+        cross(te.via, from);
+      }
+    }
+  }
+  const std::vector<int> n = synthesis::apportion_by_load(weights, copies, crossings, usable_link_rates(s.topo)).pieces;
+  std::vector<std::vector<Piece>> out(p.trees.size());
+  int next = 0;
+  for (std::size_t i = 0; i < p.trees.size(); ++i) {
+    for (int c = 0; c < n[i]; ++c, ++next) {
+      const auto [offset, length] = even_piece(s.options.count, copies, next);
+      if (length > 0) out[i].push_back({offset, length});
+    }
+  }
+  return out;
+}
+
 // rbtrees: the whole buffer, split among the trees by weight and each tree's share into copies, each copy reduced
 // up its tree into the tree's root and broadcast down it; --segments pipelines the two, so every
 // tree edge carries pieces both ways at once.
@@ -393,8 +434,7 @@ void emit_reduce_broadcast_trees(Emitter& e, const Setup& s, int copies_per_buff
   const std::shared_ptr<const TreePacking> packing = packing_for(s.topo, s.nodes, Packing::kReduceBroadcast);
   const TreePacking& p = *packing;
   const std::int64_t count = s.options.count;
-  const auto chunk_pieces =
-      pieces(p, copies_per_buffer, [count](int) { return std::pair<std::int64_t, std::int64_t>{0, count}; });
+  const auto chunk_pieces = reduce_broadcast_pieces(s, p, copies_per_buffer);
   // Copy c pipelines at phase (c mod kPhases)/kPhases: the copies sharing a link pause between their pieces (each
   // piece waits its latency) at four different moments instead of all at once, which left the link idle for that time on every
   // piece (docs/bound.md).
@@ -683,12 +723,13 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // rbtrees pipelines deeper: both directions of every tree edge wait for the pieces before them, and its copies
 // keep the plan's flows few enough to simulate at 64 and 128 segments. 128 pays where the staggered copies'
 // latency leaves room (dgx1-v100[1,2,3,4,5,6,7] at 256 MiB: 94.1 % of the bound at 64, 96.4 % at 128;
-// dgx1-v100[0,1,2,4]: 89.3 and 88.7 %).
+// dgx1-v100[0,1,2,4]: 93.8 and 94.6 %).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
 // rbtrees#128, twice the default copies, on sets of up to 6 GPUs: on 3-6 GPUs of a DGX-1 the finer copies lift the
-// worst sets (dgx1-v100[0,1,2,3,4,5] at 256 MiB: 83.6 % of the bound at 64 copies, 86.7 % at 128; the V100 subset
-// table of docs/bound.md from 169 sets at 95 % of the bound to 182). Not tried on more GPUs: no 7- or 8-GPU set of
+// worst sets (dgx1-v100[0,1,2,3,4,5] at 256 MiB and 32 segments: 84.7 % of the bound at 64 pieces, 86.7 % at 128;
+// with the per-tree copies of the time, the V100 subset table of docs/bound.md went from 169 sets at 95 % of the
+// bound to 182). Not tried on more GPUs: no 7- or 8-GPU set of
 // a DGX-1 gains (the whole machines' picks stay NCCL's, by min-gain), and there these plans are the slowest of all
 // candidates to simulate (the flows of twice the copies share every link).
 constexpr int kFineCopiesMaxGpus = 6;
@@ -770,8 +811,8 @@ const Family trees{
                "trees with each block reduced whole before it goes down, the trees as copies by weight"},
               {"rbtrees", "reduce-broadcast-trees", ArgKind::kCopies,
                "spanning trees of one root packed over the topology's capacity, the buffer reduced up and "
-               "broadcast down each at once (Blink); #C = copies the buffer is cut into by the trees' weights "
-               "(default 64)"},
+               "broadcast down each at once (Blink); #C = equal pieces the buffer is cut into, apportioned to the "
+               "trees by weight (default 64)"},
               {"prings", "ring-packing", ArgKind::kNone,
                "Hamiltonian rings packed over the topology's capacity (LP by column generation), each "
                "all-reducing its share of the buffer around the ring (one machine, at most 12 GPUs)"}},

@@ -162,51 +162,12 @@ RingPacking pack_rings(const Topology& topo, const std::vector<int>& participant
   out.bound_gbps = collective_bound(topo, participants, Collective::kAllReduce, rates).busbw_gbps;
   // Whole pieces: out.chunks equal pieces of the buffer, apportioned to the rings by their LP rates (largest
   // remainders), then moved one at a time from a ring crossing the most loaded link (pieces over rate) to the ring
-  // that lowers that maximum most, while one does.
+  // that lowers that maximum most, while one does (apportion_by_load).
   std::vector<double> weights;
   for (const lemon::Lp::Col& x : columns) weights.push_back(std::max(0.0, lp.primal(x)));
-  std::vector<int> pieces = apportion(weights, options.chunks);
-  std::vector<std::int64_t> load(rates.size(), 0);  // pieces crossing each link
-  auto move = [&](std::size_t c, int k) {
-    for (const auto& [l, x] : crossings[c]) load[static_cast<std::size_t>(l)] += std::int64_t{k} * x;
-  };
-  for (std::size_t c = 0; c < rings.size(); ++c) move(c, pieces[c]);
-  // The most loaded link (pieces over rate; ties to the lowest index) and its load.
-  auto worst = [&] {
-    std::pair<double, int> m{0.0, -1};
-    for (const auto& [l, row] : rows) {
-      const double v = static_cast<double>(load[static_cast<std::size_t>(l)]) / rates[static_cast<std::size_t>(l)];
-      if (v > m.first) m = {v, l};
-    }
-    return m;
-  };
-  for (int step = 0; step < options.chunks; ++step) {
-    const auto [now, link] = worst();
-    std::pair<double, int> best{now, link};
-    std::size_t from = 0, to = 0;
-    for (std::size_t a = 0; a < rings.size(); ++a) {
-      if (pieces[a] == 0 || !crossings[a].contains(link)) continue;
-      move(a, -1);
-      for (std::size_t b = 0; b < rings.size(); ++b) {
-        if (b == a) continue;
-        move(b, 1);
-        const auto w = worst();
-        if (w.first < best.first) {
-          best = w;
-          from = a;
-          to = b;
-        }
-        move(b, -1);
-      }
-      move(a, 1);
-    }
-    if (!(best.first < now)) break;
-    move(from, -1);
-    move(to, 1);
-    --pieces[from];
-    ++pieces[to];
-  }
-  out.quantized_gbps = options.chunks / worst().first;
+  const LoadedPieces loaded = apportion_by_load(weights, options.chunks, crossings, rates);
+  const std::vector<int>& pieces = loaded.pieces;
+  out.quantized_gbps = options.chunks / loaded.max_load;
   std::map<int, int> renumbered;  // edge index → index into out.edges
   for (std::size_t c = 0; c < rings.size(); ++c) {
     if (pieces[c] == 0) continue;

@@ -474,6 +474,56 @@ std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
   return out;
 }
 
+LoadedPieces apportion_by_load(const std::vector<double>& weights, int total,
+                               const std::vector<std::map<int, int>>& crossings, const LinkRates& rates) {
+  ARTUNE_CHECK(weights.size() == crossings.size(), "apportion_by_load: a weight per item's crossings");
+  LoadedPieces out{apportion(weights, total), 0};
+  std::vector<int>& pieces = out.pieces;
+  std::vector<std::int64_t> load(rates.size(), 0);  // pieces crossing each link
+  auto move = [&](std::size_t item, int k) {
+    for (const auto& [l, x] : crossings[item]) load[static_cast<std::size_t>(l)] += std::int64_t{k} * x;
+  };
+  for (std::size_t i = 0; i < pieces.size(); ++i) move(i, pieces[i]);
+  // The most loaded link and its load.
+  auto worst = [&] {
+    std::pair<double, int> m{0.0, -1};
+    for (std::size_t l = 0; l < load.size(); ++l) {
+      if (load[l] == 0) continue;
+      const double v = static_cast<double>(load[l]) / rates[l];
+      if (v > m.first) m = {v, static_cast<int>(l)};
+    }
+    return m;
+  };
+  for (int step = 0; step < total; ++step) {
+    const auto [now, link] = worst();
+    std::pair<double, int> best{now, link};
+    std::size_t from = 0, to = 0;
+    for (std::size_t a = 0; a < pieces.size(); ++a) {
+      if (pieces[a] == 0 || !crossings[a].contains(link)) continue;
+      move(a, -1);
+      for (std::size_t b = 0; b < pieces.size(); ++b) {
+        if (b == a) continue;
+        move(b, 1);
+        const auto w = worst();
+        if (w.first < best.first) {
+          best = w;
+          from = a;
+          to = b;
+        }
+        move(b, -1);
+      }
+      move(a, 1);
+    }
+    if (!(best.first < now)) break;
+    move(from, -1);
+    move(to, 1);
+    --pieces[from];
+    ++pieces[to];
+  }
+  out.max_load = worst().first;
+  return out;
+}
+
 namespace {
 
 // Trees of one direction from the LP's edge rates at per-root rate `rate`, for the participants whose `demand`

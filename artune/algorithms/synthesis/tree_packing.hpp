@@ -25,6 +25,7 @@
 // engines. `rate_gbps` and `bound_gbps` say how far.
 
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -112,5 +113,17 @@ std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<in
                                       const LinkRates& rates, bool staging);
 /// Largest remainders: counts proportional to `weights` (not all 0), summing to `total`.
 std::vector<int> apportion(const std::vector<double>& weights, int total);
+
+/// Whole pieces for items that each load links (rings, reduce-broadcast trees), balanced over the links.
+struct LoadedPieces {
+  std::vector<int> pieces;  ///< per item, summing to the total
+  double max_load = 0;      ///< the most loaded link's pieces (times crossed) over its rate
+};
+/// `total` equal pieces apportioned to the items by `weights` (apportion), then moved one at a time from an item
+/// crossing the most loaded link to the item whose taking it lowers that maximum most, while one does: rounding
+/// to whole pieces then overloads the links that bind as little as it can. crossings[i]: link → how many times
+/// one piece of item i crosses it; a link's load is Σ pieces × crossings over its rate (ties: the lowest link).
+LoadedPieces apportion_by_load(const std::vector<double>& weights, int total,
+                               const std::vector<std::map<int, int>>& crossings, const LinkRates& rates);
 
 }  // namespace artune::synthesis
