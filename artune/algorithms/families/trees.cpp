@@ -544,9 +544,10 @@ void emit_in_slices(Emitter& e, std::int64_t count, int blocks, int slices,
     const std::size_t ops = e.plan().ops.size() - first;
     if (k == 0 && ops * static_cast<std::size_t>(slices) > kMaxPlanOps) {
       // Refused before the others are emitted (the emitter's own limit would stop them only at the limit).
-      throw InvalidInput(fmt::format("{} {}: {} slices of {} ops each pass artune's limit of {} ops per plan (use "
-                                     "fewer slices)",
-                                     parameter("spec"), e.plan().spec, slices, ops, kMaxPlanOps));
+      throw InvalidInput(
+          fmt::format("{} {}: {} slices of {} ops each pass artune's limit of {} ops per plan (use "
+                      "fewer slices)",
+                      parameter("spec"), e.plan().spec, slices, ops, kMaxPlanOps));
     }
     if (k > 0) follow_previous_slice(e.plan(), prev_first, prev_end, first);
     prev_first = first;
@@ -780,8 +781,7 @@ void trees_allreduce_candidates(CandidateContext& ctx, std::vector<CandidateSeed
     const std::size_t ring_ops = 2 * static_cast<std::size_t>(ctx.gpus) * w * (w - 1);
     for (const int slices : kAcrossMachinesSlices) {
       if (ring_ops * static_cast<std::size_t>(slices) > kMaxPlanOps) continue;
-      out.push_back(
-          {fmt::format("trees#{}", slices), {}, {}, CandidateSeed::Segments::kOne});
+      out.push_back({fmt::format("trees#{}", slices), {}, {}, CandidateSeed::Segments::kOne});
     }
     return;
   }
