@@ -90,8 +90,9 @@ TEST_CASE("candidates.dgx1_v100") {
 }
 
 TEST_CASE("candidates.reduce_broadcast_trees_copies_by_gpus") {
-  // rbtrees at its default 64 copies everywhere one packing is tried; at 128 copies (32, 64 and 128 segments) on
-  // sets of up to 6 GPUs only, where the finer copies lift DGX-1 subsets and the plans stay cheap to simulate.
+  // rbtrees at its default 64 pieces everywhere one packing is tried; at 128 pieces (32, 64 and 128 segments) on
+  // sets of up to 7 GPUs only, where the finer pieces lift DGX-1 subsets and the plans stay cheap enough to simulate
+  // (not on whole 8-GPU machines, whose autotune is the main job).
   const auto rbtrees = [](const std::string& topology) {
     std::map<std::string, std::vector<int>> out;
     for (const auto& c : generate_candidates(load_topology(topology)).candidates) {
@@ -105,7 +106,7 @@ TEST_CASE("candidates.reduce_broadcast_trees_copies_by_gpus") {
   CHECK(rbtrees("dgx1-v100[0,4]").count("rbtrees#128") == 1);
   const auto seven = rbtrees("dgx1-v100[0,1,2,3,4,5,6]");
   CHECK(seven.count("rbtrees") == 1);
-  CHECK(seven.count("rbtrees#128") == 0);
+  CHECK(seven.count("rbtrees#128") == 1);
   CHECK(rbtrees("dgx1-v100").count("rbtrees#128") == 0);
 }
 

@@ -727,13 +727,13 @@ const std::vector<int> kTwoPhaseTreeSegments = {1, 2, 4};
 // dgx1-v100[0,1,2,4]: 93.8 and 94.6 %).
 const std::vector<int> kReduceBroadcastSegments = {1, 4, 16, 32, 64, 128};
 
-// rbtrees#128, twice the default copies, on sets of up to 6 GPUs: on 3-6 GPUs of a DGX-1 the finer copies lift the
+// rbtrees#128, twice the default pieces, on sets of up to 7 GPUs: on 3-7 GPUs of a DGX-1 the finer pieces lift the
 // worst sets (dgx1-v100[0,1,2,3,4,5] at 256 MiB and 32 segments: 84.7 % of the bound at 64 pieces, 86.7 % at 128;
-// with the per-tree copies of the time, the V100 subset table of docs/bound.md went from 169 sets at 95 % of the
-// bound to 182). Not tried on more GPUs: no 7- or 8-GPU set of
-// a DGX-1 gains (the whole machines' picks stay NCCL's, by min-gain), and there these plans are the slowest of all
-// candidates to simulate (the flows of twice the copies share every link).
-constexpr int kFineCopiesMaxGpus = 6;
+// the three seven-GPU sets of dgx1-p100 below 95 % at 64 pieces, 94.7-95.0 %, reach 95.2-95.9 %; with the per-tree
+// copies of the time, the V100 subset table of docs/bound.md went from 169 sets at 95 % of the bound to 182). Not
+// tried on whole 8-GPU machines, whose autotune is the main job and where these plans are the slowest of all
+// candidates to simulate (the flows of twice the pieces share every link).
+constexpr int kFineCopiesMaxGpus = 7;
 const std::vector<int> kFineCopiesSegments = {32, 64, 128};
 
 // prings: its 256 pieces already run side by side, so shallow pipelines do (dgx1-v100, 256 MiB: 83.0, 94.4, 96.8
