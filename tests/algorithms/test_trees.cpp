@@ -92,17 +92,6 @@ void check_packing(const TreePacking& p, int n) {
   for (int c : chunks) CHECK(c == p.chunks);
 }
 
-// The links a tree edge crosses the other way (a reduce-broadcast tree's reduction): the reverse route, or the
-// reverse of both routes through the same CPU.
-std::vector<int> reverse_links(const Topology& t, const synthesis::TreeEdge& e, const std::vector<int>& nodes) {
-  const int from = nodes[static_cast<std::size_t>(e.from)], to = nodes[static_cast<std::size_t>(e.to)];
-  if (e.via < 0) return t.route(to, from).links;
-  std::vector<int> out = t.route(to, e.via).links;
-  const auto& second = t.route(e.via, from).links;
-  out.insert(out.end(), second.begin(), second.end());
-  return out;
-}
-
 // What the trees put on every link (each tree its weight's share of the rate, on the links of its edges, and
 // with `both_ways` also on those of their reverses) stays within the link's rate, up to the rounding of the
 // weights to chunks. A packing that placed only part of its demand fails here: the rounding to chunks scales
@@ -116,7 +105,7 @@ void check_link_loads(const Topology& t, const TreePacking& p, const LinkRates& 
       const auto& edge = p.edges[static_cast<std::size_t>(e)];
       for (int l : edge.links) load[static_cast<std::size_t>(l)] += share;
       if (both_ways) {
-        for (int l : reverse_links(t, edge, t.gpus())) load[static_cast<std::size_t>(l)] += share;
+        for (int l : synthesis::reverse_links(t, t.gpus(), edge)) load[static_cast<std::size_t>(l)] += share;
       }
     }
   }

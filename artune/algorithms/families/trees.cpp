@@ -397,21 +397,11 @@ std::vector<std::vector<Piece>> reduce_broadcast_pieces(const Setup& s, const Tr
   for (const WeightedTree& t : p.trees) {
     weights.push_back(t.chunks);
     std::map<int, int>& crossed = crossings.emplace_back();
-    const auto cross = [&](int from, int to) {
-      for (const int l : s.topo.route(from, to).links) ++crossed[l];
-    };
     for (const int e : t.parent_edge) {
       if (e < 0) continue;
       const TreeEdge& te = p.edges[static_cast<std::size_t>(e)];
-      for (const int l : te.links) ++crossed[l];  // down
-      const int from = s.nodes[static_cast<std::size_t>(te.from)];
-      const int to = s.nodes[static_cast<std::size_t>(te.to)];
-      if (te.via < 0) {  // up: the reverse route, or staged back through the same CPU
-        cross(to, from);
-      } else {
-        cross(to, te.via);
-        cross(te.via, from);
-      }
+      for (const int l : te.links) ++crossed[l];                                      // down
+      for (const int l : synthesis::reverse_links(s.topo, s.nodes, te)) ++crossed[l];  // up
     }
   }
   const std::vector<int> n = synthesis::apportion_by_load(weights, copies, crossings, usable_link_rates(s.topo)).pieces;
@@ -426,14 +416,13 @@ std::vector<std::vector<Piece>> reduce_broadcast_pieces(const Setup& s, const Tr
   return out;
 }
 
-// rbtrees: the whole buffer, split among the trees by weight and each tree's share into copies, each copy reduced
+// rbtrees: the whole buffer in equal pieces shared out among the trees (reduce_broadcast_pieces), each piece reduced
 // up its tree into the tree's root and broadcast down it; --segments pipelines the two, so every
 // tree edge carries pieces both ways at once.
 void emit_reduce_broadcast_trees(Emitter& e, const Setup& s, int copies_per_buffer) {
   const std::vector<Slot> slots = user_slots(ranks(s));
   const std::shared_ptr<const TreePacking> packing = packing_for(s.topo, s.nodes, Packing::kReduceBroadcast);
   const TreePacking& p = *packing;
-  const std::int64_t count = s.options.count;
   const auto chunk_pieces = reduce_broadcast_pieces(s, p, copies_per_buffer);
   // Copy c pipelines at phase (c mod kPhases)/kPhases: the copies sharing a link pause between their pieces (each
   // piece waits its latency) at four different moments instead of all at once, which left the link idle for that time on every

@@ -474,6 +474,16 @@ std::vector<int> apportion(const std::vector<double>& weights, int chunks) {
   return out;
 }
 
+std::vector<int> reverse_links(const Topology& topo, const std::vector<int>& participants, const TreeEdge& edge) {
+  const int from = participants[static_cast<std::size_t>(edge.from)];
+  const int to = participants[static_cast<std::size_t>(edge.to)];
+  if (edge.via < 0) return topo.route(to, from).links;
+  std::vector<int> out = topo.route(to, edge.via).links;
+  const std::vector<int>& back = topo.route(edge.via, from).links;
+  out.insert(out.end(), back.begin(), back.end());
+  return out;
+}
+
 LoadedPieces apportion_by_load(const std::vector<double>& weights, int total,
                                const std::vector<std::map<int, int>>& crossings, const LinkRates& rates) {
   ARTUNE_CHECK(weights.size() == crossings.size(), "apportion_by_load: a weight per item's crossings");

@@ -111,6 +111,9 @@ double packed_trees_algbw(const Topology& topo, const std::vector<int>& particip
 /// each path staged through a CPU socket of their machine that crosses other links), usable at `rates`.
 std::vector<TreeEdge> candidate_edges(const Topology& topo, const std::vector<int>& participants,
                                       const LinkRates& rates, bool staging);
+/// The links a tree edge crosses the other way (a reduce-broadcast tree's reduction up the edge): the reverse route
+/// between its participants, or back through the same CPU when staged. `participants` as packed (topology nodes).
+std::vector<int> reverse_links(const Topology& topo, const std::vector<int>& participants, const TreeEdge& edge);
 /// Largest remainders: counts proportional to `weights` (not all 0), summing to `total`.
 std::vector<int> apportion(const std::vector<double>& weights, int total);
 
