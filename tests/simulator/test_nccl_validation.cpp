@@ -8,8 +8,9 @@
 // a plan's count covers (Plan::count), and busbw is nccl-tests' algbw × 2(n−1)/n
 // for all-reduce, × (n−1)/n for the other two (bus_factor).
 // The mean absolute percentage error (MAPE) per regime is printed against
-// issue 12's targets: large single-machine busbw ≤ 10 %, multi-machine busbw
-// ≤ 25 %, small-message time ≤ 40 %, and enforced.
+// issue 26's targets: large single-machine busbw ≤ 7 %, multi-machine busbw
+// ≤ 15 %, small-message time ≤ 25 %, and enforced; medium-size time (above
+// 64 KiB, below 64 MiB) is printed without a target.
 //
 // Each row says how nccl-tests issued its calls (`gpus_per_thread`: its -g,
 // `cuda_graph`: -G), which the simulator's time model charges
@@ -61,6 +62,9 @@ constexpr std::size_t kFloatBytes = 4;  // every row is float, as nccl-tests run
 const std::map<std::string, double> kTargetPercent = {{"large_single", 7.0}, {"large_multi", 15.0}, {"small", 25.0}};
 // What the test asserts: the targets, on all rows and on the held-out rows alike.
 const std::map<std::string, double> kEnforcedPercent = {{"large_single", 7.0}, {"large_multi", 15.0}, {"small", 25.0}};
+// Regimes reported without a target: `medium` (time, above 64 KiB and below 64 MiB, where the protocols change and
+// the pipelines fill: DDP's 25 MiB buckets fall here). Issue 26 sets none; the error is printed so that it is known.
+const std::set<std::string> kReportedRegimes = {"medium"};
 
 // The rows each fitted constant of the time model was derived from (nccl_model.cpp says how): the data's
 // `derives` labels must name exactly these, and the constants must recompute from exactly them.
@@ -269,14 +273,15 @@ TEST_CASE("nccl_validation.data_is_well_formed") {
   for (const Row& r : rows) {
     INFO("row ", r.id);
     CHECK(ids.insert(r.id).second);
-    CHECK(kTargetPercent.count(r.regime) == 1);
+    CHECK(kTargetPercent.count(r.regime) + kReportedRegimes.count(r.regime) == 1);
     ++per_regime[r.regime];
     ++per_collective[r.collective];
     if (r.machines > 1) {
       ++multi_rows;
       multi_sources.insert(r.source);
     }
-    CHECK(r.metric == (r.regime == "small" ? "time_us" : "busbw_gbps"));
+    const bool large = r.regime == "large_single" || r.regime == "large_multi";
+    CHECK(r.metric == (large ? "busbw_gbps" : "time_us"));
     CHECK(r.published > 0);
     CHECK(r.size > 0);
     CHECK(r.size % kFloatBytes == 0);
@@ -285,14 +290,15 @@ TEST_CASE("nccl_validation.data_is_well_formed") {
       CHECK(r.size % (kFloatBytes * static_cast<std::uint64_t>(r.machines * r.gpus_per_machine)) == 0);
     }
     if (r.regime == "small") CHECK(r.size <= 65536);
-    if (r.regime != "small") CHECK(r.size >= (64ULL << 20));
+    if (large) CHECK(r.size >= (64ULL << 20));
+    if (r.regime == "medium") CHECK((r.size > 65536 && r.size < (64ULL << 20)));
     CHECK(r.machines >= 1);
     CHECK(r.gpus_per_machine >= 1);
     // Only the time model's two derived constants; a CUDA-graph row issues its calls from one thread.
     CHECK((r.derives.empty() || r.derives == "launch_us" || r.derives == "nvls_device_us"));
     CHECK(r.gpus_per_thread <= r.gpus_per_machine);
     const bool multi = r.machines > 1;
-    if (r.regime != "small") CHECK((r.regime == "large_multi") == multi);
+    if (large) CHECK((r.regime == "large_multi") == multi);
     CHECK(r.nics.empty() == !multi);
     CHECK(!r.source.empty());
     CHECK(!r.hardware.empty());
@@ -329,6 +335,10 @@ TEST_CASE("nccl_validation.data_is_well_formed") {
     }
   }
   for (const auto& [regime, target] : kTargetPercent) {
+    INFO("regime ", regime);
+    CHECK(per_regime[regime] >= 5);
+  }
+  for (const std::string& regime : kReportedRegimes) {
     INFO("regime ", regime);
     CHECK(per_regime[regime] >= 5);
   }
@@ -439,8 +449,8 @@ TEST_CASE("nccl_validation.published_figures") {
     return e.empty() ? NAN : sum / static_cast<double>(e.size());
   };
   std::map<std::string, double> mape, held_mape;
-  for (const auto& [regime, target] : kTargetPercent) {
-    mape[regime] = mean(errors[regime]);
+  for (const auto& [regime, e] : errors) {
+    mape[regime] = mean(e);
     held_mape[regime] = mean(held[regime]);
   }
 
@@ -459,16 +469,21 @@ TEST_CASE("nccl_validation.published_figures") {
   fmt::print(
       "\n| regime | held-out rows (sources) | held-out MAPE | median | worst held-out row | all rows | all-rows MAPE | "
       "target | met |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n");
-  for (const auto& [regime, target] : kTargetPercent) {
-    const bool met = !std::isnan(mape[regime]) && mape[regime] <= target && held_mape[regime] <= target;
+  for (const auto& [regime, e] : errors) {
+    const auto target = kTargetPercent.find(regime);
+    const bool met = target != kTargetPercent.end() && !std::isnan(mape[regime]) &&
+                     mape[regime] <= target->second && held_mape[regime] <= target->second;
     std::set<std::string> sources;
     for (const Row& r : rows) {
       if (r.regime == regime && r.derives.empty()) sources.insert(r.source);
     }
+    const bool reported = target == kTargetPercent.end();
+    const std::string target_text = reported ? std::string("none") : fmt::format("≤ {:g} %", target->second);
+    const std::string met_text = reported ? "reported" : met ? "yes" : "no";
     const std::string line =
-        fmt::format("| {} | {} ({}) | **{:.1f} %** | {:.1f} % | {} ({:+.1f} %) | {} | {:.1f} % | ≤ {:g} % | {} |", regime,
+        fmt::format("| {} | {} ({}) | **{:.1f} %** | {:.1f} % | {} ({:+.1f} %) | {} | {:.1f} % | {} | {} |", regime,
                     held[regime].size(), sources.size(), held_mape[regime], median(held[regime]), worst[regime].first,
-                    worst[regime].second, errors[regime].size(), mape[regime], target, met ? "yes" : "no");
+                    worst[regime].second, e.size(), mape[regime], target_text, met_text);
     fmt::print("{}\n", line);
     regime_lines.push_back(line);
   }
