@@ -471,8 +471,8 @@ TEST_CASE("nccl_validation.published_figures") {
       "target | met |\n|---|---:|---:|---:|---|---:|---:|---:|---|\n");
   for (const auto& [regime, e] : errors) {
     const auto target = kTargetPercent.find(regime);
-    const bool met = target != kTargetPercent.end() && !std::isnan(mape[regime]) &&
-                     mape[regime] <= target->second && held_mape[regime] <= target->second;
+    const bool met = target != kTargetPercent.end() && !std::isnan(mape[regime]) && mape[regime] <= target->second &&
+                     held_mape[regime] <= target->second;
     std::set<std::string> sources;
     for (const Row& r : rows) {
       if (r.regime == regime && r.derives.empty()) sources.insert(r.source);
