@@ -608,10 +608,10 @@ void add_autotune_command(CLI::App& app) {
   at->add_flag("-q,--quiet", flags->quiet, "no progress output (warnings still print)");
   at->add_option("--min-gain", flags->min_gain,
                  fmt::format("percent a plan must beat NCCL's own choice by (predicted) to replace it; auto: the "
-                             "model's validated error for each size's regime ({:g}% up to 64K, {:g}% larger on one "
-                             "machine, {:g}% across machines); 0: the fastest prediction wins",
-                             kValidatedModelError.small_pct, kValidatedModelError.large_single_pct,
-                             kValidatedModelError.large_multi_pct))
+                             "model's validated error for each size's regime ({:g}% up to 64K, {:g}% below 64M, {:g}% "
+                             "from 64M on one machine, {:g}% across machines); 0: the fastest prediction wins",
+                             kValidatedModelError.small_pct, kValidatedModelError.medium_pct,
+                             kValidatedModelError.large_single_pct, kValidatedModelError.large_multi_pct))
       ->capture_default_str();
   at->add_flag("--tf", flags->tf, "also print TF's choose_the_best pick and its time per range");
   at->callback([flags, at] {

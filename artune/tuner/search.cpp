@@ -94,7 +94,9 @@ double min_gain_at(const SearchOptions& options, const Topology& topo, std::uint
 
 double default_min_gain(int machines, std::uint64_t bytes) {
   const ModelError& e = kValidatedModelError;
-  return (bytes <= kSmallMessageBytes ? e.small_pct : machines > 1 ? e.large_multi_pct : e.large_single_pct) / 100.0;
+  if (bytes <= kSmallMessageBytes) return e.small_pct / 100.0;
+  if (bytes < kLargeMessageBytes) return e.medium_pct / 100.0;
+  return (machines > 1 ? e.large_multi_pct : e.large_single_pct) / 100.0;
 }
 
 namespace {

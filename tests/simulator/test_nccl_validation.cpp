@@ -534,6 +534,7 @@ TEST_CASE("nccl_validation.published_figures") {
   // The tuner's default minimum gain over NCCL's own choice is this validated error (held-out MAPE per regime,
   // artune/tuner/search.hpp kValidatedModelError): it must follow the data, to the printed tenth of a percent.
   CHECK(std::abs(held_mape["small"] - artune::kValidatedModelError.small_pct) < 0.05);
+  CHECK(std::abs(held_mape["medium"] - artune::kValidatedModelError.medium_pct) < 0.05);
   CHECK(std::abs(held_mape["large_single"] - artune::kValidatedModelError.large_single_pct) < 0.05);
   CHECK(std::abs(held_mape["large_multi"] - artune::kValidatedModelError.large_multi_pct) < 0.05);
 }
