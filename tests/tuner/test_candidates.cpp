@@ -328,7 +328,7 @@ int check_min_gain_rule(const Topology& topo, const SearchResult& r) {
   for (std::size_t s = 0; s < r.sizes.size(); ++s) {
     const SizeScores& sc = r.sizes[s];
     const double gain = default_min_gain(topo.machine_count(), sc.bytes);
-    CHECK(gain == doctest::Approx((sc.bytes <= kSmallMessageBytes   ? kValidatedModelError.small_pct
+    CHECK(gain == doctest::Approx((sc.bytes <= kSmallMessageBytes  ? kValidatedModelError.small_pct
                                    : sc.bytes < kLargeMessageBytes ? kValidatedModelError.medium_pct
                                                                    : kValidatedModelError.large_single_pct) /
                                   100.0));
