@@ -356,6 +356,22 @@ int check_min_gain_rule(const Topology& topo, const SearchResult& r) {
   return kept;
 }
 
+TEST_CASE("search.default_min_gain_by_regime") {
+  // The validation's regimes, edge to edge: small up to 64 KiB, medium above it and below 64 MiB (one machine or
+  // several alike), large from 64 MiB (the machine count decides).
+  const ModelError& e = kValidatedModelError;
+  for (const int machines : {1, 4}) {
+    CAPTURE(machines);
+    CHECK(default_min_gain(machines, 8) == doctest::Approx(e.small_pct / 100));
+    CHECK(default_min_gain(machines, kSmallMessageBytes) == doctest::Approx(e.small_pct / 100));
+    CHECK(default_min_gain(machines, kSmallMessageBytes + 4) == doctest::Approx(e.medium_pct / 100));
+    CHECK(default_min_gain(machines, kLargeMessageBytes - 4) == doctest::Approx(e.medium_pct / 100));
+    CHECK(default_min_gain(machines, kLargeMessageBytes) ==
+          doctest::Approx((machines > 1 ? e.large_multi_pct : e.large_single_pct) / 100));
+  }
+  CHECK(e.medium_pct > e.large_single_pct);  // the medium regime is the less certain one (reports/nccl-validation)
+}
+
 TEST_CASE("search.min_gain_keeps_nccl_unless_a_pick_beats_it_by_the_model_error") {
   // dgx1-v100 on the NCCL profile: from 256 MiB the packed rings are 2-3 % faster than NCCL's own choice, less than
   // the model's error on large messages (kValidatedModelError), so NCCL is kept there (README's table).
