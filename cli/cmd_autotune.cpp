@@ -373,7 +373,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
   }
   if (f.nccl_version) {
     so.model.nccl_release = parse_nccl_release(*f.nccl_version, "--nccl-version");
-    notes.push_back("NCCL's choice as NCCL " + to_string(so.model.nccl_release) + " makes it (--nccl-version)");
+    notes.push_back(describe_nccl_choice(so.model.nccl_release) + " (--nccl-version)");
   }
   const Collective kind = parse_collective_kind(f.collective);
   if (kind != Collective::kAllReduce && !f.fusion.empty()) {
@@ -501,7 +501,7 @@ void tune(AutotuneFlags& f, Resolved resolved, bool root) {
                so.calibration.empty() ? "" : ", calibrated by " + so.calibration,
                so.model.nccl_release == kModelledNcclRelease
                    ? ""
-                   : ", NCCL " + to_string(so.model.nccl_release) + "'s choice (--nccl-version)");
+                   : ", " + describe_nccl_choice(so.model.nccl_release) + " (--nccl-version)");
     fmt::print("# {} simulations for {} (candidate, size) pairs{}\n", simulations, pairs,
                so.exhaustive ? " (--exhaustive)"
                              : fmt::format("; {} pruned by their lower bound, the others interpolated where verified "

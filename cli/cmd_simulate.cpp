@@ -243,7 +243,7 @@ void run_simulate(const SimulateFlags& f) {
       collective == Collective::kAllReduce ? "" : fmt::format("collective {}, ", collective_flag_name(collective)),
       to_string(spec), to_string(model.profile), f.segments,
       model.launch == LaunchMode{} ? "" : ", launch " + to_string(model.launch),
-      model.nccl_release == kModelledNcclRelease ? "" : ", NCCL " + to_string(model.nccl_release) + "'s choice");
+      model.nccl_release == kModelledNcclRelease ? "" : ", " + describe_nccl_choice(model.nccl_release));
   if (has_bound) {
     fmt::print(
         "# bound: {:.2f} GB/s busbw at the profile's link rates, set by the {} cut ({}); bound% = its time / the "

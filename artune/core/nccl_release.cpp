@@ -13,6 +13,12 @@ std::string to_string(const NcclRelease& release) {
   return fmt::format("{}.{}.{}", release.major, release.minor, release.patch);
 }
 
+std::string describe_nccl_choice(const NcclRelease& release) {
+  if (release <= kModelledNcclRelease) return fmt::format("NCCL {}'s choice", to_string(release));
+  return fmt::format("NCCL {}'s choice ({}'s tables, the newest the model carries)", to_string(release),
+                     to_string(kModelledNcclRelease));
+}
+
 std::optional<NcclRelease> read_nccl_release(std::string_view text) {
   // The release proper ends where a package suffix starts ("-1" of a git tag, "+cuda12.4" of NCCL's banner).
   const std::string_view core = text.substr(0, text.find_first_of("-+"));

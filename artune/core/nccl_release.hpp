@@ -27,6 +27,10 @@ inline constexpr NcclRelease kOldestModelledNcclRelease{2, 19, 0};
 
 /// "2.21.5".
 std::string to_string(const NcclRelease& release);
+/// How output headers name the choice modelled for `release`: "NCCL 2.21.5's choice", and for a release newer than
+/// kModelledNcclRelease "NCCL 2.30.1's choice (2.28.9's tables, the newest the model carries)", so that no header
+/// claims tables the model does not have.
+std::string describe_nccl_choice(const NcclRelease& release);
 /// The release "2.21", "2.21.5", "2.21.5-1" or "2.21.5+cuda12.4" names (a missing patch is 0); nullopt for any
 /// other text. Any release, modelled or not.
 std::optional<NcclRelease> read_nccl_release(std::string_view text);

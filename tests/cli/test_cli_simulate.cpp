@@ -275,6 +275,11 @@ TEST_CASE("cli_simulate.nccl_version") {
   CHECK(at.status == 0);
   CHECK(at.out.find(", NCCL 2.21.0's choice (--nccl-version)\n") != std::string::npos);
   CHECK(run_artune({"autotune", "-t", "dgx-h100", "-b", "8", "-e", "8", "--nccl-version", "2.2"}).status == 2);
+  // A release newer than the model's tables runs with the newest it carries, and the header says so.
+  const Result newer = run_artune({"simulate", "-t", "dgx-h100", "-s", "nccl", "-b", "8", "-e", "8",
+                                   "--nccl-version", "2.30.4"});
+  REQUIRE(newer.status == 0);
+  CHECK(newer.out.find("NCCL 2.30.4's choice (2.28.9's tables, the newest the model carries)\n") != std::string::npos);
 }
 
 TEST_CASE("cli_simulate.launch_mode") {

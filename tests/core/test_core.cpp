@@ -139,6 +139,11 @@ TEST_CASE("core.nccl_release") {
   CHECK(parse_nccl_release("2.30.1", "--nccl-version") == NcclRelease{2, 30, 1});  // newer: the newest tables
   CHECK(to_string(NcclRelease{2, 21, 5}) == "2.21.5");
   CHECK(to_string(kModelledNcclRelease) == "2.28.9");
+  // Headers name the tables a release newer than the model's is modelled with.
+  CHECK(describe_nccl_choice(NcclRelease{2, 21, 5}) == "NCCL 2.21.5's choice");
+  CHECK(describe_nccl_choice(kModelledNcclRelease) == "NCCL 2.28.9's choice");
+  CHECK(describe_nccl_choice(NcclRelease{2, 30, 1}) ==
+        "NCCL 2.30.1's choice (2.28.9's tables, the newest the model carries)");
   CHECK(NcclRelease{2, 21, 5} < NcclRelease{2, 23, 0});
   CHECK(NcclRelease{2, 9, 9} < NcclRelease{2, 19, 0});  // numerically, not as text
   for (const char* bad : {"", "2", "2.", ".21", "2.x", "2.21.5.1", "v2.21", "2,21", "2.21a", "2.-1", "2.1000"}) {
