@@ -174,6 +174,18 @@ constexpr double kNvlsPerGpuUs = (kNvlsEightGpuUs - kNvlsTwoGpuUs) / 6.0;
 // takes, above, not by NCCL's 25 µs weight). Not fitted: the 2 × 8 H20 NVLSTree rows of NVIDIA/nccl#1244 stay
 // held out.
 constexpr Algo kNvlsTreeNetStepAlgo = Algo::kTree;  // whose hwLatencies NET entry times an NVLSTree network step
+// Device time of LL128 on one machine: LL's base and per-step latencies (6.6 + 0.6 µs per NVLink step for Ring),
+// not the 14 + 1.9 µs per step NCCL's table weighs LL128 with. Both protocols move lines that carry their own flags,
+// so a step waits for the same flag poll; the table's higher LL128 figures keep NCCL off LL128 at the sizes LL
+// serves, as its 20.9 µs NVLSTree entry above weighs the choice only. Taken from the ring all-reduce rows
+// h100-ring-4m and h100-ring-16m (togethercomputer/together-nccl-tests, 8 × H100, `-g 8`; NCCL picks LL128 at both):
+// 53.09 and 126.62 µs measured, 83.15 and 148.39 µs with the table's latencies (40.6 µs on 8 GPUs: 14 + 14 × 1.9),
+// 57.55 and 122.79 µs with LL's (12.8 µs), so those two rows are not held out. Held out, the same machine's ring
+// all-gather and reduce-scatter at 16 MiB (LL128, 7 steps: 27.3 µs by the table, 10.8 by LL's) go from +29.4 and
+// +27.3 % to +6.1 and +4.3 % (reports/nccl-validation/REPORT.md). Across machines the table's LL128 figures stay:
+// there every ring step waits for the network step (docs/accuracy.md, "Medium sizes"), and the multi-machine
+// medium rows are already below their measured times with them.
+constexpr Proto kLl128OneMachineLatencyProto = Proto::kLL;
 
 int cc_index(int compcap) { return compcap >= 100 ? 3 : compcap >= 90 ? 2 : compcap >= 80 ? 1 : 0; }
 int log2i(int n) {
@@ -895,9 +907,13 @@ Latencies latencies_in(const LatencyTables& t, const Graph& g, Algo algo, Proto 
                        NetView view = NetView::kNccl) {
   const int a = static_cast<int>(algo), p = static_cast<int>(proto);
   const int intra_hw = (algo == Algo::kNvls || algo == Algo::kNvlsTree || g.nvlink_intra) ? kHwNvlink : kHwPci;
+  // The device's time of LL128 on one machine is LL's (kLl128OneMachineLatencyProto); NCCL's choice keeps the table's.
+  const int timed = view == NetView::kDevice && g.machines == 1 && proto == Proto::kLL128
+                        ? static_cast<int>(kLl128OneMachineLatencyProto)
+                        : p;
   Latencies l;
-  l.base_us = t.base[a][p];
-  l.intra_us = t.hw[intra_hw][a][p];
+  l.base_us = t.base[a][timed];
+  l.intra_us = t.hw[intra_hw][a][timed];
   // tuning.cc: "De-penalize Tree/Simple latency on Power systems to favor Tree than Ring".
   if (g.power_cpu && intra_hw == kHwPci && algo == Algo::kTree && proto == Proto::kSimple)
     l.intra_us = t.hw[kHwPci][static_cast<int>(Algo::kRing)][p];

@@ -73,6 +73,7 @@ const std::map<std::string, std::set<std::string>> kTrainingRows = {
      {"h100-ring-8b", "h100-ring-1024b", "h100-ring-65536b", "h100-default-8b", "h100-default-1024b",
       "h100-default-65536b"}},
     {"nvls_device_us", {"h100-2gpu-nvls-128b", "h100-2gpu-nvls-256b", "h100-2gpu-nvls-512b"}},
+    {"ll128_latency", {"h100-ring-4m", "h100-ring-16m"}},
 };
 
 // Per row: the prediction within this factor of the published figure either way, unless the row is a known miss
@@ -295,8 +296,8 @@ TEST_CASE("nccl_validation.data_is_well_formed") {
     if (r.regime == "medium") CHECK((r.size > artune::kSmallMessageBytes && r.size < artune::kLargeMessageBytes));
     CHECK(r.machines >= 1);
     CHECK(r.gpus_per_machine >= 1);
-    // Only the time model's two derived constants; a CUDA-graph row issues its calls from one thread.
-    CHECK((r.derives.empty() || r.derives == "launch_us" || r.derives == "nvls_device_us"));
+    // Only the time model's derived constants and choices; a CUDA-graph row issues its calls from one thread.
+    CHECK((r.derives.empty() || kTrainingRows.count(r.derives) == 1));
     CHECK(r.gpus_per_thread <= r.gpus_per_machine);
     const bool multi = r.machines > 1;
     if (large) CHECK((r.regime == "large_multi") == multi);
@@ -372,6 +373,22 @@ TEST_CASE("nccl_validation.fitted_constants_come_from_their_rows") {
     if (r.derives == "launch_us") {
       REQUIRE(!r.cuda_graph);
       fitted[r.derives].push_back((r.published - device) / r.gpus_per_thread);
+    } else if (r.derives == "ll128_latency") {
+      // LL128 on one machine is timed with LL's latencies (nccl_model.cpp kLl128OneMachineLatencyProto): NCCL picks
+      // LL128 on these rows, the simulator charges LL's latency, and that prediction is nearer the published time
+      // than the one with the table's LL128 latency.
+      REQUIRE(!r.cuda_graph);
+      REQUIRE(r.machines == 1);
+      REQUIRE(s.groups.size() == 1);
+      CHECK(s.groups[0].algorithm == "ring");
+      CHECK(s.groups[0].protocol == "ll128");
+      const nccl::Graph g = nccl::search(topo, topo.gpus());
+      const double ll = nccl::all_reduce_latency_us(g, nccl::Algo::kRing, nccl::Proto::kLL);
+      const double table = nccl::all_reduce_latency_us(g, nccl::Algo::kRing, nccl::Proto::kLL128);
+      CHECK(s.groups[0].latency_us - nccl::launch_us() == doctest::Approx(ll));
+      CHECK(table > ll + 20);  // 14 + 14 × 1.9 against 6.6 + 14 × 0.6 on 8 GPUs
+      const double predicted = device + nccl::launch_us(r.gpus_per_thread);
+      CHECK(std::abs(predicted - r.published) < std::abs(predicted - ll + table - r.published));
     } else {
       REQUIRE(r.cuda_graph);  // no launch in the published time
       REQUIRE(r.gpus_per_machine == 2);
