@@ -95,6 +95,8 @@ nlohmann::json links_json(const Topology& topo, const Row& row) {
                    {"bytes", u.bytes},
                    {"busy_us", u.busy_us},
                    {"saturated_us", u.saturated_us},
+                   {"first_busy_us", u.first_busy_us},
+                   {"last_busy_us", u.last_busy_us},
                    {"utilisation", u.utilisation}});
   }
   return out;
@@ -293,12 +295,17 @@ void run_simulate(const SimulateFlags& f) {
       fmt::print("# op {}: NCCL {} / {} on {} channels, latency {:.2f} us\n", g.op, g.algorithm, g.protocol, g.channels,
                  g.latency_us);
     }
-    fmt::print("# {:<34}  {:>8}  {:>8}  {:>14}  {:>12}  {:>14}  {:>7}\n", "link", "kind", "GB/s", "bytes", "busy(us)",
-               "saturated(us)", "util(%)");
+    // first/last: when the link first carried a flow and when its last one ended; idle = the time between them it
+    // carried none (fill = first, drain = the total time − last).
+    fmt::print("# {:<34}  {:>8}  {:>8}  {:>14}  {:>12}  {:>14}  {:>7}  {:>10}  {:>10}  {:>9}\n", "link", "kind", "GB/s",
+               "bytes", "busy(us)", "saturated(us)", "util(%)", "first(us)", "last(us)", "idle(us)");
     for (const LinkUsage& u : ranked_links(row.result)) {
       const Link& l = topo.links()[u.link];
-      fmt::print("  {:<34}  {:>8}  {:>8.2f}  {:>14.0f}  {:>12.2f}  {:>14.2f}  {:>7.1f}\n", link_name(topo, u.link),
-                 to_string(l.kind), l.bandwidth_gbps, u.bytes, u.busy_us, u.saturated_us, 100.0 * u.utilisation);
+      fmt::print(
+          "  {:<34}  {:>8}  {:>8.2f}  {:>14.0f}  {:>12.2f}  {:>14.2f}  {:>7.1f}  {:>10.2f}  {:>10.2f}  {:>9.2f}\n",
+          link_name(topo, u.link), to_string(l.kind), l.bandwidth_gbps, u.bytes, u.busy_us, u.saturated_us,
+          100.0 * u.utilisation, u.first_busy_us, u.last_busy_us,
+          std::max(0.0, u.last_busy_us - u.first_busy_us - u.busy_us));
     }
   }
 }
@@ -343,7 +350,9 @@ void add_simulate_command(CLI::App& app) {
       ->each([flags](const std::string&) { flags->has_gpu_perm = true; });
   cmd->add_option("--gather", flags->gather, "gather devices for shuffle families, as node ids (e.g. cpu0,cpu1)")
       ->each([flags](const std::string&) { flags->has_gather = true; });
-  cmd->add_flag("--links", flags->links, "add the per-link utilisation table for the largest size");
+  cmd->add_flag("--links", flags->links,
+                "add the per-link utilisation table for the largest size: bytes, busy and saturated time, and when "
+                "each link first and last carried data, with the time it idled in between");
   cmd->add_flag("--critical-path", flags->critical_path,
                 "add the critical path of the largest size: the chain of ops, each started by the one before, that "
                 "sets its time, runs of alike ops folded into one line");

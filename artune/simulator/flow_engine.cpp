@@ -214,6 +214,7 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   for (std::size_t k = 0; k < c.res.size(); ++k) {
     Resource& R = res_[c.res[k]];
     if (R.flows == 0) R.busy_since = now;
+    if (R.stats.first_busy_us < 0) R.stats.first_busy_us = now;
     ++R.flows;
     if (weighted_) {
       const double w = c.weights.empty() ? 1.0 : c.weights[k];
@@ -265,7 +266,10 @@ FlowEnd FlowEngine::finish(int flow, double now) {
     --R.flows;
     // An empty resource restarts its sum from exactly 0 (weighted sums drift by rounding).
     if (weighted_) R.weight_sum = R.flows == 0 ? 0.0 : R.weight_sum - (c.weights.empty() ? 1.0 : c.weights[k]);
-    if (R.flows == 0) R.stats.busy_us += now - R.busy_since;
+    if (R.flows == 0) {
+      R.stats.busy_us += now - R.busy_since;
+      R.stats.last_busy_us = now;
+    }
     mark_dirty(r);
   }
   f.active = false;

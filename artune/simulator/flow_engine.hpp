@@ -32,6 +32,8 @@ struct ResourceStats {
   double work = 0;          ///< units that crossed it (bytes for links)
   double busy_us = 0;       ///< time with ≥ 1 flow
   double saturated_us = 0;  ///< time its capacity was fully allocated (it limited some flow)
+  double first_busy_us = -1;  ///< when its first flow started (-1: none did)
+  double last_busy_us = 0;    ///< when its last flow ended
 };
 
 /// What finish() reports about a flow.

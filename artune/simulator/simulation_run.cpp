@@ -162,6 +162,8 @@ SimResult Simulation::run() {
     u.bytes = st.work;
     u.busy_us = st.busy_us;
     u.saturated_us = st.saturated_us;
+    u.first_busy_us = st.first_busy_us;
+    u.last_busy_us = st.last_busy_us;
     u.utilisation = result.time_us > 0 ? st.work / (link_capacity_[l] * result.time_us) : 0.0;
     result.links.push_back(u);
   }

@@ -162,6 +162,8 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo)
     j["bytes"] = u.bytes;
     j["busy_us"] = u.busy_us;
     j["saturated_us"] = u.saturated_us;
+    j["first_busy_us"] = u.first_busy_us;
+    j["last_busy_us"] = u.last_busy_us;
     j["utilisation"] = u.utilisation;
     links.push_back(std::move(j));
   }

@@ -29,6 +29,11 @@ struct LinkUsage {
   double bytes = 0;         ///< bytes that crossed it
   double busy_us = 0;       ///< time it carried at least one flow
   double saturated_us = 0;  ///< time its achievable bandwidth was fully used (it limited a flow)
+  /// When it first carried a flow and when its last flow ended: busy_us falls within [first_busy_us, last_busy_us],
+  /// so last − first − busy is the time it idled in between (a schedule's gaps on a link that binds), first the time
+  /// it waited at the start (pipeline fill) and the total time − last the time it idled at the end (drain).
+  double first_busy_us = 0;
+  double last_busy_us = 0;
   double utilisation = 0;   ///< bytes / (achievable bandwidth = nominal · efficiency, · total time)
   friend bool operator==(const LinkUsage&, const LinkUsage&) = default;
 };

@@ -97,6 +97,14 @@ TEST_CASE("cli_simulate.links_and_bottleneck") {
   REQUIRE(doc["links"]["links"].size() > 0);
   CHECK(doc["links"]["size"] == 67108864);
   CHECK(doc["links"]["links"][0]["kind"] == "smp");  // most utilised first
+  // When each link first and last carried data: the busy time falls between them, within the run.
+  CHECK(r.out.find("first(us)    last(us)   idle(us)") != std::string::npos);
+  for (const json& l : doc["links"]["links"]) {
+    const double first = l["first_busy_us"], last = l["last_busy_us"], busy = l["busy_us"];
+    CHECK(first >= 0);
+    CHECK(last <= doc["results"][0]["time_us"].get<double>() + 1e-6);
+    CHECK(busy <= last - first + 1e-6);
+  }
 }
 
 TEST_CASE("cli_simulate.critical_path") {

@@ -51,6 +51,30 @@ TEST_CASE("flow_engine.two_flows_share_equally_then_release") {
   CHECK(end[0] == 2.0);                   // 10 units at 5/µs
   CHECK(end[1] == doctest::Approx(4.0));  // 10 moved by t=2, then 20 at 10/µs
   CHECK(e.stats(0).busy_us == doctest::Approx(4.0));
+  CHECK(e.stats(0).first_busy_us == 0.0);
+  CHECK(e.stats(0).last_busy_us == doctest::Approx(4.0));
+}
+
+TEST_CASE("flow_engine.first_and_last_busy_bound_the_busy_time") {
+  // One flow over [1, 3], none over [3, 5], one over [5, 6]: busy 3 µs within [1, 6], idle 2 µs between.
+  FlowEngine e({10.0, 10.0});
+  const int r0[] = {0};
+  CHECK(e.stats(0).first_busy_us == -1.0);  // nothing yet
+  const int a = e.start(1.0, 20.0, r0, 0, 0);
+  e.settle(1.0);
+  CHECK(e.next_completion().first == doctest::Approx(3.0));
+  e.finish(a, 3.0);
+  e.settle(3.0);
+  const int b = e.start(5.0, 10.0, r0, 0, 1);
+  e.settle(5.0);
+  CHECK(e.next_completion().first == doctest::Approx(6.0));
+  e.finish(b, 6.0);
+  e.settle(6.0);
+  CHECK(e.stats(0).first_busy_us == 1.0);
+  CHECK(e.stats(0).last_busy_us == doctest::Approx(6.0));
+  CHECK(e.stats(0).busy_us == doctest::Approx(3.0));
+  CHECK(e.stats(1).first_busy_us == -1.0);  // never used
+  CHECK(e.stats(1).busy_us == 0.0);
 }
 
 TEST_CASE("flow_engine.max_min_progressive_filling") {

@@ -63,6 +63,9 @@ TEST_CASE("simulator.single_copy_and_reduce") {
   CHECK(r.links[0].bytes == 1e6);
   CHECK(r.links[0].busy_us == doctest::Approx(100.0));
   CHECK(r.links[0].saturated_us == doctest::Approx(100.0));
+  // The bytes move after the copy's 3.5 µs of latency and end with it.
+  CHECK(r.links[0].first_busy_us == doctest::Approx(3.5));
+  CHECK(r.links[0].last_busy_us == doctest::Approx(103.5));
   CHECK(r.links[0].utilisation == doctest::Approx(100.0 / 103.5));
   CHECK(r.bottleneck_link == 0);
   REQUIRE(r.critical_path.size() == 1);

@@ -48,6 +48,8 @@ int check_fold(const Plan& plan, const Topology& topo, const CostModel& model) {
     CHECK(a.links[k].link == b.links[k].link);
     CHECK(close(a.links[k].bytes, b.links[k].bytes));
     CHECK(close(a.links[k].busy_us, b.links[k].busy_us));
+    CHECK(close(a.links[k].first_busy_us, b.links[k].first_busy_us));
+    CHECK(close(a.links[k].last_busy_us, b.links[k].last_busy_us));
   }
   CHECK(a.groups.size() == b.groups.size());
   CHECK(close(folded.lower_bound(), whole.lower_bound()));
