@@ -85,19 +85,9 @@ std::vector<LinkUsage> ranked_links(const SimResult& r) {
 nlohmann::json links_json(const Topology& topo, const Row& row) {
   nlohmann::json out = nlohmann::json::array();
   for (const LinkUsage& u : ranked_links(row.result)) {
-    const Link& l = topo.links()[u.link];
-    out.push_back({{"link", link_name(topo, u.link)},
-                   {"index", u.link},
-                   {"src", topo.nodes()[l.src].id},
-                   {"dst", topo.nodes()[l.dst].id},
-                   {"kind", std::string(to_string(l.kind))},
-                   {"bandwidth_gbps", l.bandwidth_gbps},
-                   {"bytes", u.bytes},
-                   {"busy_us", u.busy_us},
-                   {"saturated_us", u.saturated_us},
-                   {"first_busy_us", u.first_busy_us},
-                   {"last_busy_us", u.last_busy_us},
-                   {"utilisation", u.utilisation}});
+    nlohmann::json j = link_usage_to_json(u, topo);
+    j["link"] = link_name(topo, u.link);  // the table's name for it, as this output has always keyed it
+    out.push_back(std::move(j));
   }
   return out;
 }

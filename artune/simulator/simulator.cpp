@@ -138,6 +138,32 @@ std::vector<int> best_ring_order(const Topology& topo, const std::vector<int>& n
   return out;
 }
 
+namespace {
+
+nlohmann::json link_json(const Topology& topo, int l) {
+  if (l < 0) return nullptr;
+  const Link& link = topo.links()[l];
+  return {{"index", l},
+          {"src", topo.nodes()[link.src].id},
+          {"dst", topo.nodes()[link.dst].id},
+          {"kind", std::string(to_string(link.kind))},
+          {"name", link_name(topo, l)}};
+}
+
+}  // namespace
+
+nlohmann::json link_usage_to_json(const LinkUsage& u, const Topology& topo) {
+  nlohmann::json j = link_json(topo, u.link);
+  j["bandwidth_gbps"] = topo.links()[u.link].bandwidth_gbps;
+  j["bytes"] = u.bytes;
+  j["busy_us"] = u.busy_us;
+  j["saturated_us"] = u.saturated_us;
+  j["first_busy_us"] = u.first_busy_us;
+  j["last_busy_us"] = u.last_busy_us;
+  j["utilisation"] = u.utilisation;
+  return j;
+}
+
 nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo) {
   nlohmann::json doc;
   doc["time_us"] = result.time_us;
@@ -145,28 +171,9 @@ nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo)
   doc["ranks"] = result.ranks;
   doc["algbw_gbps"] = result.algbw_gbps;
   doc["busbw_gbps"] = result.busbw_gbps;
-  auto link_json = [&](int l) -> nlohmann::json {
-    if (l < 0) return nullptr;
-    const Link& link = topo.links()[l];
-    return {{"index", l},
-            {"src", topo.nodes()[link.src].id},
-            {"dst", topo.nodes()[link.dst].id},
-            {"kind", std::string(to_string(link.kind))},
-            {"name", link_name(topo, l)}};
-  };
-  doc["bottleneck"] = link_json(result.bottleneck_link);
+  doc["bottleneck"] = link_json(topo, result.bottleneck_link);
   nlohmann::json links = nlohmann::json::array();
-  for (const LinkUsage& u : result.links) {
-    nlohmann::json j = link_json(u.link);
-    j["bandwidth_gbps"] = topo.links()[u.link].bandwidth_gbps;
-    j["bytes"] = u.bytes;
-    j["busy_us"] = u.busy_us;
-    j["saturated_us"] = u.saturated_us;
-    j["first_busy_us"] = u.first_busy_us;
-    j["last_busy_us"] = u.last_busy_us;
-    j["utilisation"] = u.utilisation;
-    links.push_back(std::move(j));
-  }
+  for (const LinkUsage& u : result.links) links.push_back(link_usage_to_json(u, topo));
   doc["links"] = std::move(links);
   nlohmann::json path = nlohmann::json::array();
   for (const CriticalStep& s : result.critical_path) {

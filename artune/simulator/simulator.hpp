@@ -138,6 +138,9 @@ class CompiledPlan {
 
 /// A result as JSON (links by topology node ids).
 nlohmann::json sim_result_to_json(const SimResult& result, const Topology& topo);
+/// One link's load as JSON: the link (index, src, dst, kind, name, bandwidth_gbps) and what it carried (bytes,
+/// busy_us, saturated_us, first_busy_us, last_busy_us, utilisation); sim_result_to_json's "links" entries.
+nlohmann::json link_usage_to_json(const LinkUsage& usage, const Topology& topo);
 
 /// "gpu3->cpu0 (pcie)": a link as reports name it.
 std::string link_name(const Topology& topo, int link);
