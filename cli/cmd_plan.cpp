@@ -285,6 +285,7 @@ nlohmann::json nccl_channels_json(const Topology& topo, const Plan& plan) {
                    {"channels", g.channels},
                    {"bw_intra_gbps", g.bw_intra},
                    {"bw_inter_gbps", g.bw_inter},
+                   {"tree_bw_intra_gbps", g.tree_bw_intra},
                    {"nvls_heads", g.nvls_channels},
                    {"rings", std::move(rings)}});
   }

@@ -671,6 +671,37 @@ Route net_send_route(const Topology& topo, int gpu, int nic, int local_gpu) {
 
 namespace {
 
+// search.cc ncclTopoCompute, pass 2 of a tree pattern (every release this model covers): with the channels found,
+// raise bwIntra alone, one speed step at a time, while it is below twice bwInter and the channels still fit. A
+// tree's channel runs the ring's chain inside each machine (NCCL builds its trees on the rings' intra order),
+// each hop taking bwIntra of its links one way (search.cc followPath); the NICs keep bwInter. A maintainer on why
+// (NVIDIA/nccl#645): on two machines, "due to tree's double-bandwidth effect", 2 × the network speed is the limit.
+double raised_tree_bw_intra(const Topology& topo, const Graph& g) {
+  const double* speeds = g.compcap >= 100 ? kSm100SpeedInter : g.compcap >= 90 ? kSm90SpeedInter : kSpeedInter;
+  const int nspeeds = static_cast<int>(g.compcap >= 100  ? std::size(kSm100SpeedInter)
+                                       : g.compcap >= 90 ? std::size(kSm90SpeedInter)
+                                                         : std::size(kSpeedInter));
+  int k = 0;
+  while (k < nspeeds - 1 && speeds[k] > g.bw_inter) ++k;
+  double bw = g.bw_intra;
+  const auto chains_fit = [&](double speed) {
+    Capacities caps(topo, g.compcap);
+    for (const Channel& ch : g.rings) {
+      for (int m = 0; m < g.machines; ++m) {
+        for (int i = 0; i + 1 < g.ppn; ++i) {
+          const auto at = static_cast<std::size_t>(m * g.ppn + i);
+          const auto& links = topo.route(ch.ring[at], ch.ring[at + 1]).links;
+          if (!caps.fits(links, speed)) return false;
+          caps.take(links, speed);
+        }
+      }
+    }
+    return true;
+  };
+  while (k > 0 && bw < 2 * g.bw_inter && chains_fit(speeds[k - 1])) bw = speeds[--k];
+  return bw;
+}
+
 // NCCL's graph for a group, found anew (search keeps them).
 Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
   Graph g;
@@ -778,7 +809,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
     bw = std::min(bw, r.bw);
   }
   g.channels = static_cast<int>(nch);
-  g.bw_intra = g.bw_inter = bw;
+  g.bw_intra = g.bw_inter = g.tree_bw_intra = bw;
   for (std::size_t c = 0; c < nch; ++c) {
     Channel ch;
     for (std::size_t mi = 0; mi < machines.size(); ++mi) {
@@ -832,6 +863,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
   g.ll128_ok = worst <= PathType::kNvb &&
                (nic_path <= PathType::kPxb || (compcap >= 90 && nic_path <= PathType::kPxn)) && compcap >= 70;
   g.simple_tree = net && !balanced_tree_found(topo, g);
+  if (net) g.tree_bw_intra = raised_tree_bw_intra(topo, g);
   // NVLS (search.cc: an NVSwitch and sm90+): one head per GPU up to NCCL_MAX_NVLS_ARITY, at the fastest
   // intra speed at which every head's share of a GPU's NVLink bandwidth fits.
   if (g.nvswitch > 0 && compcap >= 90 && g.ppn >= 2) {
@@ -1054,7 +1086,7 @@ CostTable cost_table(const Graph& g, Collective coll, const LatencyTables& table
       const Proto proto = static_cast<Proto>(p);
       const bool nvls = algo == Algo::kNvls || algo == Algo::kNvlsTree;
       if ((nvls || algo == Algo::kPat) && proto != Proto::kSimple) continue;
-      double bw = g.machines <= 2 ? g.bw_intra : g.bw_inter;
+      double bw = g.machines > 2 ? g.bw_inter : algo == Algo::kTree ? g.tree_bw_intra : g.bw_intra;
       int nch = g.channels;
       if (nvls) {
         if (g.nvls_channels < 2) continue;

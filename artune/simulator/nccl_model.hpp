@@ -78,6 +78,11 @@ struct Graph {
   int channels = 0;            ///< ring/tree channels (after duplication)
   double bw_intra = 0;         ///< NCCL's per-channel GB/s inside a machine
   double bw_inter = 0;         ///< per-channel GB/s across machines (= bw_intra on one machine)
+  /// The tree graph's per-channel GB/s inside a machine: bw_intra, raised on several machines as search.cc's
+  /// pass 2 raises a tree pattern's bwIntra alone ("increase bwIntra for trees (2 nodes or collnet)"), up to
+  /// twice bwInter while every channel's chain inside a machine fits its links. tuning.cc takes Tree's
+  /// bandwidth from it on two machines (nNodes <= 2: bwIntra), from bw_inter on more.
+  double tree_bw_intra = 0;
   int nvls_channels = 0;       ///< NVLS heads (0: NVLS not available)
   double nvls_bw = 0;          ///< NVLS per-head GB/s
   double nvls_bw_inter = 0;    ///< NVLS graph's bwInter on one machine (search.cc raises it to the top speed)

@@ -366,18 +366,22 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
                               "not find a path for pattern')",
                               info.source, info.search_fallbacks));
   }
-  for (const auto& g : info.graphs) {
-    if (g.channels < graph.channels || g.bw_intra + 1e-9 < graph.bw_intra) {
-      out.push_back(fmt::format("{}:{}: NCCL's graph (pattern {}) has {} channel(s) at {:g} GB/s, type {}/{}; the "
-                                "model's search finds {} at {:g} GB/s",
-                                info.source, g.line, g.pattern, g.channels, g.bw_intra, g.type_intra, g.type_inter,
-                                graph.channels, graph.bw_intra));
-    }
-  }
   // The tree graph's pattern (src/include/graph.h NCCL_TOPO_PATTERN_BALANCED_TREE 1, SPLIT_TREE 2, TREE 3; NCCL
   // takes the largest over the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table,
   // and the model's search says which one this topology gives (nccl::Graph::simple_tree).
   constexpr int kBalancedTreePattern = 1, kTreePattern = 3, kRingPattern = 4;
+  for (const auto& g : info.graphs) {
+    // Across machines a tree graph's bwIntra is raised above the ring's (nccl::Graph::tree_bw_intra).
+    const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
+    const double expected = tree ? graph.tree_bw_intra : graph.bw_intra;
+    if (g.channels < graph.channels || g.bw_intra + 1e-9 < expected) {
+      out.push_back(
+          fmt::format("{}:{}: NCCL's graph (pattern {}) has {} channel(s) at {:g} GB/s, type {}/{}; the "
+                      "model's search finds {} at {:g} GB/s",
+                      info.source, g.line, g.pattern, g.channels, g.bw_intra, g.type_intra, g.type_inter,
+                      graph.channels, expected));
+    }
+  }
   const logs::InfoGraph* tree_graph = nullptr;
   for (const auto& g : info.graphs) {
     const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;

@@ -74,6 +74,19 @@ TEST_CASE("cli.plan_json_clusters_use_global_gpu_indices") {
   CHECK(doc["count"] == 1024);
 }
 
+TEST_CASE("cli.plan_json_nccl_graph") {
+  // NCCL's graph of each group op: channels and speeds, the tree graph's raised inside the machine on two machines
+  // (2 x DGX-1 V100: 4 channels at 12 GB/s; the chains fit 20 per channel, one NVLink 2 lane's 20 GB/s, not 24).
+  const Result r = run_artune({"plan", "-t", "2xdgx1-v100", "-s", "nccl", "--count", "1K", "--json"});
+  REQUIRE(r.status == 0);
+  const json g = json::parse(r.out)["nccl"][0];
+  CHECK(g["channels"] == 4);
+  CHECK(g["bw_intra_gbps"] == 12.0);
+  CHECK(g["bw_inter_gbps"] == 12.0);
+  CHECK(g["tree_bw_intra_gbps"] == 20.0);
+  CHECK(g["rings"].size() == 4);
+}
+
 TEST_CASE("cli.plan_summary") {
   const Result r = run_artune({"plan", "-s", "pscpu#2", "--count", "1000"});
   REQUIRE(r.status == 0);

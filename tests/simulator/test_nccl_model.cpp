@@ -972,3 +972,39 @@ TEST_CASE("nccl.graphs_found_once_per_topology_and_group") {
   CHECK(nccl::search(h100, two).ranks == 2);
   CHECK(nccl::search(h100, h100.gpus()).ranks == 8);
 }
+
+TEST_CASE("nccl.tree_graph_raises_its_intra_speed_across_machines") {
+  // search.cc pass 2 of a tree pattern raises bwIntra alone, while it is below twice bwInter and every channel's
+  // chain fits its links; tuning.cc takes Tree's bandwidth from it on two machines. 2 × Oracle BM.GPU4.8: 16
+  // channels at 12 GB/s (one per 100 Gb/s port); the chains then fit 15 GB/s (16 × 15 = 240 GB/s, an A100's
+  // 12 NVLink lanes at 20) but not the next step, 18.
+  const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
+  const Topology oci =
+      load_topology(std::string(root != nullptr ? root : ".") + "/tests/simulator/data/2xoci-bm-gpu4.8.json");
+  nccl::Graph g = nccl::search(oci, oci.gpus());
+  REQUIRE(g.channels == 16);
+  CHECK(g.bw_intra == 12.0);
+  CHECK(g.bw_inter == 12.0);
+  CHECK(g.tree_bw_intra == 15.0);
+  const int tree = static_cast<int>(nccl::Algo::kTree), ring = static_cast<int>(nccl::Algo::kRing);
+  const int simple = static_cast<int>(nccl::Proto::kSimple);
+  const nccl::CostTable t = nccl::all_reduce_table(g);
+  CHECK(t.bandwidth[tree][simple] == doctest::Approx(16 * 15.0 * 0.92 * 0.5));
+  CHECK(t.bandwidth[ring][simple] == doctest::Approx(16 * 12.0 * 16.0 / 30.0));
+  // NCCL 2.19.3 picks Tree at 1 GiB, as the published run above the machines' 200 GB/s of network shows
+  // (oci-a100-2x8-roce16-1g); with the ring's speed for the tree graph it would pick Ring.
+  g.release = NcclRelease{2, 19, 3};
+  CHECK(pick(g, double(1 << 30)) == "tree.simple");
+  nccl::Graph flat = g;
+  flat.tree_bw_intra = flat.bw_intra;
+  CHECK(pick(flat, double(1 << 30)) == "ring.simple");
+  // Past two machines tuning.cc takes bwInter (the raised speed is not read), and on one machine nothing is raised.
+  nccl::Graph three = graph_of("3xdgx-a100");
+  REQUIRE(three.tree_bw_intra > three.bw_inter);
+  const double before = nccl::all_reduce_table(three).bandwidth[tree][simple];
+  CHECK(before == doctest::Approx(std::min(three.channels * three.bw_inter * 0.92, three.channels * 17.8) * 0.5));
+  three.tree_bw_intra *= 2;
+  CHECK(nccl::all_reduce_table(three).bandwidth[tree][simple] == before);
+  const nccl::Graph one = graph_of("dgx-a100");
+  CHECK(one.tree_bw_intra == one.bw_intra);
+}
