@@ -240,8 +240,48 @@ class Capacities {
 
 struct Machine {
   std::vector<int> gpus;  // group members on this machine, in rank order
-  std::vector<int> nics;  // NIC nodes of the machine
+  std::vector<int> nics;  // NIC nodes of the machine (a fused card: its first port)
+  std::unordered_map<int, std::vector<int>> ports;  // a fused card's first port -> all its ports
+
+  // The ports a NIC of `nics` stands for.
+  std::vector<int> ports_of(int nic) const {
+    const auto it = ports.find(nic);
+    return it == ports.end() ? std::vector<int>{nic} : it->second;
+  }
+  // A fused card's channels take their bandwidth from its ports together: its first port's link to the network
+  // carries the others' capacity as well (search.cc checks a channel against the virtual NIC's speed).
+  void pool_ports(const Topology& topo, Capacities& caps) const {
+    for (const auto& [first, all] : ports) {
+      const int link = topo.network_port(first);
+      if (link < 0) continue;
+      for (const int p : all) {
+        const int other = topo.network_port(p);
+        if (p != first && other >= 0) caps.add(link, caps.get(other));
+      }
+    }
+  }
 };
+
+// Groups a machine's NIC ports into cards: ports whose bus ids match but for the last character (PCI functions of
+// one device, topo.cc ncclTopoGetPath's multiPort test) are one card, in the order of their first port.
+std::unordered_map<int, std::vector<int>> nic_cards(const Topology& topo, std::vector<int>& nics) {
+  std::unordered_map<int, std::vector<int>> cards;
+  std::vector<int> firsts;
+  std::map<std::string, int> first_of;  // bus id without its last character -> first port
+  for (const int nic : nics) {
+    const std::string& bus = topo.nodes()[static_cast<std::size_t>(nic)].bus_id;
+    if (bus.size() < 2) {
+      firsts.push_back(nic);
+      continue;
+    }
+    const auto [it, fresh] = first_of.emplace(bus.substr(0, bus.size() - 1), nic);
+    if (fresh) firsts.push_back(nic);
+    cards[it->second].push_back(nic);
+  }
+  std::erase_if(cards, [](const auto& card) { return card.second.size() < 2; });
+  nics = std::move(firsts);
+  return cards;
+}
 
 // Depth-first search for one directed ring over `gpus` at `bw` on the capacities left, starting at local
 // GPU `start`, next GPUs tried by most capacity left on the way (search.cc sorts its candidates by
@@ -349,6 +389,7 @@ class MachineSearch {
   std::vector<std::pair<std::vector<int>, int>> at_impl(double bw, int max_channels, PathType max_type,
                                                         bool pair) const {
     Capacities caps(topo_, compcap_);
+    m_.pool_ports(topo_, caps);
     std::vector<std::pair<std::vector<int>, int>> out;
     const int n = static_cast<int>(m_.gpus.size());
     const int nics = static_cast<int>(m_.nics.size());
@@ -462,6 +503,7 @@ SearchResult search_machine(const Topology& topo, const Machine& m, int compcap,
   }
   // maxBw: the fastest single path a ring edge can take; totalBw: a GPU's bandwidth out (paths.cc).
   Capacities caps(topo, compcap);
+  m.pool_ports(topo, caps);
   double max_bw = 0, total_bw = 0;
   const int n = static_cast<int>(m.gpus.size());
   for (int i = 0; i < n; ++i) {
@@ -703,7 +745,7 @@ double raised_tree_bw_intra(const Topology& topo, const Graph& g) {
 }
 
 // NCCL's graph for a group, found anew (search keeps them).
-Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
+Graph find_graph(const Topology& topo, const std::vector<int>& gpus, bool fuse_ports) {
   Graph g;
   g.ranks = static_cast<int>(gpus.size());
   if (gpus.empty()) throw InvalidInput("nccl: a collective over no GPUs");
@@ -726,6 +768,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
     if (fresh) {
       machines.emplace_back();
       machines.back().nics = nics_of[n.machine];
+      if (fuse_ports) machines.back().ports = nic_cards(topo, machines.back().nics);
     }
     machines[it->second].gpus.push_back(node);
   }
@@ -818,6 +861,7 @@ Graph find_graph(const Topology& topo, const std::vector<int>& gpus) {
       if (net) {
         ch.nics.push_back(nic);
         ch.nic_gpus.push_back(nic >= 0 ? nic_local_gpu(topo, nic, machines[mi].gpus) : -1);
+        ch.nic_ports.push_back(nic >= 0 ? machines[mi].ports_of(nic) : std::vector<int>{});
       }
     }
     g.rings.push_back(std::move(ch));
@@ -892,14 +936,20 @@ constexpr std::size_t kGraphCacheEntries = 64;
 
 }  // namespace
 
-Graph search(const Topology& topo, const std::vector<int>& gpus) {
+bool fuses_nic_ports(const NcclRelease& release) noexcept { return !(release < kNccl224); }
+
+Graph search(const Topology& topo, const std::vector<int>& gpus, const NcclRelease& release) {
   // The graph depends on the topology (its nodes, links and NIC fabrics: the fingerprint; the GPUs' and CPUs'
-  // architectures: Node::arch) and the group only, and a size sweep, the tuner and a calibration's fit ask for the
-  // same one many times over: found once per process.
+  // architectures: Node::arch; the NICs' bus ids, which tell a card's ports), the group and whether the release fuses
+  // NIC ports only, and a size sweep, the tuner and a calibration's fit ask for the same one many times over: found
+  // once per process.
   std::string topology_key = topo.fingerprint();
   for (const Node& node : topo.nodes()) {
     if (!node.arch.empty() && node.kind != NodeKind::kNic) topology_key += "|" + node.arch;
+    if (node.kind == NodeKind::kNic && !node.bus_id.empty()) topology_key += "|" + node.bus_id;
   }
+  const bool fuse = fuses_nic_ports(release);
+  topology_key += fuse ? "|fused" : "|ports";
   using Key = std::pair<std::string, std::vector<int>>;
   static std::mutex mutex;
   static std::map<Key, Graph> cache;
@@ -908,9 +958,14 @@ Graph search(const Topology& topo, const std::vector<int>& gpus) {
   {
     std::lock_guard lock(mutex);
     const auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    if (it != cache.end()) {
+      Graph g = it->second;
+      g.release = release;
+      return g;
+    }
   }
-  Graph g = find_graph(topo, gpus);
+  Graph g = find_graph(topo, gpus, fuse);
+  g.release = release;
   std::lock_guard lock(mutex);
   if (cache.emplace(key, g).second) {
     order.push_back(std::move(key));

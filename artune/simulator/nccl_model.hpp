@@ -58,6 +58,9 @@ struct Channel {
   std::vector<int> ring;      ///< topology GPU nodes in ring order; machine m's segment is ring[m·ppn, +ppn)
   std::vector<int> nics;      ///< per machine: NIC node of this channel
   std::vector<int> nic_gpus;  ///< per machine: that NIC's own GPU among the group's (nic_local_gpu), for PXN
+  /// Per machine: the ports the channel's NIC stands for, itself first: more than one where NCCL fused the ports of
+  /// one card into a virtual NIC (fuses_nic_ports); the channel's traffic across machines is spread over them.
+  std::vector<std::vector<int>> nic_ports;
 };
 
 /// NCCL's graph for one group of GPUs: what ncclTopoCompute finds for the Ring pattern (Tree shares its
@@ -91,8 +94,9 @@ struct Graph {
   /// its reported latency to each network step (twice for Simple), the simulator its extra step time, and
   /// protocols it does not allow are disabled across machines.
   NetFigures net;
-  /// The NCCL release whose cost table chooses (its constants and formulas, nccl_model.cpp "Releases"); the
-  /// search's channels and the simulator's time model are the modelled release's whatever it is.
+  /// The NCCL release whose cost table chooses (its constants and formulas, nccl_model.cpp "Releases") and whose
+  /// search found the channels where releases differ (NIC ports fused from 2.24, search()); the rest of the search
+  /// and the simulator's time model are the modelled release's whatever it is.
   NcclRelease release = kModelledNcclRelease;
 };
 
@@ -118,7 +122,13 @@ Route net_send_route(const Topology& topo, int gpu, int nic, int local_gpu);
 
 /// Searches NCCL's channels for a group of GPU nodes (ordered as the group's ranks). The group must hold
 /// the same number of GPUs on every machine it spans; InvalidInput otherwise, or when a member is not a GPU.
-Graph search(const Topology& topo, const std::vector<int>& gpus);
+/// Searches as `release` does where releases differ: from 2.24 NCCL fuses the ports of one NIC card (PCI functions of
+/// one device: NIC nodes whose bus ids match but for the last character) into one virtual NIC of their summed speed
+/// (fuses_nic_ports). The result's `release` is `release`.
+Graph search(const Topology& topo, const std::vector<int>& gpus, const NcclRelease& release = kModelledNcclRelease);
+/// Whether `release` fuses a NIC card's ports into one virtual NIC (topo.cc ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL
+/// PORT by default, from v2.24.3-1).
+bool fuses_nic_ports(const NcclRelease& release) noexcept;
 
 /// NCCL's latency tables in this model's algorithm order (tuning.cc baseLatencies; hwLatencies by link class
 /// NVLINK, PCI, NET): NCCL's own, or with a calibration written into them as the tuner plugin writes it into

@@ -294,8 +294,8 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
   scalable_ = false;  // NCCL's algorithm, protocol and latency depend on the size
   auto git = nccl_graphs_.find(members);
   if (git == nccl_graphs_.end()) {
-    git = nccl_graphs_.emplace(members, nccl::search(topo_, members)).first;
-    git->second.release = model_.nccl_release;  // whose cost table chooses (the search is the model's own)
+    // The release's search (NIC ports fused or not) and cost table (its choice).
+    git = nccl_graphs_.emplace(members, nccl::search(topo_, members, model_.nccl_release)).first;
   }
   const std::string what = fmt::format("spec '{}'", plan_.spec.empty() ? std::string("nccl") : plan_.spec);
   const nccl::Forced forced = nccl::parse_variant(op.algo, fmt::format("plan: op {}: algo", op.id));
@@ -331,10 +331,18 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
       add_path_flow({&r.links}, work, cap, used, pending);
       return;
     }
-    const int na = ch.nics[static_cast<std::size_t>(ma)], nb = ch.nics[static_cast<std::size_t>(mb)];
-    // Out through the NIC on NCCL's send path (PXN where NCCL takes it), in from it directly.
-    const Route send = nccl::net_send_route(topo_, a, na, ch.nic_gpus[static_cast<std::size_t>(ma)]);
-    add_path_flow({&send.links, &topo_.route(na, nb).links, &topo_.route(nb, b).links}, work, cap, used, pending);
+    // Out through the NIC on NCCL's send path (PXN where NCCL takes it), in from it directly; a fused NIC's
+    // traffic spread evenly over its ports, port i to the peer's port i.
+    const auto& pa = ch.nic_ports[static_cast<std::size_t>(ma)];
+    const auto& pb = ch.nic_ports[static_cast<std::size_t>(mb)];
+    const std::size_t ports = std::max(pa.size(), pb.size());
+    for (std::size_t i = 0; i < ports; ++i) {
+      const int na = pa[i % pa.size()], nb = pb[i % pb.size()];
+      const Route send = nccl::net_send_route(topo_, a, na, ch.nic_gpus[static_cast<std::size_t>(ma)]);
+      add_path_flow({&send.links, &topo_.route(na, nb).links, &topo_.route(nb, b).links},
+                    work / static_cast<double>(ports), ports > 1 ? cap / static_cast<double>(ports) : cap, used,
+                    pending);
+    }
   };
   auto tree_edges = [&](double share, bool chains) {
     for (int c = 0; c < nch; ++c) {

@@ -559,8 +559,7 @@ CheckReport check_runs(const Topology& topo, const std::vector<logs::TestRun>& r
     cr.spec_from = forcing.from;
     CheckOptions run_options = options;
     run_options.model.nccl_release = run_release(cr.nccl_version, options.model.nccl_release, &cr.findings);
-    nccl::Graph graph = nccl::search(topo, p.gpus);
-    graph.release = run_options.model.nccl_release;
+    nccl::Graph graph = nccl::search(topo, p.gpus, run_options.model.nccl_release);
     if (!run.devices.empty()) {
       const int logged = compcap_of_name(run.devices.front().name);
       if (logged > 0 && logged != graph.compcap) {
@@ -704,9 +703,10 @@ std::vector<RunRowPlan> run_row_plans(const Topology& topo, const logs::TestRun&
   if (!coll) return out;
   const Placement p = place(topo, run);
   const Forcing forcing = forcing_of(options, run, info);
-  nccl::Graph graph = nccl::search(topo, p.gpus);
-  graph.release = run_release(run.nccl_version.empty() && info != nullptr ? info->nccl_version : run.nccl_version,
-                              options.model.nccl_release, nullptr);
+  const nccl::Graph graph =
+      nccl::search(topo, p.gpus,
+                   run_release(run.nccl_version.empty() && info != nullptr ? info->nccl_version : run.nccl_version,
+                               options.model.nccl_release, nullptr));
   const double launches = launch_difference_us(options.model, std::max(1, run.gpus_per_thread), run.graph > 0);
   for (const logs::TestRow& row : run.rows) {
     const int tb = logs::type_bytes(row.type);

@@ -975,13 +975,13 @@ TEST_CASE("nccl.graphs_found_once_per_topology_and_group") {
 
 TEST_CASE("nccl.tree_graph_raises_its_intra_speed_across_machines") {
   // search.cc pass 2 of a tree pattern raises bwIntra alone, while it is below twice bwInter and every channel's
-  // chain fits its links; tuning.cc takes Tree's bandwidth from it on two machines. 2 × Oracle BM.GPU4.8: 16
-  // channels at 12 GB/s (one per 100 Gb/s port); the chains then fit 15 GB/s (16 × 15 = 240 GB/s, an A100's
-  // 12 NVLink lanes at 20) but not the next step, 18.
+  // chain fits its links; tuning.cc takes Tree's bandwidth from it on two machines. 2 × Oracle BM.GPU4.8 as NCCL
+  // 2.19.3 sees it (its 100 Gb/s ports not fused, below): 16 channels at 12 GB/s (one per port); the chains then fit
+  // 15 GB/s (16 × 15 = 240 GB/s, an A100's 12 NVLink lanes at 20) but not the next step, 18.
   const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
   const Topology oci =
       load_topology(std::string(root != nullptr ? root : ".") + "/tests/simulator/data/2xoci-bm-gpu4.8.json");
-  nccl::Graph g = nccl::search(oci, oci.gpus());
+  nccl::Graph g = nccl::search(oci, oci.gpus(), NcclRelease{2, 19, 3});
   REQUIRE(g.channels == 16);
   CHECK(g.bw_intra == 12.0);
   CHECK(g.bw_inter == 12.0);
@@ -993,7 +993,6 @@ TEST_CASE("nccl.tree_graph_raises_its_intra_speed_across_machines") {
   CHECK(t.bandwidth[ring][simple] == doctest::Approx(16 * 12.0 * 16.0 / 30.0));
   // NCCL 2.19.3 picks Tree at 1 GiB, as the published run above the machines' 200 GB/s of network shows
   // (oci-a100-2x8-roce16-1g); with the ring's speed for the tree graph it would pick Ring.
-  g.release = NcclRelease{2, 19, 3};
   CHECK(pick(g, double(1 << 30)) == "tree.simple");
   nccl::Graph flat = g;
   flat.tree_bw_intra = flat.bw_intra;
@@ -1007,4 +1006,52 @@ TEST_CASE("nccl.tree_graph_raises_its_intra_speed_across_machines") {
   CHECK(nccl::all_reduce_table(three).bandwidth[tree][simple] == before);
   const nccl::Graph one = graph_of("dgx-a100");
   CHECK(one.tree_bw_intra == one.bw_intra);
+}
+
+TEST_CASE("nccl.nic_ports_of_one_card_fuse_from_2_24") {
+  // 2 x Oracle BM.GPU4.8: 8 dual-port ConnectX-6 cards of 2 x 100 Gb/s per machine (Oracle's topology file lists two
+  // <net> ports in each <nic>). NCCL 2.24+ fuses each card's ports into one 200 Gb/s NIC: 8 channels at 24 GB/s,
+  // whose trees the per-channel cap keeps below the rings (8 x 23.6), so Ring at 1 GiB; before 2.24, 16 channels
+  // at 12 and trees raised to 15: Tree (the 2.19.3 run above the network's 200 GB/s; the 2.25/2.26 runs at 95 % of
+  // it, a ring).
+  const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
+  const Topology oci =
+      load_topology(std::string(root != nullptr ? root : ".") + "/tests/simulator/data/2xoci-bm-gpu4.8.json");
+  const NcclRelease r2193{2, 19, 3}, r2251{2, 25, 1};
+  CHECK_FALSE(nccl::fuses_nic_ports(NcclRelease{2, 23, 4}));
+  CHECK(nccl::fuses_nic_ports(NcclRelease{2, 24, 3}));
+  const nccl::Graph fused = nccl::search(oci, oci.gpus(), r2251);
+  CHECK(fused.release == r2251);
+  REQUIRE(fused.channels == 8);
+  CHECK(fused.bw_inter == 24.0);
+  for (const nccl::Channel& ch : fused.rings) {
+    REQUIRE(ch.nic_ports.size() == 2);
+    for (std::size_t m = 0; m < 2; ++m) {
+      REQUIRE(ch.nic_ports[m].size() == 2);
+      CHECK(ch.nic_ports[m][0] == ch.nics[m]);
+      const std::string& a = oci.nodes()[static_cast<std::size_t>(ch.nic_ports[m][0])].bus_id;
+      const std::string& b = oci.nodes()[static_cast<std::size_t>(ch.nic_ports[m][1])].bus_id;
+      CHECK(a.substr(0, a.size() - 1) == b.substr(0, b.size() - 1));
+    }
+  }
+  CHECK(pick(fused, double(1 << 30)) == "ring.simple");
+  const nccl::Graph ports = nccl::search(oci, oci.gpus(), r2193);
+  CHECK(ports.channels == 16);
+  CHECK(ports.bw_inter == 12.0);
+  CHECK(ports.rings.front().nic_ports.front().size() == 1);
+  CHECK(pick(ports, double(1 << 30)) == "tree.simple");
+  // The fused channels' traffic crosses both ports of each card evenly.
+  BuildOptions o;
+  o.count = 1 << 28;
+  CostModel model = CostModel::defaults(BackendProfile::kNccl);
+  model.nccl_release = r2251;
+  const SimResult r = simulate(build_plan(oci, parse_spec("nccl"), o), oci, model, 4);
+  double port0 = -1, port1 = -1;
+  for (const LinkUsage& u : r.links) {
+    const std::string name = link_name(oci, u.link);
+    if (name.find("m0/nic0->") == 0) port0 = u.bytes;
+    if (name.find("m0/nic1->") == 0) port1 = u.bytes;
+  }
+  CHECK(port0 > 0);
+  CHECK(port0 == doctest::Approx(port1));
 }

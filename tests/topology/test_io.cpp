@@ -292,6 +292,18 @@ TEST_CASE("io.compact_form_builds_the_layout") {
   CHECK(t.nodes_of_kind(NodeKind::kPcieSwitch).size() == 2);
   CHECK(t.nodes_of_kind(NodeKind::kNic).size() == 2);
   CHECK(t.nodes()[t.nodes_of_kind(NodeKind::kNic)[1]].arch == "mlx5_1");
+  CHECK(t.nodes()[t.nodes_of_kind(NodeKind::kNic)[1]].bus_id.empty());  // one port per card: no card to tell
+  // Two ports per card: a run of two NICs under one switch shares a bus id but for the function digit.
+  json dual = compact_base();
+  dual["compact"]["nics_per_switch"] = 2;
+  dual["compact"]["nic_ports"] = 2;
+  const Topology d = topology_from_json(dual, "d.json");
+  const auto nics = d.nodes_of_kind(NodeKind::kNic);
+  REQUIRE(nics.size() == 4);
+  CHECK(d.nodes()[nics[0]].bus_id == "0000:00:00.0");
+  CHECK(d.nodes()[nics[1]].bus_id == "0000:00:00.1");
+  CHECK(d.nodes()[nics[2]].bus_id == "0000:01:00.0");
+  CHECK(d.nodes()[nics[3]].bus_id == "0000:01:00.1");
   // 2 NVLink + 4 GPU-switch + 2 switch-CPU + 2 NIC + 1 SMP full-duplex links.
   CHECK(t.links().size() == 2 * 11);
   CHECK(t.nvlink_lanes(t.find_node("gpu2"), t.find_node("gpu3")) == 2);
@@ -462,6 +474,10 @@ TEST_CASE("io.compact_rejects_bad_grouping") {
   doc.erase("compact");
   doc["compact"] = {{"gpus", 2}, {"nics_per_switch", 1}};
   CHECK(error_of(doc) == "x.json: compact.nics_per_switch: needs pcie_switches (use nics_per_socket)");
+  doc["compact"] = {{"gpus", 2}, {"pcie_switches", {{0, 1}}}, {"nics_per_switch", 3}, {"nic_ports", 2}};
+  CHECK(error_of(doc) == "x.json: compact.nic_ports: 2 does not divide nics_per_switch (3)");
+  doc["compact"] = {{"gpus", 2}, {"nics_per_socket", 2}, {"nic_ports", 0}};
+  CHECK(error_of(doc) == "x.json: compact.nic_ports: must be between 1 and 8 (got 0)");
   doc["compact"] = {{"gpus", 0}};
   CHECK(error_of(doc) == "x.json: compact.gpus: must be between 1 and 1024 (got 0)");
   doc["compact"] = {{"gpus", 2}, {"pcie_bandwith", 12}};

@@ -167,20 +167,20 @@ TEST_CASE("log_check.info_log_findings") {
                "a100.log:2: NCCL's tree graph has the simpler TREE pattern (3: all NIC traffic through one GPU, Tree at "
                ".85 of its bandwidth in NCCL's table) where the model's search expects a balanced tree"));
   // Across two machines a tree graph's speed inside the machine is raised above the rings' (search.cc pass 2,
-  // nccl::Graph::tree_bw_intra: 15 GB/s on 2 x Oracle BM.GPU4.8, whose rings run 16 channels at 12): a tree graph at
-  // the rings' speed is named, one at the raised speed is not.
+  // nccl::Graph::tree_bw_intra: 30 GB/s on 2 x Oracle BM.GPU4.8, whose rings run 8 channels at 24 over its fused
+  // dual-port NICs): a tree graph at the rings' speed is named, one at the raised speed is not.
   const Topology oci = load_topology(
       (artune_test::log_data_dir().parent_path().parent_path() / "simulator/data/2xoci-bm-gpu4.8.json").string());
   const std::string oci_ring =
-      "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 16, bw 12.000000/12.000000, type NVL/PXB, sameChannels 1\n";
+      "h:1:2 [0] NCCL INFO Pattern 4, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PXB, sameChannels 1\n";
   const std::string oci_flat_tree =
-      "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 16, bw 12.000000/12.000000, type NVL/PXB, sameChannels 1\n";
+      "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 8, bw 24.000000/24.000000, type NVL/PXB, sameChannels 1\n";
   const std::string oci_tree =
-      "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 16, bw 15.000000/12.000000, type NVL/PXB, sameChannels 1\n";
+      "h:1:2 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 8, bw 30.000000/24.000000, type NVL/PXB, sameChannels 1\n";
   const logs::InfoLog flat = logs::parse_nccl_info(head + oci_ring + oci_flat_tree, "flat.log");
   CHECK(any_of(check_runs(oci, a3, &flat, CheckOptions{}).runs[0].findings,
-               "flat.log:3: NCCL's graph (pattern 1) has 16 channel(s) at 12 GB/s, type NVL/PXB; the model's search "
-               "finds 16 at 15 GB/s"));
+               "flat.log:3: NCCL's graph (pattern 1) has 8 channel(s) at 24 GB/s, type NVL/PXB; the model's search "
+               "finds 8 at 30 GB/s"));
   const logs::InfoLog raised = logs::parse_nccl_info(head + oci_ring + oci_tree, "raised.log");
   CHECK_FALSE(any_of(check_runs(oci, a3, &raised, CheckOptions{}).runs[0].findings, "NCCL's graph (pattern"));
   // The ring graph's GPU-to-NIC type against the model's: with a NIC per GPU NCCL sends through the NIC's own GPU

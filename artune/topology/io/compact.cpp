@@ -45,7 +45,7 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   reader.allow_keys(
       c, cp,
       {"gpus", "arch", "nvlink", "nvlink_lane_bandwidth", "nvswitch", "pcie_switches", "sockets", "pcie_bandwidth",
-       "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_bandwidth", "latency", "cpu_arch"});
+       "smp_bandwidth", "nics_per_switch", "nics_per_socket", "nic_ports", "nic_bandwidth", "latency", "cpu_arch"});
   const int gpus =
       static_cast<int>(reader.integer(reader.required(c, cp, "gpus"), field(cp, "gpus"), 1, kMaxGpusPerMachine));
   std::string arch;
@@ -172,6 +172,18 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
     nics_per_socket = static_cast<int>(reader.integer(*v, field(cp, "nics_per_socket"), 0, 64));
   if (const json* v = Reader::find(c, "nic_bandwidth"))
     out.nic_bandwidth = reader.positive(*v, field(cp, "nic_bandwidth"));
+  // Ports per NIC card: consecutive NICs under one parent are the ports of one card, told apart as NCCL does
+  // (PCI functions of one device: bus ids equal but for the last digit; NCCL 2.24+ fuses them into one NIC).
+  int nic_ports = 1;
+  if (const json* v = Reader::find(c, "nic_ports")) {
+    nic_ports = static_cast<int>(reader.integer(*v, field(cp, "nic_ports"), 1, 8));
+    for (const auto& [count, name] :
+         {std::pair{nics_per_switch, "nics_per_switch"}, {nics_per_socket, "nics_per_socket"}}) {
+      if (count % nic_ports != 0) {
+        reader.fail(field(cp, "nic_ports"), fmt::format("{} does not divide {} ({})", nic_ports, name, count));
+      }
+    }
+  }
 
   // Nodes: GPUs first (local index = position), then the merged NVSwitch,
   // CPU sockets, PCIe switches and NICs.
@@ -187,8 +199,10 @@ Loaded parse_compact(const json& doc, const Reader& reader, const std::string& p
   }
   int nic_count = 0;
   const auto add_nic = [&](int parent) {
+    const std::string bus_id =
+        nic_ports > 1 ? fmt::format("0000:{:02x}:00.{}", nic_count / nic_ports, nic_count % nic_ports) : "";
     const int nic = topo.add_node(
-        {fmt::format("nic{}", nic_count), NodeKind::kNic, 0, nic_count, -1, fmt::format("mlx5_{}", nic_count), ""});
+        {fmt::format("nic{}", nic_count), NodeKind::kNic, 0, nic_count, -1, fmt::format("mlx5_{}", nic_count), bus_id});
     ++nic_count;
     topo.add_duplex_link(nic, parent, LinkKind::kPcie, pcie_bandwidth, lat_pcie);
   };
