@@ -301,7 +301,9 @@ class Generator {
     std::vector<std::string> out;
     nccl::CostTable table;
     try {
-      if (topo_.gpus().size() > 1) table = nccl::all_reduce_table(nccl::search(topo_, topo_.gpus()));
+      if (topo_.gpus().size() > 1) {
+        table = nccl::all_reduce_table(nccl::search(topo_, topo_.gpus(), options_.nccl_release));
+      }
     } catch (const Error&) {
       // Machines with different GPU counts: NCCL's model needs the same count on each; no variants.
       return out;

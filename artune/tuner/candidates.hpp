@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "artune/algorithms/builders.hpp"
+#include "artune/core/nccl_release.hpp"
 #include "artune/core/types.hpp"
 #include "artune/topology/topology.hpp"
 
@@ -57,6 +58,9 @@ struct CandidateOptions {
   int jobs = 0;                           ///< threads building and verifying them (0 = every core; same set)
   /// Whose families (all-reduce; all-gather or reduce-scatter for autotune --collective, issue 17).
   Collective collective = Collective::kAllReduce;
+  /// The NCCL release whose search and cost table say which of NCCL's algorithms and channel counts to offer (the
+  /// cost model's: autotune --nccl-version).
+  NcclRelease nccl_release = kModelledNcclRelease;
 };
 
 /// What generation produced.

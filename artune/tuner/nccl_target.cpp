@@ -45,7 +45,7 @@ CandidateSet generate_nccl_candidates(const Topology& topo, const CandidateOptio
   }
   nccl::Graph graph;
   try {
-    graph = nccl::search(topo, topo.gpus());
+    graph = nccl::search(topo, topo.gpus(), options.nccl_release);
   } catch (const Error& e) {
     throw Unsupported(
         fmt::format("{} nccl: NCCL's model does not apply to '{}': {}", parameter("target"), topo.name(), e.what()));

@@ -133,6 +133,7 @@ class Search {
     if (options_.progress) options_.progress(0, 1, "generating and verifying candidates");
     CandidateOptions candidate_options = options_.candidates;
     candidate_options.jobs = options_.jobs;
+    candidate_options.nccl_release = options_.model.nccl_release;
     result_.set =
         options_.generate ? options_.generate(topo_, candidate_options) : generate_candidates(topo_, candidate_options);
     if (result_.set.candidates.empty()) {

@@ -124,6 +124,21 @@ TEST_CASE("nccl_target.candidates_are_nccl_pairs_nccl_enables") {
                                                 artune::Collective::kAllGather)) ==
         std::vector<std::string>{"nccl.ring.ll", "nccl.ring.simple", "nccl"});
 
+  // The release's search says which channel counts there are: 2 x Oracle BM.GPU4.8's 8 fused dual-port NICs give
+  // 8 channels from NCCL 2.24 (1, 2 and 4 below them), its 16 ports 16 before (8 too).
+  const char* root = std::getenv("ARTUNE_SOURCE_ROOT");
+  const artune::Topology oci =
+      artune::load_topology(std::string(root != nullptr ? root : ".") + "/tests/simulator/data/2xoci-bm-gpu4.8.json");
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  const auto fused = labels(artune::generate_nccl_candidates(oci, {}));
+  CHECK(has(fused, "nccl.ring.simple.c4"));
+  CHECK_FALSE(has(fused, "nccl.ring.simple.c8"));
+  artune::CandidateOptions before_fusion;
+  before_fusion.nccl_release = artune::NcclRelease{2, 19, 3};
+  CHECK(has(labels(artune::generate_nccl_candidates(oci, before_fusion)), "nccl.ring.simple.c8"));
+
   CHECK_THROWS_WITH_AS(artune::generate_nccl_candidates(artune::load_topology("uniform:1"), {}),
                        doctest::Contains("parameter target nccl: 'uniform:1' has 1 GPU(s)"), artune::Unsupported);
 }
