@@ -213,8 +213,10 @@ int FlowEngine::start(double now, double work, std::span<const int> resources, d
   ++c.count;
   for (std::size_t k = 0; k < c.res.size(); ++k) {
     Resource& R = res_[c.res[k]];
-    if (R.flows == 0) R.busy_since = now;
-    if (R.stats.first_busy_us < 0) R.stats.first_busy_us = now;
+    if (R.flows == 0) {
+      R.busy_since = now;
+      if (R.stats.first_busy_us < 0) R.stats.first_busy_us = now;
+    }
     ++R.flows;
     if (weighted_) {
       const double w = c.weights.empty() ? 1.0 : c.weights[k];

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <span>
 #include <unordered_map>
 
 #include "artune/algorithms/spec.hpp"
@@ -483,24 +484,21 @@ class MachineSearch {
   std::unordered_map<int, std::vector<int>> starts_;  // NIC node -> local GPU indices to start a ring at, in order
 };
 
+// The search's speed steps for a GPU generation, inside one machine or across machines (search.cc speedArray*).
+std::span<const double> speed_steps(int compcap, bool inter) {
+  if (compcap >= 100)
+    return inter ? std::span<const double>(kSm100SpeedInter) : std::span<const double>(kSm100SpeedIntra);
+  if (compcap >= 90) return inter ? std::span<const double>(kSm90SpeedInter) : std::span<const double>(kSm90SpeedIntra);
+  return inter ? std::span<const double>(kSpeedInter) : std::span<const double>(kSpeedIntra);
+}
+
 // search.cc ncclTopoCompute for the Ring pattern on one machine: pass 1 from the fastest speed a GPU can
 // use, lowering it while the next step keeps > 49% of the best bandwidth found, stopping at a perfect
 // solution (channels × bw ≥ a GPU's total); duplication (ncclTopoDupChannels); pass 2 raising the
 // speed for the same channel count.
 SearchResult search_machine(const Topology& topo, const Machine& m, int compcap, bool net) {
-  const bool inter = net;
-  const double* speeds;
-  int nspeeds;
-  if (compcap >= 100) {
-    speeds = inter ? kSm100SpeedInter : kSm100SpeedIntra;
-    nspeeds = inter ? std::size(kSm100SpeedInter) : std::size(kSm100SpeedIntra);
-  } else if (compcap >= 90) {
-    speeds = inter ? kSm90SpeedInter : kSm90SpeedIntra;
-    nspeeds = inter ? std::size(kSm90SpeedInter) : std::size(kSm90SpeedIntra);
-  } else {
-    speeds = inter ? kSpeedInter : kSpeedIntra;
-    nspeeds = inter ? std::size(kSpeedInter) : std::size(kSpeedIntra);
-  }
+  const std::span<const double> speeds = speed_steps(compcap, net);
+  const int nspeeds = static_cast<int>(speeds.size());
   // maxBw: the fastest single path a ring edge can take; totalBw: a GPU's bandwidth out (paths.cc).
   Capacities caps(topo, compcap);
   m.pool_ports(topo, caps);
@@ -719,10 +717,8 @@ namespace {
 // each hop taking bwIntra of its links one way (search.cc followPath); the NICs keep bwInter. A maintainer on why
 // (NVIDIA/nccl#645): on two machines, "due to tree's double-bandwidth effect", 2 × the network speed is the limit.
 double raised_tree_bw_intra(const Topology& topo, const Graph& g) {
-  const double* speeds = g.compcap >= 100 ? kSm100SpeedInter : g.compcap >= 90 ? kSm90SpeedInter : kSpeedInter;
-  const int nspeeds = static_cast<int>(g.compcap >= 100  ? std::size(kSm100SpeedInter)
-                                       : g.compcap >= 90 ? std::size(kSm90SpeedInter)
-                                                         : std::size(kSpeedInter));
+  const std::span<const double> speeds = speed_steps(g.compcap, true);
+  const int nspeeds = static_cast<int>(speeds.size());
   int k = 0;
   while (k < nspeeds - 1 && speeds[k] > g.bw_inter) ++k;
   double bw = g.bw_intra;

@@ -340,8 +340,7 @@ void Simulation::compile_nccl_group(const Op& op, const std::vector<int>& member
       const int na = pa[i % pa.size()], nb = pb[i % pb.size()];
       const Route send = nccl::net_send_route(topo_, a, na, ch.nic_gpus[static_cast<std::size_t>(ma)]);
       add_path_flow({&send.links, &topo_.route(na, nb).links, &topo_.route(nb, b).links},
-                    work / static_cast<double>(ports), ports > 1 ? cap / static_cast<double>(ports) : cap, used,
-                    pending);
+                    work / static_cast<double>(ports), cap / static_cast<double>(ports), used, pending);
     }
   };
   auto tree_edges = [&](double share, bool chains) {

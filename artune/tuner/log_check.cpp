@@ -370,10 +370,12 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
   // takes the largest over the ranks, comm->maxTreePattern): TREE costs Tree .85 of its bandwidth in NCCL's table,
   // and the model's search says which one this topology gives (nccl::Graph::simple_tree).
   constexpr int kBalancedTreePattern = 1, kTreePattern = 3, kRingPattern = 4;
+  const auto is_tree = [](const logs::InfoGraph& g) {
+    return g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
+  };
   for (const auto& g : info.graphs) {
     // Across machines a tree graph's bwIntra is raised above the ring's (nccl::Graph::tree_bw_intra).
-    const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
-    const double expected = tree ? graph.tree_bw_intra : graph.bw_intra;
+    const double expected = is_tree(g) ? graph.tree_bw_intra : graph.bw_intra;
     if (g.channels < graph.channels || g.bw_intra + 1e-9 < expected) {
       out.push_back(
           fmt::format("{}:{}: NCCL's graph (pattern {}) has {} channel(s) at {:g} GB/s, type {}/{}; the "
@@ -384,8 +386,7 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
   }
   const logs::InfoGraph* tree_graph = nullptr;
   for (const auto& g : info.graphs) {
-    const bool tree = g.pattern >= kBalancedTreePattern && g.pattern <= kTreePattern;
-    if (tree && (tree_graph == nullptr || g.pattern > tree_graph->pattern)) tree_graph = &g;
+    if (is_tree(g) && (tree_graph == nullptr || g.pattern > tree_graph->pattern)) tree_graph = &g;
   }
   if (tree_graph != nullptr && (tree_graph->pattern == kTreePattern) != graph.simple_tree) {
     out.push_back(
