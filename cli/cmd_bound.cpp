@@ -34,12 +34,14 @@ std::string set_by(const CollectiveBound& b) {
   if (b.ranks < 2) return "one participant: nothing moves";
   if (b.collective == Collective::kAllReduce) {
     const std::string& what = b.cuts.front().what;
-    if (what == "volume") return "volume: 2(N-1) buffers into the GPUs";
+    if (what == "volume")
+      return fmt::format("volume: 2(N-1) buffers into the GPUs{}", b.cuts.front().as_flows ? ", as flows" : "");
     if (what == "partition") {
-      return fmt::format("{}partition: 2({}-1) buffers between {} parts",
+      return fmt::format("{}partition: 2({}-1) buffers between {} parts{}",
                          b.in_network ? "in-network reduction (NVLS) and a " : "", b.cuts.front().parts.size(),
-                         b.cuts.front().parts.size());
+                         b.cuts.front().parts.size(), b.cuts.front().as_flows ? ", as flows" : "");
     }
+    if (what == "two-way split") return "a cut splitting the GPUs, crossed both ways at once";
     return b.in_network ? "in-network reduction (NVLS): the slowest cut splitting the GPUs"
                         : "the slowest cut splitting the GPUs";
   }
@@ -59,10 +61,16 @@ nlohmann::json cut_json(const Topology& topo, const BoundCut& cut) {
     for (int v : part) ids.push_back(topo.nodes()[static_cast<std::size_t>(v)].id);
     parts.push_back(ids);
   }
-  return {{"what", cut.what},   {"inside", inside},       {"ranks_inside", cut.ranks_inside},
-          {"ranks_outside", cut.ranks_outside},             {"links", links},
-          {"gbps", cut.gbps},   {"rate_gbps", cut.rate_gbps}, {"receivers", receivers},
-          {"parts", parts}};
+  return {{"what", cut.what},
+          {"inside", inside},
+          {"ranks_inside", cut.ranks_inside},
+          {"ranks_outside", cut.ranks_outside},
+          {"links", links},
+          {"gbps", cut.gbps},
+          {"rate_gbps", cut.rate_gbps},
+          {"receivers", receivers},
+          {"parts", parts},
+          {"as_flows", cut.as_flows}};
 }
 
 // What trees packed over the routes carry beside a bound (synthesis::packed_trees_algbw), on one machine of at most
@@ -138,6 +146,9 @@ void run_bound(const BoundFlags& f) {
               ? fmt::format("every result crosses it: algbw <= {:.2f} GB/s", c.rate_gbps)
           : c.what == "volume"
               ? fmt::format("{} buffers in all: algbw <= {:.2f} GB/s", 2 * (c.ranks_outside - 1), c.rate_gbps)
+          : c.what == "two-way split"
+              ? fmt::format("every result crosses it both ways, on links that cannot carry both: algbw <= {:.2f} GB/s",
+                            c.rate_gbps)
           : c.what == "partition"
               ? fmt::format("{} buffers cross between the parts: algbw <= {:.2f} GB/s", 2 * (c.parts.size() - 1),
                             c.rate_gbps)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <string>
 #include <vector>
@@ -201,16 +202,27 @@ TEST_CASE("cut_bound.partition_of_a_dgx1_subset") {
   // gpu2). No cut binds as much as the three of them as parts: per direction 40 + 20 + 20 GB/s of NVLink, gpu6's
   // PCIe switch to cpu1 (12) and QPI (6), 98 GB/s each way for 4 buffers: algbw 49 where the split cut gives 52.
   const Topology t = load_topology("dgx1-v100[0,1,2,3,4,6]");
-  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, usable_link_rates(t));
-  CHECK(b.algbw_gbps == doctest::Approx(49));
-  REQUIRE(b.cuts.front().what == "partition");
-  CHECK(b.cuts.front().gbps == doctest::Approx(196));
-  CHECK(cut_text(t, b.cuts.front()).rfind("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu6}: 10 links", 0) == 0);
+  const BoundCut links_between = partition_cut(t, {}, usable_link_rates(t), false);
+  CHECK(links_between.rate_gbps == doctest::Approx(49));
+  CHECK_FALSE(links_between.as_flows);
+  CHECK(links_between.gbps == doctest::Approx(196));
+  CHECK(cut_text(t, links_between).rfind("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu6}: 10 links", 0) == 0);
   CHECK(splitting_cut(t, {}, usable_link_rates(t)).rate_gbps == doctest::Approx(52));
+  // As flows, the same three parts allow less: the quad's PCIe takes in only what crosses QPI (6), since cpu0 has
+  // nothing but what it is sent, so 40 + 20 + 6 into the quad, 40 + 20 + 12 into gpu4 and 20 + 20 + 12 into gpu6
+  // (their switches' uplinks from cpu1), 190 GB/s for 4 buffers: 47.5. The trees' packing reaches it.
+  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, usable_link_rates(t));
+  CHECK(b.algbw_gbps == doctest::Approx(47.5));
+  REQUIRE(b.cuts.front().what == "partition");
+  CHECK(b.cuts.front().as_flows);
+  CHECK(cut_text(t, b.cuts.front())
+            .rfind("{gpu0,gpu1,gpu2,gpu3} | {gpu4} | {gpu6}: 15 links (nvlink+pcie+smp) full", 0) == 0);
+  CHECK(synthesis::packed_trees_algbw(t, t.gpus(), Collective::kAllReduce, usable_link_rates(t)) ==
+        doctest::Approx(47.5));
   // Every device in a part: the NICs (leaves, peeled off the search) with their PCIe switches.
   const auto id = [&](int v) { return t.nodes()[static_cast<std::size_t>(v)].id; };
   std::vector<std::vector<std::string>> parts;
-  for (const std::vector<int>& part : b.cuts.front().parts) {
+  for (const std::vector<int>& part : links_between.parts) {
     parts.emplace_back();
     for (int v : part) parts.back().push_back(id(v));
   }
@@ -238,4 +250,120 @@ TEST_CASE("cut_bound.partition_of_a_dgx1_subset") {
   }
   CHECK(partition_cut(c, {c.gpus()[0], c.gpus()[1], c.gpus()[8]}, cr).rate_gbps ==
         std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("cut_bound.two_way_split_of_a_dgx1_subset") {
+  // dgx1-v100[0,1,4] at NCCL's usable rates: gpu1 has one NVLink lane to gpu0 (20 GB/s) and its PCIe link (12),
+  // so the split cut {gpu1} allows 32. But gpu0 sits under gpu1's PCIe switch and their route is the NVLink, so
+  // whatever gpu1 takes in over PCIe comes down the switch's uplink from cpu0, which has it from QPI (6) or from
+  // gpu0 up the same uplink, which gpu1's own results climb too: with t each way over gpu1's PCIe,
+  // t ≤ 6 + (12 − t), t = 9, and algbw 20 + 9 = 29. The two directions fill both NVLinks, both uplinks and QPI.
+  const Topology t = load_topology("dgx1-v100[0,1,4]");
+  const LinkRates rates = usable_link_rates(t);
+  CHECK(splitting_cut(t, {}, rates).rate_gbps == doctest::Approx(32));
+  const BoundCut two_way = two_way_split_cut(t, {}, rates);
+  CHECK(two_way.rate_gbps == doctest::Approx(29));
+  const auto id = [&](int v) { return t.nodes()[static_cast<std::size_t>(v)].id; };
+  REQUIRE(two_way.inside.size() == 1);
+  CHECK(id(two_way.inside.front()) == "gpu1");
+  std::vector<std::string> filled;
+  for (int l : two_way.links) {
+    const Link& link = t.links()[static_cast<std::size_t>(l)];
+    filled.push_back(id(link.src) + ">" + id(link.dst));
+  }
+  std::sort(filled.begin(), filled.end());
+  CHECK(filled ==
+        std::vector<std::string>{"cpu0>cpu1", "cpu0>pcisw0", "cpu1>cpu0", "gpu0>gpu1", "gpu1>gpu0", "pcisw0>cpu0"});
+  CHECK(cut_text(t, two_way) == "{gpu1} <-> {gpu0,gpu4} at once: 6 links (nvlink+pcie+smp) full, 76.00 GB/s");
+  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, rates);
+  CHECK(b.algbw_gbps == doctest::Approx(29));
+  CHECK(b.cuts.front().what == "two-way split");
+  // What trees packed over the routes carry meets it: the bound is reached, not just approached.
+  CHECK(synthesis::packed_trees_algbw(t, t.gpus(), Collective::kAllReduce, rates) == doctest::Approx(29));
+  // gpu0 of [0,1,5,7] is in gpu1's place, and gpu7's split {gpu7} has the same 32 GB/s on its own (NVLink to gpu5
+  // and PCIe, its switch's uplink free for it): the least two-way split is still found, not the first of the ties.
+  const Topology tie = load_topology("dgx1-v100[0,1,5,7]");
+  const BoundCut tied = two_way_split_cut(tie, {}, usable_link_rates(tie));
+  CHECK(tied.rate_gbps == doctest::Approx(29));
+  REQUIRE(tied.inside.size() == 1);
+  CHECK(tie.nodes()[static_cast<std::size_t>(tied.inside.front())].id == "gpu0");
+  // Where the switches reduce (NVLS) the split alone bounds; where no uplink is climbed both ways, the two-way split
+  // is the split cut itself: rings, a fully connected machine, the whole DGX-1.
+  CHECK(collective_bound(t, {}, Collective::kAllReduce, rates, true).algbw_gbps == doctest::Approx(32));
+  for (const Topology& same : {ring(5, 10, true), load_topology("uniform:4"), load_topology("dgx1-v100")}) {
+    const LinkRates r = nominal_link_rates(same);
+    INFO(same.name());
+    CHECK(two_way_split_cut(same, {}, r).rate_gbps == doctest::Approx(splitting_cut(same, {}, r).rate_gbps));
+  }
+  // More than kPartitionParticipants participants, or several machines: not asked.
+  const Topology big = load_topology("uniform:9");
+  CHECK(two_way_split_cut(big, {}, nominal_link_rates(big)).rate_gbps == std::numeric_limits<double>::infinity());
+  const Topology two = load_topology("2xdgx1-v100");
+  CHECK(two_way_split_cut(two, {two.gpus()[0], two.gpus()[1]}, nominal_link_rates(two)).rate_gbps ==
+        std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("cut_bound.volume_by_flows") {
+  // dgx1-p100[0,1,4] at NCCL's usable rates (NVLink 16 GB/s per lane, PCIe 12, QPI 6): gpu0 has NVLinks to gpu1 and
+  // gpu4, those two none to each other. Every GPU can take in 16 per NVLink, but gpu0 and gpu1 share their switch's
+  // uplink (12 between them), and what gpu4 takes in over PCIe comes from cpu1, which has nothing of its own: only
+  // what crosses QPI (6). (4·16 + 12 + 6) / 2(3−1) = 20.5, where letting the sockets send as they like gave 22.
+  const Topology t = load_topology("dgx1-p100[0,1,4]");
+  const LinkRates rates = usable_link_rates(t);
+  const BoundCut volume = volume_cut(t, {}, rates);
+  CHECK(volume.rate_gbps == doctest::Approx(20.5));
+  CHECK(splitting_cut(t, {}, rates).rate_gbps == doctest::Approx(22));
+  const CollectiveBound b = collective_bound(t, {}, Collective::kAllReduce, rates);
+  CHECK(b.algbw_gbps == doctest::Approx(20.5));
+  CHECK(b.cuts.front().what == "volume");
+  CHECK(synthesis::packed_trees_algbw(t, t.gpus(), Collective::kAllReduce, rates) == doctest::Approx(20.5));
+  // The links it fills (the optimum's; others fill other links beside): the four NVLinks, the uplink down to gpu0
+  // and gpu1, QPI towards gpu4.
+  const auto id = [&](int v) { return t.nodes()[static_cast<std::size_t>(v)].id; };
+  std::vector<std::string> filled;
+  for (int l : volume.links) {
+    const Link& link = t.links()[static_cast<std::size_t>(l)];
+    filled.push_back(id(link.src) + ">" + id(link.dst));
+  }
+  std::sort(filled.begin(), filled.end());
+  const std::vector<std::string> binding = {"cpu0>cpu1", "cpu0>pcisw0", "gpu0>gpu1",
+                                            "gpu0>gpu4", "gpu1>gpu0",   "gpu4>gpu0"};
+  CHECK(std::includes(filled.begin(), filled.end(), binding.begin(), binding.end()));
+  CHECK(volume.as_flows);
+  CHECK(cut_text(t, volume).rfind(fmt::format("{{gpu0,gpu1,gpu4}} take in as flows filling {} links", filled.size()),
+                                  0) == 0);
+  // Where the max flow is as low (the whole DGX-1: every GPU's NVLink and its share of one uplink), it stands.
+  const Topology whole = load_topology("dgx1-v100");
+  const BoundCut max_flow = volume_cut(whole, {}, usable_link_rates(whole));
+  CHECK_FALSE(max_flow.as_flows);
+  CHECK(max_flow.rate_gbps == doctest::Approx(72));
+  CHECK(cut_text(whole, max_flow) ==
+        "{gpu0,gpu1,gpu2,gpu3,gpu4,gpu5,gpu6,gpu7} take in over 36 links (nvlink+pcie), 1008.00 GB/s");
+}
+
+TEST_CASE("cut_bound.packing_reaches_the_bound_on_every_dgx1_subset") {
+  // The bound is a bound on every plan, and the reduce-broadcast trees are one plan: on every subset of 2–8 GPUs of
+  // both DGX-1 machines, at NCCL's usable rates, the trees' packing carries exactly what the bound allows (the two-way
+  // split and the flows of volume and partitions closed every gap that staged PCIe routes had left, docs/bound.md).
+  for (const char* machine : {"dgx1-v100", "dgx1-p100"}) {
+    int sets = 0;
+    for (unsigned mask = 1; mask < 256; ++mask) {
+      if (std::popcount(mask) < 2) continue;
+      std::string list;
+      for (int g = 0; g < 8; ++g) {
+        if (((mask >> g) & 1U) == 0) continue;
+        if (!list.empty()) list += ',';  // piecewise: g++ 12's false -Wrestrict (GCC bug 105329) on "," + string
+        list += std::to_string(g);
+      }
+      const Topology t = load_topology(fmt::format("{}[{}]", machine, list));
+      const LinkRates rates = usable_link_rates(t);
+      const double bound = collective_bound(t, {}, Collective::kAllReduce, rates).algbw_gbps;
+      const double packed = synthesis::packed_trees_algbw(t, t.gpus(), Collective::kAllReduce, rates);
+      INFO(t.name());
+      CHECK(packed <= bound * (1 + 1e-6));
+      CHECK(packed >= bound * (1 - 1e-6));
+      ++sets;
+    }
+    CHECK(sets == 247);
+  }
 }

@@ -51,13 +51,24 @@ TEST_CASE("cli_bound.bound") {
 }
 
 TEST_CASE("cli_bound.packed_trees") {
-  // Beside the bound, what trees packed over the routes carry: below it where a staged edge loads a PCIe uplink
-  // both ways, below it on NVLS machines by the switches' reduction, absent on clusters.
-  const auto r = run_artune({"bound", "-t", "dgx1-v100[0,1,4]"});
+  // Beside the bound, what trees packed over the routes carry: at it where the two-way split binds (an NVLink pair
+  // under one PCIe switch) and where a partition's flows bind (staged edges loading PCIe uplinks that its links
+  // between parts count once), below it on NVLS machines by the switches' reduction, absent on clusters.
+  const auto two_way = run_artune({"bound", "-t", "dgx1-v100[0,1,4]"});
+  REQUIRE(two_way.status == 0);
+  CHECK(two_way.out.find("effective (profile nccl)        38.67        29.00  a cut splitting the GPUs, crossed both "
+                         "ways at once") != std::string::npos);
+  CHECK(
+      two_way.out.find("# effective two-way split cut: {gpu1} <-> {gpu0,gpu4} at once: 6 links (nvlink+pcie+smp) full, "
+                       "76.00 GB/s; every result crosses it both ways, on links that cannot carry both: algbw <= "
+                       "29.00 GB/s") != std::string::npos);
+  CHECK(two_way.out.find("effective (profile nccl)        38.67        29.00  100.0 %\n") != std::string::npos);
+  const auto r = run_artune({"bound", "-t", "dgx1-v100[0,1,2,3,4,5]"});
   REQUIRE(r.status == 0);
   CHECK(r.out.find("# trees packed over the routes") != std::string::npos);
-  CHECK(r.out.find("effective (profile nccl)        38.67        29.00  90.6 %: routes bind that no cut sees") !=
-        std::string::npos);
+  CHECK(r.out.find("effective (profile nccl)        90.83        54.50  partition: 2(3-1) buffers between 3 parts, as "
+                   "flows") != std::string::npos);
+  CHECK(r.out.find("effective (profile nccl)        90.83        54.50  100.0 %\n") != std::string::npos);
   const auto whole = run_artune({"bound", "-t", "dgx1-v100", "--json"});
   REQUIRE(whole.status == 0);
   const auto doc = nlohmann::json::parse(whole.out);

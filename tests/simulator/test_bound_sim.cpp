@@ -51,9 +51,12 @@ TEST_CASE("bound_sim.effective_rates") {
 }
 
 TEST_CASE("bound_sim.no_candidate_beats_the_bound") {
-  // Every tuner candidate of every collective on the shipped single machines, at 64 MiB and 1 MiB.
+  // Every tuner candidate of every collective on the shipped single machines, at 64 MiB and 1 MiB; and on subsets
+  // where the volume, the two-way split (an NVLink pair under one PCIe switch: [0,1,4], [0,1,4,6]) or a partition
+  // ([0,1,2,3,4,6]) binds.
   const CostModel model = CostModel::defaults(BackendProfile::kNccl);
-  for (const char* name : {"dgx1-p100", "dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu", "dgx1-v100[0,1,2,4,5]"}) {
+  for (const char* name : {"dgx1-p100", "dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu", "dgx1-v100[0,1,2,4,5]",
+                           "dgx1-v100[0,1,4]", "dgx1-v100[0,1,4,6]", "dgx1-v100[0,1,2,3,4,6]"}) {
     const Topology t = load_topology(name);
     for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
       const CollectiveBound b = effective_bound(t, {}, c, model);

@@ -100,12 +100,13 @@ TEST_CASE("allocation.dgx1_subset_table_row") {
     worst_vs_nccl = std::min(worst_vs_nccl, s.nccl_us / s.trees_us);
     if (s.trees_us <= s.others_us * (1 + 1e-9)) ++at_least;
   }
-  CHECK(100 * worst_share == doctest::Approx(88.06).epsilon(0.001));
+  CHECK(100 * worst_share == doctest::Approx(94.47).epsilon(0.001));
   CHECK(std::exp(log_sum / 56) == doctest::Approx(3.156).epsilon(0.002));
   CHECK(worst_vs_nccl == doctest::Approx(1.743).epsilon(0.004));
   CHECK(at_least == 56);
   // "below, packing < 95 %": of the sets below 95 % of the bound, those whose trees packed over the routes stay
-  // below 95 % of it themselves (`artune bound`'s second table; dgx1-v100[0,1,4]-like: 29 of 32 GB/s).
+  // below 95 % of it themselves (`artune bound`'s second table). None since the two-way split and the flows (the
+  // dgx1-v100[0,1,4]-like sets had 29 of 32 GB/s: the split cut's 32 was out of reach of any plan).
   int held_by_routes = 0;
   for (const SubsetScore& s : a.ranked) {
     if (s.bound.time_us(static_cast<double>(o.bytes)) / s.trees_us >= 0.95) continue;
@@ -114,7 +115,7 @@ TEST_CASE("allocation.dgx1_subset_table_row") {
         synthesis::packed_trees_algbw(sub, sub.gpus(), Collective::kAllReduce, usable_link_rates(sub));
     held_by_routes += packed < 0.95 * s.bound.algbw_gbps;
   }
-  CHECK(held_by_routes == 4);
+  CHECK(held_by_routes == 0);
   // The set: at least 1.4× NCCL.
   for (const SubsetScore& s : a.ranked) {
     if (s.list == "0,1,2,4,5") CHECK(s.nccl_us / s.trees_us >= 1.4);

@@ -3,10 +3,13 @@
 #include "artune/algorithms/synthesis/cut_bound.hpp"
 
 #include <fmt/format.h>
+#include <lemon/lp.h>
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <utility>
 #include <set>
 #include <tuple>
@@ -265,6 +268,186 @@ BoundCut reception_cut(const Topology& topo, const Network& net, const std::vect
   return cut;
 }
 
+// What each vertex of a network does with the bytes of a plan over `participants`. A participant (its rank) sends
+// and receives them. A device that holds memory but no part of the plan (a CPU socket, a GPU outside it) can keep a
+// byte and send copies of it several ways, or combine bytes. A switch's or NIC's link end forwards each byte, as it
+// came, one way. So one byte on a link can reach several places only if it meets a copying device on its way.
+struct Relays {
+  std::vector<int> rank;           // per vertex: the participant's rank, or -1
+  std::vector<bool> from_copying;  // a copying device, or reached from one through forwarding ends only
+  std::vector<bool> to_copying;    // a copying device, or reaching one through forwarding ends only
+};
+
+Relays relays_of(const Topology& topo, const Network& net, const std::vector<int>& participants) {
+  const int vertices = net.flow.nodes();
+  Relays r;
+  r.rank.assign(static_cast<std::size_t>(vertices), -1);
+  for (std::size_t i = 0; i < participants.size(); ++i)
+    r.rank[static_cast<std::size_t>(net.vertex_of_node[static_cast<std::size_t>(participants[i])])] =
+        static_cast<int>(i);
+  std::vector<bool> copies(static_cast<std::size_t>(vertices), false);
+  for (std::size_t v = 0; v < topo.nodes().size(); ++v) {
+    const int vertex = net.vertex_of_node[v];
+    const NodeKind kind = topo.nodes()[v].kind;
+    if (vertex >= 0 && r.rank[static_cast<std::size_t>(vertex)] < 0)
+      copies[static_cast<std::size_t>(vertex)] = kind == NodeKind::kCpu || kind == NodeKind::kGpu;
+  }
+  const auto reach = [&](bool forward) {
+    std::vector<bool> seen = copies;
+    std::vector<int> stack;
+    for (int v = 0; v < vertices; ++v) {
+      if (copies[static_cast<std::size_t>(v)]) stack.push_back(v);
+    }
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      for (const Network::Arc& a : net.arcs) {
+        const int from = forward ? a.from : a.to, to = forward ? a.to : a.from;
+        if (from != v || seen[static_cast<std::size_t>(to)] || r.rank[static_cast<std::size_t>(to)] >= 0) continue;
+        seen[static_cast<std::size_t>(to)] = true;
+        stack.push_back(to);
+      }
+    }
+    return seen;
+  };
+  r.from_copying = reach(true);
+  r.to_copying = reach(false);
+  return r;
+}
+
+// The link arcs on which one byte may count for several flows: those a byte crosses before a copying device
+// (relays_of) that can send it several ways; where those devices may also combine bytes (`combining`), only those
+// between two of them, since a byte a participant emits is useless to its own part and switches pass it on as it
+// came.
+std::vector<bool> shared_arcs(const Network& net, const Relays& relays, bool combining) {
+  std::vector<bool> shared(net.arcs.size(), false);
+  for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+    const Network::Arc& a = net.arcs[k];
+    shared[k] = a.link >= 0 && relays.to_copying[static_cast<std::size_t>(a.to)] &&
+                (!combining || relays.from_copying[static_cast<std::size_t>(a.from)]);
+  }
+  return shared;
+}
+
+// The links an LP's optimum fills, into `cut.links` and `cut.gbps`: `flows` per arc holds the columns of the flows
+// over it, which load it together, or on a shared arc (one byte counting for every flow it serves) each on its own.
+void fill_links(const Network& net, const LinkRates& rates, const std::vector<bool>& shared, const lemon::Lp& lp,
+                const std::vector<std::vector<lemon::Lp::Col>>& flows, BoundCut& cut) {
+  for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+    const Network::Arc& a = net.arcs[k];
+    double load = 0;
+    for (const lemon::Lp::Col& f : flows[k]) load = shared[k] ? std::max(load, lp.primal(f)) : load + lp.primal(f);
+    if (a.link >= 0 && load >= a.capacity * (1 - 1e-6)) cut.links.push_back(a.link);
+  }
+  std::sort(cut.links.begin(), cut.links.end());
+  cut.links.erase(std::unique(cut.links.begin(), cut.links.end()), cut.links.end());
+  for (int l : cut.links) cut.gbps += rates[static_cast<std::size_t>(l)];
+}
+
+// The arcs of a network that a flow from a participant `starts` accepts (by rank) to one `ends` accepts can take,
+// forwarded by non-participants only: those whose tail such a flow reaches and whose head reaches its end. Flows in
+// an LP get columns on these alone.
+template <typename Starts, typename Ends>
+std::vector<bool> arcs_between(const Network& net, const std::vector<int>& rank, Starts starts, Ends ends) {
+  const auto walk = [&](bool forward) {
+    std::vector<bool> seen(rank.size(), false);
+    std::vector<int> stack;
+    for (std::size_t v = 0; v < rank.size(); ++v) {
+      if (rank[v] >= 0 && (forward ? starts(rank[v]) : ends(rank[v]))) {
+        seen[v] = true;
+        stack.push_back(static_cast<int>(v));
+      }
+    }
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      for (const Network::Arc& a : net.arcs) {
+        const int from = forward ? a.from : a.to, to = forward ? a.to : a.from;
+        if (from != v || seen[static_cast<std::size_t>(to)] || rank[static_cast<std::size_t>(to)] >= 0) continue;
+        seen[static_cast<std::size_t>(to)] = true;
+        stack.push_back(to);
+      }
+    }
+    return seen;
+  };
+  const std::vector<bool> reached = walk(true), reaching = walk(false);
+  std::vector<bool> usable(net.arcs.size(), false);
+  for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+    const Network::Arc& a = net.arcs[k];
+    const int tail = rank[static_cast<std::size_t>(a.from)], head = rank[static_cast<std::size_t>(a.to)];
+    usable[k] = (tail < 0 ? reached[static_cast<std::size_t>(a.from)] : starts(tail)) &&
+                (head < 0 ? reaching[static_cast<std::size_t>(a.to)] : ends(head));
+  }
+  return usable;
+}
+
+// The gossip bound among the parts of a partition of the participants (`part` per rank, parts 0..p−1), as flows (an
+// LP): every byte crosses between parts 2(p−1) times in all and into each part at least once. Each part takes in
+// what the other parts' participants send it, no participant forwarding a byte for another part; switches
+// forward; a copying device (relays_of) can send a byte it was sent several ways, so a byte loads a link once per
+// part it reaches unless such a device lies ahead. Where those devices may also combine bytes (`combining`: two
+// parts, the split both ways), a byte serves both parts only between two of them: what a participant emits is
+// useless to its own part, and a switch passes it on unchanged. Returns the largest algbw x with every part
+// taking in x and all of them 2(p−1)·x, and the links that optimum fills.
+BoundCut receptions_as_flows(const Topology& topo, const Network& net, const Relays& relays, const LinkRates& rates,
+                             const std::vector<int>& part, bool combining) {
+  const std::vector<int>& rank = relays.rank;
+  const int vertices = net.flow.nodes();
+  const int parts = *std::max_element(part.begin(), part.end()) + 1;
+  lemon::Lp lp;
+  lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
+  const lemon::Lp::Col x = lp.addCol();
+  lp.colLowerBound(x, 0);
+  lemon::Lp::Expr received;
+  std::vector<lemon::Lp::Expr> load(net.arcs.size());
+  std::vector<std::vector<lemon::Lp::Col>> flows(net.arcs.size());
+  const std::vector<bool> shared = shared_arcs(net, relays, combining);
+  const auto part_of = [&](int vertex) {
+    const int r = rank[static_cast<std::size_t>(vertex)];
+    return r < 0 ? -1 : part[static_cast<std::size_t>(r)];
+  };
+  for (int j = 0; j < parts; ++j) {
+    std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(vertices));
+    lemon::Lp::Expr into_j;
+    // Participants of the other parts start part j's flow, j's end it; none forwards it.
+    const std::vector<bool> usable = arcs_between(
+        net, rank, [&](int r) { return part[static_cast<std::size_t>(r)] != j; },
+        [&](int r) { return part[static_cast<std::size_t>(r)] == j; });
+    for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+      const Network::Arc& a = net.arcs[k];
+      if (!usable[k]) continue;
+      const int tail = part_of(a.from), head = part_of(a.to);
+      const lemon::Lp::Col f = lp.addCol();
+      lp.colLowerBound(f, 0);
+      if (shared[k]) lp.colUpperBound(f, a.capacity);
+      load[k] += f;
+      flows[k].push_back(f);
+      if (tail < 0) balance[static_cast<std::size_t>(a.from)] -= f;
+      if (head < 0) balance[static_cast<std::size_t>(a.to)] += f;
+      if (head == j) into_j += f;
+    }
+    for (int v = 0; v < vertices; ++v) {
+      if (rank[static_cast<std::size_t>(v)] < 0 && v != net.source)
+        lp.addRow(balance[static_cast<std::size_t>(v)] == 0);
+    }
+    lp.addRow(into_j - x >= 0);
+    received += into_j;
+  }
+  for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+    if (net.arcs[k].link >= 0 && !shared[k]) lp.addRow(load[k] <= net.arcs[k].capacity);
+  }
+  lp.addRow(received - 2.0 * (parts - 1) * x >= 0);
+  lp.max();
+  lp.obj(x);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    throw InternalError(fmt::format("cut bound: the receptions LP of '{}' found no optimum", topo.name()));
+  }
+  BoundCut cut;
+  cut.rate_gbps = lp.primal(x);
+  fill_links(net, rates, shared, lp, flows, cut);
+  return cut;
+}
+
 std::vector<int> default_participants(const Topology& topo, std::vector<int> participants) {
   if (participants.empty()) participants = topo.gpus();
   return participants;
@@ -401,10 +584,23 @@ BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants_i
   BoundCut cut = reception_cut(topo, net, participants, rates, participants, "volume");
   // reception_cut's rate is per block of N−1 per receiver: the receptions' total is that times N(N−1).
   cut.rate_gbps = cut.rate_gbps * n * (n - 1) / (2 * (n - 1));
+  if (participants.size() > static_cast<std::size_t>(kPartitionParticipants) || topo.machine_count() != 1) return cut;
+  // On one machine, the receptions as flows, every participant a part of its own (the max flow above lets every GPU
+  // and CPU send as much as it likes, so a socket feeding a GPU below it counted bytes that never reached it).
+  std::vector<int> own(participants.size());
+  std::iota(own.begin(), own.end(), 0);
+  BoundCut flows = receptions_as_flows(topo, net, relays_of(topo, net, participants), rates, own, false);
+  if (flows.rate_gbps < cut.rate_gbps * (1 - kRelativeSlack)) {
+    cut.rate_gbps = flows.rate_gbps;
+    cut.links = std::move(flows.links);
+    cut.gbps = flows.gbps;
+    cut.as_flows = true;
+  }
   return cut;
 }
 
-BoundCut partition_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
+BoundCut partition_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates,
+                       bool as_flows, double below) {
   check_rates(topo, rates);
   const std::vector<int> participants = default_participants(topo, participants_in);
   const int n = static_cast<int>(participants.size());
@@ -506,6 +702,8 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
   constexpr int kMaxPasses = 8;
   std::vector<int> part(static_cast<std::size_t>(n), 0), best_label;
   int best_parts = 0;
+  std::vector<std::pair<double, std::vector<int>>>
+      least;  // the partitions of least rate, and their participants' parts
   const auto evaluate = [&](int parts) {
     for (int i = 0; i < n; ++i) label[static_cast<std::size_t>(participants[static_cast<std::size_t>(i)])] = part[static_cast<std::size_t>(i)];
     for (int v : others) label[static_cast<std::size_t>(v)] = -1;
@@ -525,6 +723,13 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
       if (a >= 0 && b >= 0 && a != b) crossing += e.rate;
     }
     const double rate = crossing / (2.0 * (parts - 1));
+    // The least few, for the flows below (every participant a part of its own is the volume bound's LP).
+    if (parts < n && (least.size() < static_cast<std::size_t>(kPartitionsAsFlows) || rate < least.back().first)) {
+      if (least.size() == static_cast<std::size_t>(kPartitionsAsFlows)) least.pop_back();
+      least.emplace(std::upper_bound(least.begin(), least.end(), rate,
+                                     [](double r, const auto& entry) { return r < entry.first; }),
+                    rate, part);
+    }
     if (rate < best.rate_gbps * (1 - kRelativeSlack)) {
       best.rate_gbps = rate;
       best_label = label;
@@ -562,6 +767,109 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
     }
   }
   best.ranks_outside = n;
+  // The partitions whose links between parts allow least, asked again as flows on a machine of its own: a link that
+  // carries a byte across two boundaries (a PCIe uplink both to and from a part) counts once between the parts but
+  // twice as flows. Any partition bounds, so asking only the first few leaves the bound looser, never wrong.
+  if (!as_flows || topo.machine_count() != 1) return best;
+  const Network net = make_network(topo, participants, rates, false);
+  const Relays relays = relays_of(topo, net, participants);
+  for (const auto& [rate, parts_of] : least) {
+    if (rate >= kFlowsBelowCut * std::min(below, best.rate_gbps)) break;
+    BoundCut flows = receptions_as_flows(topo, net, relays, rates, parts_of, false);
+    if (!(flows.rate_gbps < best.rate_gbps * (1 - kRelativeSlack))) continue;
+    flows.what = "partition";
+    flows.as_flows = true;
+    flows.ranks_outside = n;
+    flows.parts.assign(static_cast<std::size_t>(*std::max_element(parts_of.begin(), parts_of.end()) + 1), {});
+    for (int i = 0; i < n; ++i)
+      flows.parts[static_cast<std::size_t>(parts_of[static_cast<std::size_t>(i)])].push_back(
+          participants[static_cast<std::size_t>(i)]);
+    best = std::move(flows);
+  }
+  return best;
+}
+
+BoundCut two_way_split_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates,
+                           double below) {
+  check_rates(topo, rates);
+  const std::vector<int> participants = default_participants(topo, participants_in);
+  const int n = static_cast<int>(participants.size());
+  BoundCut best;
+  best.what = "two-way split";
+  best.rate_gbps = std::numeric_limits<double>::infinity();
+  if (n < 2 || n > kPartitionParticipants || topo.machine_count() != 1) return best;
+  const Network net = make_network(topo, participants, rates, false);
+  const int vertices = net.flow.nodes();
+  const Relays relays = relays_of(topo, net, participants);
+  const std::vector<int>& rank = relays.rank;
+  const std::vector<bool> shared = shared_arcs(net, relays, true);
+  // One direction's max flow on its own, participants only sending or receiving (m: the smaller of the two), holds
+  // the split's x between m/2 (half of each flow fits beside the other) and m: splits are asked in the order of m,
+  // and one whose m/2 cannot go below `below` or the best x found is skipped.
+  synthesis::FlowNetwork single(vertices + 2 * n + 2);
+  const int source = vertices + 2 * n, sink = source + 1;
+  const auto end_of = [&](int vertex, bool leaving) {
+    const int r = rank[static_cast<std::size_t>(vertex)];
+    return r < 0 ? vertex : vertices + 2 * r + (leaving ? 1 : 0);
+  };
+  for (const Network::Arc& a : net.arcs)
+    single.add_arc(end_of(a.from, true), end_of(a.to, false), a.capacity);  // arc k
+  std::vector<int> from_source, to_sink;
+  double unbounded = 1;
+  for (double r : rates) unbounded += r;
+  for (int i = 0; i < n; ++i) {
+    from_source.push_back(single.add_arc(source, vertices + 2 * i + 1, 0.0));
+    to_sink.push_back(single.add_arc(vertices + 2 * i, sink, 0.0));
+  }
+  const auto one_way = [&](unsigned senders) {
+    for (int i = 0; i < n; ++i) {
+      const bool sends = ((senders >> i) & 1U) != 0;
+      single.set_capacity(from_source[static_cast<std::size_t>(i)], sends ? unbounded : 0.0);
+      single.set_capacity(to_sink[static_cast<std::size_t>(i)], sends ? 0.0 : unbounded);
+    }
+    return single.max_flow(source, sink);
+  };
+  // Splits S as bit masks over the ranks, rank 0 always outside (S and its complement are one split).
+  const unsigned all = (1U << n) - 1;
+  std::vector<std::pair<double, unsigned>> splits;
+  for (unsigned s = 2; s <= all; s += 2) splits.emplace_back(std::min(one_way(s), one_way(all & ~s)), s);
+  std::sort(splits.begin(), splits.end());
+  for (const auto& [single_rate, s] : splits) {
+    if (single_rate / 2 >= std::min(below, best.rate_gbps) * (1 - kRelativeSlack)) break;
+    // Direction "in" carries the rest's bytes towards S, "out" S's towards the rest; participants only start or
+    // end a flow.
+    const auto in_s = [&](int r) { return ((s >> r) & 1U) != 0; };
+    const auto outside = [&](int r) { return !in_s(r); };
+    const std::vector<bool> into = arcs_between(net, rank, outside, in_s),
+                            out_of = arcs_between(net, rank, in_s, outside);
+    // Half of every link both directions could use to each, and the two max flows are a point of the LP: where
+    // they cannot go below the limit either, neither can the LP.
+    {
+      std::vector<int> halved;
+      for (std::size_t k = 0; k < net.arcs.size(); ++k) {
+        if (into[k] && out_of[k] && !shared[k] && net.arcs[k].link >= 0) halved.push_back(static_cast<int>(k));
+      }
+      for (int k : halved) single.set_capacity(k, net.arcs[static_cast<std::size_t>(k)].capacity / 2);
+      const double apart = std::min(one_way(s), one_way(all & ~s));
+      for (int k : halved) single.set_capacity(k, net.arcs[static_cast<std::size_t>(k)].capacity);
+      if (apart >= std::min(below, best.rate_gbps) * (1 - kRelativeSlack)) continue;
+    }
+    std::vector<int> part(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) part[static_cast<std::size_t>(i)] = in_s(i) ? 1 : 0;
+    BoundCut both_ways = receptions_as_flows(topo, net, relays, rates, part, true);
+    if (!(both_ways.rate_gbps < best.rate_gbps * (1 - kRelativeSlack))) continue;
+    // Named by its smaller side.
+    const bool smaller = 2 * std::popcount(s) <= n;
+    for (int i = 0; i < n; ++i) {
+      if (in_s(i) == smaller) both_ways.inside.push_back(participants[static_cast<std::size_t>(i)]);
+    }
+    both_ways.what = best.what;
+    best = std::move(both_ways);
+  }
+  if (best.inside.empty()) return best;
+  std::sort(best.inside.begin(), best.inside.end());
+  best.ranks_inside = static_cast<int>(best.inside.size());
+  best.ranks_outside = n - best.ranks_inside;
   return best;
 }
 
@@ -595,7 +903,10 @@ CollectiveBound collective_bound(const Topology& topo, std::vector<int> particip
         if (cut.rate_gbps < binding.rate_gbps * (1 - kRelativeSlack)) binding = std::move(cut);
       };
       if (!in_network_reduction) tighter(volume_cut(topo, participants, rates));
-      tighter(partition_cut(topo, participants, rates));
+      // As flows only where the GPUs combine: a switch that reduces (NVLS) sits in no part.
+      tighter(partition_cut(topo, participants, rates, !in_network_reduction, binding.rate_gbps));
+      // Where the switches reduce, results leave S as sums the switch forms from both sides: only the split.
+      if (!in_network_reduction) tighter(two_way_split_cut(topo, participants, rates, binding.rate_gbps));
       b.us_per_byte = 1.0 / (binding.rate_gbps * kBytesPerUsPerGbps);
       b.cuts.push_back(std::move(binding));
       break;
@@ -645,15 +956,19 @@ std::string cut_text(const Topology& topo, const BoundCut& cut) {
       }
       parts += fmt::format("{}{{{}}}", parts.empty() ? "" : " | ", names(ids));
     }
-    return fmt::format("{}: {} links ({}) between the parts, {:.2f} GB/s", parts, cut.links.size(),
-                       kinds.empty() ? "none" : kinds, cut.gbps);
+    return fmt::format("{}: {} links ({}) {}, {:.2f} GB/s", parts, cut.links.size(), kinds.empty() ? "none" : kinds,
+                       cut.as_flows ? "full" : "between the parts", cut.gbps);
   }
   if (!cut.receivers.empty()) {
     std::vector<std::string> ids;
     for (int r : cut.receivers) ids.push_back(topo.nodes()[static_cast<std::size_t>(r)].id);
     const std::string who = names(ids);
-    return fmt::format("{{{}}} {} over {} links ({}), {:.2f} GB/s", who,
-                       cut.what == "reduce-scatter" ? "send out" : "take in", cut.links.size(),
+    return fmt::format(
+        "{{{}}} {} {} {} links ({}), {:.2f} GB/s", who, cut.what == "reduce-scatter" ? "send out" : "take in",
+        cut.as_flows ? "as flows filling" : "over", cut.links.size(), kinds.empty() ? "none" : kinds, cut.gbps);
+  }
+  if (cut.what == "two-way split") {
+    return fmt::format("{{{}}} <-> {{{}}} at once: {} links ({}) full, {:.2f} GB/s", inside, outside, cut.links.size(),
                        kinds.empty() ? "none" : kinds, cut.gbps);
   }
   return fmt::format("{{{}}} -> {{{}}}: {} links ({}), {:.2f} GB/s", inside.empty() ? "-" : inside,
