@@ -268,6 +268,27 @@ BoundCut reception_cut(const Topology& topo, const Network& net, const std::vect
   return cut;
 }
 
+// The vertices reached from `seeds` along the network's arcs (against them: `forward` false), never entering a
+// participant (`rank` ≥ 0): the seeds themselves and the non-participants that forward between them and the rest.
+std::vector<bool> reach_through_relays(const Network& net, const std::vector<int>& rank, std::vector<bool> seeds,
+                                       bool forward) {
+  std::vector<int> stack;
+  for (std::size_t v = 0; v < seeds.size(); ++v) {
+    if (seeds[v]) stack.push_back(static_cast<int>(v));
+  }
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    for (const Network::Arc& a : net.arcs) {
+      const int from = forward ? a.from : a.to, to = forward ? a.to : a.from;
+      if (from != v || seeds[static_cast<std::size_t>(to)] || rank[static_cast<std::size_t>(to)] >= 0) continue;
+      seeds[static_cast<std::size_t>(to)] = true;
+      stack.push_back(to);
+    }
+  }
+  return seeds;
+}
+
 // What each vertex of a network does with the bytes of a plan over `participants`. A participant (its rank) sends
 // and receives them. A device that holds memory but no part of the plan (a CPU socket, a GPU outside it) can keep a
 // byte and send copies of it several ways, or combine bytes. A switch's or NIC's link end forwards each byte, as it
@@ -292,26 +313,8 @@ Relays relays_of(const Topology& topo, const Network& net, const std::vector<int
     if (vertex >= 0 && r.rank[static_cast<std::size_t>(vertex)] < 0)
       copies[static_cast<std::size_t>(vertex)] = kind == NodeKind::kCpu || kind == NodeKind::kGpu;
   }
-  const auto reach = [&](bool forward) {
-    std::vector<bool> seen = copies;
-    std::vector<int> stack;
-    for (int v = 0; v < vertices; ++v) {
-      if (copies[static_cast<std::size_t>(v)]) stack.push_back(v);
-    }
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      for (const Network::Arc& a : net.arcs) {
-        const int from = forward ? a.from : a.to, to = forward ? a.to : a.from;
-        if (from != v || seen[static_cast<std::size_t>(to)] || r.rank[static_cast<std::size_t>(to)] >= 0) continue;
-        seen[static_cast<std::size_t>(to)] = true;
-        stack.push_back(to);
-      }
-    }
-    return seen;
-  };
-  r.from_copying = reach(true);
-  r.to_copying = reach(false);
+  r.from_copying = reach_through_relays(net, r.rank, copies, true);
+  r.to_copying = reach_through_relays(net, r.rank, copies, false);
   return r;
 }
 
@@ -349,28 +352,13 @@ void fill_links(const Network& net, const LinkRates& rates, const std::vector<bo
 // an LP get columns on these alone.
 template <typename Starts, typename Ends>
 std::vector<bool> arcs_between(const Network& net, const std::vector<int>& rank, Starts starts, Ends ends) {
-  const auto walk = [&](bool forward) {
-    std::vector<bool> seen(rank.size(), false);
-    std::vector<int> stack;
-    for (std::size_t v = 0; v < rank.size(); ++v) {
-      if (rank[v] >= 0 && (forward ? starts(rank[v]) : ends(rank[v]))) {
-        seen[v] = true;
-        stack.push_back(static_cast<int>(v));
-      }
-    }
-    while (!stack.empty()) {
-      const int v = stack.back();
-      stack.pop_back();
-      for (const Network::Arc& a : net.arcs) {
-        const int from = forward ? a.from : a.to, to = forward ? a.to : a.from;
-        if (from != v || seen[static_cast<std::size_t>(to)] || rank[static_cast<std::size_t>(to)] >= 0) continue;
-        seen[static_cast<std::size_t>(to)] = true;
-        stack.push_back(to);
-      }
-    }
-    return seen;
-  };
-  const std::vector<bool> reached = walk(true), reaching = walk(false);
+  std::vector<bool> starting(rank.size(), false), ending(rank.size(), false);
+  for (std::size_t v = 0; v < rank.size(); ++v) {
+    starting[v] = rank[v] >= 0 && starts(rank[v]);
+    ending[v] = rank[v] >= 0 && ends(rank[v]);
+  }
+  const std::vector<bool> reached = reach_through_relays(net, rank, std::move(starting), true),
+                          reaching = reach_through_relays(net, rank, std::move(ending), false);
   std::vector<bool> usable(net.arcs.size(), false);
   for (std::size_t k = 0; k < net.arcs.size(); ++k) {
     const Network::Arc& a = net.arcs[k];
