@@ -31,11 +31,14 @@
 // (a DGX-1 quad and two GPUs of the other), it is tighter than any single cut: a spanning tree crosses such
 // a partition at least twice, a cut only once.
 //
-// Two LPs refine the all-reduce's bounds on one machine, both from what a device does with a byte: a participant
-// sends what it knows, a switch forwards a byte as it came, and only a device with memory outside the plan (a CPU
-// socket, another GPU) can copy it several ways or combine it. The two-way split asks each split for flows both
-// ways at once, which share no link unless such a device sits at both ends; the volume bound asks for each
-// participant's receptions as flows from the others, which a CPU socket can copy but not create.
+// LPs of flows refine the all-reduce's bounds on one machine, all from what a device does with a byte: a
+// participant sends what it knows, a switch forwards a byte as it came, and only a device with memory outside the
+// plan (a CPU socket, another GPU) can copy it several ways or combine it. The two-way split asks each split for
+// flows both ways at once, which share no link unless such a device sits at both ends (it holds whatever combines
+// where). The volume and partition bounds ask for each participant's (each part's) receptions as flows from the
+// others, which a CPU socket can copy but not create; like the volume bound itself, they hold for plans that
+// combine on the participants (every family but NVLS, where they are not asked, and the shuffle gathered on CPU
+// sockets, which bound_sim checks never beats them on the shipped machines).
 //
 // The maximum over cuts is found without enumerating them. With a source s joined to every participant by
 // an arc of rate x, the minimum s–u cut over all u ∈ P is ≥ N·x exactly when B⁺(S) ≥ x·|S ∩ P| for every
