@@ -69,6 +69,12 @@ TEST_CASE("cli_bound.packed_trees") {
   CHECK(r.out.find("effective (profile nccl)        90.83        54.50  partition: 2(3-1) buffers between 3 parts, as "
                    "flows") != std::string::npos);
   CHECK(r.out.find("effective (profile nccl)        90.83        54.50  100.0 %\n") != std::string::npos);
+  const auto rj = run_artune({"bound", "-t", "dgx1-v100[0,1,2,3,4,5]", "--json"});
+  REQUIRE(rj.status == 0);
+  const auto rdoc = nlohmann::json::parse(rj.out);
+  CHECK(rdoc["effective"]["cuts"][0]["what"] == "partition");
+  CHECK(rdoc["effective"]["cuts"][0]["as_flows"] == true);
+  CHECK(rdoc["effective"]["cuts"][0]["parts"].size() == 3);
   const auto whole = run_artune({"bound", "-t", "dgx1-v100", "--json"});
   REQUIRE(whole.status == 0);
   const auto doc = nlohmann::json::parse(whole.out);
