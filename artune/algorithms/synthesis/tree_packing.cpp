@@ -8,7 +8,9 @@
 #include <lemon/lp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -87,104 +89,194 @@ int arc_head(const TreeEdge& e, bool toward_root) { return toward_root ? e.from 
 // ---- 2. Capacities by LP --------------------------------------------------------------------------------
 
 struct Capacities {
-  double rate = 0;                     // per-root rate x (GB/s)
-  std::vector<std::vector<double>> y;  // per direction asked for, per edge (GB/s)
+  double rate = 0;        // per-root rate x (GB/s)
+  std::vector<double> y;  // per edge (GB/s)
 };
 
-// Solves an LP that maximises `x`, then keeps x (up to rounding) and minimises `cost`: the second LP only tidies
-// the first one's solution (no idle detours), and where it fails the first one's values stand. `what` names the
-// LP in the error when there is no optimum; InvalidInput when x is 0 (the participants are not connected).
-void maximise_then_tidy(lemon::Lp& lp, const lemon::Lp::Col& x, const lemon::Lp::Expr& cost, const Topology& topo,
-                        const char* what) {
-  lp.max();
-  lp.obj(x);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    throw InternalError(fmt::format("tree packing: the LP of {} found no optimum", what));
+// Relative shortfall of a max flow below its demand that counts as a violated cut (what is left below it is
+// rounding, absorbed by Packer::feasible_scale).
+constexpr double kCutTolerance = 1e-9;
+// Rounds of cuts after which an LP is reported as not converging (8 GPUs take at most a few dozen).
+constexpr int kMaxCutRounds = 1000;
+
+// The flow conditions of the trees' LP, as rows of cuts. Over arcs (tail, head) of capacity y[a] (an LP column),
+// every participant u takes in x from each other one at once. By max-flow min-cut this holds iff every set T of
+// participants (not all of them) takes in, over the arcs entering it, x times the participants outside T: one row
+// per set. There are exponentially many; the LP starts with the sets of one participant and of all but one, and
+// takes the others as the max flows of its current solution find them violated (cutting planes: a few dozen
+// rounds on 8 GPUs, where the flows, one per participant over every arc, made an LP 8 times the size).
+class FlowCuts {
+ public:
+  FlowCuts(int n, const std::vector<std::pair<int, int>>& arcs, lemon::Lp::Col x, std::vector<lemon::Lp::Col> y)
+      : n_(n), arcs_(arcs), x_(x), y_(std::move(y)), net_(n + 1) {
+    for (const auto& [tail, head] : arcs_) net_.add_arc(tail, head, 0);
+    for (int v = 0; v < n_; ++v) net_.add_arc(n_, v, 0);
   }
-  const double best = lp.primal(x);
-  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
-  lp.colLowerBound(x, best * (1 - 1e-7));
-  lp.min();
-  lp.obj(cost);
-  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
-    lp.max();
-    lp.obj(x);
-    lp.solve();
+
+  // The rows of one participant alone and of all but one (each a bound on x by itself).
+  void add_initial(lemon::Lp& lp) {
+    const std::uint32_t all = (std::uint32_t{1} << n_) - 1;
+    for (int u = 0; u < n_; ++u) {
+      add_row(lp, std::uint32_t{1} << u);
+      add_row(lp, all & ~(std::uint32_t{1} << u));
+    }
   }
+
+  // Adds the rows of the sets the LP's current solution violates (one per participant at most: the minimum cut
+  // of the max flow into it from a source joined to every other one at x); returns how many were new.
+  int separate(lemon::Lp& lp) {
+    const double x = lp.primal(x_);
+    for (std::size_t a = 0; a < arcs_.size(); ++a)
+      net_.set_capacity(static_cast<int>(a), std::max(0.0, lp.primal(y_[a])));
+    int added = 0;
+    std::vector<bool> source_side;
+    for (int u = 0; u < n_; ++u) {
+      for (int v = 0; v < n_; ++v) net_.set_capacity(static_cast<int>(arcs_.size()) + v, v == u ? 0.0 : x);
+      const double demand = (n_ - 1) * x;
+      if (net_.max_flow(n_, u, &source_side) >= demand * (1 - kCutTolerance)) continue;
+      std::uint32_t inside = 0;
+      for (int v = 0; v < n_; ++v) {
+        if (!source_side[static_cast<std::size_t>(v)]) inside |= std::uint32_t{1} << v;
+      }
+      added += add_row(lp, inside) ? 1 : 0;
+    }
+    return added;
+  }
+
+ private:
+  // Σ y over the arcs entering `inside` ≥ x · the participants outside it; false if the set already has its row.
+  bool add_row(lemon::Lp& lp, std::uint32_t inside) {
+    if (!rows_.insert(inside).second) return false;
+    const auto in = [&](int v) { return (inside >> v & 1U) != 0; };
+    lemon::Lp::Expr entering;
+    for (std::size_t a = 0; a < arcs_.size(); ++a) {
+      if (!in(arcs_[a].first) && in(arcs_[a].second)) entering += y_[a];
+    }
+    lp.addRow(entering - (n_ - std::popcount(inside)) * x_ >= 0);
+    return true;
+  }
+
+  int n_;
+  std::vector<std::pair<int, int>> arcs_;
+  lemon::Lp::Col x_;
+  std::vector<lemon::Lp::Col> y_;
+  FlowNetwork net_;  // participants 0..n−1, the source n; arcs as arcs_, then source → v
+  std::set<std::uint32_t> rows_;
+};
+
+// Solves the LP, adding the cuts its solution violates, until it violates none; false if an LP has no optimum.
+// After the first solve, rows are only added, so the basis stays dual feasible: the dual simplex goes on from it.
+bool solve_with_cuts(lemon::Lp& lp, FlowCuts& cuts) {
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) return false;
+  for (int round = 0; round < kMaxCutRounds; ++round) {
+    if (cuts.separate(lp) == 0) return true;
+    if (lp.solveDual() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) return false;
+  }
+  throw InternalError(fmt::format("tree packing: the LP's cuts did not converge in {} rounds", kMaxCutRounds));
 }
 
-// Rows of the links: Σ over the edges' columns crossing each link (once per crossing) ≤ its rate.
-void add_link_rows(lemon::Lp& lp, const std::vector<lemon::Lp::Expr>& on_link, const std::vector<bool>& used,
-                   const LinkRates& rates) {
+// The column x, one column y_e ≥ 0 per edge, and the rows of the links: Σ over the edges crossing each link
+// (once per crossing; with `reverse`, an edge also crosses its reverse's links, and one without a reverse is
+// held at 0) ≤ its rate. `cost`: the link crossings of the columns; `excess`: Σ over ordered pairs of
+// participants of max(0, Σ y over the pair's edges − x), each term a column of its own.
+struct EdgeColumns {
+  lemon::Lp::Col x;
+  std::vector<lemon::Lp::Col> y;
+  lemon::Lp::Expr cost;
+  lemon::Lp::Expr excess;
+};
+EdgeColumns add_edge_columns(lemon::Lp& lp, const Topology& topo, const std::vector<TreeEdge>& edges,
+                             const std::vector<int>* reverse, const LinkRates& rates, bool with_excess) {
+  EdgeColumns out;
+  out.x = lp.addCol();
+  lp.colLowerBound(out.x, 0);
+  std::vector<lemon::Lp::Expr> on_link(topo.links().size());
+  std::vector<bool> used(topo.links().size(), false);
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    out.y.push_back(lp.addCol());
+    lp.colLowerBound(out.y.back(), 0);
+    std::vector<const std::vector<int>*> crossed{&edges[e].links};
+    if (reverse != nullptr) {
+      if ((*reverse)[e] < 0) {
+        lp.colUpperBound(out.y.back(), 0);
+        continue;
+      }
+      crossed.push_back(&edges[static_cast<std::size_t>((*reverse)[e])].links);
+    }
+    for (const std::vector<int>* links : crossed) {
+      for (int l : *links) {
+        on_link[static_cast<std::size_t>(l)] += out.y.back();
+        used[static_cast<std::size_t>(l)] = true;
+      }
+      out.cost += static_cast<double>(links->size()) * out.y.back();
+    }
+  }
   for (std::size_t l = 0; l < on_link.size(); ++l) {
     if (used[l]) lp.addRow(on_link[l] <= rates[l]);
   }
-}
-
-// One flow into `sink` over arcs (tail, head) of capacity `cap[a]` (a column; arcs `skip` leaves out have none):
-// every participant v ≠ sink sends supply[v] (an expression in the LP's columns) more than it receives.
-template <typename Skip>
-void add_flow_into(lemon::Lp& lp, int n, int sink, const std::vector<std::pair<int, int>>& arcs,
-                   const std::vector<lemon::Lp::Col>& cap, const std::vector<lemon::Lp::Expr>& supply, Skip skip) {
-  std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
-  for (std::size_t a = 0; a < arcs.size(); ++a) {
-    const auto [tail, head] = arcs[a];
-    if (tail == sink || skip(a)) continue;  // nothing leaves the sink
-    const lemon::Lp::Col f = lp.addCol();
-    lp.colLowerBound(f, 0);
-    lp.addRow(f - cap[a] <= 0);
-    balance[static_cast<std::size_t>(tail)] += f;
-    balance[static_cast<std::size_t>(head)] -= f;
-  }
-  for (int v = 0; v < n; ++v) {
-    if (v != sink) lp.addRow(balance[static_cast<std::size_t>(v)] - supply[static_cast<std::size_t>(v)] == 0);
-  }
-}
-
-// One LP over every direction in `directions` (false: out-trees, true: in-trees): each has its own edge rates,
-// all share the links, and every direction carries every root's block at the same rate x (an all-reduce's
-// reduce-scatter and all-gather run side by side).
-Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
-                    const std::vector<bool>& directions) {
-  lemon::Lp lp;
-  lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
-  const lemon::Lp::Col x = lp.addCol();
-  lp.colLowerBound(x, 0);
-  std::vector<std::vector<lemon::Lp::Col>> y(directions.size());
-  std::vector<lemon::Lp::Expr> on_link(topo.links().size());
-  std::vector<bool> used(topo.links().size(), false);
-  for (std::size_t d = 0; d < directions.size(); ++d) {
-    for (std::size_t e = 0; e < edges.size(); ++e) {
-      y[d].push_back(lp.addCol());
-      lp.colLowerBound(y[d].back(), 0);
-      // Links: Σ y_e over the edges crossing it (twice if an edge crosses it twice) ≤ its rate.
-      for (int l : edges[e].links) {
-        on_link[static_cast<std::size_t>(l)] += y[d][e];
-        used[static_cast<std::size_t>(l)] = true;
-      }
-    }
-  }
-  add_link_rows(lp, on_link, used, rates);
-  // Per direction, one flow per sink u: every other participant sends x to u within the edges' rates.
-  const std::vector<lemon::Lp::Expr> every_other(static_cast<std::size_t>(n), lemon::Lp::Expr(x));
-  for (std::size_t d = 0; d < directions.size(); ++d) {
-    std::vector<std::pair<int, int>> arcs;
-    for (const TreeEdge& e : edges) arcs.emplace_back(arc_tail(e, directions[d]), arc_head(e, directions[d]));
-    for (int u = 0; u < n; ++u) add_flow_into(lp, n, u, arcs, y[d], every_other, [](std::size_t) { return false; });
-  }
-  // The rate, then as few link crossings as possible.
-  lemon::Lp::Expr cost;
-  for (std::size_t d = 0; d < directions.size(); ++d) {
-    for (std::size_t e = 0; e < edges.size(); ++e) cost += static_cast<double>(edges[e].links.size()) * y[d][e];
-  }
-  maximise_then_tidy(lp, x, cost, topo, "the edges' rates");
-  Capacities out;
-  out.rate = lp.primal(x);
-  out.y.resize(directions.size());
-  for (std::size_t d = 0; d < directions.size(); ++d) {
-    for (std::size_t e = 0; e < edges.size(); ++e) out.y[d].push_back(std::max(0.0, lp.primal(y[d][e])));
+  if (!with_excess) return out;
+  std::map<std::pair<int, int>, lemon::Lp::Expr> pair;
+  for (std::size_t e = 0; e < edges.size(); ++e) pair[{edges[e].from, edges[e].to}] += out.y[e];
+  for (const auto& [ends, carried] : pair) {
+    const lemon::Lp::Col over = lp.addCol();
+    lp.colLowerBound(over, 0);
+    lp.addRow(over - carried + out.x >= 0);
+    out.excess += over;
   }
   return out;
+}
+
+Capacities primal_values(const lemon::Lp& lp, const EdgeColumns& c) {
+  Capacities out;
+  out.rate = lp.primal(c.x);
+  for (const lemon::Lp::Col& y : c.y) out.y.push_back(std::max(0.0, lp.primal(y)));
+  return out;
+}
+
+// The LP of trees of one direction (false: out-trees, true: in-trees) from every participant at one rate x:
+// edge rates y within the links such that every participant takes in x from each other one at once over the
+// edges in the problem's direction (FlowCuts). Solved in three steps, each keeping what the one before reached:
+// the largest x; then the fewest link crossings (no idle detours); then the least excess, what the ordered pairs
+// of participants carry beyond x. Many edge rates reach the same x at the same cost, and which one the LP stops
+// at shapes the trees: on an NVSwitch machine every pair at x makes each root's tree a star, one hop deep,
+// where the same cost concentrated on two rings makes trees seven hops deep. Each step's bound is the value
+// reached, with no margin: given one, the LP trades a sliver of x for stray edges of next to no rate, on which
+// no tree can be grown (the reduce-broadcast trees, solved this way, placed 83 % of their weight on dgx1-v100).
+// Where a later step finds no optimum, the one before stands.
+Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
+                    bool toward_root) {
+  lemon::Lp lp;
+  lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
+  const EdgeColumns c = add_edge_columns(lp, topo, edges, nullptr, rates, true);
+  std::vector<std::pair<int, int>> arcs;
+  for (const TreeEdge& e : edges) arcs.emplace_back(arc_tail(e, toward_root), arc_head(e, toward_root));
+  FlowCuts cuts(n, arcs, c.x, c.y);
+  const auto must_solve = [&] {
+    if (!solve_with_cuts(lp, cuts)) throw InternalError("tree packing: the LP of the edges' rates found no optimum");
+  };
+  cuts.add_initial(lp);
+  lp.max();
+  lp.obj(c.x);
+  must_solve();
+  const double best = lp.primal(c.x);
+  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
+  lp.colLowerBound(c.x, best);
+  lp.min();
+  lp.obj(c.cost);
+  if (!solve_with_cuts(lp, cuts)) {
+    lp.max();
+    lp.obj(c.x);
+    must_solve();
+    return primal_values(lp, c);
+  }
+  const lemon::Lp::Row fewest = lp.addRow(c.cost <= lp.primal());
+  lp.obj(c.excess);
+  if (!solve_with_cuts(lp, cuts)) {
+    lp.erase(fewest);
+    lp.obj(c.cost);
+    must_solve();
+  }
+  return primal_values(lp, c);
 }
 
 // The reverse of every edge (the same participants the other way, staged through the same CPU), or −1.
@@ -199,53 +291,77 @@ std::vector<int> reverse_edges(const std::vector<TreeEdge>& edges) {
   return out;
 }
 
+// Whether the in-trees' LP is the out-trees' LP mirrored: every edge has a reverse whose links are its own
+// links' duplex partners in reverse order, at the same rates. Then out-trees with every edge reversed are
+// in-trees at the same rate, and an all-reduce's two phases use each link pair alike, one each way (the LP
+// alone would pick either of many optimal edge rates for each direction on its own).
+bool mirrored(const Topology& topo, const std::vector<TreeEdge>& edges, const std::vector<int>& reverse,
+              const LinkRates& rates) {
+  const auto& links = topo.links();
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    if (reverse[e] < 0) return false;
+    const std::vector<int>& forth = edges[e].links;
+    const std::vector<int>& back = edges[static_cast<std::size_t>(reverse[e])].links;
+    if (forth.size() != back.size()) return false;
+    for (std::size_t i = 0; i < forth.size(); ++i) {
+      const auto l = static_cast<std::size_t>(forth[i]);
+      const auto m = static_cast<std::size_t>(back[back.size() - 1 - i]);
+      if (links[m].src != links[l].dst || links[m].dst != links[l].src || rates[m] != rates[l]) return false;
+    }
+  }
+  return true;
+}
+
 // The LP of an all-reduce by reduce and broadcast trees from one root (Blink, MLSys'20). A tree edge carries
 // its tree's share down (broadcast, the edge's direction) and up (reduce, its reverse), so an edge at rate z
 // loads the links of both directions with z. Maximise x such that the root can send x to every other
 // participant within z (Edmonds: arborescences of total weight x from the root fit within z; each is a
 // spanning tree whose every edge is used once each way). The second LP keeps x and spends the fewest link
-// crossings. `out.y[0]`: z per edge (0 for an edge without a reverse).
+// crossings. `y`: z per edge (0 for an edge without a reverse). This LP keeps its flows, one per sink, where the
+// trees' LP took cuts: it is the smaller one (the flows all start at one root), and by cuts it stopped at other
+// optimal rates whose trees scheduled worse (dgx1-p100 at 94.4 % of the bound, not 95.6 %; 239 of its 247
+// subsets at 95 %, not 245).
 Capacities solve_reduce_broadcast_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges,
                                      const std::vector<int>& reverse, const LinkRates& rates, int root) {
   lemon::Lp lp;
   lp.messageLevel(lemon::LpBase::MESSAGE_NOTHING);
-  const lemon::Lp::Col x = lp.addCol();
-  lp.colLowerBound(x, 0);
-  std::vector<lemon::Lp::Col> z;
-  std::vector<lemon::Lp::Expr> on_link(topo.links().size());
-  std::vector<bool> used(topo.links().size(), false);
-  lemon::Lp::Expr crossings;
-  for (std::size_t e = 0; e < edges.size(); ++e) {
-    z.push_back(lp.addCol());
-    lp.colLowerBound(z.back(), 0);
-    if (reverse[e] < 0) {
-      lp.colUpperBound(z.back(), 0);
-      continue;
-    }
-    for (const std::vector<int>* links : {&edges[e].links, &edges[static_cast<std::size_t>(reverse[e])].links}) {
-      for (int l : *links) {
-        on_link[static_cast<std::size_t>(l)] += z.back();
-        used[static_cast<std::size_t>(l)] = true;
-      }
-      crossings += static_cast<double>(links->size()) * z.back();
-    }
-  }
-  add_link_rows(lp, on_link, used, rates);
-  // One flow per sink u ≠ root: the root sends x to u within z (over the edges with a reverse, none into it).
-  std::vector<std::pair<int, int>> arcs;
-  for (const TreeEdge& e : edges) arcs.emplace_back(e.from, e.to);
+  const EdgeColumns c = add_edge_columns(lp, topo, edges, &reverse, rates, false);
+  // One flow per sink u ≠ root, a column per arc within z: the root sends x to u over the edges with a reverse,
+  // none into it.
   std::vector<lemon::Lp::Expr> from_root(static_cast<std::size_t>(n));
-  from_root[static_cast<std::size_t>(root)] = x;
-  const auto unused = [&](std::size_t e) { return reverse[e] < 0 || edges[e].to == root; };
+  from_root[static_cast<std::size_t>(root)] = c.x;
   for (int u = 0; u < n; ++u) {
-    if (u != root) add_flow_into(lp, n, u, arcs, z, from_root, unused);
+    if (u == root) continue;
+    std::vector<lemon::Lp::Expr> balance(static_cast<std::size_t>(n));
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+      if (edges[e].from == u || reverse[e] < 0 || edges[e].to == root) continue;  // nothing leaves the sink
+      const lemon::Lp::Col f = lp.addCol();
+      lp.colLowerBound(f, 0);
+      lp.addRow(f - c.y[e] <= 0);
+      balance[static_cast<std::size_t>(edges[e].from)] += f;
+      balance[static_cast<std::size_t>(edges[e].to)] -= f;
+    }
+    for (int v = 0; v < n; ++v) {
+      if (v != u) lp.addRow(balance[static_cast<std::size_t>(v)] - from_root[static_cast<std::size_t>(v)] == 0);
+    }
   }
-  maximise_then_tidy(lp, x, crossings, topo, "the reduce-broadcast trees");
-  Capacities out;
-  out.rate = lp.primal(x);
-  out.y.resize(1);
-  for (std::size_t e = 0; e < edges.size(); ++e) out.y[0].push_back(std::max(0.0, lp.primal(z[e])));
-  return out;
+  // The rate, then the fewest crossings at (up to rounding) that rate.
+  lp.max();
+  lp.obj(c.x);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    throw InternalError("tree packing: the LP of the reduce-broadcast trees found no optimum");
+  }
+  const double best = lp.primal(c.x);
+  if (!(best > 0)) throw InvalidInput(fmt::format("topology '{}': the participants are not connected", topo.name()));
+  lp.colLowerBound(c.x, best * (1 - 1e-7));
+  lp.min();
+  lp.obj(c.cost);
+  if (lp.solve() != lemon::LpBase::SOLVED || lp.primalType() != lemon::Lp::OPTIMAL) {
+    lp.max();
+    lp.obj(c.x);
+    lp.solve();
+  }
+  return primal_values(lp, c);
 }
 
 // ---- 3. Trees -------------------------------------------------------------------------------------------
@@ -622,8 +738,18 @@ TreePacking pack_trees(const Topology& topo, const std::vector<int>& participant
   const int n = static_cast<int>(participants.size());
   if (n < 2) return n == 1 ? single(options.chunks, toward_root) : TreePacking{toward_root, options.chunks, 0, 0, {}, {}};
   const std::vector<TreeEdge> edges = candidate_edges(topo, participants, rates, options.staging);
-  const Capacities lp = solve_lp(topo, n, edges, rates, {toward_root});
-  return decompose(n, edges, lp.y[0], lp.rate, toward_root, std::vector<double>(static_cast<std::size_t>(n), 1.0),
+  Capacities lp;
+  const std::vector<int> reverse = reverse_edges(edges);
+  if (toward_root && mirrored(topo, edges, reverse, rates)) {
+    // The out-trees' LP, each edge's rate given to its reverse: the same trees with the data the other way.
+    const Capacities out = solve_lp(topo, n, edges, rates, false);
+    lp.rate = out.rate;
+    lp.y.assign(edges.size(), 0.0);
+    for (std::size_t e = 0; e < edges.size(); ++e) lp.y[static_cast<std::size_t>(reverse[e])] = out.y[e];
+  } else {
+    lp = solve_lp(topo, n, edges, rates, toward_root);
+  }
+  return decompose(n, edges, lp.y, lp.rate, toward_root, std::vector<double>(static_cast<std::size_t>(n), 1.0),
                    spread_cut(topo, participants, rates, toward_root).rate_gbps, options);
 }
 
@@ -723,9 +849,9 @@ TreePacking pack_reduce_broadcast_trees(const Topology& topo, const std::vector<
   const Capacities lp = solve_reduce_broadcast_lp(topo, n, edges, reverse, rates, root);
   std::vector<double> demand(static_cast<std::size_t>(n), 0.0);
   demand[static_cast<std::size_t>(root)] = 1.0;
-  TreePacking packing = decompose(n, edges, lp.y[0], lp.rate, false, demand,
-                                  collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps,
-                                  options);
+  TreePacking packing =
+      decompose(n, edges, lp.y, lp.rate, false, demand,
+                collective_bound(topo, participants, Collective::kAllReduce, rates).algbw_gbps, options);
   for (WeightedTree& tree : packing.trees) recentre(packing, tree, edges);
   return packing;
 }

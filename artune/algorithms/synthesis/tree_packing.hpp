@@ -9,9 +9,12 @@
 //     links of NVLink peers to use. Each edge consumes every link of its route(s).
 //  2. Capacities by LP (LEMON on GLPK). Give every edge e a rate y_e with Σ_{e ∋ l} y_e ≤ rate(l) on every
 //     link l, and maximise the rate x per root such that for every participant u the others can send x each
-//     to u within y (one flow per u). By ForestColl's theorem (Edmonds' branchings on the graph with a source
-//     joined to every participant at rate x) this is exactly when arborescences from every root, x of
-//     weight each, fit within y. A second LP keeps that x and minimises Σ y_e · |links of e| (no idle detours).
+//     to u within y. By ForestColl's theorem (Edmonds' branchings on the graph with a source joined to every
+//     participant at rate x) this is exactly when arborescences from every root, x of weight each, fit within
+//     y. The condition enters the LP as cuts (every set of participants takes in x per participant outside it),
+//     added as max flows of the LP's solution find them violated. Then, keeping x, the LP minimises
+//     Σ y_e · |links of e| (no idle detours), then what any ordered pair carries beyond x (shallow trees). In-
+//     trees on a topology whose links have equal rates both ways are the out-trees reversed.
 //  3. Trees by Lovász's constructive proof of Edmonds' theorem: grow an arborescence from the root with the
 //     most weight still to place, adding only arcs after which the arc's head can still get the remaining
 //     demand from the source (one max flow on LEMON: only the cuts of sets holding the head change), then
@@ -34,10 +37,10 @@
 
 namespace artune::synthesis {
 
-/// The most participants a tree packing takes. Its LPs have a flow per participant over every pair's edges, and
-/// GLPK's simplex time grows steeply with them (`artune simulate -t uniform:N -s rbtrees -b 1M -e 1M`: 0.24 s at
-/// 16 GPUs, 1.8 s at 24, and with this limit lifted 7.2 s at 26 and 96 s at 32; docs/bound.md); clusters pack
-/// each machine's GPUs on their own.
+/// The most participants a tree packing takes. The reduce-broadcast LP has a flow per participant over every
+/// pair's edges, and GLPK's simplex time grows steeply with them (`artune simulate -t uniform:N -s rbtrees -b 1M -e
+/// 1M`: 0.24 s at 16 GPUs, 1.8 s at 24, and with this limit lifted 7.2 s at 26 and 96 s at 32; docs/bound.md); clusters
+/// pack each machine's GPUs on their own.
 inline constexpr int kMaxTreePackingParticipants = 24;
 
 /// How data moves between two participants along a tree: the route between them, or staged through a CPU.
