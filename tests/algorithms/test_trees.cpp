@@ -142,6 +142,44 @@ TEST_CASE("trees.packing_reaches_the_bound") {
   }
 }
 
+TEST_CASE("trees.shallow_and_mirrored") {
+  // On dgx-h100 each root's trees are stars over the NVSwitch, one hop deep (an LP that stopped at rates of the
+  // same value and cost on two rings made chains seven deep). In-trees on links with the same rate both ways are
+  // the out-trees' rates reversed: every link carries in the in-trees what its partner carries in the out-trees.
+  const Topology h100 = load_topology("dgx-h100");
+  for (bool toward : {false, true}) {
+    INFO((toward ? "in-trees" : "out-trees"));
+    const TreePacking p = synthesis::pack_trees(h100, h100.gpus(), usable_link_rates(h100), toward);
+    CHECK(synthesis::max_depth(p) == 1);
+  }
+  for (const char* name : {"dgx1-v100[0,1,2,4,5]", "dgx1-v100", "dgx-a100"}) {
+    INFO(name);
+    const Topology t = load_topology(name);
+    const LinkRates rates = usable_link_rates(t);
+    std::array<std::vector<double>, 2> load;
+    for (bool toward : {false, true}) {
+      const TreePacking p = synthesis::pack_trees(t, t.gpus(), rates, toward);
+      auto& l = load[toward ? 1 : 0];
+      l.assign(rates.size(), 0.0);
+      for (const auto& tree : p.trees) {
+        for (int e : tree.parent_edge) {
+          if (e < 0) continue;
+          for (int link : p.edges[static_cast<std::size_t>(e)].links)
+            l[static_cast<std::size_t>(link)] += p.rate_gbps * tree.chunks / p.chunks;
+        }
+      }
+    }
+    for (std::size_t l = 0; l < rates.size(); ++l) {
+      const auto& link = t.links()[l];
+      for (std::size_t m = 0; m < rates.size(); ++m) {
+        if (t.links()[m].src != link.dst || t.links()[m].dst != link.src) continue;
+        INFO("link " << l << " (" << link.src << " -> " << link.dst << ")");
+        CHECK(load[1][m] == doctest::Approx(load[0][l]).epsilon(1e-6));
+      }
+    }
+  }
+}
+
 TEST_CASE("trees.reduce_broadcast_packing_reaches_the_bound") {
   // Trees spanning every participant, each rooted at its centre, the whole buffer in chunks; each tree edge loads
   // both directions. The trees' rate is the all-reduce's bound (split, two-way split, volume or partition): on

@@ -238,11 +238,12 @@ Capacities primal_values(const lemon::Lp& lp, const EdgeColumns& c) {
 // edges in the problem's direction (FlowCuts). Solved in three steps, each keeping what the one before reached:
 // the largest x; then the fewest link crossings (no idle detours); then the least excess, what the ordered pairs
 // of participants carry beyond x. Many edge rates reach the same x at the same cost, and which one the LP stops
-// at shapes the trees: on an NVSwitch machine every pair at x makes each root's tree a star, one hop deep,
-// where the same cost concentrated on two rings makes trees seven hops deep. Each step's bound is the value
-// reached, with no margin: given one, the LP trades a sliver of x for stray edges of next to no rate, on which
-// no tree can be grown (the reduce-broadcast trees, solved this way, placed 83 % of their weight on dgx1-v100).
-// Where a later step finds no optimum, the one before stands.
+// at shapes the trees: spread over the pairs, they leave fewer transfers in a row (pcie-8gpu's trees plan: 15
+// phases, not 17, and 10.11 GB/s busbw at 256 MiB and 32 segments, not 9.59). Each step's bound is the value
+// reached, with no margin: given one, the LP trades a sliver of x for stray edges of next to no rate, on which no
+// tree can be grown (the reduce-broadcast trees, solved this way, placed 83 % of their weight on dgx1-v100), and
+// on dgx-h100 it stopped at rates on two rings, whose trees were chains seven hops deep. Where a later step finds
+// no optimum, the one before stands.
 Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
                     bool toward_root) {
   lemon::Lp lp;
