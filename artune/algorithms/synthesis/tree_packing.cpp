@@ -96,15 +96,16 @@ struct Capacities {
 // Relative shortfall of a max flow below its demand that counts as a violated cut (what is left below it is
 // rounding, absorbed by Packer::feasible_scale).
 constexpr double kCutTolerance = 1e-9;
-// Rounds of cuts after which an LP is reported as not converging (8 GPUs take at most a few dozen).
+// Rounds of cuts after which an LP is reported as not converging (the shipped machines take 0 to 2).
 constexpr int kMaxCutRounds = 1000;
 
 // The flow conditions of the trees' LP, as rows of cuts. Over arcs (tail, head) of capacity y[a] (an LP column),
 // every participant u takes in x from each other one at once. By max-flow min-cut this holds iff every set T of
 // participants (not all of them) takes in, over the arcs entering it, x times the participants outside T: one row
 // per set. There are exponentially many; the LP starts with the sets of one participant and of all but one, and
-// takes the others as the max flows of its current solution find them violated (cutting planes: a few dozen
-// rounds on 8 GPUs, where the flows, one per participant over every arc, made an LP 8 times the size).
+// takes the others as the max flows of its current solution find them violated (cutting planes). On the shipped
+// machines the first rows already hold the optimum, or two rounds follow (pcie-8gpu); the flows they replace,
+// one per participant over every arc, made the LP about n times the size.
 class FlowCuts {
  public:
   FlowCuts(int n, const std::vector<std::pair<int, int>>& arcs, lemon::Lp::Col x, std::vector<lemon::Lp::Col> y)
