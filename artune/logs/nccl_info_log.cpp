@@ -124,6 +124,8 @@ class InfoParser {
       trees(body.substr(5));
     } else if (starts_with(body, "NET/") && body.find(" : Using") != std::string_view::npos) {
       net_devices(body);
+    } else if (starts_with(body, "NET/") && body.find(" : Made virtual device [") != std::string_view::npos) {
+      virtual_device(body);
     } else if (starts_with(body, "Pattern ") && body.find("crossNic") != std::string_view::npos) {
       graph(body);
     } else if (body.find("Could not find a path for pattern") != std::string_view::npos) {
@@ -273,6 +275,32 @@ class InfoParser {
         log_.net_devices.push_back(std::move(d));
       }
     }
+  }
+
+  void virtual_device(std::string_view body) {
+    // "NET/IB : Made virtual device [16] name=mlx5_0+mlx5_1 speed=400000 ndevs=2" (net_ib.cc, NCCL 2.24 on)
+    const std::size_t sep = body.find(" : Made virtual device [");
+    InfoVirtualDevice d;
+    d.host = host_;
+    d.transport = std::string(trim(body.substr(4, sep - 4)));
+    d.line = line_;
+    const std::string_view rest = body.substr(sep + 24);
+    const std::size_t close = rest.find(']');
+    const long long index = close == std::string_view::npos ? -1 : integer(rest.substr(0, close)).value_or(-1);
+    const long long ports = after(body, "ndevs=").value_or(0);
+    const std::size_t name = body.find(" name=");
+    if (index < 0 || index > 4096 || ports < 1 || ports > 64 || name == std::string_view::npos) {
+      fail(fmt::format("a 'Made virtual device' line without [INDEX], name= and ndevs=: '{}'", body));
+    }
+    d.index = static_cast<int>(index);
+    d.ports = static_cast<int>(ports);
+    const std::string_view n = body.substr(name + 6);
+    d.name = std::string(n.substr(0, n.find(' ')));
+    for (const auto& o : log_.virtual_devices) {
+      if (o.host == d.host && o.index == d.index && o.transport == d.transport) return;
+    }
+    check_room(log_.virtual_devices.size());
+    log_.virtual_devices.push_back(std::move(d));
   }
 
   void graph(std::string_view body) {
@@ -453,6 +481,13 @@ std::map<std::string, std::vector<int>> InfoLog::devices_used() const {
   }
   for (auto& [h, v] : out) std::sort(v.begin(), v.end());
   return out;
+}
+
+int InfoLog::ports_of(const std::string& host, int device) const {
+  for (const auto& d : virtual_devices) {
+    if (d.host == host && d.index == device) return d.ports;
+  }
+  return 1;
 }
 
 InfoLog parse_nccl_info(std::string_view text, std::string_view source) { return InfoParser(text, source).run(); }

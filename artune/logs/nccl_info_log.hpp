@@ -47,6 +47,18 @@ struct InfoNetDevice {
   int line = 0;
 };
 
+/// A network device NCCL made of one or more ports (NIC fusion, NCCL 2.24 on: `NET/IB : Made virtual device [16]
+/// name=mlx5_0+mlx5_1 speed=400000 ndevs=2`, printed by net_ib.cc for every device the topology search merged, one
+/// port alone too). Channels then connect through these devices: their index follows the ports'.
+struct InfoVirtualDevice {
+  std::string host;
+  std::string transport;  ///< "IB", …
+  int index = 0;          ///< NCCL's device index on that host
+  std::string name;       ///< the ports' names joined by '+'
+  int ports = 1;          ///< ndevs
+  int line = 0;
+};
+
 /// One network connection of a channel (`Channel 02/0 : 7[7] -> 8[0] [send] via NET/IB/1`).
 struct InfoNetConnection {
   std::string host;
@@ -103,6 +115,7 @@ struct InfoLog {
   std::vector<InfoRing> rings;        ///< one per channel, as first printed
   std::vector<InfoTreeNode> trees;    ///< every rank's tree entries printed
   std::vector<InfoNetDevice> net_devices;
+  std::vector<InfoVirtualDevice> virtual_devices;
   std::vector<InfoNetConnection> net_connections;
   std::vector<InfoGraph> graphs;
   int coll_channels = 0, nvls_channels = 0;  ///< `N coll channels, …, M nvls channels` (0 when not printed)
@@ -118,6 +131,8 @@ struct InfoLog {
   int ring_channels() const;
   /// Distinct network devices the connections use, per host (host → device indices).
   std::map<std::string, std::vector<int>> devices_used() const;
+  /// The ports behind a device index of a host: a fused device's ndevs, else 1.
+  int ports_of(const std::string& host, int device) const;
 };
 
 /// Reads the NCCL lines of a text (other lines are skipped); `source` names it in messages.

@@ -437,10 +437,15 @@ void info_findings(const logs::InfoLog& info, const nccl::Graph& graph, const To
       }
     }
     for (const auto& [host, used] : info.devices_used()) {
-      if (static_cast<int>(used.size()) < model_nics(graph)) {
-        out.push_back(fmt::format("{}: the printed network connections of {} use {} NIC(s) (device {}); the model's "
-                                  "rings use {} of the {} per machine",
-                                  info.source, host, used.size(), fmt::join(used, ", "), model_nics(graph), topo_nics));
+      // A device NCCL fused of several ports (2.24 on) counts as its ports: a topology lists ports as NICs.
+      int ports = 0;
+      for (int d : used) ports += info.ports_of(host, d);
+      if (ports < model_nics(graph)) {
+        const std::string fused = ports == static_cast<int>(used.size()) ? "" : fmt::format(", {} ports fused", ports);
+        out.push_back(
+            fmt::format("{}: the printed network connections of {} use {} NIC(s) (device {}{}); the "
+                        "model's rings use {} of the {} per machine",
+                        info.source, host, used.size(), fmt::join(used, ", "), fused, model_nics(graph), topo_nics));
       }
     }
   }

@@ -82,6 +82,41 @@ TEST_CASE("nccl_info_log.network_devices_and_connections") {
   CHECK(c.devices_used().at("hostname-test") == std::vector<int>{1, 2});
 }
 
+TEST_CASE("nccl_info_log.fused_network_devices") {
+  // NIC fusion (NCCL 2.24 on): net_ib.cc prints "NET/IB : Made virtual device [%d] name=%s speed=%d ndevs=%d" for
+  // every device the topology search made (NVIDIA/nccl v2.28.9-1, src/transport/net_ib.cc; one port alone too),
+  // and the channels connect through those devices, numbered after the ports (src/graph/topo.cc,
+  // ncclTopoProcessNet). Lines in that format: two dual-port NICs fused, a connection through each.
+  const std::string text =
+      "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+      "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB "
+      "ib0:10.0.0.1<0>\n"
+      "h:1:2 [0] NCCL INFO NET/IB : Made virtual device [4] name=mlx5_0+mlx5_1 speed=400000 ndevs=2\n"
+      "h:1:2 [0] NCCL INFO NET/IB : Made virtual device [5] name=mlx5_2+mlx5_3 speed=400000 ndevs=2\n"
+      "h:1:2 [0] NCCL INFO NET/IB : Made virtual device [5] name=mlx5_2+mlx5_3 speed=400000 ndevs=2\n"
+      "h:1:2 [0] NCCL INFO Channel 00/0 : 15[7] -> 0[0] [receive] via NET/IB/4\n"
+      "h:1:2 [0] NCCL INFO Channel 01/0 : 15[7] -> 0[0] [receive] via NET/IB/5\n";
+  const InfoLog a = parse_nccl_info(text, "fused.log");
+  CHECK(a.net_devices.size() == 4);
+  REQUIRE(a.virtual_devices.size() == 2);  // the repeated line once
+  CHECK(a.virtual_devices[0].index == 4);
+  CHECK(a.virtual_devices[0].name == "mlx5_0+mlx5_1");
+  CHECK(a.virtual_devices[0].ports == 2);
+  CHECK(a.virtual_devices[0].transport == "IB");
+  CHECK(a.virtual_devices[1].line == 4);
+  CHECK(a.devices_used().at("h") == std::vector<int>{4, 5});
+  CHECK(a.ports_of("h", 4) == 2);
+  CHECK(a.ports_of("h", 0) == 1);
+  CHECK(a.ports_of("other", 4) == 1);
+  CHECK(error_of([&] {
+          parse_nccl_info("h:1:2 [0] NCCL INFO NET/IB : Made virtual device [x] name=mlx5_0 speed=1 ndevs=1\n",
+                          "bad.log");
+        }).rfind("bad.log:1:", 0) == 0);
+  CHECK(error_of([&] {
+          parse_nccl_info("h:1:2 [0] NCCL INFO NET/IB : Made virtual device [4] name=mlx5_0 speed=1\n", "bad.log");
+        }).rfind("bad.log:1:", 0) == 0);
+}
+
 TEST_CASE("nccl_info_log.search_fallback_environment_and_picks") {
   // NVIDIA/nccl#1876: the ring search found no path and fell back to one channel at 0.1 GB/s.
   const InfoLog a = fixture("nccl1876-leonardo-info.log");

@@ -198,6 +198,28 @@ TEST_CASE("log_check.info_log_findings") {
                "pxn.log:2: NCCL's ring graph reaches its NICs over PXN paths where the model's search goes over PIX: "
                "NCCL sends through a peer GPU (PXN)"));
   CHECK_FALSE(any_of(check_runs(load_topology("2xdgx-a100"), a3, &pix, CheckOptions{}).runs[0].findings, "ring graph"));
+  // Connections through devices NCCL fused of several ports (2.24 on) count their ports: four dual-port devices
+  // cover 2 x DGX A100's eight NICs per machine, two of them do not, and the finding says they were fused.
+  std::string fused = head +
+                      "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB "
+                      "[3]mlx5_3:1/IB [4]mlx5_4:1/IB [5]mlx5_5:1/IB [6]mlx5_6:1/IB [7]mlx5_7:1/IB [RO]\n";
+  for (int v = 0; v < 4; ++v) {
+    fused += fmt::format(
+        "h:1:2 [0] NCCL INFO NET/IB : Made virtual device [{}] name=mlx5_{}+mlx5_{} speed=400000 "
+        "ndevs=2\n",
+        8 + v, 2 * v, 2 * v + 1);
+  }
+  const auto via = [](int channel, int device) {
+    return fmt::format("h:1:2 [0] NCCL INFO Channel {:02}/0 : 15[7] -> 0[0] [receive] via NET/IB/{}\n", channel,
+                       device);
+  };
+  const Topology a100 = load_topology("2xdgx-a100");
+  const logs::InfoLog four = logs::parse_nccl_info(fused + via(0, 8) + via(1, 9) + via(2, 10) + via(3, 11), "four.log");
+  CHECK_FALSE(any_of(check_runs(a100, a3, &four, CheckOptions{}).runs[0].findings, "printed network connections"));
+  const logs::InfoLog two = logs::parse_nccl_info(fused + via(0, 8) + via(1, 9), "two.log");
+  CHECK(any_of(check_runs(a100, a3, &two, CheckOptions{}).runs[0].findings,
+               "two.log: the printed network connections of h use 2 NIC(s) (device 8, 9, 4 ports fused); the model's "
+               "rings use 8 of the 8 per machine"));
   // An INFO log of another communicator is not compared.
   logs::InfoLog other = logs::read_nccl_info(data("nccl1412-2x8-info.log"));
   const CheckReport r2 = check_runs(load_topology("dgx-h100"), runs, &other, CheckOptions{});
