@@ -441,6 +441,15 @@ std::vector<int> default_participants(const Topology& topo, std::vector<int> par
   return participants;
 }
 
+// A cut of kind `what` that bounds nothing (infinite rate): what a bound returns where it does not apply, and
+// where a search starts.
+BoundCut no_cut(std::string what) {
+  BoundCut none;
+  none.what = std::move(what);
+  none.rate_gbps = std::numeric_limits<double>::infinity();
+  return none;
+}
+
 }  // namespace
 
 BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates,
@@ -449,12 +458,7 @@ BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants_i
   const std::vector<int> participants = default_participants(topo, participants_in);
   const int n = static_cast<int>(participants.size());
   const std::string what = reverse ? "reduce-scatter" : "all-gather";
-  if (n < 2) {
-    BoundCut none;
-    none.what = what;
-    none.rate_gbps = std::numeric_limits<double>::infinity();
-    return none;
-  }
+  if (n < 2) return no_cut(what);
   Network net = make_network(topo, participants, rates, reverse);
   const int vertices = net.flow.nodes();
   // Start from the best single-participant cut: every vertex but u's sends u the N−1 other blocks.
@@ -523,9 +527,7 @@ BoundCut spread_cut(const Topology& topo, const std::vector<int>& participants_i
 BoundCut splitting_cut(const Topology& topo, const std::vector<int>& participants_in, const LinkRates& rates) {
   check_rates(topo, rates);
   const std::vector<int> participants = default_participants(topo, participants_in);
-  BoundCut best;
-  best.what = "in-network";
-  best.rate_gbps = std::numeric_limits<double>::infinity();
+  BoundCut best = no_cut("in-network");
   if (participants.size() < 2) return best;
   Network net = make_network(topo, participants, rates, false);
   const Twins twins = machine_twins(topo, participants);
@@ -562,12 +564,7 @@ BoundCut volume_cut(const Topology& topo, const std::vector<int>& participants_i
   check_rates(topo, rates);
   const std::vector<int> participants = default_participants(topo, participants_in);
   const double n = static_cast<double>(participants.size());
-  if (participants.size() < 2) {
-    BoundCut none;
-    none.what = "volume";
-    none.rate_gbps = std::numeric_limits<double>::infinity();
-    return none;
-  }
+  if (participants.size() < 2) return no_cut("volume");
   const Network net = make_network(topo, participants, rates, false);
   BoundCut cut = reception_cut(topo, net, participants, rates, participants, "volume");
   // reception_cut's rate is per block of N−1 per receiver: the receptions' total is that times N(N−1).
@@ -592,9 +589,7 @@ BoundCut partition_cut(const Topology& topo, const std::vector<int>& participant
   check_rates(topo, rates);
   const std::vector<int> participants = default_participants(topo, participants_in);
   const int n = static_cast<int>(participants.size());
-  BoundCut best;
-  best.what = "partition";
-  best.rate_gbps = std::numeric_limits<double>::infinity();
+  BoundCut best = no_cut("partition");
   if (n < 3 || n > kPartitionParticipants) return best;
   // Searched on one machine: the participants' machine's devices each on their own, everything beyond its NICs
   // (the network, other machines) as one more unit, kept in a single part.
@@ -782,9 +777,7 @@ BoundCut two_way_split_cut(const Topology& topo, const std::vector<int>& partici
   check_rates(topo, rates);
   const std::vector<int> participants = default_participants(topo, participants_in);
   const int n = static_cast<int>(participants.size());
-  BoundCut best;
-  best.what = "two-way split";
-  best.rate_gbps = std::numeric_limits<double>::infinity();
+  BoundCut best = no_cut("two-way split");
   if (n < 2 || n > kPartitionParticipants || topo.machine_count() != 1) return best;
   const Network net = make_network(topo, participants, rates, false);
   const int vertices = net.flow.nodes();
