@@ -239,12 +239,12 @@ Capacities primal_values(const lemon::Lp& lp, const EdgeColumns& c) {
 // edges in the problem's direction (FlowCuts). Solved in three steps, each keeping what the one before reached:
 // the largest x; then the fewest link crossings (no idle detours); then the least excess, what the ordered pairs
 // of participants carry beyond x. Many edge rates reach the same x at the same cost, and which one the LP stops
-// at shapes the trees: spread over the pairs, they leave fewer transfers in a row (pcie-8gpu's trees plan: 15
-// phases, not 17, and 10.11 GB/s busbw at 256 MiB and 32 segments, not 9.59). Each step's bound is the value
-// reached, with no margin: given one, the LP trades a sliver of x for stray edges of next to no rate, on which no
-// tree can be grown (the reduce-broadcast trees, solved this way, placed 83 % of their weight on dgx1-v100), and
-// on dgx-h100 it stopped at rates on two rings, whose trees were chains seven hops deep. Where a later step finds
-// no optimum, the one before stands.
+// at shapes the trees: spread over the pairs, they leave fewer transfers in a row (pcie-8gpu's trees plan has
+// 15 phases; without the step, tried while writing it, it was deeper and slower). Each step's bound is the value
+// reached, with no margin: given one, the LP traded a sliver of x for stray edges of next to no rate, on which no
+// tree can be grown (the packing then placed only part of its weight), and on dgx-h100 it stopped at rates on two
+// rings, whose trees were chains seven hops deep (trees.shallow_and_mirrored holds them at one). Where a later
+// step finds no optimum, the one before stands.
 Capacities solve_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges, const LinkRates& rates,
                     bool toward_root) {
   lemon::Lp lp;
@@ -320,9 +320,9 @@ bool mirrored(const Topology& topo, const std::vector<TreeEdge>& edges, const st
 // participant within z (Edmonds: arborescences of total weight x from the root fit within z; each is a
 // spanning tree whose every edge is used once each way). The second LP keeps x and spends the fewest link
 // crossings. `y`: z per edge (0 for an edge without a reverse). This LP keeps its flows, one per sink, where the
-// trees' LP took cuts: it is the smaller one (the flows all start at one root), and by cuts it stopped at other
-// optimal rates whose trees scheduled worse (dgx1-p100 at 94.4 % of the bound, not 95.6 %; 239 of its 247
-// subsets at 95 %, not 245).
+// trees' LP took cuts: it is the smaller one (the flows all start at one root), and by cuts, tried while writing
+// them, it stopped at other optimal rates whose trees scheduled worse (fewer DGX-1 P100 subsets at 95 % of the
+// bound).
 Capacities solve_reduce_broadcast_lp(const Topology& topo, int n, const std::vector<TreeEdge>& edges,
                                      const std::vector<int>& reverse, const LinkRates& rates, int root) {
   lemon::Lp lp;
