@@ -293,13 +293,18 @@ class Search {
     });
   }
 
-  // Stage 5: the pick must pass the verifier at its size. It is each size's fastest unless the previous pick is
-  // within keep_within of it: those are verified ahead on options.jobs threads, the rare others when they come up.
+  // Stage 5: the pick must pass the verifier at its size. It is each size's fastest where that beats NCCL's own
+  // choice by the minimum gain (else NCCL's choice is kept, or is the fastest), unless the previous pick is within
+  // keep_within of it: those are verified ahead on options.jobs threads, the rare others when they come up. A
+  // fastest that NCCL's choice keeps out is not verified: on dgx1-v100 that is the largest plans (prings at
+  // 256 MiB - 1 GiB), and their proofs were most of the stage's time.
   void verify_fastest() {
     std::vector<std::pair<std::size_t, std::size_t>> ahead;  // (size, candidate)
     for (std::size_t si = 0; si < n_sizes_; ++si) {
       const std::vector<std::size_t> ranking = ranking_at(si);
-      if (!ranking.empty()) ahead.emplace_back(si, ranking.front());
+      const std::optional<Figures>* row = &predicted_[si * n_];
+      if (!ranking.empty() && beats_nccl(si, row, row[ranking.front()]->time_us))
+        ahead.emplace_back(si, ranking.front());
     }
     parallel_for(ahead.size(), options_.jobs, [&](std::size_t k) { (void)verify_at(ahead[k].first, ahead[k].second); });
   }
@@ -330,11 +335,8 @@ class Search {
         }
         const std::size_t fastest = scores.ranking.front();
         pick = fastest;
-        const double gain = min_gain_at(options_, topo_, bytes);
-        // Whether candidate c beats NCCL's own choice by more than the minimum gain (true without NCCL).
         const auto beats_nccl = [&](std::size_t c) {
-          return !nccl_ || !scores.predicted[*nccl_] ||
-                 scores.predicted[*nccl_]->time_us > scores.predicted[c]->time_us * (1.0 + gain);
+          return this->beats_nccl(si, scores.predicted.data(), scores.predicted[c]->time_us);
         };
         if (!result_.pick.empty()) {
           // Hysteresis: the previous size's pick within keep_within of the fastest, unless that would keep a plan
@@ -444,6 +446,13 @@ class Search {
         break;
       }
     }
+  }
+
+  // Whether a plan of time_us at size si beats NCCL's own choice, whose figures there are `row`[nccl_], by more than
+  // the minimum gain (true without NCCL or its figures).
+  bool beats_nccl(std::size_t si, const std::optional<Figures>* row, double time_us) const {
+    if (!nccl_ || !row[*nccl_]) return true;
+    return row[*nccl_]->time_us > time_us * (1.0 + min_gain_at(options_, topo_, options_.sizes[si]));
   }
 
   // Whether candidate c passes the verifier at size si (verified_: 1 passed, 2 failed, 0 not yet).

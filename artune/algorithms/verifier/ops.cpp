@@ -163,29 +163,30 @@ Cell Verifier::combine(const Op& op, const Cell& dst, const Cell& src, const Whe
     if (!reported) problem("op {}: {}", op.id, why);
     reported = true;
   };
-  const std::string to_text = where(to.device, to.buffer, to.lo, to.hi);
-  const std::string from_text = where(from.device, from.buffer, from.lo, from.hi);
+  // The regions' text is made only for a message: a plan that passes formats none.
+  const auto to_text = [&] { return where(to.device, to.buffer, to.lo, to.hi); };
+  const auto from_text = [&] { return where(from.device, from.buffer, from.lo, from.hi); };
   if (src.value == Values::kUndefined) {
-    report(fmt::format("reduces undefined data from {} into {}", from_text, to_text));
+    report(fmt::format("reduces undefined data from {} into {}", from_text(), to_text()));
     return dst;
   }
   if (dst.value == Values::kUndefined) {
-    report(fmt::format("reduces into undefined data at {} (from {})", to_text, from_text));
+    report(fmt::format("reduces into undefined data at {} (from {})", to_text(), from_text()));
     return dst;
   }
   if (dst.shift != src.shift) {
-    report(fmt::format("reduces misaligned data from {} into {} (input elements shifted by {} vs {})", from_text,
-                       to_text, src.shift, dst.shift));
+    report(fmt::format("reduces misaligned data from {} into {} (input elements shifted by {} vs {})", from_text(),
+                       to_text(), src.shift, dst.shift));
     return dst;
   }
   if (values_.get(dst.value).scaled > 0 || values_.get(src.value).scaled > 0) {
-    report(fmt::format("reduces already scaled data from {} into {}", from_text, to_text));
+    report(fmt::format("reduces already scaled data from {} into {}", from_text(), to_text()));
     return dst;
   }
   const auto twice = values_.common(dst.value, src.value);
   if (!twice.empty()) {
     report(fmt::format("adds the input of rank{} {} twice at {} ({} from {} into {})", twice.size() > 1 ? "s" : "",
-                       fmt::join(twice, ","), to_text, values_.describe(src.value), from_text,
+                       fmt::join(twice, ","), to_text(), values_.describe(src.value), from_text(),
                        values_.describe(dst.value)));
   }
   return Cell{values_.sum(dst.value, src.value), dst.shift};
@@ -224,15 +225,15 @@ void Verifier::execute(const Op& op) {
       auto spans = read(op.dst.device, op.dst.buffer, op.dst.offset, op.dst.offset + op.dst.count);
       bool reported = false;
       for (Span& s : spans) {
-        const std::string at = where(op.dst.device, op.dst.buffer, op.dst.offset + s.lo, op.dst.offset + s.hi);
+        const auto at = [&] { return where(op.dst.device, op.dst.buffer, op.dst.offset + s.lo, op.dst.offset + s.hi); };
         if (!reported && s.cell.value == Values::kUndefined) {
-          problem("op {}: scales undefined data at {}", op.id, at);
+          problem("op {}: scales undefined data at {}", op.id, at());
           reported = true;
         } else if (!reported && values_.get(s.cell.value).scaled > 0) {
-          problem("op {}: scales {} a second time", op.id, at);
+          problem("op {}: scales {} a second time", op.id, at());
           reported = true;
         } else if (!reported && !values_.complete(s.cell.value)) {
-          problem("op {}: scales a partial result at {} ({})", op.id, at, values_.describe(s.cell.value));
+          problem("op {}: scales a partial result at {} ({})", op.id, at(), values_.describe(s.cell.value));
           reported = true;
         }
         if (s.cell.value != Values::kUndefined) s.cell.value = values_.scaled(s.cell.value);
