@@ -98,8 +98,7 @@ std::pair<std::int64_t, std::int64_t> collective_block(const Plan& plan, int k) 
   return collective_block(plan.count, plan.ranks(), k, plan.blocks);
 }
 
-std::vector<int> op_devices(const Op& op) {
-  std::vector<int> out;
+void append_op_devices(const Op& op, std::vector<int>& out) {
   switch (op.kind) {
     case OpKind::kCopy:
     case OpKind::kReduce:
@@ -107,12 +106,19 @@ std::vector<int> op_devices(const Op& op) {
       if (op.dst.device != op.src.device) out.push_back(op.dst.device);
       break;
     case OpKind::kScale: out.push_back(op.dst.device); break;
-    case OpKind::kGroup:
-      out = op.group;
-      std::sort(out.begin(), out.end());
-      out.erase(std::unique(out.begin(), out.end()), out.end());
+    case OpKind::kGroup: {
+      const auto from = static_cast<std::ptrdiff_t>(out.size());
+      out.insert(out.end(), op.group.begin(), op.group.end());
+      std::sort(out.begin() + from, out.end());
+      out.erase(std::unique(out.begin() + from, out.end()), out.end());
       break;
+    }
   }
+}
+
+std::vector<int> op_devices(const Op& op) {
+  std::vector<int> out;
+  append_op_devices(op, out);
   return out;
 }
 
@@ -592,11 +598,14 @@ Plan pipeline(const Plan& plan, int segments) {
     }
     seg.first = static_cast<int>(out.ops.size());
 
+    // The op without its deps, copied for each segment: each segment's deps are its own (below).
+    Op whole = op;
+    whole.deps = {};
+    std::vector<int> deps;
     for (int j = 0; j < seg.size(); ++j) {
       const std::int64_t s = seg.starts[static_cast<std::size_t>(j)];
       const std::int64_t e = seg.end(j);
-      Op piece = op;
-      piece.deps.clear();
+      Op piece = whole;
       if (op.kind == OpKind::kCopy || op.kind == OpKind::kReduce) {
         piece.src.offset += s;
         piece.src.count = e - s;
@@ -604,7 +613,7 @@ Plan pipeline(const Plan& plan, int segments) {
       piece.dst.offset += s;
       piece.dst.count = e - s;
 
-      std::vector<int> deps;
+      deps.clear();
       // Segments of one op run in order: then waiting for a segment means
       // waiting for everything before it too, which keeps every ordering the
       // original deps implied transitively, and it is how a link streams them.
@@ -637,7 +646,7 @@ Plan pipeline(const Plan& plan, int segments) {
       }
       std::sort(deps.begin(), deps.end());
       deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-      piece.deps = std::move(deps);
+      piece.deps.assign(deps.begin(), deps.end());
       out.add(std::move(piece));
     }
   }

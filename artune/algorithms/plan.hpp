@@ -140,6 +140,8 @@ std::pair<std::int64_t, std::int64_t> collective_block(const Plan& plan, int k);
 
 /// Devices an op touches (src and dst devices; every group member for group ops), deduplicated.
 std::vector<int> op_devices(const Op& op);
+/// op_devices(op) appended to `out` (no vector of its own: for callers that keep every op's devices in one array).
+void append_op_devices(const Op& op, std::vector<int>& out);
 /// True when the op moves data between two devices.
 bool is_transfer(const Op& op);
 

@@ -67,8 +67,10 @@ void Verifier::structure() {
     }
   }
 
-  devices_.resize(plan_.ops.size());
+  device_list_.clear();
+  device_start_.assign(plan_.ops.size() + 1, 0);
   for (std::size_t i = 0; i < plan_.ops.size(); ++i) {
+    device_start_[i] = device_list_.size();
     const Op& op = plan_.ops[i];
     if (op.id != static_cast<int>(i)) {
       problem("op at position {} has id {} (ids must be positions)", i, op.id);
@@ -136,16 +138,17 @@ void Verifier::structure() {
       unsafe_ = true;
       continue;
     }
-    devices_[i] = op_devices(op);
-    std::sort(devices_[i].begin(), devices_[i].end());
+    const std::size_t from = device_list_.size();
+    append_op_devices(op, device_list_);
+    std::sort(device_list_.begin() + static_cast<std::ptrdiff_t>(from), device_list_.end());
     for (int dep : op.deps) {
       if (dep < 0 || dep >= op.id) {
         problem("op {}: depends on op {} which does not come before it", op.id, dep);
         unsafe_ = true;
         continue;
       }
-      const auto& mine = devices_[i];
-      const auto& theirs = devices_[static_cast<std::size_t>(dep)];
+      const std::span<const int> mine(device_list_.data() + from, device_list_.size() - from);
+      const std::span<const int> theirs = devices_of(static_cast<std::size_t>(dep));
       bool shared = false;
       for (int d : mine) shared = shared || std::binary_search(theirs.begin(), theirs.end(), d);
       if (!shared && !theirs.empty()) {
@@ -154,6 +157,7 @@ void Verifier::structure() {
       }
     }
   }
+  device_start_.back() = device_list_.size();
 }
 
 // dst ⊎ src for one interval; reports (once per op) and returns dst on errors.
@@ -195,7 +199,8 @@ Cell Verifier::combine(const Op& op, const Cell& dst, const Cell& src, const Whe
 void Verifier::execute(const Op& op) {
   switch (op.kind) {
     case OpKind::kCopy: {
-      auto spans = read(op.src.device, op.src.buffer, op.src.offset, op.src.offset + op.src.count);
+      std::vector<Span>& spans = spans_a_;
+      read(op.src.device, op.src.buffer, op.src.offset, op.src.offset + op.src.count, spans);
       for (const Span& s : spans) {
         if (s.cell.value == Values::kUndefined) {
           problem("op {}: copies undefined data from {}", op.id,
@@ -208,12 +213,16 @@ void Verifier::execute(const Op& op) {
       break;
     }
     case OpKind::kReduce: {
-      auto src = read(op.src.device, op.src.buffer, op.src.offset, op.src.offset + op.src.count);
+      std::vector<Span>& src = spans_a_;
+      read(op.src.device, op.src.buffer, op.src.offset, op.src.offset + op.src.count, src);
       relocate(src, op.src.offset, op.dst.offset);
-      const auto dst = read(op.dst.device, op.dst.buffer, op.dst.offset, op.dst.offset + op.dst.count);
-      std::vector<Span> out;
+      std::vector<Span>& dst = spans_b_;
+      read(op.dst.device, op.dst.buffer, op.dst.offset, op.dst.offset + op.dst.count, dst);
+      std::vector<Span>& out = spans_out_;
+      out.clear();
       bool reported = false;
-      for (const auto& [d, s] : zip(dst, src)) {
+      zip(dst, src, zipped_);
+      for (const auto& [d, s] : zipped_) {
         const Where to{op.dst.device, op.dst.buffer, op.dst.offset + d.lo, op.dst.offset + d.hi};
         const Where from{op.src.device, op.src.buffer, op.src.offset + d.lo, op.src.offset + d.hi};
         out.push_back({d.lo, d.hi, combine(op, d.cell, s.cell, to, from, reported)});
@@ -222,7 +231,8 @@ void Verifier::execute(const Op& op) {
       break;
     }
     case OpKind::kScale: {
-      auto spans = read(op.dst.device, op.dst.buffer, op.dst.offset, op.dst.offset + op.dst.count);
+      std::vector<Span>& spans = spans_a_;
+      read(op.dst.device, op.dst.buffer, op.dst.offset, op.dst.offset + op.dst.count, spans);
       bool reported = false;
       for (Span& s : spans) {
         const auto at = [&] { return where(op.dst.device, op.dst.buffer, op.dst.offset + s.lo, op.dst.offset + s.hi); };

@@ -4,8 +4,8 @@
 
 namespace artune::verifier_detail {
 
-std::vector<Verifier::Touch> Verifier::touches(const Op& op) {
-  std::vector<Touch> out;
+void Verifier::touches(const Op& op, std::vector<Touch>& out) {
+  out.clear();
   switch (op.kind) {
     case OpKind::kCopy:
     case OpKind::kReduce:
@@ -23,7 +23,6 @@ std::vector<Verifier::Touch> Verifier::touches(const Op& op) {
       }
       break;
   }
-  return out;
 }
 
 // A short depth-first search from `op` towards the marked targets (target_ ==
@@ -54,7 +53,8 @@ void Verifier::quick_search(const Op& op, int floor, int targets) {
 }
 
 void Verifier::races(const Op& op) {
-  const auto list = touches(op);
+  std::vector<Touch>& list = touches_;
+  touches(op, list);
   // A write must follow the readers since the last write; each of those was
   // checked to follow that write, so the write itself is implied. With no
   // readers since, the last writer is checked directly.
@@ -107,8 +107,10 @@ void Verifier::races(const Op& op) {
     auto& m = access_[static_cast<std::size_t>(t.device)][static_cast<std::size_t>(t.buffer)];
     auto [first, last] = m.range(t.lo, t.hi);
     if (t.writes) {
-      m.map().erase(first, last);
-      m.map().emplace(t.lo, IntervalMap<Access>::Piece{t.hi, Access{op.id, {}}});
+      // One piece [lo, hi) written by this op: the first piece's node kept (range() made it start at lo), the rest
+      // erased.
+      first->second = IntervalMap<Access>::Piece{t.hi, Access{op.id, {}}};
+      m.map().erase(std::next(first), last);
     } else {
       for (auto it = first; it != last; ++it) {
         auto& readers = it->second.value.readers;

@@ -113,11 +113,16 @@ void Verifier::init_state() {
 
 std::vector<Verifier::Span> Verifier::read(int device, int buffer, std::int64_t lo, std::int64_t hi) {
   std::vector<Span> out;
-  if (lo >= hi) return out;
+  read(device, buffer, lo, hi, out);
+  return out;
+}
+
+void Verifier::read(int device, int buffer, std::int64_t lo, std::int64_t hi, std::vector<Span>& out) {
+  out.clear();
+  if (lo >= hi) return;
   auto& m = state(device, buffer);
   auto [first, last] = m.range(lo, hi);
   for (auto it = first; it != last; ++it) out.push_back({it->first - lo, it->second.hi - lo, it->second.value});
-  return out;
 }
 
 // Replaces [lo, hi) by the given spans (relative, covering [0, hi - lo)), merging equal neighbours.
@@ -126,9 +131,9 @@ void Verifier::write(int device, int buffer, std::int64_t lo, std::int64_t hi, c
   auto& m = state(device, buffer);
   auto [first, last] = m.range(lo, hi);
   m.map().erase(first, last);
-  for (const Span& s : spans) {
-    m.map().emplace(lo + s.lo, typename IntervalMap<Cell>::Piece{lo + s.hi, s.cell});
-  }
+  // The spans go in in order, each just before `last`: the hint makes each insertion constant time.
+  for (const Span& s : spans)
+    m.map().emplace_hint(last, lo + s.lo, typename IntervalMap<Cell>::Piece{lo + s.hi, s.cell});
   // Merging keeps maps small when successive ops rewrite adjacent regions alike.
   auto merge_at = [&](std::int64_t pos) {
     auto it = m.map().find(pos);
@@ -147,6 +152,12 @@ void Verifier::write(int device, int buffer, std::int64_t lo, std::int64_t hi, c
 std::vector<std::pair<Verifier::Span, Verifier::Span>> Verifier::zip(const std::vector<Span>& a,
                                                                      const std::vector<Span>& b) {
   std::vector<std::pair<Span, Span>> out;
+  zip(a, b, out);
+  return out;
+}
+
+void Verifier::zip(const std::vector<Span>& a, const std::vector<Span>& b, std::vector<std::pair<Span, Span>>& out) {
+  out.clear();
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
     const std::int64_t lo = std::max(a[i].lo, b[j].lo);
@@ -155,7 +166,6 @@ std::vector<std::pair<Verifier::Span, Verifier::Span>> Verifier::zip(const std::
     if (a[i].hi == hi) ++i;
     if (b[j].hi == hi) ++j;
   }
-  return out;
 }
 
 // Moves spans read at `from_offset` so they describe data placed at `to_offset`.

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -203,12 +204,16 @@ class Verifier {
     return state_[static_cast<std::size_t>(device)][static_cast<std::size_t>(buffer)];
   }
   std::vector<Span> read(int device, int buffer, std::int64_t lo, std::int64_t hi);
+  // The same into `out` (cleared first): execute() reads into its member buffers, allocating nothing per op.
+  void read(int device, int buffer, std::int64_t lo, std::int64_t hi, std::vector<Span>& out);
   void write(int device, int buffer, std::int64_t lo, std::int64_t hi, const std::vector<Span>& spans);
   static std::vector<std::pair<Span, Span>> zip(const std::vector<Span>& a, const std::vector<Span>& b);
+  static void zip(const std::vector<Span>& a, const std::vector<Span>& b, std::vector<std::pair<Span, Span>>& out);
   static void relocate(std::vector<Span>& spans, std::int64_t from_offset, std::int64_t to_offset);
 
   // ----- races (races.cpp) -----
-  static std::vector<Touch> touches(const Op& op);
+  // The op's accesses into `out` (cleared first; a member buffer, so that no op allocates its own).
+  static void touches(const Op& op, std::vector<Touch>& out);
   static constexpr int kQuickVisits = 64;
   void quick_search(const Op& op, int floor, int targets);
   void races(const Op& op);
@@ -223,13 +228,25 @@ class Verifier {
   std::vector<std::string> problems_;
   std::size_t dropped_ = 0;
   bool unsafe_ = false;
-  std::vector<std::vector<int>> devices_;
+  // Each op's devices, sorted: op i's are device_list_[device_start_[i] .. device_start_[i + 1]) (empty for an op
+  // that failed the structure check). One array for the plan instead of one per op.
+  std::vector<int> device_list_;
+  std::vector<std::size_t> device_start_;
+  std::span<const int> devices_of(std::size_t op) const {
+    return {device_list_.data() + device_start_[op], device_list_.data() + device_start_[op + 1]};
+  }
   std::vector<std::vector<IntervalMap<Cell>>> state_;
   std::vector<std::vector<IntervalMap<Access>>> access_;
   std::vector<std::uint32_t> stamp_;
   std::uint32_t epoch_ = 0;
   std::vector<std::uint32_t> target_;
   std::uint32_t target_epoch_ = 0;
+  std::vector<Touch> touches_;
+  // execute()'s buffers for copies, reduces and scales (each op's spans, reused from op to op).
+  std::vector<Span> spans_a_;
+  std::vector<Span> spans_b_;
+  std::vector<Span> spans_out_;
+  std::vector<std::pair<Span, Span>> zipped_;
   std::vector<Need> needs_;
   std::vector<Need> deferred_;
   std::vector<int> stack_;
