@@ -296,8 +296,8 @@ class Search {
   // Stage 5: the pick must pass the verifier at its size. It is each size's fastest where that beats NCCL's own
   // choice by the minimum gain (else NCCL's choice is kept, or is the fastest), unless the previous pick is within
   // keep_within of it: those are verified ahead on options.jobs threads, the rare others when they come up. A
-  // fastest that NCCL's choice keeps out is not verified: on dgx1-v100 that is the largest plans (prings at
-  // 256 MiB - 1 GiB), and their proofs were most of the stage's time.
+  // fastest that NCCL's choice keeps out is never proved: on dgx1-v100 those are `prings` at 256 MiB - 1 GiB, the
+  // largest plans the tuner builds there.
   void verify_fastest() {
     std::vector<std::pair<std::size_t, std::size_t>> ahead;  // (size, candidate)
     for (std::size_t si = 0; si < n_sizes_; ++si) {
