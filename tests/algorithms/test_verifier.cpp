@@ -183,6 +183,38 @@ TEST_CASE("verifier.scratch_read_before_write") {
   CHECK(mentions(verify(p), {"op 0: copies undefined data from device 2 buffer 0 [0, 4)"}));
 }
 
+// The regions a reduce or a scale names are formatted only when it reports (Verifier::combine, execute): every
+// message still names them.
+TEST_CASE("verifier.reduce_and_scale_messages_name_their_regions") {
+  SUBCASE("reduce into scratch nobody wrote") {
+    Plan p = empty_plan(2, 4);
+    const int h = p.add_buffer(1, 4);
+    p.add(reduce_op(loc(0, 0, 0, 4), loc(1, h, 0, 4), {}));
+    const VerifyResult r = verify(p);
+    INFO(dump(r));
+    CHECK(
+        mentions(r, {"op 0: reduces into undefined data at device 1 buffer 1 [0, 4) (from device 0 buffer 0 [0, 4))"}));
+  }
+  SUBCASE("reduce of scaled data") {
+    Plan p = empty_plan(2, 4, ReduceOp::kAvg);
+    p.add(scale_op(loc(1, 0, 0, 4), 2, {}));
+    p.add(reduce_op(loc(1, 0, 0, 4), loc(0, 0, 0, 4), {0}));
+    const VerifyResult r = verify(p);
+    INFO(dump(r));
+    CHECK(mentions(r, {"op 0: scales a partial result at device 1 buffer 0 [0, 4)"}));
+    CHECK(
+        mentions(r, {"op 1: reduces already scaled data from device 1 buffer 0 [0, 4) into device 0 buffer 0 [0, 4)"}));
+  }
+  SUBCASE("scale of scratch nobody wrote") {
+    Plan p = empty_plan(2, 4, ReduceOp::kAvg);
+    const int h = p.add_buffer(0, 4);
+    p.add(scale_op(loc(0, h, 0, 4), 2, {}));
+    const VerifyResult r = verify(p);
+    INFO(dump(r));
+    CHECK(mentions(r, {"op 0: scales undefined data at device 0 buffer 1 [0, 4)"}));
+  }
+}
+
 TEST_CASE("verifier.scale_rules") {
   SUBCASE("double scale") {
     Plan p = ring_plan(2, 8, ReduceOp::kAvg);
