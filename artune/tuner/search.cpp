@@ -123,6 +123,8 @@ class Search {
     tracker.finish();
     result_.simulations = simulations_.load();
     result_.pruned = pruned_.load();
+    result_.verified =
+        static_cast<std::size_t>(std::count_if(verified_.begin(), verified_.end(), [](char v) { return v != 0; }));
     rebuild_table(result_, topo_, options_);
     return std::move(result_);
   }

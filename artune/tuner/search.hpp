@@ -70,6 +70,8 @@ struct SearchResult {
   std::vector<std::size_t> pick;  ///< per size: the chosen candidate
   std::size_t simulations = 0;    ///< (candidate, size) simulations run
   std::size_t pruned = 0;         ///< (candidate, size) pairs skipped by their lower bound (prune)
+  std::size_t verified = 0;       ///< (candidate, size) plans put to the verifier (the picks, and ahead of them the
+                                  ///< fastest where it beats NCCL's own choice by the minimum gain)
   DecisionTable table;
   std::vector<std::uint64_t> unmeasured_for_memory;  ///< sizes measure_top skipped: they did not fit in memory
 };

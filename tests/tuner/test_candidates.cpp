@@ -394,6 +394,25 @@ TEST_CASE("search.min_gain_keeps_nccl_unless_a_pick_beats_it_by_the_model_error"
   }
 }
 
+TEST_CASE("search.proves_only_what_it_can_pick") {
+  // dgx1-v100 at 1 GiB: the packed rings are the fastest, 2-3 % ahead of NCCL's own choice, inside the model's
+  // error, so NCCL's choice is kept and is the only plan proved; with no minimum gain the rings are picked and are
+  // the only plan proved. (The search used to prove the fastest ahead at every size, the rings here too.)
+  const Topology topo = load_topology("dgx1-v100");
+  SearchOptions so;
+  so.sizes = {std::uint64_t{1} << 30};
+  so.candidates.max_cycles = 2;
+  so.candidates.segments = {1, 2, 4};
+  const SearchResult kept = search(topo, so);
+  REQUIRE(kept.set.candidates[kept.pick.front()].family == "nccl");
+  REQUIRE(kept.sizes.front().ranking.front() != kept.pick.front());
+  CHECK(kept.verified == 1);
+  so.min_gain = 0;
+  const SearchResult fastest = search(topo, so);
+  CHECK(fastest.pick.front() == fastest.sizes.front().ranking.front());
+  CHECK(fastest.verified == 1);
+}
+
 TEST_CASE("search.hysteresis_never_keeps_what_the_min_gain_would_not_show") {
   // dgx1-p100, every default candidate (README's `autotune -t dgx1-p100 -b 2K -e 1G -f 4`): at 512 MiB the
   // reduce-broadcast trees lead NCCL by 3.5 %, past the model's 3.4 %, and the packed rings of 128 MiB by less than
